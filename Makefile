@@ -1,0 +1,27 @@
+# Two entry points for a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test bench lint clean
+
+$(BIN)/rearrange: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(BIN)/rearrange
+	REARRANGE_BANLIST_SEED=$${REARRANGE_BANLIST_SEED-config/banlist.sample.jsonl} $(BIN)/rearrange serve
+
+test: $(BIN)/rearrange
+	$(BIN)/pytest
+
+bench: $(BIN)/rearrange
+	$(BIN)/python -m bench.pipeline
+
+lint: $(BIN)/rearrange
+	$(BIN)/ruff check app tests bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

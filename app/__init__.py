@@ -1,0 +1,1 @@
+"""Rearrange: post-ranking rule pipeline."""

@@ -1,0 +1,114 @@
+"""The in-memory banlist index: O(1) per scope, O(labels) for domains, O(segments) for prefixes."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from app.banlist import canon
+from app.banlist.model import Entry, url_key
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An entry that matches a URL, and through which expression."""
+
+    entry: Entry
+    expression: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {**self.entry.as_dict(), "matched_by": self.expression}
+
+
+class BanIndex:
+    """Entries keyed by what they match; dicts of tuples, not sets, to keep GC walks short."""
+
+    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_by_id")
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self._url: dict[str, tuple[Entry, ...]] = {}
+        self._prefix: dict[str, tuple[Entry, ...]] = {}
+        self._prefix_hosts: dict[str, int] = {}
+        self._host: dict[str, tuple[Entry, ...]] = {}
+        self._domain: dict[str, tuple[Entry, ...]] = {}
+        self._by_id: dict[str, Entry] = {}
+        for entry in entries:
+            self.add(entry)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._by_id.values())
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self._by_id.get(entry_id)
+
+    def add(self, entry: Entry) -> None:
+        """Index an entry (replacing one with the same id)."""
+        if entry.id in self._by_id:
+            self.remove(entry.id)
+        self._by_id[entry.id] = entry
+        table, key = self._slot(entry)
+        table[key] = table.get(key, ()) + (entry,)
+        if entry.scope == "prefix":
+            host = key.partition("/")[0]
+            self._prefix_hosts[host] = self._prefix_hosts.get(host, 0) + 1
+
+    def remove(self, entry_id: str) -> Entry | None:
+        """Drop an entry by id; returns it, or None if it was not there."""
+        entry = self._by_id.pop(entry_id, None)
+        if entry is None:
+            return None
+        table, key = self._slot(entry)
+        rest = tuple(e for e in table.get(key, ()) if e.id != entry_id)
+        if rest:
+            table[key] = rest
+        else:
+            table.pop(key, None)
+        if entry.scope == "prefix":
+            host = key.partition("/")[0]
+            left = self._prefix_hosts.get(host, 1) - 1
+            if left:
+                self._prefix_hosts[host] = left
+            else:
+                self._prefix_hosts.pop(host, None)
+        return entry
+
+    def _slot(self, entry: Entry) -> tuple[dict[str, tuple[Entry, ...]], str]:
+        if entry.scope == "url":
+            return self._url, entry.value
+        if entry.scope == "prefix":
+            return self._prefix, entry.value.rstrip("/")
+        if entry.scope == "host":
+            return self._host, entry.value
+        return self._domain, entry.value
+
+    def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
+        """The most specific active entry for a canonical URL (url, prefix, host, domain)."""
+        for found in self._candidates(canonical, host):
+            if found.entry.active(region, now):
+                return found.entry
+        return None
+
+    def explain(self, canonical: str, host: str) -> list[Match]:
+        """Every entry, active or not, whose value covers the URL, with the expression."""
+        return list(self._candidates(canonical, host))
+
+    def _candidates(self, canonical: str, host: str) -> Iterator[Match]:
+        if self._url:
+            key = url_key(canonical)
+            for entry in self._url.get(key, ()):
+                yield Match(entry, f"url {key}")
+        if host in self._prefix_hosts:
+            _, path, _ = canon.split(canonical)
+            for prefix in reversed(canon.path_prefixes(path)):
+                key = host + prefix.rstrip("/")
+                for entry in self._prefix.get(key, ()):
+                    yield Match(entry, f"prefix {entry.value} covers path {path}")
+        for entry in self._host.get(host, ()):
+            yield Match(entry, f"host {host}")
+        if self._domain:
+            for suffix in canon.host_suffixes(host):
+                for entry in self._domain.get(suffix, ()):
+                    how = "the domain itself" if suffix == host else f"a parent of {host}"
+                    yield Match(entry, f"domain {suffix} ({how})")

@@ -1,0 +1,99 @@
+"""Banlist entries, and turning a scope's written value into the key it is matched by."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from app.banlist import canon
+from app.domains import is_public_suffix
+from app.errors import BanlistError
+
+SCOPES = ("url", "prefix", "host", "domain")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One ban: what it covers (scope + value), why, who, when, until when, where."""
+
+    id: str
+    scope: str
+    value: str
+    reason: str
+    actor: str
+    created_at: float
+    expires_at: float | None
+    regions: frozenset[str]
+
+    def active(self, region: str | None, now: float) -> bool:
+        """Unexpired, and global or covering the request's region."""
+        if self.expires_at is not None and self.expires_at <= now:
+            return False
+        return not self.regions or region in self.regions
+
+    def describe(self) -> str:
+        """The audit reason: `domain example.org banned (legal removal) [entry 12]`."""
+        return f"{self.scope} {self.value} banned ({self.reason}) [entry {self.id}]"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form, times as ISO 8601 UTC."""
+        return {
+            "id": self.id, "scope": self.scope, "value": self.value, "reason": self.reason,
+            "actor": self.actor, "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at) if self.expires_at is not None else None,
+            "regions": sorted(self.regions),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Entry:
+        """Inverse of as_dict (for the persisted log)."""
+        expires = data.get("expires_at")
+        return cls(
+            id=str(data["id"]), scope=data["scope"], value=data["value"],
+            reason=data["reason"], actor=data["actor"],
+            created_at=parse_iso(data["created_at"]),
+            expires_at=parse_iso(expires) if expires else None,
+            regions=frozenset(data.get("regions") or ()),
+        )
+
+
+def iso(ts: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with milliseconds."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def parse_iso(text: str) -> float:
+    """ISO 8601 (with Z or an offset) to epoch seconds."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def normalize(scope: str, value: str) -> str:
+    """The canonical written form of a value for its scope; BanlistError when malformed."""
+    if scope not in SCOPES:
+        raise BanlistError("scope", f"unknown scope {scope!r} (one of {', '.join(SCOPES)})")
+    raw = value.strip()
+    if not raw:
+        raise BanlistError("value", "empty")
+    try:
+        url = canon.canonicalize(raw if "://" in raw else f"http://{raw}")
+    except canon.InvalidURL as exc:
+        raise BanlistError("value", f"{raw!r} is not a valid {scope}: {exc}") from exc
+    host, path, query = canon.split(url)
+    if scope == "url":
+        return url_key(url)
+    if scope == "prefix":
+        if query:
+            raise BanlistError("value", "a prefix is host and path, without a query")
+        return host + path
+    if path != "/" or query or "/" in raw.split("://")[-1].rstrip("/"):
+        raise BanlistError("value", f"a {scope} is a bare host name, got {raw!r}")
+    if scope == "domain" and is_public_suffix(host):
+        raise BanlistError("value", f"{host} is a public suffix: banning it would ban "
+                           "every site registered under it")
+    return host
+
+
+def url_key(canonical_url: str) -> str:
+    """Key of a canonical URL for `url` matching: without the scheme, so http and https match."""
+    return canonical_url.partition("://")[2]

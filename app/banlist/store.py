@@ -1,0 +1,165 @@
+"""The embedded banlist store: an index in memory, an append-only change log on disk."""
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry, iso, normalize
+from app.errors import BanlistError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySpec:
+    """What a writer asks for; validated and normalized into an Entry by the store."""
+
+    scope: str
+    value: str
+    reason: str
+    regions: tuple[str, ...] = ()
+    expires_at: float | None = None
+
+
+class EmbeddedStore:
+    """Single-process banlist: every change is fsynced to a JSON-lines log before it is applied.
+
+    On start the log is replayed; a torn last line (a crash mid-write, never acknowledged)
+    is dropped, any other unreadable line stops the start rather than lose entries silently.
+    """
+
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self.version = 0
+        self.index = BanIndex()
+        self.changes: list[dict[str, Any]] = []
+        self.loaded_at = clock()
+        self._lock = threading.Lock()
+        if path is not None:
+            self._replay(path)
+        gc.freeze()  # the index is long-lived: keep it out of every future collection
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def add(self, spec: EntrySpec, actor: str) -> Entry:
+        """Validate, persist and index a new entry; returns it with its id."""
+        value = normalize(spec.scope, spec.value)
+        reason = spec.reason.strip()
+        if not reason:
+            raise BanlistError("reason", "a reason is required (T&S must be able to answer why)")
+        now = self.clock()
+        if spec.expires_at is not None and spec.expires_at <= now:
+            raise BanlistError("expires_at", f"{iso(spec.expires_at)} is already in the past")
+        with self._lock:
+            seq = self.version + 1
+            entry = Entry(str(seq), spec.scope, value, reason, actor, now, spec.expires_at,
+                          frozenset(r.upper() for r in spec.regions))
+            self._commit({"seq": seq, "op": "add", "entry": entry.as_dict(), "actor": actor,
+                          "reason": reason, "at": iso(now)})
+            self.index.add(entry)
+        return entry
+
+    def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
+        """Lift an entry (an appeal); the removal is itself a logged change."""
+        if not reason.strip():
+            raise BanlistError("reason", "a reason is required for a removal")
+        with self._lock:
+            entry = self.index.get(entry_id)
+            if entry is None:
+                raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
+            self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
+                          "actor": actor, "reason": reason.strip(), "at": iso(self.clock())})
+            self.index.remove(entry_id)
+        return entry
+
+    def sweep(self) -> int:
+        """Drop expired entries, logging each expiry as a change; returns how many."""
+        now = self.clock()
+        expired = [e for e in self.index if e.expires_at is not None and e.expires_at <= now]
+        with self._lock:
+            for entry in expired:
+                self._commit({"seq": self.version + 1, "op": "expire", "id": entry.id,
+                              "actor": "system", "reason": "ttl elapsed", "at": iso(now)})
+                self.index.remove(entry.id)
+        return len(expired)
+
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
+        """Import entries into an empty store (first start); returns how many were added."""
+        if self.version:
+            return 0
+        count = 0
+        for spec in specs:
+            self.add(spec, actor)
+            count += 1
+        gc.freeze()
+        return count
+
+    def active(self) -> list[Entry]:
+        """Unexpired entries, oldest first."""
+        now = self.clock()
+        return [e for e in self.index if e.expires_at is None or e.expires_at > now]
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
+        """The change log after `seq`."""
+        return [c for c in self.changes if c["seq"] > seq][:limit]
+
+    def _commit(self, change: dict[str, Any]) -> None:
+        if self.path is not None:
+            line = json.dumps(change, ensure_ascii=False) + "\n"
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        self.changes.append(change)
+        self.version = change["seq"]
+
+    def _replay(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for n, line in enumerate(lines, 1):
+            try:
+                change = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines) and not line.endswith("\n"):
+                    log.warning("banlist log %s: dropping a torn last line", path)
+                    with path.open("r+", encoding="utf-8") as fh:
+                        fh.truncate(sum(len(x.encode()) for x in lines[:-1]))
+                    break
+                raise BanlistError("banlist_path", f"{path}:{n} is not valid JSON") from None
+            self._apply(change)
+
+    def _apply(self, change: dict[str, Any]) -> None:
+        if change["op"] == "add":
+            self.index.add(Entry.from_dict(change["entry"]))
+        else:
+            self.index.remove(change["id"])
+        self.changes.append(change)
+        self.version = change["seq"]
+
+
+def read_specs(path: Path) -> list[EntrySpec]:
+    """Entries of a JSON-lines file of {scope, value, reason, regions?} (the sample banlist)."""
+    specs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            item = json.loads(line)
+            specs.append(EntrySpec(item["scope"], item["value"], item["reason"],
+                                   tuple(item.get("regions") or ())))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise BanlistError(f"{path}:{n}", f"not a banlist entry: {exc}") from exc
+    return specs

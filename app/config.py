@@ -1,0 +1,234 @@
+"""Load and validate the rules YAML into an immutable Engine: one Pipeline per profile."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from app.errors import ConfigError
+from app.experiments import Experiment
+from app.pipeline import PHASES, Phase, Pipeline, Step
+from app.rules import RULES
+
+DEFAULT_PROFILE = "default"
+_PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """A loaded config: profiles, routing and experiments; replaced whole on reload."""
+
+    version: str
+    profiles: Mapping[str, Pipeline]
+    routing: Mapping[str, str]
+    experiments: tuple[Experiment, ...]
+    source: str = ""
+
+    def route(self, classes: tuple[str, ...]) -> str:
+        """The profile of the first class that has a route, else `default`."""
+        for cls in classes:
+            profile = self.routing.get(cls)
+            if profile is not None:
+                return profile
+        return DEFAULT_PROFILE
+
+
+def load_file(path: Path) -> Engine:
+    """Read, validate and build a config file; ConfigError names the place of any problem."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read: {exc.strerror}") from exc
+    return load_bytes(raw, source=str(path))
+
+
+def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
+    """Validate and build a config from YAML bytes; config_version is their content hash."""
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, f"not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(source, "the top level must be a mapping with `profiles`")
+    unknown = set(doc) - {"profiles", "routing", "experiments"}
+    if unknown:
+        raise ConfigError(sorted(unknown)[0], "unknown top-level key "
+                          "(expected profiles, routing, experiments)")
+    experiments = _experiments(doc.get("experiments") or [])
+    gates = {rule: exp.name for exp in experiments for rule in exp.rules}
+    profiles = _profiles(doc.get("profiles"), gates)
+    routing = _routing(doc.get("routing") or {}, profiles)
+    version = hashlib.sha256(raw).hexdigest()[:16]
+    return Engine(version, profiles, routing, experiments, source)
+
+
+def _profiles(raw: Any, gates: Mapping[str, str]) -> dict[str, Pipeline]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("profiles", "a mapping of at least one profile is required")
+    if DEFAULT_PROFILE not in raw:
+        raise ConfigError("profiles", "a `default` profile is required "
+                          "(requests whose classes have no route use it)")
+    resolved: dict[str, dict[str, Any]] = {}
+    for name in raw:
+        resolved[name] = _resolve(name, raw, [])
+    return {name: _pipeline(name, phases, gates) for name, phases in resolved.items()}
+
+
+def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, Any]:
+    """The profile's phases with those it does not list inherited through `extends`."""
+    place = f"profiles.{name}"
+    if name in chain:
+        raise ConfigError(place, "extends cycle: " + " -> ".join([*chain, name]))
+    body = raw[name]
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ConfigError(place, "must be a mapping of phase to rule list")
+    unknown = set(body) - _PROFILE_KEYS
+    if unknown:
+        raise ConfigError(f"{place}.{sorted(unknown)[0]}",
+                          f"unknown phase (phases are {', '.join(p.value for p in PHASES)})")
+    phases = {k: v for k, v in body.items() if k != "extends"}
+    parent = body.get("extends")
+    if parent is None:
+        return phases
+    if parent not in raw:
+        raise ConfigError(f"{place}.extends", f"no profile named {parent!r}")
+    return {**_resolve(parent, raw, [*chain, name]), **phases}
+
+
+def _pipeline(name: str, phases: Mapping[str, Any], gates: Mapping[str, str]) -> Pipeline:
+    built = []
+    for phase in PHASES:
+        items = phases.get(phase.value) or []
+        place = f"profiles.{name}.{phase.value}"
+        if not isinstance(items, list):
+            raise ConfigError(place, "must be a list of rules")
+        steps = [_step(f"{place}[{i}]", item, phase, gates) for i, item in enumerate(items)]
+        built.append((phase, steps))
+    return Pipeline(name, built)
+
+
+def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, str]) -> Step:
+    if isinstance(item, str):
+        rule_name, params = item, {}
+    elif isinstance(item, dict) and len(item) == 1:
+        rule_name, params = next(iter(item.items()))
+        params = {} if params is None else params
+    else:
+        raise ConfigError(place, "a rule is a name or a one-key mapping of name to parameters")
+    cls = RULES.get(rule_name)
+    if cls is None:
+        raise ConfigError(place, f"unknown rule {rule_name!r} (known: {', '.join(RULES)})")
+    place = f"{place} {rule_name}"
+    if phase not in cls.phases:
+        allowed = ", ".join(p.value for p in PHASES if p in cls.phases)
+        raise ConfigError(place, f"cannot run in {phase.value} (it runs in {allowed})")
+    if not isinstance(params, dict):
+        raise ConfigError(place, "parameters must be a mapping")
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as exc:
+        raise ConfigError(place, _pydantic_problem(exc)) from exc
+    return Step(cls(validated, phase), gates.get(rule_name))
+
+
+def _pydantic_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        return f"unknown parameter {where!r}"
+    return f"parameter {where!r}: {msg}" if where else msg
+
+
+def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ConfigError("routing", "must be a mapping of query class to profile")
+    for cls, profile in raw.items():
+        if profile not in profiles:
+            raise ConfigError(f"routing.{cls}", f"routes to a missing profile {profile!r}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _experiments(raw: Any) -> tuple[Experiment, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError("experiments", "must be a list")
+    built: list[Experiment] = []
+    owner: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        place = f"experiments[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(place, "must be a mapping with name, unit, variants, rules")
+        unknown = set(item) - {"name", "unit", "variants", "rules"}
+        if unknown:
+            raise ConfigError(f"{place}.{sorted(unknown)[0]}", "unknown key")
+        name, unit = item.get("name"), item.get("unit")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{place}.name", "a non-empty string is required")
+        place = f"experiments[{i}] {name}"
+        if any(e.name == name for e in built):
+            raise ConfigError(place, "duplicate experiment name")
+        if not isinstance(unit, str) or not unit:
+            raise ConfigError(f"{place}.unit", "names the field of `unit` to hash, e.g. user_id")
+        weights = _weights(f"{place}.variants", item.get("variants"))
+        rules = item.get("rules") or []
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise ConfigError(f"{place}.rules", "must be a list of rule names")
+        for rule in rules:
+            if rule not in RULES:
+                raise ConfigError(f"{place}.rules", f"unknown rule {rule!r}")
+            if rule in owner:
+                raise ConfigError(f"{place}.rules", f"{rule} is already gated by {owner[rule]}")
+            owner[rule] = name
+        built.append(Experiment.from_weights(name, unit, weights, tuple(rules)))
+    return tuple(built)
+
+
+def _weights(place: str, raw: Any) -> dict[str, float]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(place, "a mapping of variant to percentage is required")
+    total = 0.0
+    for variant, weight in raw.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            raise ConfigError(f"{place}.{variant}", "weight must be a percentage >= 0")
+        if abs(weight * 100 - round(weight * 100)) > 1e-9:
+            raise ConfigError(f"{place}.{variant}", "weight must be a multiple of 0.01%")
+        total += weight
+    if total > 100 + 1e-9:
+        raise ConfigError(place, f"variant weights add up to {total:g}, over 100")
+    return {str(k): float(v) for k, v in raw.items()}
+
+
+class ConfigHolder:
+    """The Engine in use; a reload builds a new one aside and swaps one reference."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.engine = load_file(path)
+        self._stamp = self._file_stamp()
+
+    def reload(self) -> tuple[bool, str]:
+        """Load the file again; (changed, version). ConfigError leaves the old Engine in use."""
+        engine = load_file(self.path)
+        self._stamp = self._file_stamp()
+        changed = engine.version != self.engine.version
+        if changed:
+            self.engine = engine
+        return changed, engine.version
+
+    def changed_on_disk(self) -> bool:
+        """True when the file's mtime, size or inode moved (a ConfigMap swaps a symlink)."""
+        return self._file_stamp() != self._stamp
+
+    def _file_stamp(self) -> tuple[float, int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime, st.st_size, st.st_ino)

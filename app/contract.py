@@ -1,0 +1,165 @@
+"""The /v1/rerank request as msgspec Structs (decoding, validation and the OpenAPI schema).
+
+msgspec decodes a 100-document body ~3x faster than pydantic's validate_json and
+rejects what JSON does not allow (NaN, Infinity, out-of-range numbers) with the
+path of the field; its JSON schema feeds the OpenAPI docs, so there is one
+definition of the request, not two that can drift apart.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct, field
+
+from app.banlist import canon
+from app.errors import FieldError
+from app.pipeline import Doc
+
+Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
+Region = Annotated[str, Meta(min_length=1, max_length=16)]
+
+
+class Query(Struct, forbid_unknown_fields=True):
+    """The query's context: classes from the intent classifier, region, age mode."""
+
+    text: Annotated[str, Meta(max_length=4096)] = ""
+    classes: list[Annotated[str, Meta(max_length=64)]] = []
+    region: Region | None = None
+    age_mode: Literal["strict", "moderate", "off"] = "moderate"
+
+
+class Document(Struct, forbid_unknown_fields=True):
+    """One result of the ranker's page; only id, url and score are required."""
+
+    id: Annotated[str, Meta(min_length=1, max_length=512)]
+    url: Annotated[str, Meta(min_length=1, max_length=8192)]
+    score: float
+    factors: dict[str, float] = {}
+    spam_score: Probability = 0.0
+    adult_score: Probability = 0.0
+    domain_age_days: Annotated[float, Meta(ge=0.0)] | None = None
+    is_ad: bool = False
+    topics: list[str] = []
+    blocked_regions: list[Region] = []
+    text: str | None = None
+    attributes: dict[str, Any] = {}
+
+
+class RerankRequest(Struct, forbid_unknown_fields=True):
+    """POST /v1/rerank body: the page in the ranker's order plus the query's context."""
+
+    documents: list[Document]
+    request_id: Annotated[str, Meta(max_length=256)] | None = None
+    query: Query = field(default_factory=Query)
+    unit: dict[str, str] = {}
+    profile: str | None = None
+    depth: Annotated[int, Meta(ge=1, le=10_000)] | None = None
+
+
+_DECODER = msgspec.json.Decoder(RerankRequest)
+_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+
+
+def decode(body: bytes) -> RerankRequest:
+    """Decode and type-check a body; FieldError names the field (`documents[3].score`)."""
+    try:
+        return _DECODER.decode(body)
+    except msgspec.ValidationError as exc:
+        m = _AT.match(str(exc))
+        path = (m["path"] or "").lstrip(".") if m else ""
+        problem = m["problem"] if m else str(exc)
+        unknown = re.match(r"Object contains unknown field `(.+)`", problem)
+        if unknown:
+            path = f"{path}.{unknown[1]}" if path else unknown[1]
+            problem = "unknown field"
+        missing = re.match(r"Object missing required field `(.+)`", problem)
+        if missing:
+            path = f"{path}.{missing[1]}" if path else missing[1]
+            problem = "required field is missing"
+        raise FieldError(path or "body", problem) from None
+    except msgspec.DecodeError as exc:
+        raise FieldError("body", f"not valid JSON: {exc}", status=400) from None
+
+
+def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list[Doc]:
+    """Check what types cannot (limits, unique ids, finite factors, URLs) and build Docs."""
+    if len(req.documents) > max_documents:
+        raise FieldError("documents", f"{len(req.documents)} documents, over the limit "
+                         f"of {max_documents}", status=413)
+    docs: list[Doc] = []
+    seen: dict[str, int] = {}
+    for i, d in enumerate(req.documents):
+        if d.id in seen:
+            raise FieldError(f"documents[{i}].id",
+                             f"duplicate id {d.id!r} (first at documents[{seen[d.id]}])")
+        seen[d.id] = i
+        if d.text is not None and len(d.text) > max_text_chars:
+            raise FieldError(f"documents[{i}].text",
+                             f"{len(d.text)} characters, over the limit of {max_text_chars}",
+                             status=413)
+        for name, value in d.factors.items():
+            if not math.isfinite(value):  # msgspec already refuses these; belt and braces
+                raise FieldError(f"documents[{i}].factors.{name}", "must be a finite number")
+        try:
+            canonical = canon.canonicalize(d.url)
+        except canon.InvalidURL as exc:
+            raise FieldError(f"documents[{i}].url", f"not a valid URL: {exc}") from None
+        docs.append(Doc(
+            id=d.id, url=d.url, canonical=canonical, host=canon.split(canonical)[0],
+            score=d.score, original_score=d.score, original_position=i + 1,
+            factors=d.factors, spam_score=d.spam_score, adult_score=d.adult_score,
+            domain_age_days=d.domain_age_days, is_ad=d.is_ad, topics=d.topics,
+            blocked_regions=frozenset(r.upper() for r in d.blocked_regions)
+            if d.blocked_regions else frozenset(),
+            text=d.text, attributes=d.attributes,
+        ))
+    return docs
+
+
+def request_schema() -> dict[str, Any]:
+    """OpenAPI requestBody for /v1/rerank, from the Structs above."""
+    (schema,), components = msgspec.json.schema_components(
+        [RerankRequest], ref_template="#/components/schemas/{name}")
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": schema}}},
+            "x-components": components}
+
+
+# --- banlist admin bodies (pydantic: FastAPI validates and documents them; not a hot path) ---
+
+from datetime import datetime  # noqa: E402
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict  # noqa: E402
+from pydantic import Field as PField  # noqa: E402
+
+
+class BanIn(BaseModel):
+    """POST /v1/banlist/entries."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scope: Literal["url", "prefix", "host", "domain"]
+    value: str = PField(min_length=1, max_length=8192)
+    reason: str = PField(min_length=1, max_length=1000)
+    regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
+    ttl_seconds: int | None = PField(default=None, gt=0, le=10 * 365 * 86400)
+    expires_at: AwareDatetime | None = None
+
+    def expiry(self, now: float) -> float | None:
+        """Epoch seconds of expiry from ttl_seconds or expires_at (not both)."""
+        if self.ttl_seconds is not None and self.expires_at is not None:
+            raise FieldError("ttl_seconds", "give ttl_seconds or expires_at, not both")
+        if self.ttl_seconds is not None:
+            return now + self.ttl_seconds
+        return self.expires_at.timestamp() if isinstance(self.expires_at, datetime) else None
+
+
+class UnbanIn(BaseModel):
+    """DELETE /v1/banlist/entries/{id}: why the entry is lifted (e.g. an appeal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = PField(min_length=1, max_length=1000)

@@ -1,0 +1,39 @@
+"""Every error the core raises, in one place; the API layer maps them to HTTP."""
+from __future__ import annotations
+
+
+class RearrangeError(Exception):
+    """Base of the errors the core raises on purpose."""
+
+
+class FieldError(RearrangeError):
+    """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem."""
+
+    def __init__(self, field: str, problem: str, status: int = 422) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+        self.status = status
+
+
+class ConfigError(RearrangeError):
+    """An invalid rules/profiles config; `place` names profile, phase, rule and parameter."""
+
+    def __init__(self, place: str, problem: str) -> None:
+        super().__init__(f"{place}: {problem}" if place else problem)
+        self.place = place
+        self.problem = problem
+
+
+class BanlistError(RearrangeError):
+    """A refused banlist write (unknown scope, malformed value, unknown id)."""
+
+    def __init__(self, field: str, problem: str, status: int = 422) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+        self.status = status
+
+
+class AuthError(RearrangeError):
+    """Missing or unknown bearer token."""

@@ -1,0 +1,147 @@
+"""create_app(settings): wires store, config, pipeline and routers; nothing else."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.api import admin, banlist, health, rerank
+from app.audit import AuditLog
+from app.banlist.store import EmbeddedStore, read_specs
+from app.config import ConfigHolder
+from app.contract import request_schema
+from app.errors import BanlistError, ConfigError, FieldError
+from app.metrics import Metrics
+from app.service import Rearranger
+from app.settings import Settings
+
+log = logging.getLogger("rearrange")
+
+
+def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
+    """Everything a request needs, built from settings (also used by `rearrange run`)."""
+    if settings.redis_url:
+        raise RuntimeError("REDIS_URL is set, but this version keeps the banlist in process "
+                           "only; unset REDIS_URL to use the embedded store")
+    metrics = metrics or Metrics()
+    store = EmbeddedStore(settings.banlist_path)
+    if settings.banlist_seed is not None and store.version == 0:
+        added = store.seed(read_specs(settings.banlist_seed))
+        log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
+    config = ConfigHolder(settings.config)
+    metrics.config_info.set_to_current_time()
+    audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
+             if settings.audit_log else None)
+    return Rearranger(settings, store, config, metrics, audit)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ASGI app; reads the environment when no settings are given."""
+    settings = settings or Settings()
+    service = build_service(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(_housekeeping(service, settings.config_poll_seconds))
+        gc.collect()
+        gc.freeze()  # start-up objects live forever: keep them out of every collection
+        try:
+            yield
+        finally:
+            service.draining = True
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if service.audit_log is not None:
+                service.audit_log.close()
+
+    app = FastAPI(title="Rearrange", version="0.1.0", lifespan=lifespan,
+                  summary="Post-ranking rule pipeline over a search result page")
+    app.state.service = service
+    app.state.tokens = settings.tokens()
+    for module in (rerank, banlist, admin, health):
+        app.include_router(module.router)
+    _install_error_handlers(app)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
+    """Hot-reload the config on file change and sweep expired bans, once a poll interval."""
+    if poll_seconds <= 0:
+        return
+    while True:
+        await asyncio.sleep(poll_seconds)
+        if service.config.changed_on_disk():
+            try:
+                changed, version = service.config.reload()
+            except ConfigError as exc:
+                service.metrics.config_reloads.labels("refused").inc()
+                log.error("config reload refused, still serving %s: %s",
+                          service.config.engine.version, exc)
+            else:
+                service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
+                if changed:
+                    log.info("config reloaded: now serving %s", version)
+                    service.metrics.config_info.set_to_current_time()
+                    gc.freeze()
+        expired = service.store.sweep()
+        if expired:
+            log.info("banlist: %d entries expired", expired)
+
+
+def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": "invalid_request" if status < 500 else "error",
+                         "field": field, "problem": problem, **extra}, status_code=status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(FieldError)
+    async def field_error(_: Request, exc: FieldError) -> JSONResponse:
+        return _error(exc.status, exc.field, exc.problem)
+
+    @app.exception_handler(BanlistError)
+    async def banlist_error(_: Request, exc: BanlistError) -> JSONResponse:
+        return _error(exc.status, exc.field, exc.problem)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
+                  for e in exc.errors()]
+        return _error(422, errors[0]["field"], errors[0]["problem"], errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        body = {"error": "invalid_request" if exc.status_code < 500 else "error",
+                "field": None, **detail}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(
+            request_schema()["x-components"])
+        for op in schema["paths"].get("/v1/rerank", {}).values():
+            op.pop("x-components", None)
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def __getattr__(name: str) -> Any:
+    """`uvicorn app.main:app` builds the app from the environment on first access."""
+    if name == "app":
+        built = create_app()
+        globals()["app"] = built
+        return built
+    raise AttributeError(name)

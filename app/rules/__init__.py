@@ -1,0 +1,33 @@
+"""The rule registry: a literal dict keyed by each rule's `name`."""
+from __future__ import annotations
+
+from app.rules.demotion import AntiSeoReset, SandboxDamping, SpamDemotion
+from app.rules.diversity import HostCrowding, NearDuplicates
+from app.rules.filters import (
+    Banlist,
+    EmptyResultFallback,
+    RegionalRemovals,
+    SafeSearch,
+    SpamBan,
+    TopicFilter,
+)
+from app.rules.labels import AdLabel, AgeLabel
+from app.rules.trim import Depth, HostQuota
+
+RULES = {
+    Banlist.name: Banlist,
+    RegionalRemovals.name: RegionalRemovals,
+    TopicFilter.name: TopicFilter,
+    SafeSearch.name: SafeSearch,
+    SpamBan.name: SpamBan,
+    AntiSeoReset.name: AntiSeoReset,
+    SpamDemotion.name: SpamDemotion,
+    SandboxDamping.name: SandboxDamping,
+    HostCrowding.name: HostCrowding,
+    NearDuplicates.name: NearDuplicates,
+    Depth.name: Depth,
+    HostQuota.name: HostQuota,
+    AdLabel.name: AdLabel,
+    AgeLabel.name: AgeLabel,
+    EmptyResultFallback.name: EmptyResultFallback,
+}

@@ -1,0 +1,175 @@
+"""Hard removals: banlist, regional removals, topics, safe-search, spam ban; the fallback."""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult
+from app.rules.base import Params
+
+PRE = frozenset({Phase.PRE_FILTER})
+
+
+class Banlist(BaseRule):
+    """Removes a document whose URL matches an active banlist entry for the request's region."""
+
+    name = "banlist"
+    phases = PRE
+    Params = Params
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        index = ctx.banlist
+        if index is None or not len(index):
+            return docs, []
+        kept, records = [], []
+        for doc in docs:
+            entry = index.match(doc.canonical, doc.host, ctx.region, ctx.now)
+            if entry is None:
+                kept.append(doc)
+            else:
+                records.append(self.record(doc.id, "remove", entry.describe()))
+        return kept, records
+
+
+class RegionalRemovals(BaseRule):
+    """Removes a document whose `blocked_regions` holds the query's region."""
+
+    name = "regional_removals"
+    phases = PRE
+    Params = Params
+
+    def applies(self, ctx: Context) -> bool:
+        return ctx.region is not None
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        kept, records = [], []
+        for doc in docs:
+            if ctx.region in doc.blocked_regions:
+                records.append(self.record(doc.id, "remove", f"blocked in region {ctx.region}"))
+            else:
+                kept.append(doc)
+        return kept, records
+
+
+class TopicParams(Params):
+    blocked_topics: frozenset[str] = frozenset()
+
+    @field_validator("blocked_topics", mode="before")
+    @classmethod
+    def _from_list(cls, value: object) -> object:
+        return frozenset(value) if isinstance(value, list) else value
+
+
+class TopicFilter(BaseRule):
+    """Removes a document with a blocked topic."""
+
+    name = "topic_filter"
+    phases = PRE
+    Params = TopicParams
+
+    def applies(self, ctx: Context) -> bool:
+        return bool(self.params.blocked_topics)
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        blocked = self.params.blocked_topics
+        kept, records = [], []
+        for doc in docs:
+            hit = next((t for t in doc.topics if t in blocked), None)
+            if hit is None:
+                kept.append(doc)
+            else:
+                records.append(self.record(doc.id, "remove", f"topic {hit} is blocked"))
+        return kept, records
+
+
+
+class SafeSearchThresholds(Params):
+    strict: float = Field(0.5, ge=0.0, le=1.0)
+    moderate: float = Field(0.8, ge=0.0, le=1.0)
+
+
+class SafeSearchParams(Params):
+    thresholds: SafeSearchThresholds = SafeSearchThresholds()
+
+
+class SafeSearch(BaseRule):
+    """Removes a document with adult_score ≥ the threshold of the age mode; `off` keeps all."""
+
+    name = "safe_search"
+    phases = frozenset({Phase.PRE_FILTER, Phase.POST_FILTER})
+    Params = SafeSearchParams
+
+    def applies(self, ctx: Context) -> bool:
+        return ctx.age_mode != "off"
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        threshold = getattr(self.params.thresholds, ctx.age_mode)
+        kept, records = [], []
+        for doc in docs:
+            if doc.adult_score >= threshold:
+                records.append(self.record(
+                    doc.id, "remove",
+                    f"adult_score {doc.adult_score:g} >= {threshold:g} (age_mode {ctx.age_mode})"))
+            else:
+                kept.append(doc)
+        return kept, records
+
+
+class SpamBanParams(Params):
+    threshold: float = Field(0.95, ge=0.0, le=1.0)
+
+
+class SpamBan(BaseRule):
+    """Removes a document with spam_score above the threshold (the switch, not the rheostat)."""
+
+    name = "spam_ban"
+    phases = PRE
+    Params = SpamBanParams
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        threshold = self.params.threshold
+        kept, records = [], []
+        for doc in docs:
+            if doc.spam_score > threshold:
+                records.append(self.record(
+                    doc.id, "remove", f"spam_score {doc.spam_score:g} > {threshold:g}"))
+            else:
+                kept.append(doc)
+        return kept, records
+
+
+class FallbackParams(Params):
+    strategy: str = Field("relax", pattern="^(relax|message)$")
+    min_age_mode: str = Field("moderate", pattern="^(strict|moderate|off)$")
+
+
+class EmptyResultFallback(BaseRule):
+    """If filters emptied a non-empty page: relax the age mode once, or say nothing safe was found.
+
+    `relax` steps one age mode milder (strict → moderate → off) but never past
+    `min_age_mode` (default `moderate`: a fallback never shows unfiltered adult content).
+    The runner reruns the pipeline on the original documents when a record carries relax_to.
+    """
+
+    name = "empty_result_fallback"
+    phases = frozenset({Phase.POST_FILTER})
+    Params = FallbackParams
+
+    def applies(self, ctx: Context) -> bool:
+        return ctx.input_count > 0
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        if docs:
+            return docs, []
+        removed = f"filters removed all {ctx.input_count} documents under age_mode {ctx.age_mode}"
+        milder = self._milder(ctx.age_mode)
+        if self.params.strategy == "relax" and milder is not None and ctx.relaxed_from is None:
+            rec = self.record(None, "fallback", f"{removed}; reran with age_mode {milder}")
+            rec.relax_to = milder
+            return docs, [rec]
+        return docs, [self.record(None, "fallback", f"{removed}; nothing safe was found")]
+
+    def _milder(self, mode: str) -> str | None:
+        at, floor = AGE_MODES.index(mode), AGE_MODES.index(self.params.min_age_mode)
+        return AGE_MODES[at + 1] if at < floor else None

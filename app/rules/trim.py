@@ -1,0 +1,54 @@
+"""Trim rules: depth (top k) and a quota per host."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from app.pipeline import BaseRule, Context, Doc, Phase, RuleResult
+from app.rules.base import Params
+
+TRIM = frozenset({Phase.TRIM})
+
+
+class DepthParams(Params):
+    k: int = Field(10, ge=1)
+
+
+class Depth(BaseRule):
+    """Keeps the top k; the request's `depth` overrides k."""
+
+    name = "depth"
+    phases = TRIM
+    Params = DepthParams
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        k = ctx.depth if ctx.depth is not None else self.params.k
+        if len(docs) <= k:
+            return docs, []
+        records = [self.record(doc.id, "trim", f"below depth {k}") for doc in docs[k:]]
+        return docs[:k], records
+
+
+class HostQuotaParams(Params):
+    max_per_host: int = Field(1, ge=1)
+
+
+class HostQuota(BaseRule):
+    """Drops documents past the quota per host."""
+
+    name = "host_quota"
+    phases = TRIM
+    Params = HostQuotaParams
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        limit = self.params.max_per_host
+        seen: dict[str, int] = {}
+        kept, records = [], []
+        for doc in docs:
+            n = seen.get(doc.host, 0) + 1
+            seen[doc.host] = n
+            if n > limit:
+                records.append(self.record(
+                    doc.id, "trim", f"host {doc.host} is past its quota of {limit}"))
+            else:
+                kept.append(doc)
+        return kept, records

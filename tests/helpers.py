@@ -1,0 +1,29 @@
+"""Plain-data builders shared by the tests."""
+from __future__ import annotations
+
+from typing import Any
+
+from app.pipeline import Context, Doc, Phase
+
+
+def doc(id: str, score: float = 1.0, host: str | None = None, **fields: Any) -> Doc:
+    """A Doc as the request path builds it, with a URL on `host` (default `<id>.example`)."""
+    host = host or f"{id}.example"
+    url = fields.pop("url", f"https://{host}/{id}")
+    return Doc(id=id, url=url, canonical=url.replace("https://", "http://"), host=host,
+               score=score, original_score=score, original_position=fields.pop("position", 1),
+               **fields)
+
+
+def ctx(**fields: Any) -> Context:
+    """A Context with the given fields."""
+    return Context(**fields)
+
+
+def make(rule_cls: type, phase: Phase | None = None, **params: Any):
+    """A rule instance built the way the config loader builds it (params validated)."""
+    return rule_cls(rule_cls.Params.model_validate(params), phase or next(iter(rule_cls.phases)))
+
+
+def ids(docs: list[Doc]) -> list[str]:
+    return [d.id for d in docs]

@@ -1,0 +1,104 @@
+"""Pre/post-filter rules and the empty-result fallback."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry
+from app.pipeline import Phase
+from app.rules.filters import (
+    Banlist,
+    EmptyResultFallback,
+    RegionalRemovals,
+    SafeSearch,
+    SpamBan,
+    TopicFilter,
+)
+from tests.helpers import ctx, doc, ids, make
+
+
+def entry(id: str, scope: str, value: str, regions=(), expires_at=None) -> Entry:
+    return Entry(id, scope, value, "legal removal", "tns", 0.0, expires_at, frozenset(regions))
+
+
+def test_banlist_removes_matching_documents_with_the_entry_as_reason():
+    index = BanIndex([entry("7", "domain", "bad.example")])
+    docs = [doc("a", host="www.bad.example"), doc("b", host="good.example")]
+    out, records = make(Banlist)(docs, ctx(banlist=index, now=1.0))
+    assert ids(out) == ["b"]
+    assert records[0].doc_id == "a" and records[0].action == "remove"
+    assert records[0].reason == "domain bad.example banned (legal removal) [entry 7]"
+
+
+def test_banlist_respects_regions_and_expiry():
+    index = BanIndex([entry("1", "host", "a.example", regions={"DE"}),
+                      entry("2", "host", "b.example", expires_at=100.0)])
+    docs = [doc("a", host="a.example"), doc("b", host="b.example")]
+    rule = make(Banlist)
+    assert ids(rule(docs, ctx(banlist=index, region="DE", now=50.0))[0]) == []
+    assert ids(rule(docs, ctx(banlist=index, region="RU", now=50.0))[0]) == ["a"]
+    assert ids(rule(docs, ctx(banlist=index, region="RU", now=100.0))[0]) == ["a", "b"]
+
+
+def test_regional_removals():
+    docs = [doc("a", blocked_regions=frozenset({"DE"})), doc("b")]
+    rule = make(RegionalRemovals)
+    out, records = rule(docs, ctx(region="DE"))
+    assert ids(out) == ["b"] and records[0].reason == "blocked in region DE"
+    assert not rule.applies(ctx(region=None))
+
+
+def test_topic_filter():
+    docs = [doc("a", topics=["gambling", "x"]), doc("b", topics=["furniture"])]
+    out, records = make(TopicFilter, blocked_topics=["gambling"])(docs, ctx())
+    assert ids(out) == ["b"] and records[0].reason == "topic gambling is blocked"
+    assert not make(TopicFilter).applies(ctx())
+
+
+@pytest.mark.parametrize(("mode", "kept"), [("strict", ["a"]), ("moderate", ["a", "b"]),
+                                              ("off", ["a", "b", "c"])])
+def test_safe_search_thresholds_by_age_mode(mode, kept):
+    docs = [doc("a", adult_score=0.1), doc("b", adult_score=0.5), doc("c", adult_score=0.8)]
+    rule = make(SafeSearch, thresholds={"strict": 0.5, "moderate": 0.8})
+    c = ctx(age_mode=mode)
+    out = rule(docs, c)[0] if rule.applies(c) else docs
+    assert ids(out) == kept
+
+
+def test_safe_search_runs_in_post_filter_too():
+    rule = make(SafeSearch, Phase.POST_FILTER)
+    out, records = rule([doc("a", adult_score=0.9)], ctx())
+    assert out == [] and records[0].phase is Phase.POST_FILTER
+
+
+def test_spam_ban_is_strictly_above_threshold():
+    docs = [doc("a", spam_score=0.95), doc("b", spam_score=0.951)]
+    out, records = make(SpamBan)(docs, ctx())
+    assert ids(out) == ["a"] and [r.doc_id for r in records] == ["b"]
+
+
+def test_filters_are_idempotent():
+    docs = [doc("a", adult_score=0.9), doc("b", spam_score=0.99), doc("c")]
+    for rule in (make(SafeSearch), make(SpamBan)):
+        once = rule(docs, ctx())[0]
+        twice, records = rule(once, ctx())
+        assert ids(twice) == ids(once) and records == []
+
+
+def test_fallback_relaxes_strict_once_then_reports_nothing_safe():
+    rule = make(EmptyResultFallback)
+    _, records = rule([], ctx(age_mode="strict", input_count=3))
+    assert records[0].action == "fallback" and records[0].relax_to == "moderate"
+    _, records = rule([], ctx(age_mode="moderate", input_count=3))  # floor is moderate
+    assert records[0].relax_to is None and "nothing safe was found" in records[0].reason
+    _, records = make(EmptyResultFallback, min_age_mode="off")(
+        [], ctx(age_mode="moderate", input_count=3, relaxed_from="strict"))
+    assert records[0].relax_to is None  # at most one relaxation per request
+    assert not rule.applies(ctx(input_count=0))
+    assert rule([doc("a")], ctx(input_count=1))[1] == []
+
+
+def test_fallback_params_validated():
+    with pytest.raises(ValidationError, match="strategy"):
+        make(EmptyResultFallback, strategy="pray")

@@ -1,0 +1,144 @@
+"""The runner: phase order, stable sort, audit completeness, shadow mode, fallback."""
+from __future__ import annotations
+
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry
+from app.config import load_bytes
+from app.pipeline import APPLIED, SHADOW, Context, Phase, Pipeline, Step, sort_by_score
+from app.rules.demotion import SpamDemotion
+from app.rules.diversity import HostCrowding
+from app.rules.filters import Banlist, SafeSearch
+from app.rules.labels import AdLabel
+from app.rules.trim import Depth
+from tests.helpers import doc, ids, make
+
+SEED_CONFIG = b"""
+profiles:
+  default:
+    pre-filter: [banlist]
+    rerank: [spam_demotion]
+    diversify: [{host_crowding: {max_per_host: 1}}]
+    trim: [{depth: {k: 3}}]
+    annotate: [ad_label]
+    post-filter: [safe_search, empty_result_fallback]
+"""
+
+
+def seed_page():
+    """Seed 002 §16.1: [A, B(spam), C, D(banned), E]; A and C share a host; E is an ad."""
+    return [doc("A", 10.0, host="shop.example", position=1),
+            doc("B", 9.0, host="b.example", spam_score=0.9, position=2),
+            doc("C", 8.0, host="shop.example", position=3),
+            doc("D", 7.0, host="banned.example", position=4),
+            doc("E", 6.0, host="e.example", is_ad=True, position=5)]
+
+
+def seed_ctx():
+    ban = Entry("1", "domain", "banned.example", "legal removal", "tns", 0.0, None, frozenset())
+    return Context(banlist=BanIndex([ban]), input_count=5, now=1.0)
+
+
+def test_seed_worked_example():
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    out = pipeline.run(seed_page(), seed_ctx())
+    assert ids(out.docs) == ["A", "E", "B"]
+    assert [c["id"] for c in out.docs[0].collapsed] == ["C"]
+    assert out.docs[1].annotations == ("ad",)
+    by_doc = {(r.doc_id, r.action) for r in out.audit}
+    assert {("D", "remove"), ("B", "rescore"), ("B", "move"), ("C", "collapse"),
+            ("E", "annotate")} <= by_doc
+    assert out.fallback is None
+
+
+def test_every_difference_is_explained_by_an_applied_record():
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    page = seed_page()
+    out = pipeline.run(page, seed_ctx())
+    applied = [r for r in out.audit if r.mode == APPLIED]
+    gone = {d.id for d in page} - {d.id for d in out.docs}
+    assert gone == {r.doc_id for r in applied if r.action in ("remove", "collapse", "trim")}
+    for d in out.docs:
+        rescored = sum(r.delta for r in applied if r.doc_id == d.id and r.action == "rescore")
+        assert d.score == d.original_score + rescored
+        labels = [r for r in applied if r.doc_id == d.id and r.action == "annotate"]
+        assert len(d.annotations) == len(labels)
+
+
+def test_diversify_before_trim_keeps_candidates_that_trim_first_loses():
+    def step(cls, **params):
+        return Step(make(cls, **params))
+
+    phases = {
+        Phase.PRE_FILTER: [step(Banlist)],
+        Phase.RERANK: [step(SpamDemotion)],
+        Phase.DIVERSIFY: [step(HostCrowding, max_per_host=1)],
+        Phase.TRIM: [step(Depth, k=3)],
+        Phase.ANNOTATE: [step(AdLabel)],
+    }
+    right = Pipeline("right", [(p, phases[p]) for p in (
+        Phase.PRE_FILTER, Phase.RERANK, Phase.DIVERSIFY, Phase.TRIM, Phase.ANNOTATE)])
+    swapped = Pipeline("swapped", [(p, phases[p]) for p in (
+        Phase.PRE_FILTER, Phase.RERANK, Phase.TRIM, Phase.DIVERSIFY, Phase.ANNOTATE)])
+    assert ids(right.run(seed_page(), seed_ctx()).docs) == ["A", "E", "B"]
+    # Trim first cuts [A, C, E, B] to [A, C, E]; collapsing C then leaves two results:
+    # B was a candidate to fill the page but trim had already thrown it away.
+    assert ids(swapped.run(seed_page(), seed_ctx()).docs) == ["A", "E"]
+
+
+def test_sort_after_rerank_is_stable_and_records_moves():
+    docs = [doc("a", 5.0), doc("b", 5.0), doc("c", 6.0)]
+    ordered, moves = sort_by_score(docs)
+    assert ids(ordered) == ["c", "a", "b"]
+    assert {(m.doc_id, m.delta) for m in moves} == {("c", -2), ("a", 1), ("b", 1)}
+    assert sort_by_score(ordered)[1] == []
+
+
+def test_shadow_rule_is_computed_but_changes_nothing():
+    config = SEED_CONFIG + b"""
+experiments:
+  - {name: antispam_v7, unit: user_id, variants: {control: 50, treatment: 50},
+     rules: [spam_demotion]}
+"""
+    pipeline = load_bytes(config).profiles["default"]
+    base = seed_ctx()
+    control = Context(banlist=base.banlist, input_count=5, now=1.0,
+                      variants={"antispam_v7": "control"})
+    treated = Context(banlist=base.banlist, input_count=5, now=1.0,
+                      variants={"antispam_v7": "treatment"})
+    out_c = pipeline.run(seed_page(), control)
+    out_t = pipeline.run(seed_page(), treated)
+    out_none = pipeline.run(seed_page(), Context(banlist=base.banlist, input_count=5, now=1.0))
+    shadow = [r for r in out_c.audit if r.rule == "spam_demotion"]
+    assert shadow and all(r.mode == SHADOW for r in shadow)
+    assert ids(out_c.docs) == ids(out_none.docs) == ["A", "B", "E"]  # B not demoted
+    assert [d.score for d in out_c.docs] == [10.0, 9.0, 6.0]
+    assert ids(out_t.docs) == ["A", "E", "B"]
+
+
+def test_relax_fallback_reruns_with_milder_mode_and_says_so():
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    page = [doc("x", 2.0, adult_score=0.6), doc("y", 1.0, adult_score=0.7)]
+    out = pipeline.run(page, Context(age_mode="strict", input_count=2))
+    assert ids(out.docs) == ["x", "y"]
+    assert out.fallback["action"] == "relax" and "moderate" in out.fallback["reason"]
+    assert out.audit[0].action == "fallback"
+
+
+def test_never_a_silent_empty_page():
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    page = [doc("x", adult_score=0.95)]
+    out = pipeline.run(page, Context(age_mode="strict", input_count=1))
+    assert out.docs == [] and out.fallback["action"] == "empty"
+    bare = Pipeline("bare", [(Phase.PRE_FILTER, [Step(make(SafeSearch))])])
+    out = bare.run(page, Context(input_count=1))
+    assert out.docs == [] and out.fallback == {
+        "rule": "pipeline", "action": "empty",
+        "reason": "filters removed all 1 documents; nothing safe was found"}
+    assert bare.run([], Context()).fallback is None
+
+
+def test_run_is_deterministic_for_a_fixed_context():
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    runs = [pipeline.run(seed_page(), seed_ctx()) for _ in range(3)]
+    assert len({tuple((d.id, d.score) for d in r.docs) for r in runs}) == 1
+    assert len({tuple(str(a.as_dict()) for a in r.audit) for r in runs}) == 1
