@@ -1,0 +1,241 @@
+"""Safe Browsing canonicalization: every shared vector, plus the cases the vectors leave out."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from app.banlist import canon
+from app.banlist.canon import (
+    InvalidURL,
+    canonicalize,
+    canonicalize_bytes,
+    expressions,
+    host_suffixes,
+    parse_ipv4,
+    path_prefixes,
+    split,
+)
+
+SECTIONS = {"canonicalize", "canonicalize_bytes", "must_be_rejected", "ipv4_host", "expressions"}
+
+
+def _vector_file() -> Path:
+    shared = os.environ.get("REARRANGE_SHARED") or Path(__file__).resolve().parents[3] / "shared"
+    return Path(shared) / "testdata" / "url_canonicalization.json"
+
+
+def _load() -> dict:
+    path = _vector_file()
+    if not path.is_file():
+        # A collection error, not a skip: without the vectors nothing here is checked.
+        pytest.fail(f"URL canonicalization vectors not found at {path} "
+                    "(set REARRANGE_SHARED to the shared directory)", pytrace=False)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+VECTORS = _load()
+
+
+def _id(index: int, text: str) -> str:
+    shown = text if len(text) <= 48 else text[:45] + "..."
+    return f"{index:02d}:{shown!r}"
+
+
+def _cases(section: str, key: str | None = None) -> list:
+    items = VECTORS[section]
+    return [pytest.param(v, id=_id(i, v[key] if key else v)) for i, v in enumerate(items)]
+
+
+def test_vector_file_has_every_section_and_nothing_unchecked():
+    assert set(VECTORS) - {"source"} == SECTIONS
+    for section in SECTIONS:
+        assert VECTORS[section], f"section {section} is empty"
+
+
+@pytest.mark.parametrize("vector", _cases("canonicalize", "input"))
+def test_canonicalize_vector(vector):
+    assert canonicalize(vector["input"]) == vector["canonical"]
+
+
+@pytest.mark.parametrize("vector", _cases("canonicalize_bytes", "input_hex"))
+def test_canonicalize_bytes_vector(vector):
+    assert canonicalize_bytes(bytes.fromhex(vector["input_hex"])) == vector["canonical"]
+
+
+@pytest.mark.parametrize("url", _cases("must_be_rejected"))
+def test_rejected_vector(url):
+    with pytest.raises(InvalidURL):
+        canonicalize(url)
+
+
+@pytest.mark.parametrize("vector", _cases("ipv4_host", "input"))
+def test_ipv4_vector(vector):
+    assert parse_ipv4(vector["input"]) == vector["dotted_quad"]
+
+
+@pytest.mark.parametrize("vector", _cases("expressions", "url"))
+def test_expressions_vector(vector):
+    got = expressions(vector["url"])
+    assert len(got) == len(set(got)), "duplicate expressions"
+    assert set(got) == set(vector["expressions"])
+
+
+ALL_CANONICAL = [v["canonical"] for v in VECTORS["canonicalize"] + VECTORS["canonicalize_bytes"]]
+IDEMPOTENT_CASES = [pytest.param(u, id=_id(i, u)) for i, u in enumerate(ALL_CANONICAL)]
+
+
+@pytest.mark.parametrize("url", IDEMPOTENT_CASES)
+def test_canonicalize_is_idempotent(url):
+    assert canonicalize(url) == url
+    assert canonicalize(canonicalize(url)) == canonicalize(url)
+
+
+MORE_URLS = [
+    "https://shop.example.com/sofa?id=3",
+    "https://shop.example.com",
+    "https://shop.example.com?x=1",
+    "http://a.b/c/d/",
+    "http://a.b/c/.d/e..f/",
+    "http://a-b_c.example/x/y?q=a/b//c",
+    "ftp://files.example/",
+    "http://x9.example/",
+]
+
+
+@pytest.mark.parametrize("url", [v["input"] for v in VECTORS["canonicalize"]] + MORE_URLS)
+def test_fast_path_agrees_with_full_work(url):
+    assert canonicalize(url) == canon._canonicalize_text(url)
+
+
+def test_clean_url_is_returned_unchanged():
+    url = "https://shop.example.com/sofa?id=3"
+    assert canonicalize(url) is url
+    assert canonicalize("https://shop.example.com?id=3") == "https://shop.example.com/?id=3"
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("http://пример.рф/", "http://xn--e1afmkfd.xn--p1ai/"),
+    ("HTTPS://Example.COM:443/a/./b/../c#x", "https://example.com/a/c"),
+    ("http://ПРИМЕР.РФ./путь?ключ=значение",
+     "http://xn--e1afmkfd.xn--p1ai/%D0%BF%D1%83%D1%82%D1%8C"
+     "?%D0%BA%D0%BB%D1%8E%D1%87=%D0%B7%D0%BD%D0%B0%D1%87%D0%B5%D0%BD%D0%B8%D0%B5"),
+    ("http://Straße.de/", "http://xn--strae-oqa.de/"),  # UTS 46 non-transitional, unlike IDNA 2003
+    ("http://ümlat_x.com/", "http://%C3%BCmlat_x.com/"),  # refused by IDNA: escaped, no crash
+    ("http://user:pw@Example.com:8080/", "http://example.com/"),
+    ("example.com:8080/a", "http://example.com/a"),
+    ("http://a.com/b/c/..", "http://a.com/b/"),
+    ("http://a.com/b/c/.", "http://a.com/b/c/"),
+    ("http://a.com/../../x", "http://a.com/x"),
+    ("http://a.com/%2e%2E/x/%2e/", "http://a.com/x/"),
+    ("http://a.com?q", "http://a.com/?q"),
+    ("http://0x7f.1/", "http://127.0.0.1/"),
+    ("http://[::1]:8080/", "http://[::1]/"),
+    ("http://a.com/%09%0a#%", "http://a.com/%09%0A"),
+    ("http://пример．рф。/", "http://xn--e1afmkfd.xn--p1ai/"),  # UTS 46 dots, trailing one dropped
+    ("http://1。/", "http://0.0.0.1/"),
+])
+def test_canonicalize_more(url, expected):
+    assert canonicalize(url) == expected
+    assert canonicalize(expected) == expected
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("", "empty URL"),
+    ("   #x", "empty URL"),
+    ("http:///a", "no host"),
+    ("http://.../", "no host"),
+    ("mailto:someone@example.com", "expected '//'"),
+    ("http://example.com:http/", "invalid port"),
+    ("http://[::1/", "unterminated IPv6"),
+    ("http://[zz::1]/", "invalid IPv6 address"),
+    ("http://..[x/", "'\\[' outside an IPv6 address"),
+    ("http://\ud800.com/", "unpaired surrogate"),
+])
+def test_invalid_urls_say_what_is_wrong(url, message):
+    with pytest.raises(InvalidURL, match=message):
+        canonicalize(url)
+    assert issubclass(InvalidURL, ValueError)
+
+
+def test_bytes_that_are_utf8_match_the_text_form():
+    url = " http://Пример.рф/a b#frag "
+    assert canonicalize_bytes(url.encode("utf-8")) == canonicalize(url)
+
+
+def test_deeply_nested_escapes_are_linear():
+    url = "http://host/" + "%" + "25" * 20000 + "x"
+    assert canonicalize(url) == "http://host/%25x"
+
+
+def test_one_pass_reduction_equals_repeated_passes():
+    rng = random.Random(1234)
+    alphabet = b"%%%2535aA0fg"
+    for _ in range(3000):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        expected = data
+        while (step := canon.unquote_to_bytes(expected)) != expected:
+            expected = step
+        assert canon._reduce_escapes(data) == expected, data
+
+
+FUZZ_PIECES = [
+    "http://", "HTTPS://", "ftp:", "//", "/", ".", "..", "/./", "/../", "%", "%25", "%2e", "%2F",
+    "%3F", "%23", "#", "?", "a", "B", "ü", "п", "1", "0x1f", "07", ":", ":80", "@", "[", "]",
+    "[::1]", " ", "\t", "%20", "%80", "_", "<", "ß", "255", "%C3%BC", "\x01", "\u3002", "\uff0e",
+]
+
+
+def test_random_urls_are_idempotent_and_fast_path_agrees():
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(10000):
+        url = "".join(rng.choice(FUZZ_PIECES) for _ in range(rng.randint(1, 12)))
+        try:
+            canonical = canonicalize(url)
+        except InvalidURL:
+            with pytest.raises(InvalidURL):
+                canon._canonicalize_text(url)
+            continue
+        checked += 1
+        assert canon._canonicalize_text(url) == canonical, url
+        assert canonicalize(canonical) == canonical, url
+        assert canonical.isascii(), url
+    assert checked > 2500
+
+
+def test_split():
+    assert split("http://a.b.c/1/2.html?param=1") == ("a.b.c", "/1/2.html", "?param=1")
+    assert split("http://www.google.com/q?") == ("www.google.com", "/q", "?")
+    assert split("http://www.google.com/q") == ("www.google.com", "/q", "")
+    assert split("http://www.google.com/q?r?") == ("www.google.com", "/q", "?r?")
+    assert split("http://[::1]/") == ("[::1]", "/", "")
+    with pytest.raises(InvalidURL):
+        split("www.google.com/")
+
+
+def test_host_suffixes():
+    assert host_suffixes("a.b.c") == ["a.b.c", "b.c", "c"]
+    assert host_suffixes("a.b.c", limit=5) == ["a.b.c", "b.c"]
+    assert host_suffixes("a.b.c.d.e.f.g", limit=5) == [
+        "a.b.c.d.e.f.g", "c.d.e.f.g", "d.e.f.g", "e.f.g", "f.g"]
+    assert host_suffixes("localhost") == ["localhost"]
+    assert host_suffixes("localhost", limit=5) == ["localhost"]
+    assert host_suffixes("195.127.0.11") == ["195.127.0.11"]
+    assert host_suffixes("[2001:db8::1]") == ["[2001:db8::1]"]
+
+
+def test_path_prefixes():
+    assert path_prefixes("/") == ["/"]
+    assert path_prefixes("/a") == ["/", "/a"]
+    assert path_prefixes("/a/") == ["/", "/a", "/a/"]
+    assert path_prefixes("/a/b/c.html") == ["/", "/a", "/a/", "/a/b", "/a/b/", "/a/b/c.html"]
+
+
+def test_expressions_for_a_bare_query_mark_and_deep_paths():
+    assert set(expressions("http://a.b/q?")) == {"a.b/", "a.b/q"}
+    assert expressions("http://h.com/1/2/3/4/5.html") == [
+        "h.com/", "h.com/1/", "h.com/1/2/", "h.com/1/2/3/", "h.com/1/2/3/4/5.html"]

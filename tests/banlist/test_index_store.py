@@ -1,0 +1,131 @@
+"""Banlist values per scope, the index's matching, and the embedded store's persistence."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.banlist import canon
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry, normalize
+from app.banlist.store import EmbeddedStore, EntrySpec
+from app.errors import BanlistError
+
+
+@pytest.mark.parametrize(("scope", "value", "key"), [
+    ("url", "HTTPS://News.Example.com:443/a/./b/../c.html#frag", "news.example.com/a/c.html"),
+    ("url", "news.example.com/x?id=1", "news.example.com/x?id=1"),
+    ("prefix", "Forum.Example.org/leaks/", "forum.example.org/leaks/"),
+    ("host", "WWW.Example.COM.", "www.example.com"),
+    ("domain", "example.co.uk", "example.co.uk"),
+    ("domain", "пример.рф", "xn--e1afmkfd.xn--p1ai"),
+])
+def test_normalize(scope, value, key):
+    assert normalize(scope, value) == key
+
+
+@pytest.mark.parametrize(("scope", "value", "field", "problem"), [
+    ("site", "a.com", "scope", "unknown scope"),
+    ("host", "a.com/path", "value", "bare host name"),
+    ("domain", "co.uk", "value", "public suffix"),
+    ("domain", "github.io", "value", "public suffix"),
+    ("prefix", "a.com/x?y=1", "value", "without a query"),
+    ("url", "  ", "value", "empty"),
+])
+def test_normalize_refuses(scope, value, field, problem):
+    with pytest.raises(BanlistError) as info:
+        normalize(scope, value)
+    assert info.value.field == field and problem in info.value.problem
+
+
+def entry(id, scope, value, **kw):
+    return Entry(id, scope, normalize(scope, value), "r", "tns", 0.0, kw.get("expires_at"),
+                 frozenset(kw.get("regions", ())))
+
+
+def check(index, url, region=None, now=1.0):
+    c = canon.canonicalize(url)
+    found = index.match(c, canon.split(c)[0], region, now)
+    return found.id if found else None
+
+
+def test_index_matches_each_scope():
+    index = BanIndex([entry("1", "url", "https://a.com/page?x=1"),
+                      entry("2", "prefix", "b.com/forum/"),
+                      entry("3", "host", "c.com"),
+                      entry("4", "domain", "d.com")])
+    assert check(index, "http://a.com/page?x=1") == "1"
+    assert check(index, "https://A.com/page?x=1#top") == "1"
+    assert check(index, "http://a.com/page?x=2") is None
+    assert check(index, "http://b.com/forum/thread/9") == "2"
+    assert check(index, "http://b.com/forum") == "2"
+    assert check(index, "http://b.com/forums") is None
+    assert check(index, "http://c.com/anything") == "3"
+    assert check(index, "http://www.c.com/") is None  # host scope: that host only
+    assert check(index, "http://d.com/") == "4"
+    assert check(index, "http://deep.sub.d.com/x") == "4"
+    assert check(index, "http://notd.com/") is None
+
+
+def test_index_most_specific_first_and_explain():
+    index = BanIndex([entry("1", "domain", "e.com"), entry("2", "url", "http://www.e.com/x")])
+    assert check(index, "http://www.e.com/x") == "2"
+    c = canon.canonicalize("http://www.e.com/x")
+    how = [m.expression for m in index.explain(c, "www.e.com")]
+    assert how == ["url www.e.com/x", "domain e.com (a parent of www.e.com)"]
+
+
+def test_index_remove():
+    index = BanIndex([entry("1", "prefix", "b.com/f/"), entry("2", "prefix", "b.com/g/")])
+    index.remove("1")
+    assert check(index, "http://b.com/f/x") is None and check(index, "http://b.com/g/x") == "2"
+    index.remove("2")
+    assert len(index) == 0 and check(index, "http://b.com/g/x") is None
+
+
+def test_store_persists_across_restart(tmp_path):
+    path = tmp_path / "banlist.jsonl"
+    store = EmbeddedStore(path, clock=lambda: 1000.0)
+    kept = store.add(EntrySpec("domain", "bad.com", "spam", ("de",)), "tns")
+    gone = store.add(EntrySpec("host", "x.com", "oops"), "tns")
+    store.remove(gone.id, "appeals", "appeal granted")
+    again = EmbeddedStore(path, clock=lambda: 1000.0)
+    assert again.version == 3 and [e.id for e in again.active()] == [kept.id]
+    assert again.index.get(kept.id) == kept and kept.regions == frozenset({"DE"})
+    assert [c["op"] for c in again.changes_since(0)] == ["add", "add", "remove"]
+    assert again.changes_since(2)[0]["actor"] == "appeals"
+
+
+def test_store_drops_a_torn_last_line_but_refuses_corruption(tmp_path):
+    path = tmp_path / "banlist.jsonl"
+    store = EmbeddedStore(path)
+    store.add(EntrySpec("host", "a.com", "r"), "tns")
+    with path.open("a") as fh:
+        fh.write('{"seq": 2, "op": "ad')  # a crash mid-write: never acknowledged
+    assert EmbeddedStore(path).version == 1
+    assert path.read_text().endswith("}\n")
+    path.write_text("garbage\n" + path.read_text())
+    with pytest.raises(BanlistError, match="not valid JSON"):
+        EmbeddedStore(path)
+
+
+def test_store_ttl_and_sweep(tmp_path):
+    now = [1000.0]
+    store = EmbeddedStore(tmp_path / "b.jsonl", clock=lambda: now[0])
+    e = store.add(EntrySpec("host", "t.com", "temporary", expires_at=1010.0), "tns")
+    assert check(store.index, "http://t.com/", now=1009.0) == e.id
+    assert check(store.index, "http://t.com/", now=1010.0) is None  # expired without a sweep
+    now[0] = 1011.0
+    assert store.sweep() == 1 and len(store) == 0
+    assert json.loads((tmp_path / "b.jsonl").read_text().splitlines()[-1])["op"] == "expire"
+    with pytest.raises(BanlistError, match="in the past"):
+        store.add(EntrySpec("host", "t.com", "late", expires_at=5.0), "tns")
+
+
+def test_store_refuses_bad_writes_and_unknown_ids(tmp_path):
+    store = EmbeddedStore(None)
+    with pytest.raises(BanlistError, match="reason"):
+        store.add(EntrySpec("host", "a.com", "  "), "tns")
+    with pytest.raises(BanlistError) as info:
+        store.remove("42", "tns", "appeal")
+    assert info.value.status == 404 and store.version == 0
