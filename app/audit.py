@@ -33,7 +33,9 @@ class AuditLog:
             self._on_drop()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Flush what is queued and stop the writer."""
+        """Flush what is queued and stop the writer (idempotent)."""
+        if not self._thread.is_alive():
+            return
         self._queue.put(None)
         self._thread.join(timeout)
         if self._fh is not sys.stdout.buffer:

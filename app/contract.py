@@ -79,9 +79,28 @@ def decode(body: bytes) -> RerankRequest:
         if missing:
             path = f"{path}.{missing[1]}" if path else missing[1]
             problem = "required field is missing"
+        if path.endswith("[...]"):  # msgspec does not name the map key: find it ourselves
+            path = _name_map_key(body, path, problem)
         raise FieldError(path or "body", problem) from None
     except msgspec.DecodeError as exc:
         raise FieldError("body", f"not valid JSON: {exc}", status=400) from None
+
+
+_JSON_TYPE = {str: "str", int: "int", float: "float", bool: "bool", list: "array",
+              dict: "object", type(None): "null"}
+
+
+def _name_map_key(body: bytes, path: str, problem: str) -> str:
+    """Replace msgspec's `[...]` with the first key of that map whose value has the bad type."""
+    got = re.search(r"got `(\w+)`", problem)
+    node: Any = msgspec.json.decode(body)
+    for step in re.findall(r"[^.\[\]]+|\[\d+\]", path.removesuffix("[...]")):
+        node = node[int(step[1:-1])] if step.startswith("[") else node[step]
+    if got and isinstance(node, dict):
+        for key, value in node.items():
+            if _JSON_TYPE.get(type(value)) == got[1]:
+                return f"{path.removesuffix('[...]')}.{key}"
+    return path
 
 
 def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list[Doc]:

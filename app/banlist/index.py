@@ -101,8 +101,9 @@ class BanIndex:
                 yield Match(entry, f"url {key}")
         if host in self._prefix_hosts:
             _, path, _ = canon.split(canonical)
-            for prefix in reversed(canon.path_prefixes(path)):
-                key = host + prefix.rstrip("/")
+            # "/a" and "/a/" are one key once the slash is stripped: visit each key once
+            keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
+            for key in keys:
                 for entry in self._prefix.get(key, ()):
                     yield Match(entry, f"prefix {entry.value} covers path {path}")
         for entry in self._host.get(host, ()):

@@ -1,0 +1,163 @@
+"""POST /v1/rerank end to end, and the bad-input corpus: a 4xx naming the field, never a 500."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AUTH
+
+
+def page(n: int = 5, **extra):
+    docs = [{"id": f"d{i}", "url": f"https://h{i % 3}.example.com/p/{i}", "score": 10.0 - i}
+            for i in range(n)]
+    return {"query": {"text": "q", "region": "RU"}, "documents": docs, **extra}
+
+
+def test_contract_response_shape(client):
+    body = page(4)
+    body["documents"][1].update(is_ad=True, attributes={"snippet": "x", "n": [1, 2]})
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 200
+    out = r.json()
+    assert set(out) >= {"request_id", "profile", "config_version", "banlist_version",
+                        "experiments", "documents", "removed", "fallback", "audit"}
+    assert out["profile"] == "default" and out["fallback"] is None
+    first = out["documents"][0]
+    assert set(first) >= {"id", "url", "position", "original_position", "score",
+                          "original_score", "annotations", "collapsed", "attributes"}
+    assert [d["position"] for d in out["documents"]] == list(range(1, len(out["documents"]) + 1))
+    ad = next(d for d in out["documents"] if d["id"] == "d1")
+    assert ad["annotations"] == ["ad"] and ad["attributes"] == {"snippet": "x", "n": [1, 2]}
+    assert len(out["request_id"]) == 32
+
+
+def test_routing_forced_profile_and_banlist(client):
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "host", "value": "h1.example.com", "reason": "malware"})
+    body = page(4, request_id="r-1")
+    body["query"]["classes"] = ["navigational", "ymyl"]
+    out = client.post("/v1/rerank", json=body).json()
+    assert out["request_id"] == "r-1" and out["profile"] == "commercial"
+    assert out["banlist_version"] == 1
+    assert out["removed"] == [{"id": "d1", "rule": "banlist", "phase": "pre-filter",
+                               "action": "remove",
+                               "reason": "host h1.example.com banned (malware) [entry 1]"}]
+    body["profile"] = "default"
+    assert client.post("/v1/rerank", json=body).json()["profile"] == "default"
+
+
+def test_experiment_assignment_in_response(client):
+    out = client.post("/v1/rerank", json=page(2, unit={"user_id": "u-1"})).json()
+    assert out["experiments"] == [{"experiment": "antispam_v7", "variant": "treatment",
+                                   "bucket": 8340}]
+    assert client.post("/v1/rerank", json=page(2)).json()["experiments"] == []
+
+
+def test_empty_request_is_allowed_and_empty(client):
+    out = client.post("/v1/rerank", json={"documents": []}).json()
+    assert out["documents"] == [] and out["fallback"] is None
+
+
+def test_filtered_to_empty_gets_a_fallback(client):
+    body = page(2)
+    for d in body["documents"]:
+        d["adult_score"] = 0.99
+    out = client.post("/v1/rerank", json=body).json()
+    assert out["documents"] == []
+    assert out["fallback"]["rule"] == "empty_result_fallback"
+    assert "nothing safe" in out["fallback"]["reason"]
+
+
+def test_audit_log_lines(client, settings):
+    body = page(3, request_id="audited")
+    body["documents"][0]["spam_score"] = 0.99
+    client.post("/v1/rerank", json=body)
+    client.app.state.service.audit_log.close()
+    lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]
+    assert lines[-1]["request_id"] == "audited"
+    assert lines[-1]["profile"] == "default" and lines[-1]["config_version"]
+    assert lines[-1]["audit"][0]["rule"] == "spam_ban"
+
+
+def _set(body, path, value):
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+BAD = [
+    ("missing documents", lambda b: b.pop("documents") and b, "documents", 422),
+    ("missing id", lambda b: b["documents"][2].pop("id") and b, "documents[2].id", 422),
+    ("missing url", lambda b: b["documents"][0].pop("url") and b, "documents[0].url", 422),
+    ("score as string", lambda b: _set(b, ["documents", 1, "score"], "8"),
+     "documents[1].score", 422),
+    ("score as bool", lambda b: _set(b, ["documents", 1, "score"], True),
+     "documents[1].score", 422),
+    ("spam over 1", lambda b: _set(b, ["documents", 0, "spam_score"], 1.5),
+     "documents[0].spam_score", 422),
+    ("adult negative", lambda b: _set(b, ["documents", 0, "adult_score"], -0.1),
+     "documents[0].adult_score", 422),
+    ("age negative", lambda b: _set(b, ["documents", 0, "domain_age_days"], -1),
+     "documents[0].domain_age_days", 422),
+    ("bad age mode", lambda b: _set(b, ["query", "age_mode"], "kids"), "query.age_mode", 422),
+    ("unknown field", lambda b: _set(b, ["documents", 0, "spamscore"], 0.1),
+     "documents[0].spamscore", 422),
+    ("duplicate ids", lambda b: _set(b, ["documents", 3, "id"], "d0"), "documents[3].id", 422),
+    ("unknown profile", lambda b: _set(b, ["profile"], "nope"), "profile", 422),
+    ("bad url", lambda b: _set(b, ["documents", 2, "url"], "http://"), "documents[2].url", 422),
+    ("empty id", lambda b: _set(b, ["documents", 2, "id"], ""), "documents[2].id", 422),
+    ("depth zero", lambda b: _set(b, ["depth"], 0), "depth", 422),
+    ("factor as string", lambda b: _set(b, ["documents", 0, "factors"], {"link": "x"}),
+     "documents[0].factors.link", 422),
+    ("unit not string", lambda b: _set(b, ["unit"], {"user_id": 5}), "unit.user_id", 422),
+    ("documents not a list", lambda b: _set(b, ["documents"], {"id": "x"}), "documents", 422),
+]
+
+
+@pytest.mark.parametrize(("name", "mutate", "field", "status"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_names_the_field(client, name, mutate, field, status):
+    r = client.post("/v1/rerank", json=mutate(page(5)))
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field
+    assert r.json()["problem"]
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": NaN}]}', "body"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": Infinity}]}', "body"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1e999}]}', "documents[0].score"),
+    (b'{"documents": [', "body"),
+    (b"", "body"),
+    (b"[]", "body"),
+    (b'\xff\xfe', "body"),
+])
+def test_non_json_numbers_and_malformed_bodies(client, raw, field):
+    r = client.post("/v1/rerank", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500 and r.json()["field"] == field
+
+
+def test_limits_on_documents_body_and_text(client):
+    service = client.app.state.service
+    service.settings = service.settings.model_copy(
+        update={"max_documents": 3, "max_text_chars": 10, "max_body_bytes": 2048})
+    r = client.post("/v1/rerank", json=page(4))
+    assert r.status_code == 413 and r.json()["field"] == "documents"
+    body = page(2)
+    body["documents"][1]["text"] = "x" * 11
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 413 and r.json()["field"] == "documents[1].text"
+    body["documents"][1]["text"] = "y" * 3000
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 413 and r.json()["field"] == "body"
+
+
+def test_openapi_documents_the_rerank_body(client):
+    spec = client.get("/openapi.json").json()
+    body = spec["paths"]["/v1/rerank"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/RerankRequest"}
+    doc = spec["components"]["schemas"]["Document"]
+    assert set(doc["required"]) == {"id", "url", "score"}
