@@ -215,8 +215,8 @@ class ConfigHolder:
 
     def reload(self) -> tuple[bool, str]:
         """Load the file again; (changed, version). ConfigError leaves the old Engine in use."""
+        self._stamp = self._file_stamp()  # a refused file is reported once, not every poll
         engine = load_file(self.path)
-        self._stamp = self._file_stamp()
         changed = engine.version != self.engine.version
         if changed:
             self.engine = engine

@@ -4,13 +4,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """The six phases, in the order they run."""
 
     PRE_FILTER = "pre-filter"

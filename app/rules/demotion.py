@@ -51,7 +51,8 @@ class AntiSeoReset(BaseRule):
             if delta:
                 out.append(doc.replace(score=doc.score + delta))
                 parts = ", ".join(f"{b}={factors[b]:g}" for b, _ in self.weighted if b in factors)
-                records.append(self.record(doc.id, "rescore", f"reset factor blocks {parts}", delta))
+                records.append(
+                    self.record(doc.id, "rescore", f"reset factor blocks {parts}", delta))
             else:
                 out.append(doc)
         return out, records

@@ -1,8 +1,6 @@
 """Hard removals: banlist, regional removals, topics, safe-search, spam ban; the fallback."""
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import Field, field_validator
 
 from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult
