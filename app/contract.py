@@ -20,6 +20,8 @@ from app.pipeline import Doc
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
 Region = Annotated[str, Meta(min_length=1, max_length=16)]
+# Scores are bounded so no sum of rule deltas can overflow to infinity in the response.
+Score = Annotated[float, Meta(ge=-1e15, le=1e15, description="finite, |x| <= 1e15")]
 
 
 class Query(Struct, forbid_unknown_fields=True):
@@ -36,8 +38,8 @@ class Document(Struct, forbid_unknown_fields=True):
 
     id: Annotated[str, Meta(min_length=1, max_length=512)]
     url: Annotated[str, Meta(min_length=1, max_length=8192)]
-    score: float
-    factors: dict[str, float] = {}
+    score: Score
+    factors: dict[str, Score] = {}
     spam_score: Probability = 0.0
     adult_score: Probability = 0.0
     domain_age_days: Annotated[float, Meta(ge=0.0)] | None = None
@@ -96,9 +98,13 @@ def _name_map_key(body: bytes, path: str, problem: str) -> str:
     node: Any = msgspec.json.decode(body)
     for step in re.findall(r"[^.\[\]]+|\[\d+\]", path.removesuffix("[...]")):
         node = node[int(step[1:-1])] if step.startswith("[") else node[step]
-    if got and isinstance(node, dict):
+    bound = re.search(r"Expected `\w+` (<=|>=) (\S+)", problem)
+    if isinstance(node, dict):
         for key, value in node.items():
-            if _JSON_TYPE.get(type(value)) == got[1]:
+            if got and _JSON_TYPE.get(type(value)) == got[1]:
+                return f"{path.removesuffix('[...]')}.{key}"
+            if bound and isinstance(value, int | float) and not isinstance(value, bool) and (
+                    value > float(bound[2]) if bound[1] == "<=" else value < float(bound[2])):
                 return f"{path.removesuffix('[...]')}.{key}"
     return path
 

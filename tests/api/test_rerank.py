@@ -113,6 +113,10 @@ BAD = [
     ("depth zero", lambda b: _set(b, ["depth"], 0), "depth", 422),
     ("factor as string", lambda b: _set(b, ["documents", 0, "factors"], {"link": "x"}),
      "documents[0].factors.link", 422),
+    ("factor too large", lambda b: _set(b, ["documents", 0, "factors"], {"a": 1, "link": 1e300}),
+     "documents[0].factors.link", 422),
+    ("score too large", lambda b: _set(b, ["documents", 0, "score"], -1e300),
+     "documents[0].score", 422),
     ("unit not string", lambda b: _set(b, ["unit"], {"user_id": 5}), "unit.user_id", 422),
     ("documents not a list", lambda b: _set(b, ["documents"], {"id": "x"}), "documents", 422),
 ]

@@ -1,0 +1,579 @@
+"""Benchmark: one result page through the `default` profile, in process, as ratios to orjson.
+
+What is measured, per page size (`--sizes`, default 100 documents):
+
+  (a) `orjson.loads(body)`: the yardstick, about the least work any service does per body;
+  (b) `app.contract.decode(body)`: msgspec decoding and type checks only;
+  (c) `Rearranger.rerank(body)`: decode, route, experiments, the pipeline, the response dict
+      and the metrics, i.e. the whole request minus HTTP;
+  (d) (c) plus encoding the response with msgspec, as the /v1/rerank route does;
+  (e) `Pipeline.run(docs, ctx)` alone on prebuilt documents, whose `Outcome.timings` give
+      the time of each rule.
+
+The functions run interleaved: every round calls each of them once, in an order rotated by
+one each round, so a noisy neighbour or a frequency change hits all of them alike. Each call
+is timed with `perf_counter_ns`; the tables give the median, p99 and mean in µs and each of
+them divided by the median of (a). Machines are shared and noisy, so only those ratios,
+taken within one run, are comparable between runs and machines; the µs are context.
+Nothing here asserts a time.
+
+The page is generated from a seed: documents on ~30 hosts (a few crowded, so host_crowding
+acts), scores descending, spam and adult scores mostly low with a few in the grey zone and a
+few over the ban thresholds, some young domains, some ads, a few URLs that the banlist
+matches, and `unit.user_id` chosen so the `antispam_v7` experiment assigns the treatment.
+Texts are left out unless `--text` is given (then near_duplicates has work). The service is
+built with `build_service` and an in-memory banlist seeded with `--banlist` generated
+host/domain entries; how long seeding took is reported, but it is not part of any ratio.
+
+Run from the repository root: `python -m bench.pipeline [--sizes 20,100,500] [--text]`.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+from app import contract
+from app.main import build_service
+from app.pipeline import Context, Outcome, Pipeline
+from app.service import Rearranger
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "config" / "rules.yaml"
+PROFILE = "default"
+EXPERIMENT_VARIANT = "treatment"  # so spam_demotion is applied, not shadowed
+
+# --- the page ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A site of the page: how often it ranks, how old it is, what it is about."""
+
+    name: str
+    weight: float
+    age_days: float
+    topics: tuple[str, ...]
+    grey_spam: bool = False  # spam_score in the demotion zone (0.3 to 0.8)
+
+
+# Organic hosts; a few are crowded (host_crowding keeps 2 per host) and a few share a
+# registrable domain (wikipedia.org, reddit.com, python.org).
+HOSTS: tuple[Host, ...] = (
+    Host("en.wikipedia.org", 6, 8400, ("reference",)),
+    Host("de.wikipedia.org", 2, 8400, ("reference",)),
+    Host("stackoverflow.com", 7, 5800, ("q&a", "programming")),
+    Host("github.com", 4, 6200, ("programming",)),
+    Host("docs.python.org", 6, 9100, ("python", "reference")),
+    Host("www.python.org", 2, 9100, ("python",)),
+    Host("pypi.org", 2, 2900, ("python",)),
+    Host("realpython.com", 4, 3600, ("python", "tutorial")),
+    Host("www.reddit.com", 3, 7100, ("forum",)),
+    Host("old.reddit.com", 1, 7100, ("forum",)),
+    Host("medium.com", 3, 4200, ("blog",)),
+    Host("dev.to", 2, 2600, ("blog", "programming")),
+    Host("www.geeksforgeeks.org", 3, 5300, ("tutorial",)),
+    Host("www.w3schools.com", 2, 8700, ("tutorial",)),
+    Host("news.ycombinator.com", 1, 6300, ("news",)),
+    Host("www.youtube.com", 2, 7300, ("video",)),
+    Host("blog.jetbrains.com", 1, 7000, ("blog",)),
+    Host("www.datacamp.com", 1, 4100, ("tutorial",)),
+    Host("towardsdatascience.com", 2, 3000, ("blog", "data")),
+    Host("www.tutorialspoint.com", 1, 6100, ("tutorial",)),
+    Host("habr.com", 1, 6400, ("blog",)),
+    Host("docs.djangoproject.com", 1, 6000, ("python", "reference")),
+    Host("forum.example.org", 1, 2200, ("forum",)),
+    Host("pytips-2025.example", 1, 40, ("python",)),
+    Host("learn-code-fast.example", 1, 95, ("tutorial",), grey_spam=True),
+    Host("top10-python-ides.example", 1, 300, ("shopping",), grey_spam=True),
+)
+SPAM_HOST = Host("best-python-deals.example", 0, 15, ("shopping",))  # spam_score > 0.95
+ADULT_HOST = Host("adult-tube.example", 0, 2500, ("adult",))  # adult_score > 0.8
+
+# Pages the banlist below removes; `{i}` keeps their URLs unique.
+BANNED_URLS: tuple[str, ...] = (
+    "https://casino-bonus.example/python-slots-{i}",
+    "https://mirror.leaked-docs.example/docs/{i}.html",
+    "https://forum.example.org/leaks/thread-{i}",
+    "https://medium.com/@copycat/stolen-tutorial",  # the URL ban matches one page only
+    "https://cdn.casino-bonus.example/landing/{i}",
+)
+MATCHING_BANS: tuple[dict[str, Any], ...] = (
+    {"scope": "domain", "value": "casino-bonus.example", "reason": "gambling spam network"},
+    {"scope": "host", "value": "mirror.leaked-docs.example", "reason": "copyright (DMCA)"},
+    {"scope": "prefix", "value": "forum.example.org/leaks/", "reason": "legal removal",
+     "regions": ["DE", "FR"]},
+    {"scope": "url", "value": "https://medium.com/@copycat/stolen-tutorial",
+     "reason": "court order"},
+)
+SLUG_WORDS = ("python", "list", "comprehension", "performance", "loop", "speed", "map",
+              "generator", "filter", "vs", "faster", "guide", "tips", "benchmark", "tutorial")
+QUERY = {"text": "python list comprehension performance", "classes": ["informational"],
+         "region": "DE", "age_mode": "moderate"}
+
+
+@dataclass(slots=True)
+class Plan:
+    """Which positions of the page get a special document."""
+
+    banned: list[int]
+    spam: list[int]
+    adult: list[int]
+    ads: set[int]
+    blocked: set[int]
+    copies: list[int]
+
+
+def plan_page(n: int, rng: random.Random) -> Plan:
+    """Spread the special documents over the page; counts grow with n, at least one each."""
+    banned_n, spam_n, adult_n = max(1, n // 25), max(1, n // 50), max(1, n // 40)
+    specials = rng.sample(range(n), min(n, banned_n + spam_n + adult_n))
+    top = range(min(n, max(3, n // 10)))
+    return Plan(
+        banned=specials[:banned_n],
+        spam=specials[banned_n:banned_n + spam_n],
+        adult=specials[banned_n + spam_n:],
+        ads=set(rng.sample(top, min(len(top), max(1, n // 33)))),
+        blocked=set(rng.sample(range(n), max(1, n // 50))),
+        copies=rng.sample(range(1, n), max(1, n // 12)) if n > 1 else [],
+    )
+
+
+def spam_score(rng: random.Random, host: Host) -> float:
+    """Mostly low; grey-zone hosts and a few stray pages between 0.3 and 0.85."""
+    if host is SPAM_HOST:
+        return round(rng.uniform(0.955, 0.995), 3)
+    if host.grey_spam or rng.random() < 0.03:
+        return round(rng.uniform(0.35, 0.85), 3)
+    return round(min(0.29, rng.expovariate(1 / 0.05)), 3)
+
+
+def adult_score(rng: random.Random, host: Host) -> float:
+    """0 for most pages; high on the adult host; a few mild ones that are only labelled."""
+    if host is ADULT_HOST:
+        return round(rng.uniform(0.85, 0.99), 3)
+    return round(rng.uniform(0.5, 0.75), 3) if rng.random() < 0.02 else 0.0
+
+
+def factors(rng: random.Random, score: float) -> dict[str, float]:
+    """The score split into the four factor blocks in random proportions."""
+    weights = {k: rng.random() + 0.2 for k in ("text", "link", "behav", "quality")}
+    total = sum(weights.values())
+    return {k: round(score * w / total, 4) for k, w in weights.items()}
+
+
+def url_on(rng: random.Random, host: Host, i: int) -> str:
+    slug = "-".join(rng.sample(SLUG_WORDS, 3))
+    query = f"?page={rng.randint(2, 5)}" if rng.random() < 0.1 else ""
+    return f"https://{host.name}/{rng.choice(('a', 'q', 'blog', 'wiki', 'docs'))}/{slug}-{i}{query}"
+
+
+def banned_url(k: int, position: int) -> str:
+    """The k-th banned page: each ban in turn once, then those that match many pages again."""
+    if k < len(BANNED_URLS):
+        return BANNED_URLS[k].format(i=position)
+    repeatable = [url for url in BANNED_URLS if "{i}" in url]
+    return repeatable[k % len(repeatable)].format(i=position)
+
+
+def make_document(rng: random.Random, i: int, score: float, plan: Plan,
+                  banned_url: str | None) -> dict[str, Any]:
+    """One document of the ranker's page (no text; see add_texts)."""
+    if i in plan.spam:
+        host = SPAM_HOST
+    elif i in plan.adult:
+        host = ADULT_HOST
+    else:
+        host = rng.choices(HOSTS, weights=[h.weight for h in HOSTS])[0]
+    doc: dict[str, Any] = {
+        "id": f"{rng.getrandbits(64):016x}",
+        "url": banned_url or url_on(rng, host, i),
+        "score": score,
+        "factors": factors(rng, score),
+        "spam_score": spam_score(rng, host),
+        "adult_score": adult_score(rng, host),
+        "topics": list(host.topics),
+    }
+    if rng.random() > 0.05:  # a few pages come without a known domain age
+        doc["domain_age_days"] = host.age_days
+    if i in plan.ads:
+        doc["is_ad"] = True
+    if i in plan.blocked:
+        doc["blocked_regions"] = ["DE"]
+    return doc
+
+
+def make_serp(n: int, seed: int, user_id: str, with_text: bool) -> dict[str, Any]:
+    """A deterministic request body of n documents in the ranker's order."""
+    rng = random.Random(f"{seed}:{n}")
+    plan = plan_page(n, rng)
+    scores = sorted((round(rng.lognormvariate(1.5, 0.6), 4) for _ in range(n)), reverse=True)
+    banned_urls = {pos: banned_url(k, pos) for k, pos in enumerate(plan.banned)}
+    docs = [make_document(rng, i, scores[i], plan, banned_urls.get(i)) for i in range(n)]
+    if with_text:
+        add_texts(rng, docs, plan.copies)
+    return {"request_id": f"bench-{seed}-{n}", "query": dict(QUERY),
+            "unit": {"user_id": user_id}, "documents": docs}
+
+
+def add_texts(rng: random.Random, docs: list[dict[str, Any]], copies: Sequence[int]) -> None:
+    """~300 words a page: a per-host header and Zipf-distributed words; some pages copy an
+    earlier one with ~5% of the words changed (scrapers), so near_duplicates folds them."""
+    vocab = [_word(rng) for _ in range(3000)]
+    weights = [1 / (rank + 1) for rank in range(len(vocab))]
+    headers: dict[str, list[str]] = {}
+    for doc in docs:
+        host = doc["url"].split("/")[2]
+        header = headers.setdefault(host, rng.choices(vocab, weights, k=30))
+        doc["text"] = " ".join(header + rng.choices(vocab, weights, k=270))
+    for i in copies:
+        words = docs[rng.randrange(i)]["text"].split()
+        for k in rng.sample(range(len(words)), len(words) // 20):
+            words[k] = rng.choice(vocab)
+        docs[i]["text"] = " ".join(words)
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou")
+                   for _ in range(rng.randint(1, 4)))
+
+
+# --- the service ---------------------------------------------------------------------------
+
+
+def write_banlist(path: Path, n: int, seed: int) -> int:
+    """n generated host/domain entries plus the few that match the page; returns the count."""
+    rng = random.Random(f"banlist:{seed}")
+    tlds = ("com", "net", "org", "info", "biz", "xyz", "ru", "de")
+    reasons = ("link farm (manual action)", "serves malware", "phishing", "scraped content",
+               "doorway pages")
+    lines = []
+    for i in range(n):
+        name = f"{_word(rng)}-{_word(rng)}-{i}.{rng.choice(tlds)}"
+        scope = "domain" if i % 2 else "host"
+        value = name if scope == "domain" else f"{rng.choice(('www', 'cdn', 'm'))}.{name}"
+        lines.append(orjson.dumps({"scope": scope, "value": value,
+                                   "reason": rng.choice(reasons)}))
+    lines.extend(orjson.dumps(entry) for entry in MATCHING_BANS)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return len(lines)
+
+
+def build(banlist_entries: int, seed: int, max_documents: int) -> tuple[Rearranger, dict]:
+    """The service as `rearrange run` builds it: in-memory banlist (no log file), no audit log."""
+    with tempfile.TemporaryDirectory(prefix="rearrange-bench-") as tmp:
+        seed_file = Path(tmp) / "banlist.jsonl"
+        started = time.perf_counter()
+        written = write_banlist(seed_file, banlist_entries, seed)
+        wrote = time.perf_counter() - started
+        settings = Settings(
+            config=CONFIG, banlist_seed=seed_file, audit_log=None, redis_url=None,
+            admin_tokens="", max_documents=max(1000, max_documents),
+        ).model_copy(update={"banlist_path": None})  # the Path field refuses None; copy skips it
+        started = time.perf_counter()
+        service = build_service(settings)
+        built = time.perf_counter() - started
+    return service, {"entries_written": written, "entries_indexed": len(service.store),
+                     "write_seconds": wrote, "build_service_seconds": built}
+
+
+def pick_user(service: Rearranger, variant: str) -> tuple[str, dict[str, str]]:
+    """The first `u-NNNNNN` user id that every experiment puts in `variant` (or any variant)."""
+    experiments = service.config.engine.experiments
+    for i in range(100_000):
+        user = f"u-{i:06d}"
+        got = {e.name: a[0] for e in experiments if (a := e.assign({"user_id": user}))}
+        if all(v == variant for v in got.values()):
+            return user, got
+    return "u-000000", {}
+
+
+def context_for(service: Rearranger, req: contract.RerankRequest, n_docs: int) -> Context:
+    """The Context exactly as Rearranger.rerank builds it."""
+    variants = {}
+    for exp in service.config.engine.experiments:
+        got = exp.assign(req.unit)
+        if got is not None:
+            variants[exp.name] = got[0]
+    q = req.query
+    return Context(
+        query_text=q.text, classes=tuple(q.classes),
+        region=q.region.upper() if q.region else None, age_mode=q.age_mode,
+        depth=req.depth, input_count=n_docs, now=time.time(), banlist=service.store.index,
+        variants=variants,
+    )
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Measured:
+    """A function under test; `after` sees each result outside the timed region."""
+
+    label: str
+    fn: Callable[[], Any]
+    after: Callable[[Any], None] | None = None
+    samples: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    median_us: float
+    p99_us: float
+    mean_us: float
+
+    @classmethod
+    def of(cls, samples_ns: Sequence[int]) -> Stats:
+        ordered = sorted(samples_ns)
+        p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]  # nearest rank
+        return cls(_median(ordered) / 1e3, p99 / 1e3, sum(ordered) / len(ordered) / 1e3)
+
+
+def _median(ordered: Sequence[float]) -> float:
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def run_interleaved(measured: Sequence[Measured], iterations: int, warmup: int) -> None:
+    """Each round calls every function once, the order rotated by one per round."""
+    clock = time.perf_counter_ns
+    for _ in range(warmup):
+        for m in measured:
+            m.fn()
+    count = len(measured)
+    for r in range(iterations):
+        for k in range(count):
+            m = measured[(r + k) % count]
+            started = clock()
+            result = m.fn()
+            m.samples.append(clock() - started)
+            if m.after is not None:
+                m.after(result)
+
+
+@dataclass(slots=True)
+class RuleTimes:
+    """Every observed call of one configured rule (one position in the profile)."""
+
+    rule: str
+    phase: str
+    mode: str
+    records: int
+    seconds: list[float] = field(default_factory=list)
+
+
+class RuleCollector:
+    """Aggregates Outcome.timings by position in the run (safe_search runs twice)."""
+
+    def __init__(self) -> None:
+        self.rules: list[RuleTimes] = []
+
+    def __call__(self, outcome: Outcome) -> None:
+        for i, t in enumerate(outcome.timings):
+            if i == len(self.rules):
+                self.rules.append(RuleTimes(t.rule, t.phase.value, t.mode, len(t.records)))
+            self.rules[i].seconds.append(t.seconds)
+
+
+# --- one size ------------------------------------------------------------------------------
+
+
+def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
+               user_id: str) -> dict[str, Any]:
+    """Measure (a)-(e) for a page of n documents; returns the figures."""
+    body = orjson.dumps(make_serp(n, args.seed, user_id, args.text))
+    req = contract.decode(body)
+    docs = contract.to_docs(req, service.settings.max_documents, service.settings.max_text_chars)
+    profile = service.config.engine.route(tuple(req.query.classes))
+    pipeline: Pipeline = service.config.engine.profiles[profile]
+    encode = msgspec.json.Encoder().encode  # as app/api/rerank.py
+    response = service.rerank(body)
+    encoded = encode(response)
+    rules = RuleCollector()
+    measured = [
+        Measured("(a) orjson.loads(body)", lambda: orjson.loads(body)),
+        Measured("(b) contract.decode(body)", lambda: contract.decode(body)),
+        Measured("(c) service.rerank(body)", lambda: service.rerank(body)),
+        Measured("(d) rerank + msgspec encode", lambda: encode(service.rerank(body))),
+        Measured("(e) Context + pipeline.run", lambda: pipeline.run(docs, context_for(service, req, n)),
+                 after=rules),
+    ]
+    gc.collect()
+    gc.freeze()
+    run_interleaved(measured, args.iterations, args.warmup)
+    return figures(n, body, encoded, response, profile, measured, rules)
+
+
+def figures(n: int, body: bytes, encoded: bytes, response: dict[str, Any], profile: str,
+            measured: Sequence[Measured], rules: RuleCollector) -> dict[str, Any]:
+    """Stats and ratios of one size, as plain data (printed, and written by --json)."""
+    stats = {m.label: Stats.of(m.samples) for m in measured}
+    base = stats[measured[0].label].median_us
+    pipeline_ns = sum(measured[-1].samples)
+    return {
+        "documents": n, "body_bytes": len(body), "response_bytes": len(encoded),
+        "profile": profile, "orjson_median_us": base,
+        "response": {"documents": len(response["documents"]), "removed": len(response["removed"]),
+                     "audit_records": len(response["audit"]),
+                     "experiments": response["experiments"]},
+        "measurements": [
+            {"label": label, "median_us": s.median_us, "p99_us": s.p99_us, "mean_us": s.mean_us,
+             "median_ratio": s.median_us / base, "p99_ratio": s.p99_us / base,
+             "mean_ratio": s.mean_us / base}
+            for label, s in stats.items()
+        ],
+        "rules": [
+            {"rule": r.rule, "phase": r.phase, "mode": r.mode, "records": r.records,
+             "median_us": _median(sorted(r.seconds)) * 1e6,
+             "share": sum(r.seconds) * 1e9 / pipeline_ns}
+            for r in rules.rules
+        ],
+    }
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def print_size(fig: dict[str, Any], iterations: int) -> None:
+    r = fig["response"]
+    variants = ", ".join(f"{e['experiment']}={e['variant']}" for e in r["experiments"]) or "none"
+    print(f"\n== {fig['documents']} documents, profile {fig['profile']}: body "
+          f"{fig['body_bytes'] / 1024:.1f} KiB, response {fig['response_bytes'] / 1024:.1f} KiB "
+          f"({r['documents']} kept, {r['removed']} removed, {r['audit_records']} audit records; "
+          f"{variants}) ==")
+    print(f"{iterations} calls each, interleaved; x = divided by the median of (a)")
+    print(f"{'measured':<30}{'median µs':>11}{'p99 µs':>10}{'mean µs':>10}"
+          f"{'median x':>10}{'p99 x':>8}{'mean x':>8}")
+    for m in fig["measurements"]:
+        print(f"{m['label']:<30}{m['median_us']:>11.1f}{m['p99_us']:>10.1f}{m['mean_us']:>10.1f}"
+              f"{m['median_ratio']:>10.2f}{m['p99_ratio']:>8.2f}{m['mean_ratio']:>8.2f}")
+    print(f"\n{'rule (from Outcome.timings of (e))':<36}{'phase':<13}{'mode':<9}"
+          f"{'records':>8}{'median µs':>11}{'share':>8}")
+    for rule in fig["rules"]:
+        print(f"{rule['rule']:<36}{rule['phase']:<13}{rule['mode']:<9}{rule['records']:>8}"
+              f"{rule['median_us']:>11.1f}{rule['share']:>8.1%}")
+    rest = 1 - sum(rule["share"] for rule in fig["rules"])
+    print(f"{'(outside rules: Context, experiments, sort, runner)':<66}{rest:>8.1%}")
+
+
+def print_summary(all_figs: Sequence[dict[str, Any]]) -> None:
+    print("\n== summary: (c) service.rerank and (d) with encoding, by page size ==")
+    print(f"{'documents':>9}{'body KiB':>10}{'(c) median x':>14}{'(c) p99 x':>11}"
+          f"{'(c) µs/doc':>12}{'(d) median x':>14}{'(d) µs/doc':>12}{'orjson µs/doc':>15}")
+    for fig in all_figs:
+        n = fig["documents"]
+        by = {m["label"][:3]: m for m in fig["measurements"]}
+        c, d = by["(c)"], by["(d)"]
+        print(f"{n:>9}{fig['body_bytes'] / 1024:>10.1f}{c['median_ratio']:>14.2f}"
+              f"{c['p99_ratio']:>11.2f}{c['median_us'] / n:>12.2f}{d['median_ratio']:>14.2f}"
+              f"{d['median_us'] / n:>12.2f}{fig['orjson_median_us'] / n:>15.3f}")
+
+
+def environment() -> dict[str, Any]:
+    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "processor": _processor(),
+            "cpu_count": os.cpu_count(), "commit": _git_commit(),
+            "orjson": orjson.__version__, "msgspec": msgspec.__version__}
+
+
+def _processor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit() -> str:
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", "app", "config")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{commit} (app/ or config/ modified)" if dirty else commit
+
+
+def print_header(env: dict[str, Any], seeding: dict[str, Any], user: str,
+                 args: argparse.Namespace) -> None:
+    print("Rearrange pipeline benchmark (python -m bench.pipeline)")
+    print(f"python {env['python']} ({env['implementation']}), orjson {env['orjson']}, "
+          f"msgspec {env['msgspec']}")
+    print(f"machine {env['processor']}, {env['cpu_count']} CPUs, {env['platform']}")
+    print(f"commit {env['commit']}")
+    print(f"banlist: {seeding['entries_indexed']:,} entries indexed ({args.banlist:,} generated "
+          f"host/domain + {len(MATCHING_BANS)} matching the page); file written in "
+          f"{seeding['write_seconds']:.2f} s, build_service (read, validate, index, load config) "
+          f"{seeding['build_service_seconds']:.2f} s; not part of any ratio")
+    print(f"page seed {args.seed}, texts {'on' if args.text else 'off'}, unit.user_id {user}; "
+          f"{args.warmup} warm-up calls each, gc.collect() + gc.freeze() after setup")
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline",
+                                     description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="100",
+                        type=lambda s: [int(x) for x in s.split(",") if x.strip()],
+                        help="documents per page, comma-separated (default 100)")
+    parser.add_argument("--iterations", type=int, default=2000,
+                        help="timed calls per function and size (default 2000)")
+    parser.add_argument("--warmup", type=int, default=200,
+                        help="untimed calls per function first (default 200)")
+    parser.add_argument("--banlist", type=int, default=100_000,
+                        help="generated banlist entries (default 100000)")
+    parser.add_argument("--text", action="store_true",
+                        help="give every page ~300 words of text (near_duplicates then works)")
+    parser.add_argument("--seed", type=int, default=2024, help="page and banlist seed")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    args = parser.parse_args(argv)
+    if not args.sizes or min(args.sizes) < 1 or args.iterations < 1 or args.warmup < 0:
+        parser.error("sizes and iterations must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = environment()
+    service, seeding = build(args.banlist, args.seed, max(args.sizes))
+    user, _ = pick_user(service, EXPERIMENT_VARIANT)
+    print_header(env, seeding, user, args)
+    results = []
+    for n in args.sizes:
+        fig = bench_size(service, n, args, user)
+        print_size(fig, args.iterations)
+        results.append(fig)
+    print_summary(results)
+    if args.json is not None:
+        report = {"environment": env, "banlist": seeding, "seed": args.seed, "text": args.text,
+                  "iterations": args.iterations, "warmup": args.warmup, "user_id": user,
+                  "sizes": results}
+        args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        print(f"\nfigures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
