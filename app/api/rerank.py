@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from app.api.deps import Service
 from app.contract import request_schema
+from app.errors import FieldError
 
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
@@ -24,6 +25,12 @@ async def rerank(request: Request, service: Service) -> Response:
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
+            service.metrics.requests.labels("", "invalid").inc()
             raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
                                       "bytes"})
-    return Response(_encode(service.rerank(bytes(body))), media_type="application/json")
+    try:
+        response = service.rerank(bytes(body))
+    except FieldError:
+        service.metrics.requests.labels("", "invalid").inc()
+        raise
+    return Response(_encode(response), media_type="application/json")
