@@ -49,12 +49,13 @@ class Metrics:
         self._actions: dict[tuple[str, str, str, str], Counter] = {}
         self._rule_time: dict[tuple[str, str], Histogram] = {}
         self._latency: dict[str, Histogram] = {}
+        self._ok: dict[str, Counter] = {}
 
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
         """Record one served request: per-rule actions and times, fallback, latency."""
         counts: dict[tuple[str, str, str, str], int] = {}
         for rec in outcome.audit:
-            key = (rec.rule, rec.phase.value, rec.action, rec.mode)
+            key = (rec.rule, rec.phase, rec.action, rec.mode)
             counts[key] = counts.get(key, 0) + 1
         for key, n in counts.items():
             child = self._actions.get(key)
@@ -62,7 +63,7 @@ class Metrics:
                 child = self._actions[key] = self.rule_actions.labels(*key)
             child.inc(n)
         for t in outcome.timings:
-            tkey = (t.rule, t.phase.value)
+            tkey = (t.rule, t.phase)
             hist = self._rule_time.get(tkey)
             if hist is None:
                 hist = self._rule_time[tkey] = self.rule_seconds.labels(*tkey)
@@ -73,4 +74,7 @@ class Metrics:
         if latency is None:
             latency = self._latency[profile] = self.request_seconds.labels(profile)
         latency.observe(seconds)
-        self.requests.labels(profile, "ok").inc()
+        ok = self._ok.get(profile)
+        if ok is None:
+            ok = self._ok[profile] = self.requests.labels(profile, "ok")
+        ok.inc()
