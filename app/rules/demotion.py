@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from app.domains import suffixes
 from app.pipeline import BaseRule, Context, Doc, Phase, RuleResult
 from app.rules.base import Params
 
@@ -140,4 +141,38 @@ class SandboxDamping(BaseRule):
             records.append(self.record(
                 doc.id, "rescore", f"domain age {age:g} days: trust {trust:.3f}, beta {beta:g}",
                 new - doc.score))
+        return out, records
+
+
+class QuarantineParams(Params):
+    penalty: float = Field(3.0, ge=0.0)
+
+
+class QuarantineDemotion(BaseRule):
+    """score −= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
+
+    The quarantine set comes from the sanctions state machine through the context,
+    so every replica demotes the same hosts without a lookup per request.
+    """
+
+    name = "quarantine_demotion"
+    phases = RERANK
+    Params = QuarantineParams
+
+    def applies(self, ctx: Context) -> bool:
+        return bool(ctx.quarantine) and self.params.penalty > 0.0
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        quarantined = ctx.quarantine
+        penalty = self.params.penalty
+        out, records = [], []
+        for doc in docs:
+            key = next((s for s in suffixes(doc.host) if s in quarantined), None)
+            if key is None:
+                out.append(doc)
+                continue
+            out.append(doc.replace(score=doc.score - penalty))
+            records.append(self.record(
+                doc.id, "rescore", f"{key} is in spam quarantine ({quarantined[key]})",
+                -penalty))
         return out, records
