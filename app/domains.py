@@ -20,9 +20,3 @@ def is_public_suffix(name: str) -> bool:
     """True for names such as `co.uk` or `github.io` under which anyone may register."""
     return _PSL.is_public(name)
 
-
-@lru_cache(maxsize=65536)
-def suffixes(host: str) -> tuple[str, ...]:
-    """The host and each parent domain (`a.b.c` → a.b.c, b.c, c), cached per host."""
-    parts = host.split(".")
-    return tuple(".".join(parts[i:]) for i in range(len(parts)))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from app.domains import suffixes
 from app.pipeline import BaseRule, Context, Doc, Phase, RuleResult
 from app.rules.base import Params
 
@@ -151,8 +150,8 @@ class QuarantineParams(Params):
 class QuarantineDemotion(BaseRule):
     """score −= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
 
-    The quarantine set comes from the sanctions state machine through the context,
-    so every replica demotes the same hosts without a lookup per request.
+    The quarantine list is kept by the sanctions state machine in a store of the same
+    kind as the banlist, so every replica holds it in memory and matches it like a ban.
     """
 
     name = "quarantine_demotion"
@@ -160,19 +159,19 @@ class QuarantineDemotion(BaseRule):
     Params = QuarantineParams
 
     def applies(self, ctx: Context) -> bool:
-        return bool(ctx.quarantine) and self.params.penalty > 0.0
+        return ctx.quarantine is not None and len(ctx.quarantine) > 0 and self.params.penalty > 0
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        quarantined = ctx.quarantine
-        penalty = self.params.penalty
+        index, penalty = ctx.quarantine, self.params.penalty
         out, records = [], []
         for doc in docs:
-            key = next((s for s in suffixes(doc.host) if s in quarantined), None)
-            if key is None:
+            entry = index.match(doc.canonical, doc.host, ctx.region, ctx.now)
+            if entry is None:
                 out.append(doc)
                 continue
             out.append(doc.replace(score=doc.score - penalty))
             records.append(self.record(
-                doc.id, "rescore", f"{key} is in spam quarantine ({quarantined[key]})",
+                doc.id, "rescore",
+                f"{entry.scope} {entry.value} is in spam quarantine [entry {entry.id}]",
                 -penalty))
         return out, records

@@ -88,6 +88,7 @@ class HostState:
     observed_at: float | None = None
     pinned_until: float | None = None  # appeal: clean until then; inf = permanently
     ban_entry_id: str | None = None
+    quarantine_entry_id: str | None = None
     history: tuple[Transition, ...] = field(default=())
 
     def pinned(self, now: float) -> bool:

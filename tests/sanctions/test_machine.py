@@ -6,6 +6,8 @@ import math
 import pytest
 from pydantic import ValidationError
 
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry
 from app.rules.demotion import QuarantineDemotion
 from app.sanctions.machine import (
     BANNED,
@@ -105,10 +107,12 @@ def test_out_of_order_observations_are_stale():
 
 
 def test_quarantine_demotion_penalises_host_and_subdomains():
+    quarantine = BanIndex([Entry("q1", "domain", "grey.example", "spam_score 0.75", "antispam",
+                                 0.0, None, frozenset())])
     rule = make(QuarantineDemotion, penalty=2.5)
     docs = [doc("a", 8.0, host="www.grey.example"), doc("b", 7.0, host="ok.example")]
-    c = ctx(quarantine={"grey.example": "spam_score 0.75"})
-    out, records = rule(docs, c)
+    out, records = rule(docs, ctx(quarantine=quarantine, now=1.0))
     assert [d.score for d in out] == [5.5, 7.0]
-    assert records[0].delta == -2.5 and "grey.example is in spam quarantine" in records[0].reason
-    assert not rule.applies(ctx())
+    assert records[0].delta == -2.5
+    assert records[0].reason == "domain grey.example is in spam quarantine [entry q1]"
+    assert not rule.applies(ctx()) and not rule.applies(ctx(quarantine=BanIndex()))
