@@ -54,6 +54,17 @@ def server(tmp_path: Path):
     proc.wait(10)
 
 
+def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
+    """Poll /readyz until the served config version changes (the poller runs every 0.2 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        version = httpx.get(f"{base}/readyz").json()["config_version"]
+        if version != old:
+            return version
+        time.sleep(0.05)
+    pytest.fail(f"config version stayed {old} for {timeout} s after the file changed")
+
+
 def test_hot_reload_under_concurrent_requests(server):
     base, config = server
     results: list[tuple[int, str, int]] = []
@@ -71,13 +82,16 @@ def test_hot_reload_under_concurrent_requests(server):
     for t in threads:
         t.start()
     time.sleep(0.5)
-    versions = []
+    versions = [httpx.get(f"{base}/readyz").json()["config_version"]]
     for k in (3, 7, 4):
         config.write_text(f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
-        time.sleep(0.8)
-        versions.append(httpx.get(f"{base}/readyz").json()["config_version"])
+        versions.append(wait_for_new_version(base, versions[-1]))
+        time.sleep(0.3)  # let requests flow on this version
+    versions.pop(0)
     config.write_text("profiles: {default: {trim: [nope]}}")  # invalid: refused, 4 keeps serving
-    time.sleep(0.8)
+    deadline = time.monotonic() + 10
+    while "refused" not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.1)
     stop.set()
     for t in threads:
         t.join()
