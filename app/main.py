@@ -14,13 +14,16 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import admin, banlist, health, rerank
+from app.api import admin, banlist, health, rerank, sanctions
 from app.audit import AuditLog
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
+from app.sanctions.machine import Thresholds
+from app.sanctions.service import Sanctions
+from app.sanctions.states import FileStates
 from app.service import Rearranger
 from app.settings import Settings
 
@@ -41,7 +44,22 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     metrics.config_info.set_to_current_time()
     audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
              if settings.audit_log else None)
-    return Rearranger(settings, store, config, metrics, audit)
+    service = Rearranger(settings, store, config, metrics, audit)
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
+    return service
+
+
+def _sanctions(settings: Settings, banlist: EmbeddedStore,
+               metrics: Metrics) -> tuple[EmbeddedStore, Sanctions]:
+    """The quarantine list (a store like the banlist) and the state machine that feeds both."""
+    beside = settings.banlist_path
+    quarantine = EmbeddedStore(beside.with_name("quarantine.jsonl") if beside else None)
+    states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
+    thresholds = Thresholds(
+        quarantine_enter=settings.sanctions_quarantine_enter,
+        quarantine_exit=settings.sanctions_quarantine_exit,
+        ban_enter=settings.sanctions_ban_enter, ban_exit=settings.sanctions_ban_exit)
+    return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -68,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   summary="Post-ranking rule pipeline over a search result page")
     app.state.service = service
     app.state.tokens = settings.tokens()
-    for module in (rerank, banlist, admin, health):
+    for module in (rerank, banlist, sanctions, admin, health):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -94,7 +112,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
                     log.info("config reloaded: now serving %s", version)
                     service.metrics.config_info.set_to_current_time()
                     gc.freeze()
-        expired = service.store.sweep()
+        expired = service.store.sweep() + service.quarantine.sweep()
         if expired:
             log.info("banlist: %d entries expired", expired)
 

@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_text_chars: int = Field(default=200_000, ge=1)
     config_poll_seconds: float = Field(default=1.0, ge=0)
+    sanctions_quarantine_enter: float = 0.7
+    sanctions_quarantine_exit: float = 0.5
+    sanctions_ban_enter: float = 0.9
+    sanctions_ban_exit: float = 0.6
     host: str = "127.0.0.1"
     port: int = 8080
 

@@ -38,4 +38,7 @@ async def metrics(service: Service) -> Response:
     m = service.metrics
     m.banlist_entries.set(len(service.store))
     m.banlist_version.set(service.store.version)
+    if service.sanctions is not None:
+        for state, count in service.sanctions.counts().items():
+            m.sanction_hosts.labels(state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
