@@ -9,6 +9,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from app.experiments import CONTROL
+
 
 class Phase(StrEnum):
     """The six phases, in the order they run."""
@@ -137,10 +139,15 @@ class BaseRule:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A configured rule in a phase, and the experiment that gates it, if any."""
+    """A configured rule in a phase, the experiment that gates it, and per-variant instances.
+
+    `variants` holds the rule built with a treatment variant's parameter overrides (built at
+    config load); a variant not in it runs `rule`. Control, outside and holdout shadow `rule`.
+    """
 
     rule: Rule
     experiment: str | None = None
+    variants: Mapping[str, Rule] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -152,6 +159,8 @@ class RuleTiming:
     mode: str
     seconds: float
     records: Sequence[AuditRecord]
+    moves: Sequence[int] = ()  # position changes (new − old) of the docs in the top 10 after it
+    churn: int = 0             # docs in the top 10 after the rule that were not before it
 
 
 @dataclass(slots=True)
@@ -165,6 +174,7 @@ class Outcome:
 
 
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
+TOP = 10  # the window of the per-rule position and churn figures: what a user sees first
 
 
 def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
@@ -185,6 +195,26 @@ def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
 
 def _score(doc: Doc) -> float:
     return doc.score
+
+
+def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int, ...], int]:
+    """What a rule did (or would have done) to the top of the page: (moves, churn).
+
+    In `rerank` both sides are stably sorted first, so a rescore is judged by the order it
+    would produce; shadow runs are judged the same way on their discarded output.
+    """
+    if resort:
+        before = sorted(before, key=_score, reverse=True)
+        after = sorted(after, key=_score, reverse=True)
+    old = {d.id: i for i, d in enumerate(before)}
+    moves, churn = [], 0
+    for i, d in enumerate(after[:TOP]):
+        j = old.get(d.id, TOP)
+        if j >= TOP:
+            churn += 1
+        if j != i and d.id in old:
+            moves.append(i - j)
+    return tuple(moves), churn
 
 
 class Pipeline:
@@ -221,18 +251,21 @@ class Pipeline:
         fallback = None
         for phase, steps in self.phases:
             for step in steps:
-                rule = step.rule
+                mode, rule = self._mode(step, ctx)
                 if not rule.applies(ctx):
                     continue
                 started = clock()
                 out, records = rule(docs, ctx)
-                mode = self._mode(step, ctx)
+                elapsed = clock() - started
+                timing = RuleTiming(rule.name, phase, mode, elapsed, records)
+                if records:
+                    timing.moves, timing.churn = effect(docs, out, phase is Phase.RERANK)
                 if mode == APPLIED:
                     docs = out
-                else:
+                else:  # shadow: the records say what it would have done; `out` is dropped
                     for rec in records:
                         rec.mode = SHADOW
-                timings.append(RuleTiming(rule.name, phase, mode, clock() - started, records))
+                timings.append(timing)
                 audit.extend(records)
             if phase is Phase.RERANK:
                 docs, moves = sort_by_score(docs)
@@ -249,11 +282,14 @@ class Pipeline:
         return Outcome(docs, audit, fallback, timings)
 
     @staticmethod
-    def _mode(step: Step, ctx: Context) -> str:
+    def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:
+        """Applied unless gated; gated rules apply only in treatment variants."""
         if step.experiment is None:
-            return APPLIED
+            return APPLIED, step.rule
         variant = ctx.variants.get(step.experiment)
-        return APPLIED if variant is not None and variant != "control" else SHADOW
+        if variant is None or variant == CONTROL:
+            return SHADOW, step.rule
+        return APPLIED, step.variants.get(variant, step.rule)
 
 
 def _asks_relax(audit: list[AuditRecord]) -> bool:

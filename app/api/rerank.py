@@ -4,8 +4,9 @@ from __future__ import annotations
 import msgspec
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from app.api.deps import Service
+from app.api.deps import Service, token_actor
 from app.contract import request_schema
+from app.service import FORCE_HEADER
 
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
@@ -26,4 +27,22 @@ async def rerank(request: Request, service: Service) -> Response:
         if len(body) > limit:
             raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
                                       "bytes"})
-    return Response(_encode(service.rerank(bytes(body))), media_type="application/json")
+    forced, forced_by = None, None
+    header = request.headers.get(FORCE_HEADER)
+    if header is not None:  # QA override: never honoured without an admin token
+        forced_by = token_actor(request, request.headers.get("authorization"), FORCE_HEADER)
+        forced = parse_force(header)
+    return Response(_encode(service.rerank(bytes(body), forced, forced_by)),
+                    media_type="application/json")
+
+
+def parse_force(header: str) -> dict[str, str]:
+    """`exp=variant[, exp2=variant2]` → {exp: variant}; 422 naming the header if malformed."""
+    forced: dict[str, str] = {}
+    for part in header.split(","):
+        name, sep, variant = (x.strip() for x in part.partition("="))
+        if not sep or not name or not variant or name in forced:
+            raise HTTPException(422, {"field": FORCE_HEADER, "problem": f"{part.strip()!r}: "
+                                      "expected experiment=variant, each experiment once"})
+        forced[name] = variant
+    return forced
