@@ -90,14 +90,15 @@ def srm(counts: Mapping[tuple[str, str], float],
         total_n = sum(observed.values())
         total_w = sum(weights.values())
         live = [v for v, w in weights.items() if w > 0]
-        if total_n == 0 or total_w == 0 or len(live) < 2:
+        if total_n and any(observed[v] > 0 for v, w in weights.items() if w == 0):
+            expected = {v: total_n * w / total_w if total_w else 0.0 for v, w in weights.items()}
+            results.append(SrmResult(experiment, observed, expected, None,
+                                     max(len(live) - 1, 0), 0.0, True))
+            continue
+        if total_n == 0 or len(live) < 2:
             results.append(SrmResult(experiment, observed, {}, None, 0, None, False))
             continue
         expected = {v: total_n * w / total_w for v, w in weights.items()}
-        if any(observed[v] > 0 for v, w in weights.items() if w == 0):
-            results.append(SrmResult(experiment, observed, expected, None,
-                                     len(live) - 1, 0.0, True))
-            continue
         stat = sum((observed[v] - expected[v]) ** 2 / expected[v] for v in live)
         p = chi2_sf(stat, len(live) - 1)
         results.append(SrmResult(experiment, observed, expected, stat, len(live) - 1, p,
