@@ -20,9 +20,9 @@ from app.srm import srm
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
-# Signed: negative = moved up (position) or demoted (score).
-POSITION_BUCKETS = (-50, -20, -10, -5, -3, -2, -1, 0, 1, 2, 3, 5, 10, 20, 50)
-SCORE_BUCKETS = (-10, -5, -2, -1, -0.5, -0.1, 0, 0.1, 0.5, 1, 2, 5, 10)
+# Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
+POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
+SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
 CHURN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
@@ -108,12 +108,11 @@ class Metrics:
             ["rule", "phase", "mode"], buckets=RULE_BUCKETS, registry=r)
         self.position_change = _Histograms(
             "rearrange_rule_position_change",
-            "Position change (new - old, negative = up) of each document in the top 10 after "
-            "a rule that moved it; shadow: what the rule would have done",
-            ["rule", "mode"], POSITION_BUCKETS)
+            "Positions moved by each document in the top 10 after a rule that moved it "
+            "(shadow: would have moved)", ["rule", "mode", "direction"], POSITION_BUCKETS)
         self.score_change = _Histograms(
-            "rearrange_rule_score_change", "Score delta of each rescore by a rule",
-            ["rule", "mode"], SCORE_BUCKETS)
+            "rearrange_rule_score_change", "Size of each rescore by a rule (shadow: would be)",
+            ["rule", "mode", "direction"], SCORE_BUCKETS)
         self.top_churn = _Histograms(
             "rearrange_rule_top10_churn",
             "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
@@ -167,14 +166,13 @@ class Metrics:
             if hist is None:
                 hist = self._rule_time[tkey] = self.rule_seconds.labels(*tkey)
             hist.observe(t.seconds)
-            dkey = (t.rule, t.mode)
-            self.top_churn.add(dkey, (t.churn,))
+            self.top_churn.add((t.rule, t.mode), (t.churn,))
             if t.moves:
-                self.position_change.add(dkey, t.moves)
+                _split(self.position_change, t.rule, t.mode, t.moves, "down", "up")
             if t.records:
                 scores = [r.delta for r in t.records if r.action == "rescore" and r.delta]
                 if scores:
-                    self.score_change.add(dkey, scores)
+                    _split(self.score_change, t.rule, t.mode, scores, "up", "down")
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
         latency = self._latency.get(profile)
@@ -208,3 +206,14 @@ class Metrics:
         if child is None:
             child = self._http[key] = self.http_responses.labels(*key)
         child.inc()
+
+
+def _split(hist: _Histograms, rule: str, mode: str, values: Sequence[float],
+           positive: str, negative: str) -> None:
+    """Observe magnitudes under direction labels (a position +n is down, a score +x up)."""
+    pos = [v for v in values if v > 0]
+    neg = [-v for v in values if v < 0]
+    if pos:
+        hist.add((rule, mode, positive), pos)
+    if neg:
+        hist.add((rule, mode, negative), neg)
