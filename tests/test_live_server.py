@@ -1,6 +1,7 @@
 """A real uvicorn process: hot reload on file change while requests keep flowing."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -91,5 +92,32 @@ def test_hot_reload_under_concurrent_requests(server):
     assert {n for sizes in depth_of.values() for n in sizes} >= {3, 7, 4}
     final = httpx.post(f"{base}/v1/rerank", json=PAGE).json()
     assert final["config_version"] == versions[-1] and len(final["documents"]) == 4
+    metrics = httpx.get(f"{base}/metrics").text
+    assert 'rearrange_config_reloads_total{result="refused"} 1.0' in metrics
+
+
+def test_srm_cli_reads_a_running_service_and_rebucketing_reload_is_refused(server, capsys):
+    from app.cli import main
+
+    base, config = server
+    experiment = ("profiles: {default: {rerank: [spam_demotion]}}\n"
+                  "experiments: [{name: e, unit: user_id, variants: {control: 50, "
+                  "treatment: 50}, rules: [spam_demotion]}]\n")
+    config.write_text(experiment)
+    time.sleep(0.8)
+    version = httpx.get(f"{base}/readyz").json()["config_version"]
+    with httpx.Client(base_url=base, timeout=5) as c:
+        for i in range(200):
+            assert c.post("/v1/rerank", json={**PAGE, "unit": {"user_id": f"u{i}"}}
+                          ).status_code == 200
+    assert main(["experiments", "srm", "--url", f"{base}/metrics", "--config",
+                 str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["experiments"][0]
+    assert sum(report["observed"].values()) == 200 and report["flagged"] is False
+    # reordering the variants would re-bucket every unit: the poller refuses it
+    config.write_text(experiment.replace("control: 50, treatment: 50",
+                                         "treatment: 50, control: 50"))
+    time.sleep(0.8)
+    assert httpx.get(f"{base}/readyz").json()["config_version"] == version
     metrics = httpx.get(f"{base}/metrics").text
     assert 'rearrange_config_reloads_total{result="refused"} 1.0' in metrics
