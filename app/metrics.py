@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -24,6 +26,7 @@ RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
 SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
 CHURN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+_ACTION_KEY = attrgetter("rule", "phase", "action", "mode")  # one C call per audit record
 
 
 class _Histograms:
@@ -37,15 +40,20 @@ class _Histograms:
         self._lock = threading.Lock()
 
     def add(self, key: tuple[str, ...], values: Iterable[float]) -> None:
-        """Observe every value under one label set, taking the lock once."""
+        """Observe every value under one label set."""
+        self.add_batch(((key, values),))
+
+    def add_batch(self, items: Iterable[tuple[tuple[str, ...], Iterable[float]]]) -> None:
+        """Observe a whole request's values, taking the lock once."""
         bounds, n = self.bounds, len(self.bounds)
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [0] * (n + 1) + [0.0]
-            for v in values:
-                series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
-                series[n + 1] += v
+            for key, values in items:
+                series = self._series.get(key)
+                if series is None:
+                    series = self._series[key] = [0] * (n + 1) + [0.0]
+                for v in values:
+                    series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
+                    series[n + 1] += v
 
     def describe(self) -> Iterator[Metric]:
         yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
@@ -103,9 +111,9 @@ class Metrics:
             "rearrange_rule_actions_total",
             "Audit records by rule, phase, action, mode and profile",
             ["rule", "phase", "action", "mode", "profile"], registry=r)
-        self.rule_seconds = Histogram(
+        self.rule_seconds = _Histograms(
             "rearrange_rule_duration_seconds", "Time per rule call, applied or shadow",
-            ["rule", "phase", "mode"], buckets=RULE_BUCKETS, registry=r)
+            ["rule", "phase", "mode"], RULE_BUCKETS)
         self.position_change = _Histograms(
             "rearrange_rule_position_change",
             "Positions moved by each document in the top 10 after a rule that moved it "
@@ -117,7 +125,8 @@ class Metrics:
             "rearrange_rule_top10_churn",
             "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
             ["rule", "mode"], CHURN_BUCKETS)
-        for collector in (self.position_change, self.score_change, self.top_churn):
+        for collector in (self.rule_seconds, self.position_change, self.score_change,
+                          self.top_churn):
             r.register(collector)  # type: ignore[arg-type]
         self.fallbacks = Counter("rearrange_fallbacks_total", "Pages emptied by filters",
                                  ["rule", "action"], registry=r)
@@ -143,36 +152,40 @@ class Metrics:
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
         self._actions: dict[tuple[str, ...], Any] = {}
-        self._rule_time: dict[tuple[str, str, str], Any] = {}
         self._latency: dict[str, Any] = {}
         self._ok: dict[str, Any] = {}
         self._assigned: dict[tuple[str, str], Any] = {}
         self._http: dict[tuple[str, str], Any] = {}
 
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
-        """Record one served request: per-rule actions, times and deltas, fallback, latency."""
-        counts: dict[tuple[str, ...], int] = {}
-        for rec in outcome.audit:
-            key = (rec.rule, rec.phase.value, rec.action, rec.mode, profile)
-            counts[key] = counts.get(key, 0) + 1
-        for key, n in counts.items():
-            child = self._actions.get(key)
+        """Record one served request: per-rule actions, times and deltas, fallback, latency.
+
+        Everything is summed per request first; each metric is then touched once per series
+        (the delta histograms once per request), so the cost grows with the number of rules,
+        not of documents.
+        """
+        actions = self._actions
+        for key, n in Tally(map(_ACTION_KEY, outcome.audit)).items():
+            child = actions.get((profile, *key))
             if child is None:
-                child = self._actions[key] = self.rule_actions.labels(*key)
+                child = actions[(profile, *key)] = self.rule_actions.labels(*key, profile)
             child.inc(n)
+        times, churn, moves, scores = [], [], [], []
         for t in outcome.timings:
-            tkey = (t.rule, t.phase.value, t.mode)
-            hist = self._rule_time.get(tkey)
-            if hist is None:
-                hist = self._rule_time[tkey] = self.rule_seconds.labels(*tkey)
-            hist.observe(t.seconds)
-            self.top_churn.add((t.rule, t.mode), (t.churn,))
+            times.append(((t.rule, t.phase, t.mode), (t.seconds,)))
+            churn.append(((t.rule, t.mode), (t.churn,)))
             if t.moves:
-                _split(self.position_change, t.rule, t.mode, t.moves, "down", "up")
+                _split(moves, t.rule, t.mode, t.moves, "down", "up")
             if t.records:
-                scores = [r.delta for r in t.records if r.action == "rescore" and r.delta]
-                if scores:
-                    _split(self.score_change, t.rule, t.mode, scores, "up", "down")
+                deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
+                if deltas:
+                    _split(scores, t.rule, t.mode, deltas, "up", "down")
+        self.rule_seconds.add_batch(times)
+        self.top_churn.add_batch(churn)
+        if moves:
+            self.position_change.add_batch(moves)
+        if scores:
+            self.score_change.add_batch(scores)
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
         latency = self._latency.get(profile)
@@ -208,12 +221,12 @@ class Metrics:
         child.inc()
 
 
-def _split(hist: _Histograms, rule: str, mode: str, values: Sequence[float],
-           positive: str, negative: str) -> None:
-    """Observe magnitudes under direction labels (a position +n is down, a score +x up)."""
+def _split(out: list[tuple[tuple[str, ...], list[float]]], rule: str, mode: str,
+           values: Sequence[float], positive: str, negative: str) -> None:
+    """Magnitudes under direction labels (a position +n is down, a score +x is up)."""
     pos = [v for v in values if v > 0]
     neg = [-v for v in values if v < 0]
     if pos:
-        hist.add((rule, mode, positive), pos)
+        out.append(((rule, mode, positive), pos))
     if neg:
-        hist.add((rule, mode, negative), neg)
+        out.append(((rule, mode, negative), neg))

@@ -5,6 +5,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
@@ -21,6 +22,10 @@ class Phase(StrEnum):
     TRIM = "trim"
     ANNOTATE = "annotate"
     POST_FILTER = "post-filter"
+
+    # Enum hashes by name in Python code; the str hash is C and agrees with == "rerank",
+    # which matters where per-request tallies key on the phase.
+    __hash__ = str.__hash__
 
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
@@ -193,26 +198,47 @@ def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
     return ordered, records
 
 
-def _score(doc: Doc) -> float:
-    return doc.score
+_score = attrgetter("score")  # a C getter: sorting 100 docs calls it 100 times
 
 
 def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int, ...], int]:
     """What a rule did (or would have done) to the top of the page: (moves, churn).
 
     In `rerank` both sides are stably sorted first, so a rescore is judged by the order it
-    would produce; shadow runs are judged the same way on their discarded output.
+    would produce; shadow runs are judged the same way on their discarded output. Other
+    phases keep the order of what they keep, so there the old positions are found by one
+    forward walk that stops at the 10th kept document.
     """
     if resort:
         before = sorted(before, key=_score, reverse=True)
         after = sorted(after, key=_score, reverse=True)
-    old = {d.id: i for i, d in enumerate(before)}
+    elif len(after) == len(before):
+        return (), 0  # order kept and nobody left: labels, or collapses of nothing
+    top = after[:TOP]
+    old: dict[str, int] = {}
+    if resort:
+        wanted = {d.id for d in top}
+        for j, d in enumerate(before):
+            if d.id in wanted:
+                old[d.id] = j
+                if len(old) == len(wanted):
+                    break
+    else:
+        j, n = 0, len(before)
+        for d in top:
+            while j < n and before[j].id != d.id:
+                j += 1
+            if j == n:  # not order-preserving after all: fall back to a full index
+                index = {b.id: k for k, b in enumerate(before)}
+                old = {t.id: index.get(t.id, TOP) for t in top}
+                break
+            old[d.id] = j
     moves, churn = [], 0
-    for i, d in enumerate(after[:TOP]):
-        j = old.get(d.id, TOP)
+    for i, d in enumerate(top):
+        j = old[d.id]
         if j >= TOP:
             churn += 1
-        if j != i and d.id in old:
+        if j != i:
             moves.append(i - j)
     return tuple(moves), churn
 
