@@ -182,9 +182,14 @@ SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rer
 TOP = 10  # the window of the per-rule position and churn figures: what a user sees first
 
 
-def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
-    """Stable sort by score, best first, with a `move` record for every doc that moved."""
-    ordered = sorted(docs, key=_score, reverse=True)  # reverse=True keeps ties in order
+def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
+                  ) -> tuple[list[Doc], list[AuditRecord]]:
+    """Stable sort by score, best first, with a `move` record for every doc that moved.
+
+    `ordered` is `docs` already sorted (the runner keeps it from the last rerank rule).
+    """
+    if ordered is None:
+        ordered = by_score(docs)
     records = []
     if ordered != docs:
         before = {id(d): i for i, d in enumerate(docs)}
@@ -201,6 +206,11 @@ def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
 _score = attrgetter("score")  # a C getter: sorting 100 docs calls it 100 times
 
 
+def by_score(docs: list[Doc]) -> list[Doc]:
+    """Stably sorted by score, best first (reverse=True keeps ties in their order)."""
+    return sorted(docs, key=_score, reverse=True)
+
+
 def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int, ...], int]:
     """What a rule did (or would have done) to the top of the page: (moves, churn).
 
@@ -210,32 +220,40 @@ def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int
     forward walk that stops at the 10th kept document.
     """
     if resort:
-        before = sorted(before, key=_score, reverse=True)
-        after = sorted(after, key=_score, reverse=True)
-    elif len(after) == len(before):
+        return compare_ranked(by_score(before), by_score(after))
+    if len(after) == len(before):
         return (), 0  # order kept and nobody left: labels, or collapses of nothing
     top = after[:TOP]
     old: dict[str, int] = {}
-    if resort:
-        wanted = {d.id for d in top}
-        for j, d in enumerate(before):
-            if d.id in wanted:
-                old[d.id] = j
-                if len(old) == len(wanted):
-                    break
-    else:
-        j, n = 0, len(before)
-        for d in top:
-            while j < n and before[j].id != d.id:
-                j += 1
-            if j == n:  # not order-preserving after all: fall back to a full index
-                index = {b.id: k for k, b in enumerate(before)}
-                old = {t.id: index.get(t.id, TOP) for t in top}
-                break
+    j, n = 0, len(before)
+    for d in top:
+        while j < n and before[j].id != d.id:
+            j += 1
+        if j == n:  # not order-preserving after all: fall back to a full index
+            index = {b.id: k for k, b in enumerate(before)}
+            old = {t.id: index.get(t.id, TOP) for t in top}
+            break
+        old[d.id] = j
+    return _tally(top, old)
+
+
+def compare_ranked(before: list[Doc], after: list[Doc]) -> tuple[tuple[int, ...], int]:
+    """(moves, churn) of the top 10 between two pages already sorted by score."""
+    top = after[:TOP]
+    wanted = {d.id for d in top}
+    old: dict[str, int] = {}
+    for j, d in enumerate(before):
+        if d.id in wanted:
             old[d.id] = j
+            if len(old) == len(wanted):
+                break
+    return _tally(top, old)
+
+
+def _tally(top: list[Doc], old: Mapping[str, int]) -> tuple[tuple[int, ...], int]:
     moves, churn = [], 0
     for i, d in enumerate(top):
-        j = old[d.id]
+        j = old.get(d.id, TOP)
         if j >= TOP:
             churn += 1
         if j != i:
@@ -275,6 +293,7 @@ class Pipeline:
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
         fallback = None
+        ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
                 mode, rule = self._mode(step, ctx)
@@ -284,8 +303,16 @@ class Pipeline:
                 out, records = rule(docs, ctx)
                 elapsed = clock() - started
                 timing = RuleTiming(rule.name, phase, mode, elapsed, records)
-                if records:
-                    timing.moves, timing.churn = effect(docs, out, phase is Phase.RERANK)
+                if records and phase is Phase.RERANK:
+                    # Sorted pages are reused along the phase: one sort per rescoring rule.
+                    before = ranked[1] if ranked is not None and ranked[0] is docs else None
+                    after = by_score(out)
+                    timing.moves, timing.churn = compare_ranked(
+                        before if before is not None else by_score(docs), after)
+                    if mode == APPLIED:
+                        ranked = (out, after)
+                elif records:
+                    timing.moves, timing.churn = effect(docs, out, False)
                 if mode == APPLIED:
                     docs = out
                 else:  # shadow: the records say what it would have done; `out` is dropped
@@ -294,7 +321,8 @@ class Pipeline:
                 timings.append(timing)
                 audit.extend(records)
             if phase is Phase.RERANK:
-                docs, moves = sort_by_score(docs)
+                docs, moves = sort_by_score(
+                    docs, ranked[1] if ranked is not None and ranked[0] is docs else None)
                 audit.extend(moves)
         for rec in audit:
             if rec.action == "fallback" and rec.mode == APPLIED and not rec.relax_to:

@@ -46,7 +46,7 @@ from app.config import Engine, load_bytes
 from app.experiments import assign, bucket
 from app.main import build_service
 from app.metrics import Metrics
-from app.pipeline import Context, Phase, effect
+from app.pipeline import Context, Phase, by_score, compare_ranked, effect
 from app.service import Rearranger
 from app.settings import Settings
 from bench.pipeline import CONFIG, Measured, Stats, make_serp, run_interleaved
@@ -113,19 +113,28 @@ def context(engine: Engine, req: contract.RerankRequest, n: int, service: Rearra
 
 def replay_effects(engine: Engine, profile: str, docs: list, ctx: Context,
                    with_effect: bool = True) -> int:
-    """Rerun the rules as the runner does, calling `effect` (or not) where it would."""
+    """Rerun the rules as the runner does, with (or without) its effect bookkeeping."""
     calls = 0
+    ranked = None
     for phase, steps in engine.profiles[profile].phases:
         for step in steps:
             out, records = step.rule(docs, ctx)
-            if records:
-                if with_effect:
-                    effect(docs, out, phase is Phase.RERANK)
-                calls += 1
-            if step.experiment is None:
+            applied = step.experiment is None
+            if records and with_effect:
+                if phase is Phase.RERANK:
+                    before = ranked[1] if ranked is not None and ranked[0] is docs else None
+                    after = by_score(out)
+                    compare_ranked(before if before is not None else by_score(docs), after)
+                    if applied:
+                        ranked = (out, after)
+                else:
+                    effect(docs, out, False)
+            calls += bool(records)
+            if applied:
                 docs = out
         if phase is Phase.RERANK:
-            docs = sorted(docs, key=lambda d: d.score, reverse=True)
+            cached = ranked[1] if with_effect and ranked and ranked[0] is docs else None
+            docs = cached if cached is not None else by_score(docs)
     return calls
 
 
@@ -211,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
          med["(3)"] / med["(1)"]),
         ("metrics on a request", "(4)/(1)", med["(4)"] / med["(1)"]),
         ("metrics with experiments and shadow series", "(5)/(2)", med["(5)"] / med["(2)"]),
+        ("metrics as a share of the whole request", "((4)-(1))/(6)",
+         (med["(4)"] - med["(1)"]) / med["(6)"]),
         ("experiments on the whole request (minus HTTP)", "(7)/(6)", med["(7)"] / med["(6)"]),
         ("per-rule position/churn bookkeeping", "((8)-(9))/(1)",
          (med["(8)"] - med["(9)"]) / med["(1)"]),

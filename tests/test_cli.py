@@ -75,3 +75,10 @@ def test_experiments_srm_bad_source(tmp_path, capsys):
     assert main(["experiments", "srm", "--file", str(tmp_path / "none"), "--config",
                  config]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_example_experiments_config_is_valid(capsys):
+    assert main(["check-config", str(ROOT / "config" / "experiments.example.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "experiment sandbox_v2: unit user_id, layer ranking slots [3000, 6000]" in out
+    assert "holdout: unit user_id, buckets [0, 200)" in out
