@@ -122,7 +122,7 @@ def _doc_out(position: int, d: Doc) -> dict[str, Any]:
 
 def _removed(outcome: Outcome) -> list[dict[str, Any]]:
     return [
-        {"id": r.doc_id, "rule": r.rule, "phase": r.phase.value, "action": r.action,
+        {"id": r.doc_id, "rule": r.rule, "phase": r.phase, "action": r.action,
          "reason": r.reason}
         for r in outcome.audit if r.action in _REMOVING and r.mode == APPLIED
     ]

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from app.api.deps import Service, token_actor
 from app.contract import request_schema
+from app.errors import FieldError
 from app.service import FORCE_HEADER
 
 router = APIRouter()
@@ -25,6 +26,7 @@ async def rerank(request: Request, service: Service) -> Response:
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
+            service.metrics.requests.labels("", "invalid").inc()
             raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
                                       "bytes"})
     forced, forced_by = None, None
@@ -32,8 +34,12 @@ async def rerank(request: Request, service: Service) -> Response:
     if header is not None:  # QA override: never honoured without an admin token
         forced_by = token_actor(request, request.headers.get("authorization"), FORCE_HEADER)
         forced = parse_force(header)
-    return Response(_encode(service.rerank(bytes(body), forced, forced_by)),
-                    media_type="application/json")
+    try:
+        response = service.rerank(bytes(body), forced, forced_by)
+    except FieldError:
+        service.metrics.requests.labels("", "invalid").inc()
+        raise
+    return Response(_encode(response), media_type="application/json")
 
 
 def parse_force(header: str) -> dict[str, str]:
