@@ -19,9 +19,9 @@ async def list_experiments(service: Service) -> dict[str, Any]:
     return {
         "config_version": engine.version,
         "holdout": None if holdout is None else {
-            "unit": holdout.unit, "percent": holdout.upper / 100, "salt": holdout.salt},
+            "unit": holdout.unit, "percent": holdout.upper / 100, "salt": holdout.salt or None},
         "experiments": [
-            {"name": e.name, "unit": e.unit, "layer": e.layer, "salt": e.salt,
+            {"name": e.name, "unit": e.unit, "layer": e.layer, "salt": e.salt or None,
              "slots": [e.slots[0] / 100, e.slots[1] / 100] if e.layer else None,
              "variants": {v: list(r) for v, r in e.ranges().items()},
              "params": e.params, "rules": list(e.rules)}

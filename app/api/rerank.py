@@ -1,8 +1,10 @@
 """POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out."""
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 
 from app.api.deps import Service, token_actor
 from app.contract import request_schema
@@ -15,7 +17,13 @@ _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.
 
 @router.post("/v1/rerank", openapi_extra=request_schema(), tags=["rerank"],
              summary="Rerank one result page")
-async def rerank(request: Request, service: Service) -> Response:
+async def rerank(
+    request: Request, service: Service,
+    x_rearrange_force_variant: Annotated[str | None, Header(
+        description="QA only: `experiment=variant[, …]` forces variants for this request; "
+                    "needs `Authorization: Bearer <admin token>`")] = None,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
     limit = service.settings.max_body_bytes
     declared = request.headers.get("content-length")
@@ -30,10 +38,9 @@ async def rerank(request: Request, service: Service) -> Response:
             raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
                                       "bytes"})
     forced, forced_by = None, None
-    header = request.headers.get(FORCE_HEADER)
-    if header is not None:  # QA override: never honoured without an admin token
-        forced_by = token_actor(request, request.headers.get("authorization"), FORCE_HEADER)
-        forced = parse_force(header)
+    if x_rearrange_force_variant is not None:  # QA override: never honoured without a token
+        forced_by = token_actor(request, authorization, FORCE_HEADER)
+        forced = parse_force(x_rearrange_force_variant)
     try:
         response = service.rerank(bytes(body), forced, forced_by)
     except FieldError:

@@ -195,6 +195,11 @@ def test_exposure_log_has_every_assigned_request(exp_settings):
     assert by_id["qa"]["forced_by"] == "tns" and by_id["qa"]["experiments"][0]["forced"]
 
 
+def test_the_qa_header_is_in_the_openapi_document(app_client):
+    params = app_client.get("/openapi.json").json()["paths"]["/v1/rerank"]["post"]["parameters"]
+    assert [p["name"] for p in params] == ["x-rearrange-force-variant"]
+
+
 def test_srm_endpoint_and_experiment_listing(app_client):
     for i in range(40):
         app_client.post("/v1/rerank", json={"documents": [], "unit": {"user_id": f"u{i}"}})
@@ -206,7 +211,7 @@ def test_srm_endpoint_and_experiment_listing(app_client):
     assert total == 40 and srm["alpha"] == 0.001
     assert by_name["holdout"]["expected"] == {"holdout": 4.0, "rest": 36.0}
     listing = app_client.get("/v1/experiments").json()
-    assert listing["holdout"] == {"unit": "user_id", "percent": 10.0, "salt": ""}
+    assert listing["holdout"] == {"unit": "user_id", "percent": 10.0, "salt": None}
     assert listing["experiments"][1]["variants"] == {"control": [0, 5000],
                                                      "strong": [5000, 10000]}
 
