@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     check = sub.add_parser("check-config", help="validate a rules file the way the service does")
     check.add_argument("file", type=Path)
+    check.add_argument("--against", type=Path, metavar="OLD",
+                       help="also refuse what a reload from OLD would refuse: changes that "
+                       "re-bucket units of OLD's running experiments")
     run = sub.add_parser("run", help="run the pipeline offline on a request body, print the "
                          "response")
     run.add_argument("request", type=Path, help="a JSON request body ('-' for stdin)")
@@ -102,9 +105,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from app.config import load_file
+    from app.experiment_config import check_rebucketing
 
     try:
         engine = load_file(args.file)
+        if args.against is not None:
+            check_rebucketing(load_file(args.against), engine)
     except ConfigError as exc:
         print(f"{args.file}: invalid: {exc}", file=sys.stderr)
         return 1

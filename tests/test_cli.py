@@ -82,3 +82,16 @@ def test_the_example_experiments_config_is_valid(capsys):
     out = capsys.readouterr().out
     assert "experiment sandbox_v2: unit user_id, layer ranking slots [3000, 6000]" in out
     assert "holdout: unit user_id, buckets [0, 200)" in out
+
+
+def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    new = tmp_path / "new.yaml"
+    old.write_text("profiles: {default: {rerank: [spam_demotion]}}\nexperiments: [{name: e, "
+                   "unit: user_id, variants: {control: 10, treatment: 10}, "
+                   "rules: [spam_demotion]}]\n")
+    new.write_text(old.read_text().replace("control: 10", "control: 20"))
+    assert main(["check-config", str(new), "--against", str(old)]) == 1
+    err = capsys.readouterr().err
+    assert "experiments[0] e: would re-bucket units of the running experiment" in err
+    assert main(["check-config", str(new)]) == 0  # valid on its own
