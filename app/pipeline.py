@@ -5,11 +5,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from operator import attrgetter
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from app.effects import by_score, compare_ranked, effect
 from app.experiments import CONTROL
 
 
@@ -224,7 +224,6 @@ class Outcome:
 
 
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
-TOP = 10  # the window of the per-rule position and churn figures: what a user sees first
 
 
 def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
@@ -246,64 +245,6 @@ def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
                 records.append(AuditRecord(SORT_RULE, Phase.RERANK, doc.id, "move",
                                            f"stable sort by score after rerank: {why}", delta))
     return ordered, records
-
-
-_score = attrgetter("score")  # a C getter: sorting 100 docs calls it 100 times
-
-
-def by_score(docs: list[Doc]) -> list[Doc]:
-    """Stably sorted by score, best first (reverse=True keeps ties in their order)."""
-    return sorted(docs, key=_score, reverse=True)
-
-
-def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int, ...], int]:
-    """What a rule did (or would have done) to the top of the page: (moves, churn).
-
-    In `rerank` both sides are stably sorted first, so a rescore is judged by the order it
-    would produce; shadow runs are judged the same way on their discarded output. Other
-    phases keep the order of what they keep, so there the old positions are found by one
-    forward walk that stops at the 10th kept document.
-    """
-    if resort:
-        return compare_ranked(by_score(before), by_score(after))
-    if len(after) == len(before):
-        return (), 0  # order kept and nobody left: labels, or collapses of nothing
-    top = after[:TOP]
-    old: dict[str, int] = {}
-    j, n = 0, len(before)
-    for d in top:
-        while j < n and before[j].id != d.id:
-            j += 1
-        if j == n:  # not order-preserving after all: fall back to a full index
-            index = {b.id: k for k, b in enumerate(before)}
-            old = {t.id: index.get(t.id, TOP) for t in top}
-            break
-        old[d.id] = j
-    return _tally(top, old)
-
-
-def compare_ranked(before: list[Doc], after: list[Doc]) -> tuple[tuple[int, ...], int]:
-    """(moves, churn) of the top 10 between two pages already sorted by score."""
-    top = after[:TOP]
-    wanted = {d.id for d in top}
-    old: dict[str, int] = {}
-    for j, d in enumerate(before):
-        if d.id in wanted:
-            old[d.id] = j
-            if len(old) == len(wanted):
-                break
-    return _tally(top, old)
-
-
-def _tally(top: list[Doc], old: Mapping[str, int]) -> tuple[tuple[int, ...], int]:
-    moves, churn = [], 0
-    for i, d in enumerate(top):
-        j = old.get(d.id, TOP)
-        if j >= TOP:
-            churn += 1
-        if j != i:
-            moves.append(i - j)
-    return tuple(moves), churn
 
 
 class Pipeline:

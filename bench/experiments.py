@@ -43,10 +43,11 @@ import orjson
 
 from app import contract
 from app.config import Engine, load_bytes
+from app.effects import by_score, compare_ranked, effect
 from app.experiments import assign, bucket
 from app.main import build_service
 from app.metrics import Metrics
-from app.pipeline import Context, Phase, by_score, compare_ranked, effect
+from app.pipeline import Context, Phase
 from app.service import Rearranger
 from app.settings import Settings
 from bench.pipeline import CONFIG, Measured, Stats, make_serp, run_interleaved
