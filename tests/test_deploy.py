@@ -62,3 +62,10 @@ def test_alerts_parse_and_reference_only_real_metrics():
         assert rule["expr"].count("(") == rule["expr"].count(")")
         used = set(METRIC.findall(rule["expr"]))
         assert used and used <= exported_names(), (rule["alert"], used - exported_names())
+
+
+def test_readme_documents_every_metric():
+    readme = (DEPLOY.parent / "README.md").read_text()
+    for family in Metrics().registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        assert f"`{name}`" in readme, name
