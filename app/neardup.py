@@ -69,7 +69,7 @@ class Matcher:
                 self.check(sent, doc.original_position - 1)
                 if sent.shingles == 0:
                     continue
-                rows.append(np.array(sent.values, dtype=np.uint64))
+                rows.append(sent.values)  # a list of ints: converted below, all at once
                 sizes.append(sent.shingles)
             elif doc.text:
                 sig = self.signature_of(doc.text)
@@ -82,8 +82,12 @@ class Matcher:
             where.append(i)
         if len(rows) < 2:
             return []
-        agree = minhash.collisions(np.stack(rows))
-        lower, higher = np.nonzero(np.tril(agree, -1))  # row-major: lower-ranked doc ascending
+        if all(isinstance(row, list) for row in rows):
+            matrix = np.array(rows, dtype=np.uint64)
+        else:
+            matrix = np.stack([np.asarray(row, dtype=np.uint64) for row in rows])
+        agree = minhash.collisions(matrix)
+        lower, higher = np.nonzero(agree)  # row-major: lower-ranked doc ascending, then higher
         if lower.size == 0:
             return []
         jac = agree[lower, higher] / self.k
