@@ -85,7 +85,7 @@ def render(audit: Audit, top: int, sample: Sequence[Pair], bins: int = 10) -> st
     peak = max((c for _, _, c in counts), default=0) or 1
     for low, high, count in counts:
         bar = "#" * round(40 * count / peak)
-        out.append(f"  {low:.1f}-{high:.1f} {count:>8} {bar}")
+        out.append(f"  {low:.1f}-{high:.1f} {count:>8} {bar}".rstrip())
     out.append(f"\nclusters at the threshold: {len(audit.clusters)}")
     for c, members in enumerate(audit.clusters[:top], 1):
         urls = [audit.pages[i].url for i in members]
