@@ -34,16 +34,27 @@ class Matcher:
         self.seed = seed
         self.cache = cache
 
-    def signature_of(self, text: str) -> minhash.Signature:
-        """The signature of a text: from the cache, or computed and cached."""
-        key = content_key(text) if self.cache is not None else 0
-        sig = self.cache.get(key) if self.cache is not None else None
-        if sig is None:
-            sig = minhash.signature(shingles.shingles(text, self.width), self.k, self.seed)
-            sig.values.flags.writeable = False  # shared by every request that hits it
+    def text_signatures(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(values, shingle counts) of texts: from the cache, else computed and cached."""
+        if self.cache is None:
+            keys: list[int] = []
+            values = np.empty((len(texts), self.k), dtype=np.uint64)
+            sizes = np.empty(len(texts), dtype=np.int64)
+            missing: Sequence[int] = range(len(texts))
+        else:
+            keys = [content_key(text) for text in texts]
+            values, sizes, missing = self.cache.fetch(keys)
+        done: dict[str, int] = {}  # the same text twice on a page is shingled once
+        for n in missing:
+            first = done.setdefault(texts[n], n)
+            if first != n:
+                values[n], sizes[n] = values[first], sizes[first]
+                continue
+            sig = minhash.signature(shingles.shingles(texts[n], self.width), self.k, self.seed)
+            values[n], sizes[n] = sig.values, sig.shingles
             if self.cache is not None:
-                self.cache.put(key, sig)
-        return sig
+                self.cache.put(keys[n], sig.values, sig.shingles)
+        return values, sizes
 
     def check(self, sent: Any, position: int) -> None:
         """Refuse a precomputed signature this rule cannot compare (FieldError names it)."""
@@ -61,39 +72,39 @@ class Matcher:
     def minhash_pairs(self, docs: Sequence[Any]) -> list[tuple[int, int, float]]:
         """(i, j, estimate) for each doc folded under the first kept higher doc j it matches."""
         where: list[int] = []
-        rows: list[Any] = []
-        sizes: list[int] = []
+        sent, sent_at, texts, text_at = [], [], [], []
         for i, doc in enumerate(docs):
-            sent = doc.signature
-            if sent is not None:
-                self.check(sent, doc.original_position - 1)
-                if sent.shingles == 0:
-                    continue
-                rows.append(sent.values)  # a list of ints: converted below, all at once
-                sizes.append(sent.shingles)
+            if doc.signature is not None:
+                self.check(doc.signature, doc.original_position - 1)
+                sent_at.append(len(where))
+                sent.append(doc.signature)
             elif doc.text:
-                sig = self.signature_of(doc.text)
-                if sig.shingles == 0:
-                    continue
-                rows.append(sig.values)
-                sizes.append(sig.shingles)
+                text_at.append(len(where))
+                texts.append(doc.text)
             else:
                 continue
             where.append(i)
-        if len(rows) < 2:
+        if len(where) < 2:
             return []
-        if all(isinstance(row, list) for row in rows):
-            matrix = np.array(rows, dtype=np.uint64)
-        else:
-            matrix = np.stack([np.asarray(row, dtype=np.uint64) for row in rows])
+        matrix = np.empty((len(where), self.k), dtype=np.uint64)
+        sizes = np.empty(len(where), dtype=np.int64)
+        if sent:
+            matrix[sent_at] = np.array([s.values for s in sent], dtype=np.uint64)
+            sizes[sent_at] = [s.shingles for s in sent]
+        if texts:
+            matrix[text_at], sizes[text_at] = self.text_signatures(texts)
+        if not sizes.all():  # texts without words (and signatures saying so) match nothing
+            keep = np.flatnonzero(sizes)
+            matrix, sizes, where = matrix[keep], sizes[keep], [where[n] for n in keep.tolist()]
+            if len(where) < 2:
+                return []
         agree = minhash.collisions(matrix)
         lower, higher = np.nonzero(agree)  # row-major: lower-ranked doc ascending, then higher
         if lower.size == 0:
             return []
         jac = agree[lower, higher] / self.k
         if self.measure == "containment":
-            size = np.asarray(sizes, dtype=np.float64)
-            values = minhash.containment_from(jac, size[lower], size[higher])
+            values = minhash.containment_from(jac, sizes[lower], sizes[higher])
         else:
             values = jac
         hit = np.flatnonzero(values >= self.threshold)

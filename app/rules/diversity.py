@@ -104,7 +104,8 @@ class NearDuplicates(BaseRule):
         self.matcher = neardup.Matcher(
             width=params.shingle_words, measure=params.measure, threshold=params.threshold,
             k=params.num_perm, seed=params.seed,
-            cache=SignatureCache(params.cache_mb << 20) if params.cache_mb else None)
+            cache=SignatureCache(params.cache_mb << 20, params.num_perm) if params.cache_mb
+            else None)
 
     @property
     def cache(self) -> SignatureCache | None:
