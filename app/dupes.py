@@ -211,7 +211,8 @@ def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, progress: Progress)
     progress("signatures", len(pages), len(pages))
     floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
     bands, rows = minhash.bands_for(floor, k)
-    candidates = minhash.candidate_pairs(matrix, bands, rows)
+    candidates = minhash.candidate_pairs(
+        matrix, bands, rows, lambda done, total: progress("banding", done, total))
     result.lsh, result.candidates = (bands, rows), len(candidates)
     pairs = []
     for n, (i, j) in enumerate(candidates.tolist()):

@@ -24,7 +24,7 @@ Containment needs set sizes, so a signature carries the shingle count:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,7 +164,8 @@ def bands_for(threshold: float, k: int, recall: float = 0.95) -> tuple[int, int]
     return best[1], best[2]
 
 
-def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> np.ndarray:
+def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
+                    progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array.
 
     Each band's rows are folded into one 64-bit key (a spurious key collision only adds a
@@ -191,6 +192,8 @@ def candidate_pairs(matrix: np.ndarray, bands: int, rows: int) -> np.ndarray:
                 break
             i, j = order[same], order[same + lag]
             found.append(np.minimum(i, j).astype(np.int64) << 32 | np.maximum(i, j))
+        if progress is not None:
+            progress(band + 1, bands)
     if not found:
         return np.empty((0, 2), dtype=np.int64)
     packed = np.unique(np.concatenate(found))
