@@ -4,9 +4,11 @@ from __future__ import annotations
 import pytest
 
 from app import shingles
+from app.config import load_bytes
 from app.contract import MinHash
-from app.errors import FieldError
-from app.rules.diversity import NearDuplicates
+from app.errors import ConfigError, FieldError
+from app.rules.diversity import NearDuplicates, signature_caches
+from app.sigcache import ENTRY_OVERHEAD
 from tests.corpus import corpus
 from tests.helpers import ctx, doc, ids, make
 from tests.minhash_reference import signature as reference_signature
@@ -122,3 +124,29 @@ def test_minhash_folds_agree_with_exact_values_within_the_stated_error():
     for rec in exact_records:  # and every clear exact fold is found by MinHash too
         if float(rec.reason.split()[1]) >= 0.5 + 0.25:
             assert rec.doc_id in folded_by_minhash
+
+
+@pytest.mark.parametrize(("params", "problem"), [
+    ("{method: fuzzy}", "parameter 'method'"),
+    ("{num_perm: 8}", "parameter 'num_perm'"),
+    ("{cache_mb: -1}", "parameter 'cache_mb'"),
+    ("{band_rows: 4}", "unknown parameter 'band_rows'"),
+])
+def test_config_refuses_bad_parameters_naming_them(params, problem):
+    raw = f"profiles:\n  default:\n    diversify: [{{near_duplicates: {params}}}]\n".encode()
+    with pytest.raises(ConfigError) as err:
+        load_bytes(raw)
+    assert "profiles.default.diversify[0] near_duplicates" in str(err.value)
+    assert problem in str(err.value)
+
+
+def test_each_profile_rule_gets_its_own_cache_sized_from_the_config():
+    raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 1, num_perm: 64}}]"
+           b"\n  other:\n    extends: default\n")
+    engine = load_bytes(raw)
+    caches = dict(signature_caches(engine.profiles))
+    assert set(caches) == {"default", "other"} and caches["default"] is not caches["other"]
+    assert caches["default"].k == 64
+    assert caches["default"].capacity == (1 << 20) // (64 * 8 + 8 + ENTRY_OVERHEAD)
+    off = load_bytes(b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 0}}]\n")
+    assert dict(signature_caches(off.profiles)) == {}
