@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench bench-experiments lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ test: $(BIN)/rearrange
 bench: $(BIN)/rearrange
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.near_duplicates
+
+bench-experiments: $(BIN)/rearrange
+	$(BIN)/python -m bench.experiments
 
 lint: $(BIN)/rearrange
 	$(BIN)/ruff check app tests bench

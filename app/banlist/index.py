@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.banlist import canon
 from app.banlist.model import Entry, url_key
@@ -85,14 +86,37 @@ class BanIndex:
 
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
         """The most specific active entry for a canonical URL (url, prefix, host, domain)."""
-        for found in self._candidates(canonical, host):
-            if found.entry.active(region, now):
-                return found.entry
+        # The request path: plain loops over the tables that hold anything, no Match objects.
+        if self._url:
+            for entry in self._url.get(url_key(canonical), ()):
+                if entry.active(region, now):
+                    return entry
+        if host in self._prefix_hosts:
+            for found in self._prefix_matches(canonical, host):
+                if found.entry.active(region, now):
+                    return found.entry
+        for entry in self._host.get(host, ()):
+            if entry.active(region, now):
+                return entry
+        if self._domain:
+            domains = self._domain
+            for suffix in _suffixes(host):
+                for entry in domains.get(suffix, ()):
+                    if entry.active(region, now):
+                        return entry
         return None
 
     def explain(self, canonical: str, host: str) -> list[Match]:
         """Every entry, active or not, whose value covers the URL, with the expression."""
         return list(self._candidates(canonical, host))
+
+    def _prefix_matches(self, canonical: str, host: str) -> Iterator[Match]:
+        _, path, _ = canon.split(canonical)
+        # "/a" and "/a/" are one key once the slash is stripped: visit each key once
+        keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
+        for key in keys:
+            for entry in self._prefix.get(key, ()):
+                yield Match(entry, f"prefix {entry.value} covers path {path}")
 
     def _candidates(self, canonical: str, host: str) -> Iterator[Match]:
         if self._url:
@@ -100,16 +124,17 @@ class BanIndex:
             for entry in self._url.get(key, ()):
                 yield Match(entry, f"url {key}")
         if host in self._prefix_hosts:
-            _, path, _ = canon.split(canonical)
-            # "/a" and "/a/" are one key once the slash is stripped: visit each key once
-            keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
-            for key in keys:
-                for entry in self._prefix.get(key, ()):
-                    yield Match(entry, f"prefix {entry.value} covers path {path}")
+            yield from self._prefix_matches(canonical, host)
         for entry in self._host.get(host, ()):
             yield Match(entry, f"host {host}")
         if self._domain:
-            for suffix in canon.host_suffixes(host):
+            for suffix in _suffixes(host):
                 for entry in self._domain.get(suffix, ()):
                     how = "the domain itself" if suffix == host else f"a parent of {host}"
                     yield Match(entry, f"domain {suffix} ({how})")
+
+
+@lru_cache(maxsize=65536)
+def _suffixes(host: str) -> tuple[str, ...]:
+    """Parent domains of a host, cached: a SERP repeats hosts and so do SERPs."""
+    return tuple(canon.host_suffixes(host))
