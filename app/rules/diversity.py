@@ -145,10 +145,10 @@ class NearDuplicates(BaseRule):
 
 
 def signature_caches(profiles: Mapping[str, Pipeline]) -> Iterator[tuple[str, SignatureCache]]:
-    """(profile, cache) of every near_duplicates rule with a cache, for metrics."""
+    """(profile, cache) of every near_duplicates rule with a cache (per-variant ones too)."""
     for profile, pipeline in profiles.items():
         for _, step in pipeline.rules():
-            cache = getattr(step.rule, "cache", None) if step.rule.name == NearDuplicates.name \
-                else None
-            if cache is not None:
-                yield profile, cache
+            for rule in (step.rule, *step.variants.values()):
+                cache = rule.cache if isinstance(rule, NearDuplicates) else None
+                if cache is not None:
+                    yield profile, cache

@@ -150,3 +150,12 @@ def test_each_profile_rule_gets_its_own_cache_sized_from_the_config():
     assert caches["default"].capacity == (1 << 20) // (64 * 8 + 8 + ENTRY_OVERHEAD)
     off = load_bytes(b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 0}}]\n")
     assert dict(signature_caches(off.profiles)) == {}
+
+
+def test_a_variant_with_its_own_parameters_has_its_own_cache_in_metrics():
+    raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 1}}]\n"
+           b"experiments:\n  - name: nd\n    unit: user_id\n    rules: [near_duplicates]\n"
+           b"    variants:\n      control: 50\n"
+           b"      strict: {weight: 50, params: {near_duplicates: {threshold: 0.8}}}\n")
+    caches = [cache for _, cache in signature_caches(load_bytes(raw).profiles)]
+    assert len(caches) == 2 and caches[0] is not caches[1]
