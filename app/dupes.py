@@ -76,10 +76,14 @@ def _no_progress(stage: str, done: int, total: int) -> None:
 # --- reading pages --------------------------------------------------------------------
 
 
-def read_pages(path: Path) -> Iterator[tuple[str, str]]:
-    """(url, main text) from a JSON-lines file or a folder of saved HTML pages."""
+def read_pages(path: Path, canonical_urls: bool = False) -> Iterator[tuple[str, str]]:
+    """(url, main text) from a JSON-lines file or a folder of saved HTML pages.
+
+    A saved page is named by its path inside the folder, or with canonical_urls by the
+    URL it declares (`<link rel=canonical>`, `og:url`) when it declares one.
+    """
     if path.is_dir():
-        yield from _read_html_folder(path)
+        yield from _read_html_folder(path, canonical_urls)
     elif path.is_file():
         yield from _read_jsonl(path)
     else:
@@ -105,7 +109,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[str, str]]:
             yield url, text or ""
 
 
-def _read_html_folder(path: Path) -> Iterator[tuple[str, str]]:
+def _read_html_folder(path: Path, canonical_urls: bool) -> Iterator[tuple[str, str]]:
     try:
         import trafilatura
     except ImportError:
@@ -118,9 +122,13 @@ def _read_html_folder(path: Path) -> Iterator[tuple[str, str]]:
         raise AuditInputError(f"{path}: no .html or .htm files in this folder")
     for file in files:
         html = file.read_bytes().decode("utf-8", errors="replace")
-        text = trafilatura.extract(html, include_comments=False, include_tables=True,
-                                   favor_precision=True) or ""
-        yield file.relative_to(path).as_posix(), text
+        doc = trafilatura.bare_extraction(html, with_metadata=canonical_urls,
+                                          include_comments=False, include_tables=True,
+                                          favor_precision=True)
+        url = file.relative_to(path).as_posix()
+        if canonical_urls and doc is not None and doc.url:
+            url = doc.url
+        yield url, (doc.text or "") if doc is not None else ""
 
 
 # --- the audit ------------------------------------------------------------------------

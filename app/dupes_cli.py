@@ -43,6 +43,9 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--margin", type=float, default=0.1,
                    help="how near the threshold a --sample pair is (default 0.1)")
     p.add_argument("--sample-seed", type=int, default=0, help="random seed of --sample")
+    p.add_argument("--canonical-urls", action="store_true",
+                   help="name saved HTML pages by the canonical URL they declare, when they "
+                   "do (default: their path inside the folder)")
     p.add_argument("--csv", type=Path, help="write every pair found to this CSV file")
     p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
     progress = p.add_mutually_exclusive_group()
@@ -71,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         total = dupes.count_pages(args.pages) if args.pages.exists() else 0
         result = dupes.audit(
-            dupes.read_pages(args.pages), width=args.width, measure=args.measure,
-            threshold=args.threshold, method=args.method, exact_max=args.exact_max,
-            k=args.num_perm, max_size_ratio=args.max_size_ratio, progress=bar, total=total)
+            dupes.read_pages(args.pages, args.canonical_urls), width=args.width,
+            measure=args.measure, threshold=args.threshold, method=args.method,
+            exact_max=args.exact_max, k=args.num_perm, max_size_ratio=args.max_size_ratio,
+            progress=bar, total=total)
     except dupes.AuditInputError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)

@@ -92,6 +92,19 @@ def test_html_folder_main_text_only(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_canonical_urls_name_saved_pages_when_declared(tmp_path, capsys):
+    site = tmp_path / "site"
+    site.mkdir()
+    for name, text in (("kazan", KAZAN), ("perm", PERM)):
+        page = html_page(name, text).replace(
+            "<head>", f"<head><link rel='canonical' href='https://shop.example/{name}'>")
+        (site / f"{name}.html").write_text(page, encoding="utf-8")
+    (site / "omsk.html").write_text(html_page("omsk", OMSK), encoding="utf-8")
+    assert main(["dupes", str(site), "--no-progress", "--canonical-urls"]) == 0
+    out = capsys.readouterr().out
+    assert "#1 (3 pages): https://shop.example/kazan, omsk.html, https://shop.example/perm" in out
+
+
 def test_missing_trafilatura_says_how_to_install(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
