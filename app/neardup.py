@@ -3,7 +3,7 @@
 A document's signature comes from the request (`documents[i].minhash`, computed upstream
 with the family of app/minhash.py), else from the rule's cache by the text's content hash,
 else it is computed from the text and cached. Agreements between all signatures are
-counted at once (app.minhash.collisions), Jaccard and containment estimated from them, and
+counted at once (app.minhash.agreements), Jaccard and containment estimated from them, and
 each document folded under the first kept higher one it matches, as the exact path does.
 """
 from __future__ import annotations
@@ -98,11 +98,10 @@ class Matcher:
             matrix, sizes, where = matrix[keep], sizes[keep], [where[n] for n in keep.tolist()]
             if len(where) < 2:
                 return []
-        agree = minhash.collisions(matrix)
-        lower, higher = np.nonzero(agree)  # row-major: lower-ranked doc ascending, then higher
+        lower, higher, agree = minhash.agreements(matrix)  # by lower-ranked doc, then higher
         if lower.size == 0:
             return []
-        jac = agree[lower, higher] / self.k
+        jac = agree / self.k
         if self.measure == "containment":
             values = minhash.containment_from(jac, sizes[lower], sizes[higher])
         else:

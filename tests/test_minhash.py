@@ -61,6 +61,20 @@ def test_collisions_equal_the_broadcast_comparison():
     assert minhash.collisions(matrix[:1]).tolist() == [[0]]
 
 
+def test_agreements_sparse_and_in_fold_order():
+    # Few agreements among many rows: the keys are sorted rather than counted densely.
+    rng = np.random.default_rng(6)
+    matrix = rng.integers(0, 2**63, size=(300, 32), dtype=np.uint64)
+    matrix[250, :10] = matrix[3, :10]
+    matrix[120] = matrix[7]
+    matrix[299, 5:7] = matrix[120, 5:7]
+    lower, higher, count = minhash.agreements(matrix)
+    assert list(zip(lower.tolist(), higher.tolist(), count.tolist(), strict=True)) == [
+        (120, 7, 32), (250, 3, 10), (299, 7, 2), (299, 120, 2)]
+    dense = (matrix[:, None, :] == matrix[None, :, :]).sum(axis=2)
+    assert (minhash.collisions(matrix) == np.tril(dense, -1)).all()
+
+
 def test_containment_from_jaccard_and_sizes():
     # |A| = 10, |B| = 30, |A ∩ B| = 8: J = 8/32 = 0.25, so the share of A inside B is 0.8.
     assert minhash.containment_from(0.25, 10, 30) == pytest.approx(0.8)
