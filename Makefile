@@ -19,6 +19,7 @@ test: $(BIN)/rearrange
 
 bench: $(BIN)/rearrange
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.near_duplicates
 
 bench-experiments: $(BIN)/rearrange
 	$(BIN)/python -m bench.experiments

@@ -1,4 +1,4 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from app.dupes_cli import add_dupes_arguments
 from app.errors import ConfigError, FieldError
 
 
@@ -42,10 +43,23 @@ def main(argv: list[str] | None = None) -> int:
     srm.add_argument("--config", type=Path, help="rules file with the weights "
                      "(default REARRANGE_CONFIG)")
     srm.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    dupes = sub.add_parser(
+        "dupes", help="audit a site for near-duplicate (templated) pages",
+        description="Find near-duplicate pages by 10-word shingles (seed 000): the pair "
+        "table (jaccard, in, out), the distribution of containment, clusters at the "
+        "threshold, and pairs near it to check by eye.")
+    add_dupes_arguments(dupes)
     args = parser.parse_args(argv)
     if args.command == "experiments":
         return _srm(args)
-    return {"serve": _serve, "check-config": _check, "run": _run}[args.command](args)
+    return {"serve": _serve, "check-config": _check, "run": _run,
+            "dupes": _dupes}[args.command](args)
+
+
+def _dupes(args: argparse.Namespace) -> int:
+    from app.dupes_cli import run
+
+    return run(args)
 
 
 def _srm(args: argparse.Namespace) -> int:

@@ -15,7 +15,13 @@ from operator import attrgetter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from app.pipeline import Outcome
 from app.srm import srm
@@ -160,11 +166,25 @@ class Metrics:
             registry=r)
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r)
+        self._signature_caches: SignatureCacheCollector | None = None
         self._actions: dict[tuple[str, ...], Any] = {}
         self._latency: dict[str, Any] = {}
         self._ok: dict[str, Any] = {}
         self._assigned: dict[tuple[str, str], Any] = {}
         self._http: dict[tuple[str, str], Any] = {}
+
+    def track_signature_caches(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        """Export the near_duplicates signature caches that `caches()` lists at each scrape.
+
+        `caches` yields (profile, cache) pairs from the config in use; read at scrape time,
+        so the request path does no metrics work for the cache and a reload (new rules,
+        new caches, counters from zero, as after a restart) needs no re-registration.
+        """
+        if self._signature_caches is None:
+            self._signature_caches = SignatureCacheCollector(caches)
+            self.registry.register(self._signature_caches)
+        else:
+            self._signature_caches.caches = caches
 
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
         """Record one served request: per-rule actions, times and deltas, fallback, latency.
@@ -239,3 +259,38 @@ def _split(out: list[tuple[tuple[str, ...], list[float]]], rule: str, mode: str,
         out.append(((rule, mode, positive), pos))
     if neg:
         out.append(((rule, mode, negative), neg))
+
+
+class SignatureCacheCollector(Collector):
+    """Hits, misses, evictions, entries and bytes of each profile's signature cache."""
+
+    def __init__(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self.caches = caches
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """One sample per profile (caches of one profile summed)."""
+        totals: dict[str, list[int]] = {}
+        for profile, cache in self.caches():
+            t = totals.setdefault(profile, [0, 0, 0, 0, 0])
+            for n, value in enumerate((cache.hits, cache.misses, cache.evictions,
+                                       len(cache), cache.bytes)):
+                t[n] += value
+        families = [
+            CounterMetricFamily("rearrange_signature_cache_hits",
+                                "near_duplicates signatures found in the cache",
+                                labels=["profile"]),
+            CounterMetricFamily("rearrange_signature_cache_misses",
+                                "near_duplicates signatures computed from text",
+                                labels=["profile"]),
+            CounterMetricFamily("rearrange_signature_cache_evictions",
+                                "Signatures dropped to stay under cache_mb", labels=["profile"]),
+            GaugeMetricFamily("rearrange_signature_cache_entries", "Signatures held",
+                              labels=["profile"]),
+            GaugeMetricFamily("rearrange_signature_cache_bytes",
+                              "Approximate bytes held by the signature cache",
+                              labels=["profile"]),
+        ]
+        for profile, values in sorted(totals.items()):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([profile], value)
+        yield from families
