@@ -1,7 +1,6 @@
 """The phased rule pipeline: documents, context, audit records and the runner."""
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,9 +46,9 @@ class Doc(msgspec.Struct, gc=False):
     id: str
     url: str
     score: float
+    original_score: float  # the ranker's score, kept for the response and the audit
     canonical: str = ""
     host: str = ""
-    original_score: float = math.nan  # nan: "same as score", filled in by __post_init__
     original_position: int = 0
     factors: dict[str, float] = {}
     spam_score: float = 0.0
@@ -63,10 +62,6 @@ class Doc(msgspec.Struct, gc=False):
     attributes: dict[str, Any] = {}
     annotations: tuple[str, ...] = ()
     collapsed: tuple[dict[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.original_score != self.original_score:  # nan
-            self.original_score = self.score
 
     def replace(self, **changes: Any) -> Doc:
         """A copy with some fields changed; rules call it instead of mutating."""
