@@ -5,7 +5,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from app.banlist import canon
-from app.banlist.model import Entry, url_key
+from app.banlist.model import SCOPES, Entry, url_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,17 +22,43 @@ class Match:
 class BanIndex:
     """Entries keyed by what they match; dicts of tuples, not sets, to keep GC walks short."""
 
-    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_by_id")
+    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_org", "_by_id",
+                 "groups", "counts")
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[Entry] = (),
+                 groups: dict[str, tuple[str, ...]] | None = None) -> None:
         self._url: dict[str, tuple[Entry, ...]] = {}
         self._prefix: dict[str, tuple[Entry, ...]] = {}
         self._prefix_hosts: dict[str, int] = {}
         self._host: dict[str, tuple[Entry, ...]] = {}
         self._domain: dict[str, tuple[Entry, ...]] = {}
+        self._org: dict[str, tuple[Entry, ...]] = {}  # member domain -> org entries covering it
         self._by_id: dict[str, Entry] = {}
+        self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
+        self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
         for entry in entries:
             self.add(entry)
+
+    def set_group(self, name: str, domains: tuple[str, ...]) -> None:
+        """Define or redefine an org group; entries banning it follow the new members."""
+        banned = [e for e in self._by_id.values() if e.scope == "org" and e.value == name]
+        for entry in banned:
+            self._unlink_org(entry)
+        self.groups[name] = domains
+        for entry in banned:
+            self._link_org(entry)
+
+    def _link_org(self, entry: Entry) -> None:
+        for domain in self.groups.get(entry.value, ()):
+            self._org[domain] = self._org.get(domain, ()) + (entry,)
+
+    def _unlink_org(self, entry: Entry) -> None:
+        for domain in self.groups.get(entry.value, ()):
+            rest = tuple(e for e in self._org.get(domain, ()) if e.id != entry.id)
+            if rest:
+                self._org[domain] = rest
+            else:
+                self._org.pop(domain, None)
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -48,6 +74,10 @@ class BanIndex:
         if entry.id in self._by_id:
             self.remove(entry.id)
         self._by_id[entry.id] = entry
+        self.counts[entry.scope] += 1
+        if entry.scope == "org":
+            self._link_org(entry)
+            return
         table, key = self._slot(entry)
         table[key] = table.get(key, ()) + (entry,)
         if entry.scope == "prefix":
@@ -59,6 +89,10 @@ class BanIndex:
         entry = self._by_id.pop(entry_id, None)
         if entry is None:
             return None
+        self.counts[entry.scope] -= 1
+        if entry.scope == "org":
+            self._unlink_org(entry)
+            return entry
         table, key = self._slot(entry)
         rest = tuple(e for e in table.get(key, ()) if e.id != entry_id)
         if rest:
@@ -108,8 +142,10 @@ class BanIndex:
                     yield Match(entry, f"prefix {entry.value} covers path {path}")
         for entry in self._host.get(host, ()):
             yield Match(entry, f"host {host}")
-        if self._domain:
+        if self._domain or self._org:
             for suffix in canon.host_suffixes(host):
+                how = "the domain itself" if suffix == host else f"a parent of {host}"
                 for entry in self._domain.get(suffix, ()):
-                    how = "the domain itself" if suffix == host else f"a parent of {host}"
                     yield Match(entry, f"domain {suffix} ({how})")
+                for entry in self._org.get(suffix, ()):
+                    yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
