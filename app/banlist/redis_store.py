@@ -106,13 +106,17 @@ class RedisStore:
         for start in range(0, len(prepared), BATCH):
             batch = prepared[start:start + BATCH]
             args: list[Any] = []
+            payloads = []
             for p in batch:
                 payload = p.entry("", actor, now).as_dict()
                 del payload["id"]
+                payloads.append(payload)
                 args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
                          p.value if p.scope == "org" else ""]
             seqs = self._run(args)
-            entries += [p.entry(str(seq), actor, now) for p, seq in zip(batch, seqs, strict=True)]
+            # from the written form, so the caller sees exactly what every replica holds
+            entries += [Entry.from_dict({**payload, "id": str(seq)})
+                        for payload, seq in zip(payloads, seqs, strict=True)]
             if progress is not None:
                 progress(len(entries))
         return entries
@@ -266,7 +270,7 @@ class RedisStore:
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
-            self.metrics.banlist_redis_errors.labels("write").inc()
+            rep.failed(exc, "write")
             raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
                                status=503) from exc
         rep.catch_up()  # read-your-writes: apply up to our own change before answering

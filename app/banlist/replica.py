@@ -85,7 +85,7 @@ class Replicator:
         try:
             self.poll(block=False)
         except redis.RedisError as exc:
-            self._failed(exc)
+            self.failed(exc)
         self._thread = threading.Thread(target=self._run, name="banlist-replica", daemon=True)
         self._thread.start()
 
@@ -102,7 +102,7 @@ class Replicator:
                 self.poll(block=True)
                 backoff = 0.1
             except redis.RedisError as exc:
-                self._failed(exc)
+                self.failed(exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
             except (ValueError, KeyError, TypeError) as exc:  # a malformed record in Redis
@@ -111,25 +111,27 @@ class Replicator:
                 self._stop.wait(1.0)
             self._write_snapshot()
 
-    def _failed(self, exc: redis.RedisError) -> None:
+    def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
         if self.connected or self.problem is None:
             log.warning("banlist: Redis unreachable, serving the copy at seq %d: %s",
                         self.version, exc)
         self.connected = False
         self.problem = f"Redis unreachable: {exc}"
-        self.metrics.banlist_redis_errors.labels("replicate").inc()
+        self.metrics.banlist_redis_errors.labels(op).inc()
 
     # ---- one round: check where Redis is, read what is new --------------------------------
     def poll(self, block: bool) -> None:
         checked = self.clock()
+        known = (self.epoch, self.version)  # before the read: a writer may apply more meanwhile
         epoch_r, seq_r = self.client.mget(self.keys.epoch, self.keys.seq)
-        self.connected, self.problem = True, None
-        if not self._accept(epoch_r, seq_r):
+        if not self._accept(epoch_r, seq_r, known):
+            self.connected, self.problem = True, None  # reachable, but refused
             if block:
                 self._stop.wait(self.block_ms / 1000)
             return
         if epoch_r is None:  # Redis and this replica both hold nothing yet
-            self.loaded, self.synced_at = True, checked
+            self.loaded = True
+            self._confirmed(checked)
             if block:
                 self._stop.wait(self.block_ms / 1000)
             return
@@ -142,21 +144,30 @@ class Replicator:
         with self.lock:
             self._apply_records(records, observe=True)
         if self._resync_cause is None and self.version >= int(seq_r or 0):
-            self.synced_at = self.clock() if block and not records else checked
+            self._confirmed(self.clock() if block and not records else checked)
 
-    def _accept(self, epoch_r: str | None, seq_r: str | None) -> bool:
-        """False (and alert) when Redis's banlist is older than or diverges from this copy."""
-        if not self.epoch:
+    def _confirmed(self, at: float) -> None:
+        """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
+        self.synced_at, self.connected, self.problem = at, True, None
+
+    def _accept(self, epoch_r: str | None, seq_r: str | None, known: tuple[int, int]) -> bool:
+        """False (and alert) when Redis's banlist is older than or diverges from this copy.
+
+        `known` is (epoch, seq) of this copy taken before Redis was read: anything applied
+        by then was committed in Redis before the read, so a lower seq there is a rewind.
+        """
+        epoch, version = known
+        if not epoch:
             return True
         if epoch_r is None:
             why = (f"Redis holds no banlist (restarted empty or flushed) but this replica "
-                   f"holds epoch {self.epoch} seq {self.version}")
-        elif int(epoch_r) != self.epoch:
+                   f"holds epoch {epoch} seq {version}")
+        elif int(epoch_r) != epoch:
             why = (f"Redis holds another banlist history (epoch {epoch_r}) than this replica "
-                   f"(epoch {self.epoch} seq {self.version})")
-        elif int(seq_r or 0) < self.version:
-            why = (f"Redis went backwards: seq {seq_r} < this replica's {self.version} "
-                   f"(epoch {self.epoch})")
+                   f"(epoch {epoch} seq {version})")
+        elif int(seq_r or 0) < version:
+            why = (f"Redis went backwards: seq {seq_r} < this replica's {version} "
+                   f"(epoch {epoch})")
         else:
             if self.diverged:
                 log.warning("banlist: Redis caught up with this replica again; following it")
@@ -201,16 +212,17 @@ class Replicator:
                     if len(page) < PAGE or self._resync_cause:
                         break
         except redis.RedisError as exc:
-            self._failed(exc)
+            self.failed(exc)
 
     # ---- full resync ----------------------------------------------------------------------
     def resync(self, cause: str, accept_backward: bool = False) -> None:
         """Load Redis's whole banlist aside, replay what changed meanwhile, swap it in."""
         for _ in range(3):
+            known = (self.epoch, self.version)
             pipe = self.client.pipeline(transaction=True)
             pipe.get(self.keys.epoch).get(self.keys.seq).xrevrange(self.keys.stream, count=1)
             epoch_r, seq_r, last = pipe.execute()
-            if not accept_backward and not self._accept(epoch_r, seq_r):
+            if not accept_backward and not self._accept(epoch_r, seq_r, known):
                 return
             if epoch_r is None:
                 with self.lock:
@@ -259,7 +271,7 @@ class Replicator:
 
     def _resynced(self, cause: str) -> None:
         self._resync_cause = None
-        self.synced_at = self.clock()
+        self._confirmed(self.clock())
         self.metrics.banlist_resyncs.labels(cause).inc()
         gc.collect()
         gc.freeze()  # the new index is long-lived: keep it out of every future collection
