@@ -1,4 +1,4 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | banlist …`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from app import cli_banlist
 from app.errors import ConfigError, FieldError
 
 
@@ -27,8 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", type=Path, help="rules file (default REARRANGE_CONFIG)")
     run.add_argument("--banlist", type=Path,
                      help="banlist entries (JSON lines of {scope, value, reason}) to apply")
+    cli_banlist.add_parser(sub)
     args = parser.parse_args(argv)
-    return {"serve": _serve, "check-config": _check, "run": _run}[args.command](args)
+    commands = {"serve": _serve, "check-config": _check, "run": _run,
+                "banlist": cli_banlist.run}
+    return commands[args.command](args)
 
 
 def _serve(args: argparse.Namespace) -> int:
