@@ -173,6 +173,8 @@ class Replicator:
                 log.warning("banlist: Redis caught up with this replica again; following it")
                 self.diverged = None
             return True
+        if (self.epoch, self.version) != known:
+            return False  # the copy changed under us (a write, an adopt): judge next round
         if self.diverged != why:
             log.error("banlist: refusing to go backwards, still serving seq %d: %s. Run "
                       "`rearrange banlist reseed` against a replica with a good copy.",
@@ -244,7 +246,6 @@ class Replicator:
                 if at is None:
                     continue
                 self._install(new, at[0], epoch, at[1])
-            self.diverged = None
             self._resynced(cause)
             return
         raise redis.RedisError("the changelog kept moving past the resync; will retry")
@@ -270,7 +271,7 @@ class Replicator:
         self.loaded = True
 
     def _resynced(self, cause: str) -> None:
-        self._resync_cause = None
+        self._resync_cause, self.diverged = None, None
         self._confirmed(self.clock())
         self.metrics.banlist_resyncs.labels(cause).inc()
         gc.collect()

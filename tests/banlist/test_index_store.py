@@ -129,3 +129,21 @@ def test_store_refuses_bad_writes_and_unknown_ids(tmp_path):
     with pytest.raises(BanlistError) as info:
         store.remove("42", "tns", "appeal")
     assert info.value.status == 404 and store.version == 0
+
+
+def test_org_groups_persist_and_entries_follow_membership(tmp_path):
+    path = tmp_path / "banlist.jsonl"
+    store = EmbeddedStore(path)
+    store.define_group("acme", ["acme.com", "Acme-Shop.net"], "tns", "one owner")
+    e = store.add(EntrySpec("org", "ACME", "court order"), "legal")
+    assert e.value == "acme" and store.index.counts["org"] == 1
+    assert check(store.index, "http://www.acme-shop.net/") == e.id
+    store.define_group("acme", ["acme.org"], "tns", "moved")
+    again = EmbeddedStore(path)
+    assert again.index.groups == {"acme": ("acme.org",)} and again.version == 3
+    assert check(again.index, "http://acme.com/") is None
+    assert check(again.index, "http://x.acme.org/") == e.id
+    again.remove(e.id, "tns", "appeal")
+    assert check(again.index, "http://x.acme.org/") is None and again.index.counts["org"] == 0
+    with pytest.raises(BanlistError, match="group name"):
+        again.define_group("no spaces", ["a.com"], "tns", "r")
