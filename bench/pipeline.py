@@ -411,7 +411,8 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
         Measured("(b) contract.decode(body)", lambda: contract.decode(body)),
         Measured("(c) service.rerank(body)", lambda: service.rerank(body)),
         Measured("(d) rerank + msgspec encode", lambda: encode(service.rerank(body))),
-        Measured("(e) Context + pipeline.run", lambda: pipeline.run(docs, context_for(service, req, n)),
+        Measured("(e) Context + pipeline.run",
+                 lambda: pipeline.run(docs, context_for(service, req, n)),
                  after=rules),
     ]
     gc.collect()

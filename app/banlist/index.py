@@ -118,10 +118,51 @@ class BanIndex:
         return self._domain, entry.value
 
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
-        """The most specific active entry for a canonical URL (url, prefix, host, domain)."""
-        for found in self._candidates(canonical, host):
-            if found.entry.active(region, now):
-                return found.entry
+        """The most specific active entry for a canonical URL (url, prefix, host, domain, org).
+
+        The request path: the same order as `explain`, written out as plain dict probes
+        (no generator, no Match objects, no suffix list) because it runs for every URL.
+        """
+        if self._url:
+            for entry in self._url.get(canonical[canonical.find("://") + 3:], ()):
+                if entry.active(region, now):
+                    return entry
+        if host in self._prefix_hosts:
+            for found in self._candidates(canonical, host):
+                if found.entry.active(region, now):
+                    return found.entry
+            return None
+        for entry in self._host.get(host, ()):
+            if entry.active(region, now):
+                return entry
+        domains, orgs = self._domain, self._org
+        if not domains and not orgs:
+            return None
+        if host[-1].isdigit() or host[0] == "[":  # maybe an IP: the careful, slower walk
+            for suffix in canon.host_suffixes(host):
+                found = self._domain_hit(suffix, region, now)
+                if found is not None:
+                    return found
+            return None
+        suffix, start = host, 0
+        while True:  # the host, then each parent domain, without building a list
+            if suffix in domains or suffix in orgs:
+                found = self._domain_hit(suffix, region, now)
+                if found is not None:
+                    return found
+            dot = host.find(".", start)
+            if dot < 0:
+                return None
+            start = dot + 1
+            suffix = host[start:]
+
+    def _domain_hit(self, suffix: str, region: str | None, now: float) -> Entry | None:
+        for entry in self._domain.get(suffix, ()):
+            if entry.active(region, now):
+                return entry
+        for entry in self._org.get(suffix, ()):
+            if entry.active(region, now):
+                return entry
         return None
 
     def explain(self, canonical: str, host: str) -> list[Match]:

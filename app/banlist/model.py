@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -50,9 +51,9 @@ class Entry:
     def from_dict(cls, data: dict[str, Any]) -> Entry:
         """Inverse of as_dict (for the persisted log)."""
         expires = data.get("expires_at")
-        return cls(
-            id=str(data["id"]), scope=data["scope"], value=data["value"],
-            reason=data["reason"], actor=data["actor"],
+        return cls(  # scope, actor and reason repeat across entries: one copy of each
+            id=str(data["id"]), scope=sys.intern(data["scope"]), value=data["value"],
+            reason=sys.intern(data["reason"]), actor=sys.intern(data["actor"]),
             created_at=parse_iso(data["created_at"]),
             expires_at=parse_iso(expires) if expires else None,
             regions=frozenset(data.get("regions") or ()),

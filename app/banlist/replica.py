@@ -132,10 +132,12 @@ class Replicator:
         if epoch_r is None:  # Redis and this replica both hold nothing yet
             self.loaded = True
             self._confirmed(checked)
-            if block:
-                self._stop.wait(self.block_ms / 1000)
-            return
-        if self._resync_cause or not self.epoch:
+            if self._resync_cause:  # a stream without an epoch: nothing sane to follow
+                if block:
+                    self._stop.wait(self.block_ms / 1000)
+                return
+            # else block on the stream itself: the very first change arrives at once
+        elif self._resync_cause or not self.epoch:
             self.resync(self._resync_cause or "start")
             return
         got = self.client.xread({self.keys.stream: self.stream_id}, count=PAGE,
