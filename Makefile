@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench bench-banlist lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ test: $(BIN)/rearrange
 
 bench: $(BIN)/rearrange
 	$(BIN)/python -m bench.pipeline
+
+bench-banlist: $(BIN)/rearrange
+	$(BIN)/python -m bench.banlist
 
 lint: $(BIN)/rearrange
 	$(BIN)/ruff check app tests bench
