@@ -124,11 +124,21 @@ class RedisStore:
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
         why = require_reason(reason, "a removal")
-        entry = self.index.get(entry_id)
+        entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
         if entry is None:
             raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
-        self._run(["remove", entry_id, "", actor, why, ""])
+        self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
         return entry
+
+    def _fetch(self, entry_id: str) -> Entry | None:
+        try:
+            payload = self.client.hget(self.keys.entries, entry_id)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
+                               status=503) from exc
+        return None if payload is None else Entry.from_dict({"id": entry_id,
+                                                              **orjson.loads(payload)})
 
     def define_group(self, name: str, domains: list[str], actor: str,
                      reason: str) -> dict[str, Any]:

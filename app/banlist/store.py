@@ -69,14 +69,15 @@ class EmbeddedStore:
         with self._lock:
             prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
                 prepare(specs[0], now, self.index.groups)]
-            entries = []
-            for p in prepared:
-                seq = self.version + 1
-                entry = p.entry(str(seq), actor, now)
-                self._commit({"seq": seq, "op": "add", "entry": entry.as_dict(),
-                              "actor": actor, "reason": p.reason, "at": iso(now)})
-                self.index.add(entry)
+            entries, changes = [], []
+            for n, p in enumerate(prepared, self.version + 1):
+                entry = p.entry(str(n), actor, now)
                 entries.append(entry)
+                changes.append({"seq": n, "op": "add", "entry": entry.as_dict(),
+                                "actor": actor, "reason": p.reason, "at": iso(now)})
+            self._commit(*changes)  # one fsync for the batch, before any of it is applied
+            for entry in entries:
+                self.index.add(entry)
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -136,15 +137,15 @@ class EmbeddedStore:
         """The change log after `seq`."""
         return [c for c in self.changes if c["seq"] > seq][:limit]
 
-    def _commit(self, change: dict[str, Any]) -> None:
+    def _commit(self, *changes: dict[str, Any]) -> None:
         if self.path is not None:
-            line = json.dumps(change, ensure_ascii=False) + "\n"
+            text = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in changes)
             with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line)
+                fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
-        self.changes.append(change)
-        self.version = change["seq"]
+        self.changes.extend(changes)
+        self.version = changes[-1]["seq"]
 
     def _replay(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -249,3 +249,21 @@ def test_bad_writes_are_refused_before_redis_is_touched(replicas):
     with pytest.raises(BanlistError) as info:
         a.remove("99", "tns", "appeal")
     assert info.value.status == 404
+
+
+def test_a_lagging_replica_can_remove_what_it_has_not_applied_yet(replicas):
+    a, b = replicas("a"), replicas("b")
+    b.replica.stop()  # b stops tailing: it will not see the next add by itself
+    entry = a.add(EntrySpec("host", "x.example", "r"), "tns")
+    assert b.index.get(entry.id) is None
+    removed = b.remove(entry.id, "appeals", "appeal granted")
+    assert removed == entry and b.index.get(entry.id) is None
+    wait_for(lambda: a.index.get(entry.id) is None)
+
+
+def test_seed_fills_only_an_empty_redis(replicas):
+    a = replicas("a")
+    assert a.seed([EntrySpec("domain", "seeded.example", "sample")]) == 1
+    b = replicas("b")
+    assert b.seed([EntrySpec("domain", "again.example", "sample")]) == 0
+    assert [e.value for e in b.active()] == ["seeded.example"]
