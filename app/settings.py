@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     banlist_redis_prefix: str = "rearrange:"
     banlist_retention_seconds: float = Field(default=86400.0, gt=0)
     banlist_block_seconds: float = Field(default=1.0, gt=0, le=2.0)
-    banlist_snapshot_seconds: float = Field(default=30.0, gt=0)
+    banlist_snapshot_seconds: float = Field(default=300.0, gt=0)  # serializing 1 M: ~1 s CPU
     max_documents: int = Field(default=1000, ge=1)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_text_chars: int = Field(default=200_000, ge=1)

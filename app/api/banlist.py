@@ -1,7 +1,8 @@
 """The banlist admin API: add, remove, look up, list, history, bulk import/export, org groups.
 
-Routes that write or read Redis are plain `def` (run in the thread pool), so a Redis round
-trip never blocks the event loop that serves /v1/rerank.
+Routes that write or read Redis, or walk the whole list (listing, export), are plain `def`
+(run in the thread pool), so neither a Redis round trip nor an O(entries) pass blocks the
+event loop that serves /v1/rerank.
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_leng
 
 
 @router.get("/entries")
-async def list_entries(store: Store, _: Reader, after: str | None = None,
+def list_entries(store: Store, _: Reader, after: str | None = None,
                        limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     """Active entries in id order, paged: pass `next` back as `after`."""
     active = store.active()
@@ -128,7 +129,7 @@ def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONRes
 
 
 @router.get("/export")
-async def export(store: Store, _: Reader,
+def export(store: Store, _: Reader,
                  format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson"
                  ) -> StreamingResponse:
     """Every active entry, oldest first, as NDJSON (re-importable) or CSV."""

@@ -49,7 +49,7 @@ class RedisStore:
 
     def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
-                 block_seconds: float = 1.0, snapshot_seconds: float = 30.0,
+                 block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
                  clock: Callable[[], float] = time.time) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")

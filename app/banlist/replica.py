@@ -276,7 +276,8 @@ class Replicator:
         self._resync_cause, self.diverged = None, None
         self._confirmed(self.clock())
         self.metrics.banlist_resyncs.labels(cause).inc()
-        gc.collect()
+        # No gc.collect() here: a full collection over a million fresh objects would stall
+        # every request for as long; the old index has no cycles, refcounting frees it.
         gc.freeze()  # the new index is long-lived: keep it out of every future collection
         log.info("banlist: resynced (%s) to seq %d epoch %d, %d entries", cause,
                  self.version, self.epoch, len(self.index))
