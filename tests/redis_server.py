@@ -82,7 +82,7 @@ class ServeProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
                 cwd=root, env=full, stderr=err)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a loaded shared machine starts slowly
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
