@@ -37,6 +37,11 @@ def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
     return change
 
 
+def _stream_pos(stream_id: str) -> tuple[int, int]:
+    ms, _, n = stream_id.partition("-")
+    return int(ms), int(n or 0)
+
+
 def _apply(index: BanIndex, f: dict[str, str]) -> None:
     op, key = f["op"], f["key"]
     if op == "add":
@@ -165,6 +170,8 @@ class Replicator:
             why = (f"Redis holds no banlist (restarted empty or flushed) but this replica "
                    f"holds epoch {epoch} seq {version}")
         elif int(epoch_r) != epoch:
+            if self._reseeded_over(epoch_r):
+                return True
             why = (f"Redis holds another banlist history (epoch {epoch_r}) than this replica "
                    f"(epoch {epoch} seq {version})")
         elif int(seq_r or 0) < version:
@@ -184,6 +191,25 @@ class Replicator:
             self.metrics.banlist_backward_refused.inc()
             self.diverged = why
         return False
+
+    def _reseeded_over(self, epoch_r: str) -> bool:
+        """True when an operator forced a reseed into Redis after our last change: follow it.
+
+        A forced reseed restarts the stream with a `reseed` record of its epoch. One newer
+        than anything this replica applied is a deliberate override; an older one (say, at
+        the head of a lagging Redis replica promoted by a failover) is not.
+        """
+        head = self.client.xrange(self.keys.stream, count=1)
+        if not head or head[0][1].get("op") != "reseed" or head[0][1].get("epoch") != epoch_r:
+            return False
+        if _stream_pos(head[0][0]) <= _stream_pos(self.stream_id):
+            return False
+        if self._resync_cause != "reseed":
+            log.warning("banlist: Redis was reseeded over this replica's history (epoch %s); "
+                        "following it", epoch_r)
+        self._resync_cause = "reseed"
+        self.diverged = None
+        return True
 
     def _apply_records(self, records: list[Any], observe: bool) -> None:
         """Apply records in order; a gap or a foreign epoch asks for a resync instead."""

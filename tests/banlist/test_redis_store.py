@@ -267,3 +267,30 @@ def test_seed_fills_only_an_empty_redis(replicas):
     b = replicas("b")
     assert b.seed([EntrySpec("domain", "again.example", "sample")]) == 0
     assert [e.value for e in b.active()] == ["seeded.example"]
+
+
+def test_reseed_over_another_history_needs_force(replicas, redis_server):
+    a = replicas("a")
+    a.add(EntrySpec("host", "mine.example", "r"), "tns")
+    with redis_server.client() as r:  # someone started a new history in Redis meanwhile
+        r.flushall()
+    wait_for(lambda: a.sync_state().diverged is not None)
+    other = replicas("other")  # holds nothing: may write, and creates a new epoch
+    other.add(EntrySpec("host", "theirs.example", "r"), "ops")
+    wait_for(lambda: "another banlist history" in (a.sync_state().diverged or ""))
+    with pytest.raises(BanlistError) as info:
+        a.reseed("sre", "ours is right")
+    assert info.value.field == "force" and info.value.status == 409
+    out = a.reseed("sre", "ours is right", force=True)
+    assert out["replaced"]["seq"] == 1 and out["entries"] == 1
+    wait_for(lambda: a.sync_state().in_sync)
+    wait_for(lambda: [e.value for e in other.active()] == ["mine.example"])
+
+
+def test_an_unreadable_local_snapshot_is_ignored(replicas, tmp_path):
+    (tmp_path / "a.snapshot.json").write_text('{"format": 1, "seq": ')
+    (tmp_path / "b.snapshot.json").write_text('{"format": 99}')
+    a = replicas("a")
+    b = replicas("b")
+    assert a.sync_state().details["banlist_loaded"] and len(a) == 0
+    assert b.sync_state().details["banlist_loaded"] and len(b) == 0
