@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench bench-banlist lint clean
+.PHONY: run test bench bench-experiments bench-banlist lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(BIN)/rearrange
 
 bench: $(BIN)/rearrange
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.near_duplicates
+
+bench-experiments: $(BIN)/rearrange
+	$(BIN)/python -m bench.experiments
 
 bench-banlist: $(BIN)/rearrange
 	$(BIN)/python -m bench.banlist

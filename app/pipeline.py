@@ -9,6 +9,9 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from app.effects import by_score, compare_ranked, effect
+from app.experiments import CONTROL
+
 
 class Phase(StrEnum):
     """The six phases, in the order they run."""
@@ -19,6 +22,10 @@ class Phase(StrEnum):
     TRIM = "trim"
     ANNOTATE = "annotate"
     POST_FILTER = "post-filter"
+
+    # Enum hashes by name in Python code; the str hash is C and agrees with == "rerank",
+    # which matters where per-request tallies key on the phase.
+    __hash__ = str.__hash__
 
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
@@ -35,25 +42,69 @@ class Doc:
         "blocked_regions", "text", "signature", "attributes", "annotations", "collapsed",
     )
 
-    def __init__(self, **values: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, values.get(name, _DOC_DEFAULTS.get(name)))
+    def __init__(
+        self, id: str, url: str, score: float, *, canonical: str = "", host: str = "",
+        original_score: float | None = None, original_position: int = 0,
+        factors: dict[str, float] | None = None, spam_score: float = 0.0,
+        adult_score: float = 0.0, domain_age_days: float | None = None, is_ad: bool = False,
+        topics: Sequence[str] = (), blocked_regions: frozenset[str] = frozenset(),
+        text: str | None = None, signature: Any = None,
+        attributes: dict[str, Any] | None = None, annotations: tuple[str, ...] = (),
+        collapsed: tuple[dict[str, str], ...] = (),
+    ) -> None:
+        # Plain assignments: a loop over __slots__ with setattr was 4x slower (bench/pipeline.py).
+        self.id = id
+        self.url = url
+        self.canonical = canonical
+        self.host = host
+        self.score = score
+        self.original_score = score if original_score is None else original_score
+        self.original_position = original_position
+        self.factors = _EMPTY if factors is None else factors
+        self.spam_score = spam_score
+        self.adult_score = adult_score
+        self.domain_age_days = domain_age_days
+        self.is_ad = is_ad
+        self.topics = topics
+        self.blocked_regions = blocked_regions
+        self.text = text
+        self.signature = signature
+        self.attributes = _EMPTY if attributes is None else attributes
+        self.annotations = annotations
+        self.collapsed = collapsed
 
     def replace(self, **changes: Any) -> Doc:
-        """A copy with some fields changed (cheaper than copy.copy for slots)."""
+        """A copy with some fields changed; rules call it instead of mutating."""
         new = object.__new__(Doc)
-        for name in self.__slots__:
-            setattr(new, name, changes[name] if name in changes else getattr(self, name))
+        new.id = self.id
+        new.url = self.url
+        new.canonical = self.canonical
+        new.host = self.host
+        new.score = self.score
+        new.original_score = self.original_score
+        new.original_position = self.original_position
+        new.factors = self.factors
+        new.spam_score = self.spam_score
+        new.adult_score = self.adult_score
+        new.domain_age_days = self.domain_age_days
+        new.is_ad = self.is_ad
+        new.topics = self.topics
+        new.blocked_regions = self.blocked_regions
+        new.text = self.text
+        new.signature = self.signature
+        new.attributes = self.attributes
+        new.annotations = self.annotations
+        new.collapsed = self.collapsed
+        for name, value in changes.items():
+            setattr(new, name, value)
         return new
 
     def __repr__(self) -> str:
         return f"Doc({self.id!r}, score={self.score!r})"
 
 
-_DOC_DEFAULTS: dict[str, Any] = {
-    "factors": {}, "spam_score": 0.0, "adult_score": 0.0, "is_ad": False, "topics": (),
-    "blocked_regions": (), "attributes": {}, "annotations": (), "collapsed": (),
-}
+_EMPTY: dict[str, Any] = {}  # shared, never mutated: rules build new dicts, not edit these
+
 
 
 class AuditRecord:
@@ -77,7 +128,8 @@ class AuditRecord:
     def as_dict(self) -> dict[str, Any]:
         """The record as the CONTRACT's JSON object."""
         return {
-            "rule": self.rule, "phase": self.phase.value, "doc_id": self.doc_id,
+            # phase is a StrEnum: it encodes as its value, without Enum's slow .value lookup
+            "rule": self.rule, "phase": self.phase, "doc_id": self.doc_id,
             "action": self.action, "reason": self.reason, "delta": self.delta,
             "mode": self.mode,
         }
@@ -137,10 +189,15 @@ class BaseRule:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A configured rule in a phase, and the experiment that gates it, if any."""
+    """A configured rule in a phase, the experiment that gates it, and per-variant instances.
+
+    `variants` holds the rule built with a treatment variant's parameter overrides (built at
+    config load); a variant not in it runs `rule`. Control, outside and holdout shadow `rule`.
+    """
 
     rule: Rule
     experiment: str | None = None
+    variants: Mapping[str, Rule] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -152,6 +209,8 @@ class RuleTiming:
     mode: str
     seconds: float
     records: Sequence[AuditRecord]
+    moves: Sequence[int] = ()  # position changes (new − old) of the docs in the top 10 after it
+    churn: int = 0             # docs in the top 10 after the rule that were not before it
 
 
 @dataclass(slots=True)
@@ -167,9 +226,14 @@ class Outcome:
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
 
 
-def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
-    """Stable sort by score, best first, with a `move` record for every doc that moved."""
-    ordered = sorted(docs, key=_score, reverse=True)  # reverse=True keeps ties in order
+def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
+                  ) -> tuple[list[Doc], list[AuditRecord]]:
+    """Stable sort by score, best first, with a `move` record for every doc that moved.
+
+    `ordered` is `docs` already sorted (the runner keeps it from the last rerank rule).
+    """
+    if ordered is None:
+        ordered = by_score(docs)
     records = []
     if ordered != docs:
         before = {id(d): i for i, d in enumerate(docs)}
@@ -181,10 +245,6 @@ def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
                 records.append(AuditRecord(SORT_RULE, Phase.RERANK, doc.id, "move",
                                            f"stable sort by score after rerank: {why}", delta))
     return ordered, records
-
-
-def _score(doc: Doc) -> float:
-    return doc.score
 
 
 class Pipeline:
@@ -219,23 +279,36 @@ class Pipeline:
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
         fallback = None
+        ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
-                rule = step.rule
+                mode, rule = self._mode(step, ctx)
                 if not rule.applies(ctx):
                     continue
                 started = clock()
                 out, records = rule(docs, ctx)
-                mode = self._mode(step, ctx)
+                elapsed = clock() - started
+                timing = RuleTiming(rule.name, phase, mode, elapsed, records)
+                if records and phase is Phase.RERANK:
+                    # Sorted pages are reused along the phase: one sort per rescoring rule.
+                    before = ranked[1] if ranked is not None and ranked[0] is docs else None
+                    after = by_score(out)
+                    timing.moves, timing.churn = compare_ranked(
+                        before if before is not None else by_score(docs), after)
+                    if mode == APPLIED:
+                        ranked = (out, after)
+                elif records:
+                    timing.moves, timing.churn = effect(docs, out, False)
                 if mode == APPLIED:
                     docs = out
-                else:
+                else:  # shadow: the records say what it would have done; `out` is dropped
                     for rec in records:
                         rec.mode = SHADOW
-                timings.append(RuleTiming(rule.name, phase, mode, clock() - started, records))
+                timings.append(timing)
                 audit.extend(records)
             if phase is Phase.RERANK:
-                docs, moves = sort_by_score(docs)
+                docs, moves = sort_by_score(
+                    docs, ranked[1] if ranked is not None and ranked[0] is docs else None)
                 audit.extend(moves)
         for rec in audit:
             if rec.action == "fallback" and rec.mode == APPLIED and not rec.relax_to:
@@ -249,11 +322,14 @@ class Pipeline:
         return Outcome(docs, audit, fallback, timings)
 
     @staticmethod
-    def _mode(step: Step, ctx: Context) -> str:
+    def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:
+        """Applied unless gated; gated rules apply only in treatment variants."""
         if step.experiment is None:
-            return APPLIED
+            return APPLIED, step.rule
         variant = ctx.variants.get(step.experiment)
-        return APPLIED if variant is not None and variant != "control" else SHADOW
+        if variant is None or variant == CONTROL:
+            return SHADOW, step.rule
+        return APPLIED, step.variants.get(variant, step.rule)
 
 
 def _asks_relax(audit: list[AuditRecord]) -> bool:

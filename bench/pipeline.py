@@ -48,6 +48,7 @@ import msgspec
 import orjson
 
 from app import contract
+from app.experiments import assign
 from app.main import build_service
 from app.pipeline import Context, Outcome, Pipeline
 from app.service import Rearranger
@@ -233,7 +234,7 @@ def make_serp(n: int, seed: int, user_id: str, with_text: bool) -> dict[str, Any
 
 def add_texts(rng: random.Random, docs: list[dict[str, Any]], copies: Sequence[int]) -> None:
     """~300 words a page: a per-host header and Zipf-distributed words; some pages copy an
-    earlier one with ~5% of the words changed (scrapers), so near_duplicates folds them."""
+    earlier one with ~2% of the words changed (scrapers), so near_duplicates folds them."""
     vocab = [_word(rng) for _ in range(3000)]
     weights = [1 / (rank + 1) for rank in range(len(vocab))]
     headers: dict[str, list[str]] = {}
@@ -243,7 +244,7 @@ def add_texts(rng: random.Random, docs: list[dict[str, Any]], copies: Sequence[i
         doc["text"] = " ".join(header + rng.choices(vocab, weights, k=270))
     for i in copies:
         words = docs[rng.randrange(i)]["text"].split()
-        for k in rng.sample(range(len(words)), len(words) // 20):
+        for k in rng.sample(range(len(words)), len(words) // 50):
             words[k] = rng.choice(vocab)
         docs[i]["text"] = " ".join(words)
 
@@ -305,11 +306,8 @@ def pick_user(service: Rearranger, variant: str) -> tuple[str, dict[str, str]]:
 
 def context_for(service: Rearranger, req: contract.RerankRequest, n_docs: int) -> Context:
     """The Context exactly as Rearranger.rerank builds it."""
-    variants = {}
-    for exp in service.config.engine.experiments:
-        got = exp.assign(req.unit)
-        if got is not None:
-            variants[exp.name] = got[0]
+    engine = service.config.engine
+    variants = assign(engine.experiments, engine.holdout, req.unit).variants
     q = req.query
     return Context(
         query_text=q.text, classes=tuple(q.classes),
@@ -412,8 +410,7 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
         Measured("(c) service.rerank(body)", lambda: service.rerank(body)),
         Measured("(d) rerank + msgspec encode", lambda: encode(service.rerank(body))),
         Measured("(e) Context + pipeline.run",
-                 lambda: pipeline.run(docs, context_for(service, req, n)),
-                 after=rules),
+                 lambda: pipeline.run(docs, context_for(service, req, n)), after=rules),
     ]
     gc.collect()
     gc.freeze()

@@ -18,36 +18,43 @@ def store(request: Request) -> BanStore:
     return request.app.state.service.store
 
 
-def _holder(request: Request, authorization: str | None) -> tuple[str, str]:
-    """(actor, role) of the bearer token; the caller never names itself."""
+def _holder(request: Request, authorization: str | None, field: str) -> tuple[str, str]:
+    """(actor, role) of a valid bearer token; 401 naming `field` (what needed it) if not."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
-        raise HTTPException(401, {"field": "Authorization", "problem": "Bearer token required"},
+        needs = ("Bearer token required" if field == "Authorization"
+                 else "needs an admin token: Authorization: Bearer <token>")
+        raise HTTPException(401, {"field": field, "problem": needs},
                             headers={"WWW-Authenticate": "Bearer"})
     found = None
     for known, holder in request.app.state.tokens.items():
         if hmac.compare_digest(known.encode(), token.encode()):  # every token, constant time
             found = holder
     if found is None:
-        raise HTTPException(401, {"field": "Authorization", "problem": "unknown token"},
+        raise HTTPException(401, {"field": field, "problem": "unknown token"},
                             headers={"WWW-Authenticate": "Bearer"})
     return found
 
 
-def actor(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
-    """The actor of a write token (403 for a read-only token)."""
-    who, role = _holder(request, authorization)
+def token_actor(request: Request, authorization: str | None, field: str) -> str:
+    """The actor of a valid write token (the caller never names itself); 403 for read-only."""
+    who, role = _holder(request, authorization, field)
     if role != "write":
-        raise HTTPException(403, {"field": "Authorization",
+        raise HTTPException(403, {"field": field,
                                   "problem": f"the token of {who} is read-only"})
     return who
+
+
+def actor(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The actor of a write token (403 for a read-only token)."""
+    return token_actor(request, authorization, "Authorization")
 
 
 def reader(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
     """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
     if not request.app.state.service.settings.banlist_read_auth and authorization is None:
         return "anonymous"
-    return _holder(request, authorization)[0]
+    return _holder(request, authorization, "Authorization")[0]
 
 
 Service = Annotated[Rearranger, Depends(service)]

@@ -83,6 +83,12 @@ def canonicalize_bytes(raw: bytes) -> str:
     return canonicalize(text)
 
 
+def host_of(canonical: str) -> str:
+    """The host of a canonical URL (which always has a path after the host), cheaply."""
+    start = canonical.index("://") + 3
+    return canonical[start:canonical.index("/", start)]
+
+
 def split(canonical: str) -> tuple[str, str, str]:
     """Split a canonical URL into (host, path, query); the query keeps its leading '?'.
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.banlist import canon
 from app.banlist.model import SCOPES, Entry, url_key
@@ -120,41 +121,28 @@ class BanIndex:
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
         """The most specific active entry for a canonical URL (url, prefix, host, domain, org).
 
-        The request path: the same order as `explain`, written out as plain dict probes
-        (no generator, no Match objects, no suffix list) because it runs for every URL.
+        The request path: the same order as `explain`, written out as plain dict probes over
+        the tables that hold anything (no generator for the common case, no Match objects).
         """
         if self._url:
-            for entry in self._url.get(canonical[canonical.find("://") + 3:], ()):
+            for entry in self._url.get(url_key(canonical), ()):
                 if entry.active(region, now):
                     return entry
         if host in self._prefix_hosts:
-            for found in self._candidates(canonical, host):
+            for found in self._prefix_matches(canonical, host):
                 if found.entry.active(region, now):
                     return found.entry
-            return None
         for entry in self._host.get(host, ()):
             if entry.active(region, now):
                 return entry
         domains, orgs = self._domain, self._org
-        if not domains and not orgs:
-            return None
-        if host[-1].isdigit() or host[0] == "[":  # maybe an IP: the careful, slower walk
-            for suffix in canon.host_suffixes(host):
-                found = self._domain_hit(suffix, region, now)
-                if found is not None:
-                    return found
-            return None
-        suffix, start = host, 0
-        while True:  # the host, then each parent domain, without building a list
-            if suffix in domains or suffix in orgs:
-                found = self._domain_hit(suffix, region, now)
-                if found is not None:
-                    return found
-            dot = host.find(".", start)
-            if dot < 0:
-                return None
-            start = dot + 1
-            suffix = host[start:]
+        if domains or orgs:
+            for suffix in _suffixes(host):
+                if suffix in domains or suffix in orgs:
+                    found = self._domain_hit(suffix, region, now)
+                    if found is not None:
+                        return found
+        return None
 
     def _domain_hit(self, suffix: str, region: str | None, now: float) -> Entry | None:
         for entry in self._domain.get(suffix, ()):
@@ -169,24 +157,33 @@ class BanIndex:
         """Every entry, active or not, whose value covers the URL, with the expression."""
         return list(self._candidates(canonical, host))
 
+    def _prefix_matches(self, canonical: str, host: str) -> Iterator[Match]:
+        _, path, _ = canon.split(canonical)
+        # "/a" and "/a/" are one key once the slash is stripped: visit each key once
+        keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
+        for key in keys:
+            for entry in self._prefix.get(key, ()):
+                yield Match(entry, f"prefix {entry.value} covers path {path}")
+
     def _candidates(self, canonical: str, host: str) -> Iterator[Match]:
         if self._url:
             key = url_key(canonical)
             for entry in self._url.get(key, ()):
                 yield Match(entry, f"url {key}")
         if host in self._prefix_hosts:
-            _, path, _ = canon.split(canonical)
-            # "/a" and "/a/" are one key once the slash is stripped: visit each key once
-            keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
-            for key in keys:
-                for entry in self._prefix.get(key, ()):
-                    yield Match(entry, f"prefix {entry.value} covers path {path}")
+            yield from self._prefix_matches(canonical, host)
         for entry in self._host.get(host, ()):
             yield Match(entry, f"host {host}")
         if self._domain or self._org:
-            for suffix in canon.host_suffixes(host):
+            for suffix in _suffixes(host):
                 how = "the domain itself" if suffix == host else f"a parent of {host}"
                 for entry in self._domain.get(suffix, ()):
                     yield Match(entry, f"domain {suffix} ({how})")
                 for entry in self._org.get(suffix, ()):
                     yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
+
+
+@lru_cache(maxsize=65536)
+def _suffixes(host: str) -> tuple[str, ...]:
+    """Parent domains of a host, cached: a SERP repeats hosts and so do SERPs."""
+    return tuple(canon.host_suffixes(host))
