@@ -114,6 +114,11 @@ class Replicator:
                 self.problem = f"unreadable banlist data in Redis: {exc!r}"
                 log.error("banlist: %s", self.problem)
                 self._stop.wait(1.0)
+            except Exception as exc:  # a thread that died would stop this replica for good
+                self.problem = f"replication error: {exc!r}"
+                log.exception("banlist: replication round failed; retrying")
+                self.metrics.banlist_redis_errors.labels("replicate").inc()
+                self._stop.wait(1.0)
             self._write_snapshot()
 
     def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
@@ -338,6 +343,6 @@ class Replicator:
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         in_sync = (self.loaded and self.connected and self.diverged is None
-                   and staleness <= 2 * self.block_ms / 1000 + 1)
+                   and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, self.diverged, self.problem,
                          {"banlist_loaded": self.loaded, "banlist_stream_id": self.stream_id})

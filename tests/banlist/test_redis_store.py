@@ -294,3 +294,16 @@ def test_an_unreadable_local_snapshot_is_ignored(replicas, tmp_path):
     b = replicas("b")
     assert a.sync_state().details["banlist_loaded"] and len(a) == 0
     assert b.sync_state().details["banlist_loaded"] and len(b) == 0
+
+
+def test_a_malformed_record_in_redis_is_reported_not_fatal(replicas, redis_server):
+    a = replicas("a")
+    a.add(EntrySpec("host", "ok.example", "r"), "tns")
+    with redis_server.client() as r:  # a record no writer of ours would produce
+        r.xadd("rearrange:{banlist}:stream", {"seq": 2, "epoch": a.sync_state().epoch,
+                                             "op": "add", "key": "2", "payload": "{not json",
+                                             "actor": "x", "reason": "x"})
+        r.set("rearrange:{banlist}:seq", 2)
+    wait_for(lambda: "unreadable" in (a.sync_state().problem or ""))
+    assert a.version == 1 and banned(a, "http://ok.example/") == "1"  # still serving
+    assert not a.sync_state().in_sync
