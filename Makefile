@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench bench-experiments lint clean
+.PHONY: run test bench bench-experiments bench-banlist lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ bench: $(BIN)/rearrange
 
 bench-experiments: $(BIN)/rearrange
 	$(BIN)/python -m bench.experiments
+
+bench-banlist: $(BIN)/rearrange
+	$(BIN)/python -m bench.banlist
 
 lint: $(BIN)/rearrange
 	$(BIN)/ruff check app tests bench

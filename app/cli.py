@@ -1,4 +1,5 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES |
+banlist …`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ from pathlib import Path
 import msgspec
 import orjson
 
+from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
 from app.errors import ConfigError, FieldError
 
@@ -49,11 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         "table (jaccard, in, out), the distribution of containment, clusters at the "
         "threshold, and pairs near it to check by eye.")
     add_dupes_arguments(dupes)
+    cli_banlist.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "experiments":
         return _srm(args)
-    return {"serve": _serve, "check-config": _check, "run": _run,
-            "dupes": _dupes}[args.command](args)
+    return {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
+            "banlist": cli_banlist.run}[args.command](args)
 
 
 def _dupes(args: argparse.Namespace) -> int:

@@ -189,7 +189,7 @@ class BanIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    scope: Literal["url", "prefix", "host", "domain"]
+    scope: Literal["url", "prefix", "host", "domain", "org"]
     value: str = PField(min_length=1, max_length=8192)
     reason: str = PField(min_length=1, max_length=1000)
     regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
@@ -211,3 +211,22 @@ class UnbanIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = PField(min_length=1, max_length=1000)
+
+
+class GroupIn(BaseModel):
+    """PUT /v1/banlist/groups/{name}: the member domains of an org group, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domains: list[Annotated[str, PField(min_length=1, max_length=253)]] = PField(
+        min_length=1, max_length=10_000)
+    reason: str = PField(min_length=1, max_length=1000)
+
+
+class ReseedIn(BaseModel):
+    """POST /v1/admin/banlist/reseed: why, and whether to overwrite another history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = PField(min_length=1, max_length=1000)
+    force: bool = False

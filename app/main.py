@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.api import admin, banlist, experiments, health, rerank
 from app.api.observe import ResponseCounter
 from app.audit import AuditLog
+from app.banlist.base import BanStore
+from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import ConfigHolder
 from app.contract import request_schema
@@ -31,11 +33,9 @@ log = logging.getLogger("rearrange")
 
 def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
-    if settings.redis_url:
-        raise RuntimeError("REDIS_URL is set, but this version keeps the banlist in process "
-                           "only; unset REDIS_URL to use the embedded store")
     metrics = metrics or Metrics()
-    store = EmbeddedStore(settings.banlist_path)
+    store = build_store(settings, metrics)
+    store.start()
     if settings.banlist_seed is not None and store.version == 0:
         added = store.seed(read_specs(settings.banlist_seed))
         log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
@@ -46,6 +46,17 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
              if settings.audit_log else None)
     return Rearranger(settings, store, config, metrics, audit)
+
+
+def build_store(settings: Settings, metrics: Metrics) -> BanStore:
+    """The Redis-backed replica with REDIS_URL, else the embedded store (the default)."""
+    if not settings.redis_url:
+        return EmbeddedStore(settings.banlist_path)
+    return RedisStore(settings.redis_url, metrics, settings.banlist_snapshot_path,
+                      prefix=settings.banlist_redis_prefix,
+                      retention_seconds=settings.banlist_retention_seconds,
+                      block_seconds=settings.banlist_block_seconds,
+                      snapshot_seconds=settings.banlist_snapshot_seconds)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -67,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await task
             if service.audit_log is not None:
                 service.audit_log.close()
+            service.store.close()
 
     app = FastAPI(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")
@@ -99,7 +111,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
                     log.info("config reloaded: now serving %s", version)
                     service.metrics.config_info.set_to_current_time()
                     gc.freeze()
-        expired = service.store.sweep()
+        expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
         if expired:
             log.info("banlist: %d entries expired", expired)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from app import contract
 from app.audit import AuditLog
-from app.banlist.store import EmbeddedStore
+from app.banlist.base import BanStore
 from app.config import ConfigHolder
 from app.errors import FieldError
 from app.experiments import Experiment, assign
@@ -23,7 +23,7 @@ FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, a
 class Rearranger:
     """Serves /v1/rerank (and `rearrange run`); holds no per-request state of its own."""
 
-    def __init__(self, settings: Settings, store: EmbeddedStore, config: ConfigHolder,
+    def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
                  metrics: Metrics, audit_log: AuditLog | None = None) -> None:
         self.settings = settings
         self.store = store
