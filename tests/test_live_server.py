@@ -58,6 +58,13 @@ def server(tmp_path: Path):
         proc.wait(10)
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """How a deploy writes a config (and a kubelet swaps a ConfigMap): never half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
     """Poll /readyz until the served config version changes (the poller runs every 0.2 s)."""
     deadline = time.monotonic() + timeout
@@ -88,13 +95,14 @@ def test_hot_reload_under_concurrent_requests(server):
     time.sleep(0.5)
     versions = [httpx.get(f"{base}/readyz").json()["config_version"]]
     for k in (3, 7, 4):
-        config.write_text(f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
+        write_atomically(config, f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
         versions.append(wait_for_new_version(base, versions[-1]))
         time.sleep(0.3)  # let requests flow on this version
     versions.pop(0)
-    config.write_text("profiles: {default: {trim: [nope]}}")  # invalid: refused, 4 keeps serving
+    write_atomically(config, "profiles: {default: {trim: [nope]}}")  # refused; 4 keeps serving
+    refused = 'rearrange_config_reloads_total{result="refused"} 1.0'
     deadline = time.monotonic() + 10
-    while "refused" not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
+    while refused not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
         time.sleep(0.1)
     stop.set()
     for t in threads:
@@ -109,8 +117,7 @@ def test_hot_reload_under_concurrent_requests(server):
     assert {n for sizes in depth_of.values() for n in sizes} >= {3, 7, 4}
     final = httpx.post(f"{base}/v1/rerank", json=PAGE).json()
     assert final["config_version"] == versions[-1] and len(final["documents"]) == 4
-    metrics = httpx.get(f"{base}/metrics").text
-    assert 'rearrange_config_reloads_total{result="refused"} 1.0' in metrics
+    assert refused in httpx.get(f"{base}/metrics").text
 
 
 def test_srm_cli_reads_a_running_service_and_rebucketing_reload_is_refused(server, capsys):
