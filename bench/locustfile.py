@@ -194,6 +194,7 @@ class TrustAndSafety(TargetedUser):
         self.auth = {**JSON, "authorization": f"Bearer {token}"}
         self.mine: list[str] = []
         self.rng = random.Random()
+        self.ban()  # every writer session changes the banlist at least once
 
     def _check(self, resp, expected: int) -> dict | None:
         if resp.status_code != expected:
@@ -223,7 +224,8 @@ class TrustAndSafety(TargetedUser):
 
     @task(2)
     def lift(self) -> None:
-        if not self.mine:
+        if not self.mine:  # nothing of its own to lift yet: ban instead
+            self.ban()
             return
         entry_id = self.mine.pop(self.rng.randrange(len(self.mine)))
         with self.client.request("DELETE", f"/v1/banlist/entries/{entry_id}",
