@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import os
 import re
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
 
 from app.config import load_file
+from bench.replicas import start as start_replicas
+from bench.replicas import stop as stop_replicas
+from bench.replicas import wait_ready
 from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -428,3 +434,50 @@ def test_secrets_and_redis_come_from_the_sentinel_chart_values():
     url = urlsplit(env["REDIS_URL"]["value"].replace("$(REDIS_PASSWORD)", "secret"))
     assert url.hostname == f"{values['fullnameOverride']}-master"
     assert "appendonly yes" in values["commonConfiguration"]
+
+
+def kubelet_write(directory: Path, files: dict[str, str], generation: int) -> None:
+    """What the kubelet's atomic writer does to a ConfigMap volume: a new timestamped
+    directory, `..data` swapped to it by renaming a symlink, the old directory removed."""
+    fresh = directory / f"..2026_11_29_00_00_{generation:02d}.000000001"
+    fresh.mkdir()
+    for name, text in files.items():
+        (fresh / name).write_text(text)
+        link = directory / name
+        if not link.is_symlink():
+            link.symlink_to(Path("..data") / name)
+    old = (directory / "..data").resolve() if (directory / "..data").exists() else None
+    tmp_link = directory / "..data_tmp"
+    tmp_link.symlink_to(fresh.name)
+    tmp_link.rename(directory / "..data")
+    if old is not None:
+        for item in old.iterdir():
+            item.unlink()
+        old.rmdir()
+
+
+def test_configmap_symlink_swap_hot_reloads_a_live_server(tmp_path):
+    """The Deployment's claim: a ConfigMap update reaches a running `rearrange serve`."""
+    volume = tmp_path / "etc-rearrange"
+    volume.mkdir()
+    kubelet_write(volume, {"rules.yaml": "profiles: {default: {trim: [{depth: {k: 5}}]}}"}, 1)
+    env = {**os.environ, "REARRANGE_CONFIG": str(volume / "rules.yaml"),
+           "REARRANGE_CONFIG_POLL_SECONDS": "0.2", "REARRANGE_LOG_LEVEL": "warning"}
+    env.pop("REDIS_URL", None)
+    (server,) = start_replicas(1, tmp_path, env)
+    try:
+        wait_ready([server], timeout=30)
+        page = {"documents": [{"id": f"d{i}", "url": f"http://h{i}.example/", "score": 9 - i}
+                              for i in range(9)]}
+        assert len(httpx.post(f"{server.url}/v1/rerank", json=page).json()["documents"]) == 5
+        kubelet_write(volume, {"rules.yaml": "profiles: {default: {trim: [{depth: {k: 3}}]}}"},
+                      2)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            got = httpx.post(f"{server.url}/v1/rerank", json=page).json()["documents"]
+            if len(got) == 3:
+                break
+            time.sleep(0.1)
+        assert len(got) == 3, "the swapped ConfigMap was not reloaded"
+    finally:
+        stop_replicas([server])
