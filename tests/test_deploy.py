@@ -481,3 +481,12 @@ def test_configmap_symlink_swap_hot_reloads_a_live_server(tmp_path):
         assert len(got) == 3, "the swapped ConfigMap was not reloaded"
     finally:
         stop_replicas([server])
+
+
+def test_image_and_pod_allow_the_same_start_up_time():
+    """Both wait as long for a large banlist to load before counting a failed check."""
+    (check,) = instruction(dockerfile_stages()[-1], "HEALTHCHECK")
+    start_period = re.search(r"--start-period=(\d+)s", check)
+    assert start_period, "a start period, or a slow start turns the container unhealthy"
+    probe = container()["startupProbe"]
+    assert int(start_period[1]) >= probe["periodSeconds"] * probe["failureThreshold"]
