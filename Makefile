@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench load lint clean
+.PHONY: run test bench bench-experiments load lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(BIN)/rearrange
 
 bench: $(BIN)/rearrange
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.near_duplicates
+
+bench-experiments: $(BIN)/rearrange
+	$(BIN)/python -m bench.experiments
 
 # The staging load test against local replicas: 60 s, or SOAK=1 for 10 minutes with the
 # flat-memory check (bench/load.py; REDIS_URL in the environment puts the replicas on Redis).

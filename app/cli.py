@@ -1,4 +1,4 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from app.dupes_cli import add_dupes_arguments
 from app.errors import ConfigError, FieldError
 
 
@@ -21,14 +22,86 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     check = sub.add_parser("check-config", help="validate a rules file the way the service does")
     check.add_argument("file", type=Path)
+    check.add_argument("--against", type=Path, metavar="OLD",
+                       help="also refuse what a reload from OLD would refuse: changes that "
+                       "re-bucket units of OLD's running experiments")
     run = sub.add_parser("run", help="run the pipeline offline on a request body, print the "
                          "response")
     run.add_argument("request", type=Path, help="a JSON request body ('-' for stdin)")
     run.add_argument("--config", type=Path, help="rules file (default REARRANGE_CONFIG)")
     run.add_argument("--banlist", type=Path,
                      help="banlist entries (JSON lines of {scope, value, reason}) to apply")
+    experiments = sub.add_parser("experiments", help="experiment tools")
+    exp_sub = experiments.add_subparsers(dest="experiments_command", required=True)
+    srm = exp_sub.add_parser(
+        "srm", help="chi-square sample-ratio check of assignments against configured weights")
+    source = srm.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", action="append",
+                        help="a running service's /metrics URL (repeat to sum replicas)")
+    source.add_argument("--file", type=Path, action="append",
+                        help="a saved Prometheus text exposition (repeat to sum)")
+    srm.add_argument("--config", type=Path, help="rules file with the weights "
+                     "(default REARRANGE_CONFIG)")
+    srm.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    dupes = sub.add_parser(
+        "dupes", help="audit a site for near-duplicate (templated) pages",
+        description="Find near-duplicate pages by 10-word shingles (seed 000): the pair "
+        "table (jaccard, in, out), the distribution of containment, clusters at the "
+        "threshold, and pairs near it to check by eye.")
+    add_dupes_arguments(dupes)
     args = parser.parse_args(argv)
-    return {"serve": _serve, "check-config": _check, "run": _run}[args.command](args)
+    if args.command == "experiments":
+        return _srm(args)
+    return {"serve": _serve, "check-config": _check, "run": _run,
+            "dupes": _dupes}[args.command](args)
+
+
+def _dupes(args: argparse.Namespace) -> int:
+    from app.dupes_cli import run
+
+    return run(args)
+
+
+def _srm(args: argparse.Namespace) -> int:
+    """Exit 0 when no split is flagged, 3 when one is, 1 on a bad config or source."""
+    import urllib.error
+    import urllib.request
+
+    from app.config import load_file
+    from app.settings import Settings
+    from app.srm import SRM_ALPHA, counts_from_exposition, srm
+
+    path = args.config or Settings().config
+    try:
+        engine = load_file(path)
+    except ConfigError as exc:
+        print(f"{path}: invalid: {exc}", file=sys.stderr)
+        return 1
+    counts: dict[tuple[str, str], float] = {}
+    for source in args.url or args.file:
+        try:
+            if args.url:
+                with urllib.request.urlopen(source, timeout=10) as resp:  # noqa: S310
+                    text = resp.read().decode()
+            else:
+                text = source.read_text()
+        except (OSError, urllib.error.URLError) as exc:
+            print(f"{source}: cannot read: {exc}", file=sys.stderr)
+            return 1
+        for key, n in counts_from_exposition(text).items():
+            counts[key] = counts.get(key, 0.0) + n
+    results = srm(counts, engine.designs())
+    if args.json:
+        print(orjson.dumps({"alpha": SRM_ALPHA, "experiments": [r.as_dict() for r in results]},
+                           option=orjson.OPT_INDENT_2).decode())
+    for r in results if not args.json else ():
+        split = ", ".join(f"{v} {int(n)} (expected {r.expected.get(v, 0):.0f})"
+                          for v, n in r.observed.items())
+        verdict = ("no data" if r.p_value is None
+                   else f"p = {r.p_value:.3g}" + ("  SRM: do not trust this experiment's "
+                                                  "results" if r.flagged else "  ok"))
+        print(f"{r.experiment}: {split}; {verdict}")
+    return 3 if any(r.flagged for r in results) else 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -46,9 +119,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from app.config import load_file
+    from app.experiment_config import check_rebucketing
 
     try:
         engine = load_file(args.file)
+        if args.against is not None:
+            check_rebucketing(load_file(args.against), engine)
     except ConfigError as exc:
         print(f"{args.file}: invalid: {exc}", file=sys.stderr)
         return 1
@@ -56,8 +132,12 @@ def _check(args: argparse.Namespace) -> int:
         rules = ", ".join(f"{phase.value}:{step.rule.name}" for phase, step in pipeline.rules())
         print(f"profile {name}: {rules}")
     for exp in engine.experiments:
-        print(f"experiment {exp.name}: unit {exp.unit}, variants {dict(exp.variants)}, "
-              f"rules {list(exp.rules)}")
+        layer = f", layer {exp.layer} slots {list(exp.slots)}" if exp.layer else ""
+        salt = f", salt {exp.salt}" if exp.salt else ""
+        print(f"experiment {exp.name}: unit {exp.unit}{layer}{salt}, "
+              f"variants {exp.ranges()}, rules {list(exp.rules)}")
+    if engine.holdout is not None:
+        print(f"holdout: unit {engine.holdout.unit}, buckets [0, {engine.holdout.upper})")
     print(f"{args.file}: ok, config_version {engine.version}")
     return 0
 

@@ -11,7 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from app.errors import ConfigError
-from app.experiments import Experiment
+from app.experiment_config import check_rebucketing, parse_experiments, parse_holdout
+from app.experiments import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.pipeline import PHASES, Phase, Pipeline, Step
 from app.rules import RULES
 
@@ -28,6 +29,16 @@ class Engine:
     routing: Mapping[str, str]
     experiments: tuple[Experiment, ...]
     source: str = ""
+    holdout: Holdout | None = None
+
+    def designs(self) -> dict[str, dict[str, int]]:
+        """Experiment → variant → buckets it owns: the split an SRM check expects."""
+        out = {e.name: {v: hi - lo for v, (lo, hi) in e.ranges().items()}
+               for e in self.experiments}
+        if self.holdout is not None:
+            out[HOLDOUT] = {HOLDOUT: self.holdout.upper,
+                            HOLDOUT_REST: BUCKETS - self.holdout.upper}
+        return out
 
     def route(self, classes: tuple[str, ...]) -> str:
         """The profile of the first class that has a route, else `default`."""
@@ -55,19 +66,20 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
     if not isinstance(doc, dict):
         raise ConfigError(source, "the top level must be a mapping with `profiles`")
-    unknown = set(doc) - {"profiles", "routing", "experiments"}
+    unknown = set(doc) - {"profiles", "routing", "experiments", "holdout"}
     if unknown:
         raise ConfigError(sorted(unknown)[0], "unknown top-level key "
-                          "(expected profiles, routing, experiments)")
-    experiments = _experiments(doc.get("experiments") or [])
-    gates = {rule: exp.name for exp in experiments for rule in exp.rules}
+                          "(expected profiles, routing, experiments, holdout)")
+    experiments = parse_experiments(doc.get("experiments") or [])
+    holdout = parse_holdout(doc.get("holdout"))
+    gates = {rule: exp for exp in experiments for rule in exp.rules}
     profiles = _profiles(doc.get("profiles"), gates)
     routing = _routing(doc.get("routing") or {}, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
-    return Engine(version, profiles, routing, experiments, source)
+    return Engine(version, profiles, routing, experiments, source, holdout)
 
 
-def _profiles(raw: Any, gates: Mapping[str, str]) -> dict[str, Pipeline]:
+def _profiles(raw: Any, gates: Mapping[str, Experiment]) -> dict[str, Pipeline]:
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("profiles", "a mapping of at least one profile is required")
     if DEFAULT_PROFILE not in raw:
@@ -102,7 +114,7 @@ def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, A
     return {**_resolve(parent, raw, [*chain, name]), **phases}
 
 
-def _pipeline(name: str, phases: Mapping[str, Any], gates: Mapping[str, str]) -> Pipeline:
+def _pipeline(name: str, phases: Mapping[str, Any], gates: Mapping[str, Experiment]) -> Pipeline:
     built = []
     for phase in PHASES:
         items = phases.get(phase.value) or []
@@ -114,7 +126,7 @@ def _pipeline(name: str, phases: Mapping[str, Any], gates: Mapping[str, str]) ->
     return Pipeline(name, built)
 
 
-def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, str]) -> Step:
+def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, Experiment]) -> Step:
     if isinstance(item, str):
         rule_name, params = item, {}
     elif isinstance(item, dict) and len(item) == 1:
@@ -134,11 +146,25 @@ def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, str]) -> Step
     try:
         validated = cls.Params.model_validate(params)
     except ValidationError as exc:
-        raise ConfigError(place, _pydantic_problem(exc)) from exc
-    return Step(cls(validated, phase), gates.get(rule_name))
+        raise ConfigError(place, pydantic_problem(exc)) from exc
+    exp = gates.get(rule_name)
+    if exp is None:
+        return Step(cls(validated, phase))
+    by_variant = {}
+    for variant, overrides in exp.params.items():
+        if rule_name not in overrides:
+            continue
+        try:
+            merged = cls.Params.model_validate({**params, **overrides[rule_name]})
+        except ValidationError as exc:
+            raise ConfigError(f"{place} with experiments {exp.name} variant {variant}",
+                              pydantic_problem(exc)) from exc
+        by_variant[variant] = cls(merged, phase)  # built once here, never per request
+    return Step(cls(validated, phase), exp.name, by_variant)
 
 
-def _pydantic_problem(exc: ValidationError) -> str:
+def pydantic_problem(exc: ValidationError) -> str:
+    """The first pydantic error as one line naming the parameter."""
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     msg = first["msg"].removeprefix("Value error, ")
@@ -156,55 +182,6 @@ def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def _experiments(raw: Any) -> tuple[Experiment, ...]:
-    if not isinstance(raw, list):
-        raise ConfigError("experiments", "must be a list")
-    built: list[Experiment] = []
-    owner: dict[str, str] = {}
-    for i, item in enumerate(raw):
-        place = f"experiments[{i}]"
-        if not isinstance(item, dict):
-            raise ConfigError(place, "must be a mapping with name, unit, variants, rules")
-        unknown = set(item) - {"name", "unit", "variants", "rules"}
-        if unknown:
-            raise ConfigError(f"{place}.{sorted(unknown)[0]}", "unknown key")
-        name, unit = item.get("name"), item.get("unit")
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{place}.name", "a non-empty string is required")
-        place = f"experiments[{i}] {name}"
-        if any(e.name == name for e in built):
-            raise ConfigError(place, "duplicate experiment name")
-        if not isinstance(unit, str) or not unit:
-            raise ConfigError(f"{place}.unit", "names the field of `unit` to hash, e.g. user_id")
-        weights = _weights(f"{place}.variants", item.get("variants"))
-        rules = item.get("rules") or []
-        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-            raise ConfigError(f"{place}.rules", "must be a list of rule names")
-        for rule in rules:
-            if rule not in RULES:
-                raise ConfigError(f"{place}.rules", f"unknown rule {rule!r}")
-            if rule in owner:
-                raise ConfigError(f"{place}.rules", f"{rule} is already gated by {owner[rule]}")
-            owner[rule] = name
-        built.append(Experiment.from_weights(name, unit, weights, tuple(rules)))
-    return tuple(built)
-
-
-def _weights(place: str, raw: Any) -> dict[str, float]:
-    if not isinstance(raw, dict) or not raw:
-        raise ConfigError(place, "a mapping of variant to percentage is required")
-    total = 0.0
-    for variant, weight in raw.items():
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-            raise ConfigError(f"{place}.{variant}", "weight must be a percentage >= 0")
-        if abs(weight * 100 - round(weight * 100)) > 1e-9:
-            raise ConfigError(f"{place}.{variant}", "weight must be a multiple of 0.01%")
-        total += weight
-    if total > 100 + 1e-9:
-        raise ConfigError(place, f"variant weights add up to {total:g}, over 100")
-    return {str(k): float(v) for k, v in raw.items()}
-
-
 class ConfigHolder:
     """The Engine in use; a reload builds a new one aside and swaps one reference."""
 
@@ -214,9 +191,11 @@ class ConfigHolder:
         self._stamp = self._file_stamp()
 
     def reload(self) -> tuple[bool, str]:
-        """Load the file again; (changed, version). ConfigError leaves the old Engine in use."""
+        """Load the file again; (changed, version). ConfigError (an invalid file, or one that
+        would re-bucket a running experiment) leaves the old Engine in use."""
         self._stamp = self._file_stamp()  # a refused file is reported once, not every poll
         engine = load_file(self.path)
+        check_rebucketing(self.engine, engine)
         changed = engine.version != self.engine.version
         if changed:
             self.engine = engine

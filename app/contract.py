@@ -32,6 +32,24 @@ class Query(Struct, forbid_unknown_fields=True):
     age_mode: Literal["strict", "moderate", "off"] = "moderate"
 
 
+_U64_MAX = 2**64 - 1
+UInt64 = Annotated[int, Meta(ge=0)]  # msgspec refuses ints past 2**64 - 1 itself
+
+
+class MinHash(Struct, forbid_unknown_fields=True):
+    """A precomputed MinHash signature of the document's text (README: near-duplicates).
+
+    An addition to the contract: upstream may send this instead of (or with) `text`, so long
+    texts need not travel with every query. `values` are the k unsigned 64-bit minima of the
+    published hash family; `shingles` is the size of the shingle set (for containment).
+    """
+
+    values: Annotated[list[UInt64], Meta(min_length=1, max_length=4096)]
+    shingles: Annotated[int, Meta(ge=0, le=100_000_000)]
+    width: Annotated[int, Meta(ge=1, le=100)]
+    seed: UInt64
+
+
 class Document(Struct, forbid_unknown_fields=True):
     """One result of the ranker's page; only id, url and score are required."""
 
@@ -46,6 +64,7 @@ class Document(Struct, forbid_unknown_fields=True):
     topics: list[str] = []
     blocked_regions: list[Region] = []
     text: str | None = None
+    minhash: MinHash | None = None
     attributes: dict[str, Any] = {}
 
 
@@ -127,6 +146,10 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
             raise FieldError(f"documents[{i}].text",
                              f"{len(d.text)} characters, over the limit of {max_text_chars}",
                              status=413)
+        if d.minhash is not None and max(d.minhash.values) > _U64_MAX:
+            at = next(n for n, v in enumerate(d.minhash.values) if v > _U64_MAX)
+            raise FieldError(f"documents[{i}].minhash.values[{at}]",
+                             "must be an unsigned 64-bit integer (<= 2**64 - 1)")
         try:
             canonical = canon.canonicalize(d.url)
         except canon.InvalidURL as exc:
@@ -139,7 +162,7 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
             topics=d.topics,
             blocked_regions=frozenset([r.upper() for r in d.blocked_regions])
             if d.blocked_regions else _NO_REGIONS,
-            text=d.text, attributes=d.attributes,
+            text=d.text, signature=d.minhash, attributes=d.attributes,
         ))
     return docs
 

@@ -14,13 +14,15 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import admin, banlist, health, rerank
+from app.api import admin, banlist, experiments, health, rerank
+from app.api.observe import ResponseCounter
 from app.audit import AuditLog
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
+from app.rules.diversity import signature_caches
 from app.service import Rearranger
 from app.settings import Settings
 
@@ -38,7 +40,9 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         added = store.seed(read_specs(settings.banlist_seed))
         log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
     config = ConfigHolder(settings.config)
+    metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
     metrics.config_info.set_to_current_time()
+    metrics.track_signature_caches(lambda: signature_caches(config.engine.profiles))
     audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
              if settings.audit_log else None)
     return Rearranger(settings, store, config, metrics, audit)
@@ -68,9 +72,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   summary="Post-ranking rule pipeline over a search result page")
     app.state.service = service
     app.state.tokens = settings.tokens()
-    for module in (rerank, banlist, admin, health):
+    for module in (rerank, banlist, admin, health, experiments):
         app.include_router(module.router)
     _install_error_handlers(app)
+    app.add_middleware(ResponseCounter, metrics=service.metrics)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

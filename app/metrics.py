@@ -1,12 +1,102 @@
-"""Every Prometheus metric, on an explicit registry; label values come only from config."""
+"""Every Prometheus metric, on an explicit registry; label values come only from config.
+
+A request touches many series (one per rule call), so the request path is kept cheap:
+label children are cached in dicts, action counts are summed per request before one
+`inc(n)` per series, and the per-rule delta histograms are a small collector of plain
+integer lists (`_Histograms`) that exports standard Prometheus histograms at scrape time.
+"""
 from __future__ import annotations
 
+import threading
+from bisect import bisect_left
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from app.pipeline import Outcome
+from app.srm import srm
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
+# Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
+POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
+SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
+CHURN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+_ACTION_KEY = attrgetter("rule", "phase", "action", "mode")  # one C call per audit record
+
+
+class _Histograms:
+    """Histograms kept as plain integer lists; `add` takes a whole request's values at once."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str],
+                 buckets: Sequence[float]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, list(labels)
+        self.bounds = tuple(float(b) for b in buckets)
+        self._series: dict[tuple[str, ...], list[Any]] = {}  # key → [counts..., +Inf, sum]
+        self._lock = threading.Lock()
+
+    def add(self, key: tuple[str, ...], values: Iterable[float]) -> None:
+        """Observe every value under one label set."""
+        self.add_batch(((key, values),))
+
+    def add_batch(self, items: Iterable[tuple[tuple[str, ...], Iterable[float]]]) -> None:
+        """Observe a whole request's values, taking the lock once."""
+        bounds, n = self.bounds, len(self.bounds)
+        with self._lock:
+            for key, values in items:
+                series = self._series.get(key)
+                if series is None:
+                    series = self._series[key] = [0] * (n + 1) + [0.0]
+                for v in values:
+                    series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
+                    series[n + 1] += v
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+        with self._lock:
+            snapshot = [(k, list(v)) for k, v in self._series.items()]
+        for key, series in snapshot:
+            cumulative, buckets = 0, []
+            for bound, count in zip((*self.bounds, float("inf")), series, strict=False):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            family.add_metric(list(key), buckets, series[-1])
+        yield family
+
+
+class _Srm:
+    """`rearrange_experiment_srm_p_value`, computed at scrape time from the counts."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.designs: Callable[[], Mapping[str, Mapping[str, int]]] = dict
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("rearrange_experiment_srm_p_value", "", labels=["experiment"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "rearrange_experiment_srm_p_value",
+            "Chi-square p-value of assignments against configured weights (< 0.001: SRM)",
+            labels=["experiment"])
+        counts = self.metrics.assignment_counts()
+        for result in srm(counts, self.designs()):
+            if result.p_value is not None:
+                family.add_metric([result.experiment], result.p_value)
+        yield family
 
 
 class Metrics:
@@ -20,17 +110,38 @@ class Metrics:
         self.request_seconds = Histogram(
             "rearrange_request_duration_seconds", "Rerank handling time (decode to encode)",
             ["profile"], buckets=LATENCY_BUCKETS, registry=r)
+        self.http_responses = Counter(
+            "rearrange_http_responses_total", "HTTP responses by route and status class",
+            ["route", "code"], registry=r)
         self.rule_actions = Counter(
-            "rearrange_rule_actions_total", "Audit records by rule, phase, action and mode",
-            ["rule", "phase", "action", "mode"], registry=r)
-        self.rule_seconds = Histogram(
-            "rearrange_rule_duration_seconds", "Time per rule call",
-            ["rule", "phase"], buckets=RULE_BUCKETS, registry=r)
+            "rearrange_rule_actions_total",
+            "Audit records by rule, phase, action, mode and profile",
+            ["rule", "phase", "action", "mode", "profile"], registry=r)
+        self.rule_seconds = _Histograms(
+            "rearrange_rule_duration_seconds", "Time per rule call, applied or shadow",
+            ["rule", "phase", "mode"], RULE_BUCKETS)
+        self.position_change = _Histograms(
+            "rearrange_rule_position_change",
+            "Positions moved by each document in the top 10 after a rule that moved it "
+            "(shadow: would have moved)", ["rule", "mode", "direction"], POSITION_BUCKETS)
+        self.score_change = _Histograms(
+            "rearrange_rule_score_change", "Size of each rescore by a rule (shadow: would be)",
+            ["rule", "mode", "direction"], SCORE_BUCKETS)
+        self.top_churn = _Histograms(
+            "rearrange_rule_top10_churn",
+            "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
+            ["rule", "mode"], CHURN_BUCKETS)
+        for collector in (self.rule_seconds, self.position_change, self.score_change,
+                          self.top_churn):
+            r.register(collector)  # type: ignore[arg-type]
         self.fallbacks = Counter("rearrange_fallbacks_total", "Pages emptied by filters",
                                  ["rule", "action"], registry=r)
         self.experiment_assignments = Counter(
-            "rearrange_experiment_assignments_total", "Requests by experiment and variant",
+            "rearrange_experiment_assignments_total",
+            "Requests by experiment and variant (QA-forced ones excluded)",
             ["experiment", "variant"], registry=r)
+        self.srm = _Srm(self)
+        r.register(self.srm)  # type: ignore[arg-type]
         self.banlist_entries = Gauge("rearrange_banlist_entries", "Banlist entries held",
                                      registry=r)
         self.banlist_version = Gauge("rearrange_banlist_version", "Banlist version served",
@@ -46,35 +157,131 @@ class Metrics:
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
-        self._actions: dict[tuple[str, str, str, str], Counter] = {}
-        self._rule_time: dict[tuple[str, str], Histogram] = {}
-        self._latency: dict[str, Histogram] = {}
-        self._ok: dict[str, Counter] = {}
+        self._signature_caches: SignatureCacheCollector | None = None
+        self._actions: dict[tuple[str, ...], Any] = {}
+        self._latency: dict[str, Any] = {}
+        self._ok: dict[str, Any] = {}
+        self._assigned: dict[tuple[str, str], Any] = {}
+        self._http: dict[tuple[str, str], Any] = {}
+
+    def track_signature_caches(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        """Export the near_duplicates signature caches that `caches()` lists at each scrape.
+
+        `caches` yields (profile, cache) pairs from the config in use; read at scrape time,
+        so the request path does no metrics work for the cache and a reload (new rules,
+        new caches, counters from zero, as after a restart) needs no re-registration.
+        """
+        if self._signature_caches is None:
+            self._signature_caches = SignatureCacheCollector(caches)
+            self.registry.register(self._signature_caches)
+        else:
+            self._signature_caches.caches = caches
 
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
-        """Record one served request: per-rule actions and times, fallback, latency."""
-        counts: dict[tuple[str, str, str, str], int] = {}
-        for rec in outcome.audit:
-            key = (rec.rule, rec.phase, rec.action, rec.mode)
-            counts[key] = counts.get(key, 0) + 1
-        for key, n in counts.items():
-            child = self._actions.get(key)
+        """Record one served request: per-rule actions, times and deltas, fallback, latency.
+
+        Everything is summed per request first; each metric is then touched once per series
+        (the delta histograms once per request), so the cost grows with the number of rules,
+        not of documents.
+        """
+        actions = self._actions
+        for key, n in Tally(map(_ACTION_KEY, outcome.audit)).items():
+            child = actions.get((profile, *key))
             if child is None:
-                child = self._actions[key] = self.rule_actions.labels(*key)
+                child = actions[(profile, *key)] = self.rule_actions.labels(*key, profile)
             child.inc(n)
+        times, churn, moves, scores = [], [], [], []
         for t in outcome.timings:
-            tkey = (t.rule, t.phase)
-            hist = self._rule_time.get(tkey)
-            if hist is None:
-                hist = self._rule_time[tkey] = self.rule_seconds.labels(*tkey)
-            hist.observe(t.seconds)
+            times.append(((t.rule, t.phase, t.mode), (t.seconds,)))
+            churn.append(((t.rule, t.mode), (t.churn,)))
+            if t.moves:
+                _split(moves, t.rule, t.mode, t.moves, "down", "up")
+            if t.records:
+                deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
+                if deltas:
+                    _split(scores, t.rule, t.mode, deltas, "up", "down")
+        self.rule_seconds.add_batch(times)
+        self.top_churn.add_batch(churn)
+        if moves:
+            self.position_change.add_batch(moves)
+        if scores:
+            self.score_change.add_batch(scores)
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
         latency = self._latency.get(profile)
         if latency is None:
             latency = self._latency[profile] = self.request_seconds.labels(profile)
+            self._ok[profile] = self.requests.labels(profile, "ok")
         latency.observe(seconds)
-        ok = self._ok.get(profile)
-        if ok is None:
-            ok = self._ok[profile] = self.requests.labels(profile, "ok")
-        ok.inc()
+        self._ok[profile].inc()
+
+    def assigned(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Count one request's (experiment, variant) assignments."""
+        for pair in pairs:
+            child = self._assigned.get(pair)
+            if child is None:
+                child = self._assigned[pair] = self.experiment_assignments.labels(*pair)
+            child.inc()
+
+    def assignment_counts(self) -> dict[tuple[str, str], float]:
+        """(experiment, variant) → requests assigned since start, read from the counter."""
+        out = {}
+        for family in self.experiment_assignments.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    out[(sample.labels["experiment"], sample.labels["variant"])] = sample.value
+        return out
+
+    def http_response(self, route: str, status: int) -> None:
+        """Count one HTTP response by route template and status class (2xx, 4xx, 5xx)."""
+        key = (route, f"{status // 100}xx")
+        child = self._http.get(key)
+        if child is None:
+            child = self._http[key] = self.http_responses.labels(*key)
+        child.inc()
+
+
+def _split(out: list[tuple[tuple[str, ...], list[float]]], rule: str, mode: str,
+           values: Sequence[float], positive: str, negative: str) -> None:
+    """Magnitudes under direction labels (a position +n is down, a score +x is up)."""
+    pos = [v for v in values if v > 0]
+    neg = [-v for v in values if v < 0]
+    if pos:
+        out.append(((rule, mode, positive), pos))
+    if neg:
+        out.append(((rule, mode, negative), neg))
+
+
+class SignatureCacheCollector(Collector):
+    """Hits, misses, evictions, entries and bytes of each profile's signature cache."""
+
+    def __init__(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self.caches = caches
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """One sample per profile (caches of one profile summed)."""
+        totals: dict[str, list[int]] = {}
+        for profile, cache in self.caches():
+            t = totals.setdefault(profile, [0, 0, 0, 0, 0])
+            for n, value in enumerate((cache.hits, cache.misses, cache.evictions,
+                                       len(cache), cache.bytes)):
+                t[n] += value
+        families = [
+            CounterMetricFamily("rearrange_signature_cache_hits",
+                                "near_duplicates signatures found in the cache",
+                                labels=["profile"]),
+            CounterMetricFamily("rearrange_signature_cache_misses",
+                                "near_duplicates signatures computed from text",
+                                labels=["profile"]),
+            CounterMetricFamily("rearrange_signature_cache_evictions",
+                                "Signatures dropped to stay under cache_mb", labels=["profile"]),
+            GaugeMetricFamily("rearrange_signature_cache_entries", "Signatures held",
+                              labels=["profile"]),
+            GaugeMetricFamily("rearrange_signature_cache_bytes",
+                              "Approximate bytes held by the signature cache",
+                              labels=["profile"]),
+        ]
+        for profile, values in sorted(totals.items()):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([profile], value)
+        yield from families

@@ -9,6 +9,9 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from app.effects import by_score, compare_ranked, effect
+from app.experiments import CONTROL
+
 
 class Phase(StrEnum):
     """The six phases, in the order they run."""
@@ -19,6 +22,10 @@ class Phase(StrEnum):
     TRIM = "trim"
     ANNOTATE = "annotate"
     POST_FILTER = "post-filter"
+
+    # Enum hashes by name in Python code; the str hash is C and agrees with == "rerank",
+    # which matters where per-request tallies key on the phase.
+    __hash__ = str.__hash__
 
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
@@ -182,10 +189,15 @@ class BaseRule:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A configured rule in a phase, and the experiment that gates it, if any."""
+    """A configured rule in a phase, the experiment that gates it, and per-variant instances.
+
+    `variants` holds the rule built with a treatment variant's parameter overrides (built at
+    config load); a variant not in it runs `rule`. Control, outside and holdout shadow `rule`.
+    """
 
     rule: Rule
     experiment: str | None = None
+    variants: Mapping[str, Rule] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -197,6 +209,8 @@ class RuleTiming:
     mode: str
     seconds: float
     records: Sequence[AuditRecord]
+    moves: Sequence[int] = ()  # position changes (new − old) of the docs in the top 10 after it
+    churn: int = 0             # docs in the top 10 after the rule that were not before it
 
 
 @dataclass(slots=True)
@@ -212,9 +226,14 @@ class Outcome:
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
 
 
-def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
-    """Stable sort by score, best first, with a `move` record for every doc that moved."""
-    ordered = sorted(docs, key=_score, reverse=True)  # reverse=True keeps ties in order
+def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
+                  ) -> tuple[list[Doc], list[AuditRecord]]:
+    """Stable sort by score, best first, with a `move` record for every doc that moved.
+
+    `ordered` is `docs` already sorted (the runner keeps it from the last rerank rule).
+    """
+    if ordered is None:
+        ordered = by_score(docs)
     records = []
     if ordered != docs:
         before = {id(d): i for i, d in enumerate(docs)}
@@ -226,10 +245,6 @@ def sort_by_score(docs: list[Doc]) -> tuple[list[Doc], list[AuditRecord]]:
                 records.append(AuditRecord(SORT_RULE, Phase.RERANK, doc.id, "move",
                                            f"stable sort by score after rerank: {why}", delta))
     return ordered, records
-
-
-def _score(doc: Doc) -> float:
-    return doc.score
 
 
 class Pipeline:
@@ -264,23 +279,36 @@ class Pipeline:
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
         fallback = None
+        ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
-                rule = step.rule
+                mode, rule = self._mode(step, ctx)
                 if not rule.applies(ctx):
                     continue
                 started = clock()
                 out, records = rule(docs, ctx)
-                mode = self._mode(step, ctx)
+                elapsed = clock() - started
+                timing = RuleTiming(rule.name, phase, mode, elapsed, records)
+                if records and phase is Phase.RERANK:
+                    # Sorted pages are reused along the phase: one sort per rescoring rule.
+                    before = ranked[1] if ranked is not None and ranked[0] is docs else None
+                    after = by_score(out)
+                    timing.moves, timing.churn = compare_ranked(
+                        before if before is not None else by_score(docs), after)
+                    if mode == APPLIED:
+                        ranked = (out, after)
+                elif records:
+                    timing.moves, timing.churn = effect(docs, out, False)
                 if mode == APPLIED:
                     docs = out
-                else:
+                else:  # shadow: the records say what it would have done; `out` is dropped
                     for rec in records:
                         rec.mode = SHADOW
-                timings.append(RuleTiming(rule.name, phase, mode, clock() - started, records))
+                timings.append(timing)
                 audit.extend(records)
             if phase is Phase.RERANK:
-                docs, moves = sort_by_score(docs)
+                docs, moves = sort_by_score(
+                    docs, ranked[1] if ranked is not None and ranked[0] is docs else None)
                 audit.extend(moves)
         for rec in audit:
             if rec.action == "fallback" and rec.mode == APPLIED and not rec.relax_to:
@@ -294,11 +322,14 @@ class Pipeline:
         return Outcome(docs, audit, fallback, timings)
 
     @staticmethod
-    def _mode(step: Step, ctx: Context) -> str:
+    def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:
+        """Applied unless gated; gated rules apply only in treatment variants."""
         if step.experiment is None:
-            return APPLIED
+            return APPLIED, step.rule
         variant = ctx.variants.get(step.experiment)
-        return APPLIED if variant is not None and variant != "control" else SHADOW
+        if variant is None or variant == CONTROL:
+            return SHADOW, step.rule
+        return APPLIED, step.variants.get(variant, step.rule)
 
 
 def _asks_relax(audit: list[AuditRecord]) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from app import contract
@@ -10,11 +11,13 @@ from app.audit import AuditLog
 from app.banlist.store import EmbeddedStore
 from app.config import ConfigHolder
 from app.errors import FieldError
+from app.experiments import Experiment, assign
 from app.metrics import Metrics
 from app.pipeline import APPLIED, Context, Doc, Outcome
 from app.settings import Settings
 
 _REMOVING = frozenset({"remove", "trim"})
+FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
 
 
 class Rearranger:
@@ -29,8 +32,13 @@ class Rearranger:
         self.audit_log = audit_log
         self.draining = False  # set on shutdown so /readyz turns false before the last request
 
-    def rerank(self, body: bytes) -> dict[str, Any]:
-        """Handle one request body; FieldError for bad input."""
+    def rerank(self, body: bytes, forced: Mapping[str, str] | None = None,
+               forced_by: str | None = None) -> dict[str, Any]:
+        """Handle one request body; FieldError for bad input.
+
+        `forced` (experiment → variant, from the QA header, the caller having checked the
+        admin token of `forced_by`) overrides the bucketing for this request only.
+        """
         started = time.perf_counter()
         req = contract.decode(body)
         engine = self.config.engine  # one reference for the whole request, even across a reload
@@ -42,20 +50,17 @@ class Rearranger:
         else:
             profile = engine.route(tuple(req.query.classes))
         docs = contract.to_docs(req, self.settings.max_documents, self.settings.max_text_chars)
-        assignments = []
-        variants: dict[str, str] = {}
-        for exp in engine.experiments:
-            got = exp.assign(req.unit)
-            if got is not None:
-                variants[exp.name] = got[0]
-                assignments.append({"experiment": exp.name, "variant": got[0], "bucket": got[1]})
+        if forced:
+            _check_forced(engine.experiments, forced)
+        assigned = assign(engine.experiments, engine.holdout, req.unit, forced)
+        assignments = assigned.exposures
         store = self.store
         q = req.query
         ctx = Context(
             query_text=q.text, classes=tuple(q.classes),
             region=q.region.upper() if q.region else None, age_mode=q.age_mode,
             depth=req.depth, input_count=len(docs), now=time.time(), banlist=store.index,
-            variants=variants,
+            variants=assigned.variants,
         )
         outcome = engine.profiles[profile].run(docs, ctx)
         response = {
@@ -69,17 +74,41 @@ class Rearranger:
             "fallback": outcome.fallback,
             "audit": [r.as_dict() for r in outcome.audit],
         }
-        for a in assignments:
-            self.metrics.experiment_assignments.labels(a["experiment"], a["variant"]).inc()
+        if assigned.counted:
+            self.metrics.assigned(assigned.counted)
         self.metrics.observe(profile, outcome, time.perf_counter() - started)
-        if self.audit_log is not None and outcome.audit:
-            self.audit_log.emit({
+        if self.audit_log is not None and (outcome.audit or assignments):
+            # Every exposure is logged, not only requests that changed something: analysts
+            # join on what was served instead of recomputing buckets.
+            line = {
                 "ts": ctx.now, "request_id": response["request_id"], "profile": profile,
                 "config_version": engine.version, "banlist_version": store.version,
                 "experiments": assignments, "query": {"text": q.text, "region": ctx.region},
                 "audit": response["audit"],
-            })
+            }
+            if forced_by is not None:
+                line["forced_by"] = forced_by
+            self.audit_log.emit(line)
         return response
+
+
+def _check_forced(experiments: tuple[Experiment, ...], forced: Mapping[str, str]) -> None:
+    by_name = {e.name: e for e in experiments}
+    layers: dict[str, str] = {}
+    for name, variant in forced.items():
+        exp = by_name.get(name)
+        if exp is None:
+            raise FieldError(FORCE_HEADER, f"unknown experiment {name!r} "
+                             f"(running: {', '.join(by_name) or 'none'})")
+        known = [v for v, _ in exp.variants]
+        if variant not in known:
+            raise FieldError(FORCE_HEADER, f"experiment {name} has no variant {variant!r} "
+                             f"(variants: {', '.join(known)})")
+        if exp.layer is not None:
+            if exp.layer in layers:
+                raise FieldError(FORCE_HEADER, f"{layers[exp.layer]} and {name} share layer "
+                                 f"{exp.layer}: a request is in one experiment per layer")
+            layers[exp.layer] = name
 
 
 def _doc_out(position: int, d: Doc) -> dict[str, Any]:

@@ -48,6 +48,7 @@ import msgspec
 import orjson
 
 from app import contract
+from app.experiments import assign
 from app.main import build_service
 from app.pipeline import Context, Outcome, Pipeline
 from app.service import Rearranger
@@ -305,11 +306,8 @@ def pick_user(service: Rearranger, variant: str) -> tuple[str, dict[str, str]]:
 
 def context_for(service: Rearranger, req: contract.RerankRequest, n_docs: int) -> Context:
     """The Context exactly as Rearranger.rerank builds it."""
-    variants = {}
-    for exp in service.config.engine.experiments:
-        got = exp.assign(req.unit)
-        if got is not None:
-            variants[exp.name] = got[0]
+    engine = service.config.engine
+    variants = assign(engine.experiments, engine.holdout, req.unit).variants
     q = req.query
     return Context(
         query_text=q.text, classes=tuple(q.classes),

@@ -41,3 +41,57 @@ def test_run_reports_bad_input(tmp_path, capsys, monkeypatch):
     request.write_text('{"documents": [{"id": "a", "url": "http://x/", "score": "high"}]}')
     assert main(["run", str(request)]) == 2
     assert "documents[0].score" in capsys.readouterr().err
+
+
+def _exposition(control: int, treatment: int) -> str:
+    return ("# TYPE rearrange_experiment_assignments_total counter\n"
+            f'rearrange_experiment_assignments_total{{experiment="antispam_v7",'
+            f'variant="control"}} {control}.0\n'
+            f'rearrange_experiment_assignments_total{{experiment="antispam_v7",'
+            f'variant="treatment"}} {treatment}.0\n')
+
+
+def test_experiments_srm_from_files(tmp_path, capsys):
+    config = str(ROOT / "config" / "rules.yaml")
+    fair = tmp_path / "fair.prom"
+    fair.write_text(_exposition(5030, 4970))
+    assert main(["experiments", "srm", "--file", str(fair), "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert "antispam_v7: control 5030 (expected 5000), treatment 4970 (expected 5000)" in out
+    assert "ok" in out
+    # two replicas are summed: 5030+5400 vs 4970+4600 is a mismatch
+    skewed = tmp_path / "skewed.prom"
+    skewed.write_text(_exposition(5400, 4600))
+    assert main(["experiments", "srm", "--file", str(fair), "--file", str(skewed),
+                 "--config", config, "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    exp = report["experiments"][0]
+    assert exp["observed"] == {"control": 10430.0, "treatment": 9570.0} and exp["flagged"]
+    assert exp["p_value"] < 0.001
+
+
+def test_experiments_srm_bad_source(tmp_path, capsys):
+    config = str(ROOT / "config" / "rules.yaml")
+    assert main(["experiments", "srm", "--file", str(tmp_path / "none"), "--config",
+                 config]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_example_experiments_config_is_valid(capsys):
+    assert main(["check-config", str(ROOT / "config" / "experiments.example.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "experiment sandbox_v2: unit user_id, layer ranking slots [3000, 6000]" in out
+    assert "holdout: unit user_id, buckets [0, 200)" in out
+
+
+def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    new = tmp_path / "new.yaml"
+    old.write_text("profiles: {default: {rerank: [spam_demotion]}}\nexperiments: [{name: e, "
+                   "unit: user_id, variants: {control: 10, treatment: 10}, "
+                   "rules: [spam_demotion]}]\n")
+    new.write_text(old.read_text().replace("control: 10", "control: 20"))
+    assert main(["check-config", str(new), "--against", str(old)]) == 1
+    err = capsys.readouterr().err
+    assert "experiments[0] e: would re-bucket units of the running experiment" in err
+    assert main(["check-config", str(new)]) == 0  # valid on its own

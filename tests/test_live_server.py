@@ -1,6 +1,7 @@
 """A real uvicorn process: hot reload on file change while requests keep flowing."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -54,6 +55,17 @@ def server(tmp_path: Path):
     proc.wait(10)
 
 
+def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
+    """Poll /readyz until the served config version changes (the poller runs every 0.2 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        version = httpx.get(f"{base}/readyz").json()["config_version"]
+        if version != old:
+            return version
+        time.sleep(0.05)
+    pytest.fail(f"config version stayed {old} for {timeout} s after the file changed")
+
+
 def test_hot_reload_under_concurrent_requests(server):
     base, config = server
     results: list[tuple[int, str, int]] = []
@@ -71,13 +83,16 @@ def test_hot_reload_under_concurrent_requests(server):
     for t in threads:
         t.start()
     time.sleep(0.5)
-    versions = []
+    versions = [httpx.get(f"{base}/readyz").json()["config_version"]]
     for k in (3, 7, 4):
         config.write_text(f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
-        time.sleep(0.8)
-        versions.append(httpx.get(f"{base}/readyz").json()["config_version"])
+        versions.append(wait_for_new_version(base, versions[-1]))
+        time.sleep(0.3)  # let requests flow on this version
+    versions.pop(0)
     config.write_text("profiles: {default: {trim: [nope]}}")  # invalid: refused, 4 keeps serving
-    time.sleep(0.8)
+    deadline = time.monotonic() + 10
+    while "refused" not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.1)
     stop.set()
     for t in threads:
         t.join()
@@ -93,3 +108,32 @@ def test_hot_reload_under_concurrent_requests(server):
     assert final["config_version"] == versions[-1] and len(final["documents"]) == 4
     metrics = httpx.get(f"{base}/metrics").text
     assert 'rearrange_config_reloads_total{result="refused"} 1.0' in metrics
+
+
+def test_srm_cli_reads_a_running_service_and_rebucketing_reload_is_refused(server, capsys):
+    from app.cli import main
+
+    base, config = server
+    experiment = ("profiles: {default: {rerank: [spam_demotion]}}\n"
+                  "experiments: [{name: e, unit: user_id, variants: {control: 50, "
+                  "treatment: 50}, rules: [spam_demotion]}]\n")
+    old = httpx.get(f"{base}/readyz").json()["config_version"]
+    config.write_text(experiment)
+    version = wait_for_new_version(base, old)
+    with httpx.Client(base_url=base, timeout=5) as c:
+        for i in range(200):
+            assert c.post("/v1/rerank", json={**PAGE, "unit": {"user_id": f"u{i}"}}
+                          ).status_code == 200
+    assert main(["experiments", "srm", "--url", f"{base}/metrics", "--config",
+                 str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["experiments"][0]
+    assert sum(report["observed"].values()) == 200 and report["flagged"] is False
+    # reordering the variants would re-bucket every unit: the poller refuses it
+    config.write_text(experiment.replace("control: 50, treatment: 50",
+                                         "treatment: 50, control: 50"))
+    refused = 'rearrange_config_reloads_total{result="refused"} 1.0'
+    deadline = time.monotonic() + 10
+    while refused not in httpx.get(f"{base}/metrics").text:
+        assert time.monotonic() < deadline, "the poller never refused the reorder"
+        time.sleep(0.05)
+    assert httpx.get(f"{base}/readyz").json()["config_version"] == version

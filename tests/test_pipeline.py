@@ -142,3 +142,78 @@ def test_run_is_deterministic_for_a_fixed_context():
     runs = [pipeline.run(seed_page(), seed_ctx()) for _ in range(3)]
     assert len({tuple((d.id, d.score) for d in r.docs) for r in runs}) == 1
     assert len({tuple(str(a.as_dict()) for a in r.audit) for r in runs}) == 1
+
+
+EXPERIMENT = b"""
+experiments:
+  - name: antispam_v7
+    unit: user_id
+    variants:
+      control: 40
+      treatment: 30
+      mild: {weight: 30, params: {spam_demotion: {lambda: 0.5}}}
+    rules: [spam_demotion]
+"""
+
+
+def _snapshot(out):
+    docs = [(d.id, d.score, d.original_position, d.annotations, d.collapsed, d.url)
+            for d in out.docs]
+    applied = [r.as_dict() for r in out.audit if r.mode == APPLIED]
+    return docs, applied, out.fallback
+
+
+def test_control_output_is_identical_to_no_experiment():
+    # Without the experiment (and so without the rule it would ship) vs with it in control:
+    # the shadow run must leave no trace on the page or on the applied audit.
+    without = load_bytes(SEED_CONFIG.replace(b"rerank: [spam_demotion]", b"rerank: []")
+                         ).profiles["default"]
+    with_exp = load_bytes(SEED_CONFIG + EXPERIMENT).profiles["default"]
+    base = seed_ctx()
+    for variants in ({"antispam_v7": "control"}, {}):  # control, and outside the ranges
+        ctx = Context(banlist=base.banlist, input_count=5, now=1.0, variants=variants)
+        plain = without.run(seed_page(), Context(banlist=base.banlist, input_count=5, now=1.0))
+        page = seed_page()
+        gated = with_exp.run(page, ctx)
+        assert _snapshot(gated) == _snapshot(plain)
+        assert [(d.id, d.score) for d in page] == [(d.id, d.score) for d in seed_page()]
+        shadow = [r for r in gated.audit if r.mode == SHADOW]
+        assert shadow and {r.rule for r in shadow} == {"spam_demotion"}
+
+
+def test_treatment_applies_and_variant_params_override():
+    pipeline = load_bytes(SEED_CONFIG + EXPERIMENT).profiles["default"]
+    base = seed_ctx()
+
+    def run(variant):
+        ctx = Context(banlist=base.banlist, input_count=5, now=1.0,
+                      variants={"antispam_v7": variant})
+        return pipeline.run(seed_page(), ctx)
+
+    treated, mild = run("treatment"), run("mild")
+    b = [r for r in treated.audit if r.rule == "spam_demotion"]
+    assert [(r.doc_id, r.delta, r.mode) for r in b] == [("B", -5.0, APPLIED)]
+    m = [r for r in mild.audit if r.rule == "spam_demotion"]
+    assert [(r.doc_id, r.delta, r.mode) for r in m] == [("B", -0.5, APPLIED)]
+    assert ids(treated.docs) == ["A", "E", "B"] and ids(mild.docs) == ["A", "B", "E"]
+
+
+def test_shadow_measures_what_the_rule_would_have_done_without_touching_the_page():
+    pipeline = load_bytes(SEED_CONFIG + EXPERIMENT).profiles["default"]
+    base = seed_ctx()
+    page = seed_page()
+    ctx = Context(banlist=base.banlist, input_count=5, now=1.0,
+                  variants={"antispam_v7": "control"})
+    out = pipeline.run(page, ctx)
+    timing = next(t for t in out.timings if t.rule == "spam_demotion")
+    assert timing.mode == SHADOW
+    # after the banlist: [A, B, C, E]; demoting B to 4.0 would sort it [A, C, E, B]:
+    # C and E up one, B down two. The applied page keeps B second.
+    assert sorted(timing.moves) == [-1, -1, 2] and timing.churn == 0
+    assert ids(out.docs) == ["A", "B", "E"] and out.docs[1].score == 9.0
+    treated = pipeline.run(seed_page(), Context(banlist=base.banlist, input_count=5, now=1.0,
+                                                variants={"antispam_v7": "treatment"}))
+    applied = next(t for t in treated.timings if t.rule == "spam_demotion")
+    assert applied.mode == APPLIED and sorted(applied.moves) == [-1, -1, 2]
+    banlist = next(t for t in out.timings if t.rule == "banlist")
+    assert banlist.moves == (-1,) and banlist.churn == 0  # E moved up from 5th to 4th

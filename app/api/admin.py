@@ -1,6 +1,7 @@
 """Operator endpoints: config reload."""
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
@@ -21,4 +22,7 @@ async def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
         raise HTTPException(422, {"field": exc.place, "problem": exc.problem,
                                   "serving": service.config.engine.version}) from exc
     service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
+    if changed:
+        service.metrics.config_info.set_to_current_time()
+        gc.freeze()  # the new Engine lives until the next reload: keep it out of collections
     return {"config_version": version, "changed": changed, "by": actor}

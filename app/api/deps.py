@@ -20,16 +20,23 @@ def store(request: Request) -> EmbeddedStore:
 
 def actor(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
     """The actor of the bearer token; the caller never names itself."""
+    return token_actor(request, authorization, "Authorization")
+
+
+def token_actor(request: Request, authorization: str | None, field: str) -> str:
+    """The actor of a valid admin bearer token; 401 naming `field` (what needed it) if not."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
-        raise HTTPException(401, {"field": "Authorization", "problem": "Bearer token required"},
+        needs = ("Bearer token required" if field == "Authorization"
+                 else "needs an admin token: Authorization: Bearer <token>")
+        raise HTTPException(401, {"field": field, "problem": needs},
                             headers={"WWW-Authenticate": "Bearer"})
     found = None
     for known, who in request.app.state.tokens.items():
         if hmac.compare_digest(known.encode(), token.encode()):  # every token, constant time
             found = who
     if found is None:
-        raise HTTPException(401, {"field": "Authorization", "problem": "unknown token"},
+        raise HTTPException(401, {"field": field, "problem": "unknown token"},
                             headers={"WWW-Authenticate": "Bearer"})
     return found
 

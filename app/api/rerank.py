@@ -1,12 +1,15 @@
 """POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out."""
 from __future__ import annotations
 
-import msgspec
-from fastapi import APIRouter, HTTPException, Request, Response
+from typing import Annotated
 
-from app.api.deps import Service
+import msgspec
+from fastapi import APIRouter, Header, HTTPException, Request, Response
+
+from app.api.deps import Service, token_actor
 from app.contract import request_schema
 from app.errors import FieldError
+from app.service import FORCE_HEADER
 
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
@@ -14,7 +17,13 @@ _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.
 
 @router.post("/v1/rerank", openapi_extra=request_schema(), tags=["rerank"],
              summary="Rerank one result page")
-async def rerank(request: Request, service: Service) -> Response:
+async def rerank(
+    request: Request, service: Service,
+    x_rearrange_force_variant: Annotated[str | None, Header(
+        description="QA only: `experiment=variant[, …]` forces variants for this request; "
+                    "needs `Authorization: Bearer <admin token>`")] = None,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
     limit = service.settings.max_body_bytes
     declared = request.headers.get("content-length")
@@ -28,9 +37,25 @@ async def rerank(request: Request, service: Service) -> Response:
             service.metrics.requests.labels("", "invalid").inc()
             raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
                                       "bytes"})
+    forced, forced_by = None, None
+    if x_rearrange_force_variant is not None:  # QA override: never honoured without a token
+        forced_by = token_actor(request, authorization, FORCE_HEADER)
+        forced = parse_force(x_rearrange_force_variant)
     try:
-        response = service.rerank(bytes(body))
+        response = service.rerank(bytes(body), forced, forced_by)
     except FieldError:
         service.metrics.requests.labels("", "invalid").inc()
         raise
     return Response(_encode(response), media_type="application/json")
+
+
+def parse_force(header: str) -> dict[str, str]:
+    """`exp=variant[, exp2=variant2]` → {exp: variant}; 422 naming the header if malformed."""
+    forced: dict[str, str] = {}
+    for part in header.split(","):
+        name, sep, variant = (x.strip() for x in part.partition("="))
+        if not sep or not name or not variant or name in forced:
+            raise HTTPException(422, {"field": FORCE_HEADER, "problem": f"{part.strip()!r}: "
+                                      "expected experiment=variant, each experiment once"})
+        forced[name] = variant
+    return forced

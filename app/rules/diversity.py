@@ -1,12 +1,15 @@
 """Diversify rules: host crowding and near-duplicate collapsing (seed 000)."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from pydantic import Field, field_validator
 
-from app import shingles
+from app import minhash, neardup, shingles
 from app.domains import registrable_domain
-from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
+from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, Pipeline, RuleResult
 from app.rules.base import Params
+from app.sigcache import SignatureCache
 
 DIVERSIFY = frozenset({Phase.DIVERSIFY})
 
@@ -68,6 +71,13 @@ class NearDuplicatesParams(Params):
     shingle_words: int = Field(10, ge=1, le=100)
     measure: str = Field("containment", pattern="^(containment|jaccard)$")
     threshold: float = Field(0.5, gt=0.0, le=1.0)
+    # auto: exact shingle sets up to exact_max_docs documents with text, MinHash above that
+    # or as soon as one document brings a precomputed signature (README: "The switch").
+    method: str = Field("auto", pattern="^(auto|exact|minhash)$")
+    exact_max_docs: int = Field(neardup.EXACT_MAX_DOCS, ge=0, le=100_000)
+    num_perm: int = Field(minhash.DEFAULT_K, ge=16, le=1024)
+    seed: int = Field(minhash.DEFAULT_SEED, ge=0, le=2**64 - 1)
+    cache_mb: int = Field(64, ge=0, le=65_536)  # 0 turns the signature cache off
 
     @field_validator("measure")
     @classmethod
@@ -78,23 +88,67 @@ class NearDuplicatesParams(Params):
 
 
 class NearDuplicates(BaseRule):
-    """A document whose text is a near-duplicate of a higher one folds under it (seed 000)."""
+    """A document whose text is a near-duplicate of a higher one folds under it (seed 000).
+
+    Small pages compare exact shingle sets; larger ones, or pages whose documents bring
+    precomputed MinHash signatures, compare signatures (app/neardup.py). The signature
+    cache lives as long as this rule object, i.e. until the config is reloaded.
+    """
 
     name = "near_duplicates"
     phases = DIVERSIFY
     Params = NearDuplicatesParams
 
+    def __init__(self, params: NearDuplicatesParams, phase: Phase) -> None:
+        super().__init__(params, phase)
+        self.matcher = neardup.Matcher(
+            width=params.shingle_words, measure=params.measure, threshold=params.threshold,
+            k=params.num_perm, seed=params.seed,
+            cache=SignatureCache(params.cache_mb << 20, params.num_perm) if params.cache_mb
+            else None)
+
+    @property
+    def cache(self) -> SignatureCache | None:
+        """The signature cache (None when cache_mb is 0), for metrics."""
+        return self.matcher.cache
+
+    def method_for(self, docs: list[Doc]) -> str:
+        """exact or minhash, from the documents alone (never from the cache's state)."""
+        p = self.params
+        if p.method != "auto":
+            return p.method
+        if any(doc.signature is not None for doc in docs):
+            return "minhash"
+        with_text = sum(1 for doc in docs if doc.text)
+        return "exact" if with_text <= p.exact_max_docs else "minhash"
+
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         p = self.params
-        texts = [doc.text for doc in docs]
-        if sum(1 for t in texts if t) < 2:
+        if sum(1 for d in docs if d.text or d.signature is not None) < 2:
             return docs, []
-        pairs = shingles.find_duplicates(texts, p.shingle_words, p.measure, p.threshold)
+        method = self.method_for(docs)
+        if method == "exact":
+            pairs = shingles.find_duplicates([doc.text for doc in docs], p.shingle_words,
+                                             p.measure, p.threshold)
+            how = ""
+        else:
+            pairs = self.matcher.minhash_pairs(docs)
+            how = f" (MinHash estimate, k={p.num_perm})"
         folded, records = {}, []
         for i, j, value in pairs:
             folded[i] = j
             records.append(self.record(
                 docs[i].id, "collapse",
-                f"{p.measure} {value:.2f} >= {p.threshold:g} with {docs[j].id}; "
+                f"{p.measure} {value:.2f} >= {p.threshold:g} with {docs[j].id}{how}; "
                 f"collapsed under it"))
         return collapse(docs, folded, records, self.name), records
+
+
+def signature_caches(profiles: Mapping[str, Pipeline]) -> Iterator[tuple[str, SignatureCache]]:
+    """(profile, cache) of every near_duplicates rule with a cache (per-variant ones too)."""
+    for profile, pipeline in profiles.items():
+        for _, step in pipeline.rules():
+            for rule in (step.rule, *step.variants.values()):
+                cache = rule.cache if isinstance(rule, NearDuplicates) else None
+                if cache is not None:
+                    yield profile, cache

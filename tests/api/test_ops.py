@@ -17,11 +17,12 @@ def test_metrics_count_rule_actions_and_latency(client):
     client.post("/v1/rerank", json=page)
     text = client.get("/metrics").text
     assert ('rearrange_rule_actions_total{action="remove",mode="applied",phase="pre-filter",'
-            'rule="spam_ban"} 1.0') in text
+            'profile="default",rule="spam_ban"} 1.0') in text
     assert ('rearrange_rule_actions_total{action="annotate",mode="applied",phase="annotate",'
-            'rule="ad_label"} 1.0') in text
+            'profile="default",rule="ad_label"} 1.0') in text
     assert 'rearrange_request_duration_seconds_count{profile="default"} 1.0' in text
-    assert 'rearrange_rule_duration_seconds_count{phase="rerank",rule="spam_demotion"}' in text
+    assert ('rearrange_rule_duration_seconds_count{mode="shadow",phase="rerank",'
+            'rule="spam_demotion"}') in text
     client.post("/v1/rerank", json={"documents": [{"id": "a"}]})
     assert 'rearrange_requests_total{outcome="invalid",profile=""} 1.0' in client.get(
         "/metrics").text

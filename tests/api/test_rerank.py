@@ -51,7 +51,7 @@ def test_routing_forced_profile_and_banlist(client):
 def test_experiment_assignment_in_response(client):
     out = client.post("/v1/rerank", json=page(2, unit={"user_id": "u-1"})).json()
     assert out["experiments"] == [{"experiment": "antispam_v7", "variant": "treatment",
-                                   "bucket": 8340}]
+                                   "bucket": 8340, "layer": None, "salt": None}]
     assert client.post("/v1/rerank", json=page(2)).json()["experiments"] == []
 
 

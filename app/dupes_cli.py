@@ -1,0 +1,98 @@
+"""Arguments and driver of `rearrange dupes PAGES` (imports the heavy parts only when run)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _unit(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `rearrange dupes`."""
+    p.add_argument("pages", type=Path,
+                   help="JSON lines of {url, text}, or a folder of saved .html pages")
+    p.add_argument("--threshold", type=_unit, default=0.5,
+                   help="cluster pairs at or over this (default 0.5, the only published "
+                   "threshold; choose yours by eyeballing --sample pairs)")
+    p.add_argument("--measure", choices=("containment", "jaccard"), default="containment",
+                   help="containment: max(in, out), catches a page inside a longer "
+                   "template (default); jaccard: symmetric resemblance")
+    p.add_argument("--width", type=int, default=10, help="words per shingle (default 10)")
+    p.add_argument("--method", choices=("auto", "exact", "minhash"), default="auto",
+                   help="exact all pairs, or MinHash LSH candidates scored exactly; auto: "
+                   "exact up to --exact-max pages")
+    p.add_argument("--exact-max", type=int, default=2000,
+                   help="largest input compared all-pairs under --method auto (default 2000)")
+    p.add_argument("--num-perm", type=int, default=128,
+                   help="MinHash functions for LSH (default 128)")
+    p.add_argument("--max-size-ratio", type=float, default=2.0,
+                   help="LSH aims at containment pairs whose larger page has at most this "
+                   "many times the shingles of the smaller (default 2)")
+    p.add_argument("--top", type=int, default=30,
+                   help="pairs and clusters to print (default 30; files get all)")
+    p.add_argument("--bins", type=int, default=10, help="histogram bins (default 10)")
+    p.add_argument("--sample", type=int, default=0, metavar="N",
+                   help="print N random pairs within --margin of the threshold to check by "
+                   "eye (the seed suggests 20-30)")
+    p.add_argument("--margin", type=float, default=0.1,
+                   help="how near the threshold a --sample pair is (default 0.1)")
+    p.add_argument("--sample-seed", type=int, default=0, help="random seed of --sample")
+    p.add_argument("--canonical-urls", action="store_true",
+                   help="name saved HTML pages by the canonical URL they declare, when they "
+                   "do (default: their path inside the folder)")
+    p.add_argument("--csv", type=Path, help="write every pair found to this CSV file")
+    p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
+    progress = p.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
+                          help="always draw the progress bar on stderr")
+    progress.add_argument("--no-progress", dest="progress", action="store_false",
+                          help="never draw it (default: only when stderr is a terminal)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read pages, audit, print the report and write the files; 2 on bad input."""
+    from app import dupes
+    from app.dupes_report import ProgressBar, as_json, render, write_csv, write_json
+
+    for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
+                      ("bins", 1), ("sample", 0)):
+        if getattr(args, name) < low:
+            print(f"rearrange dupes: --{name.replace('_', '-')} must be >= {low}",
+                  file=sys.stderr)
+            return 2
+    if args.max_size_ratio < 1:
+        print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
+        return 2
+    enabled = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = ProgressBar(sys.stderr, enabled)
+    try:
+        total = dupes.count_pages(args.pages) if args.pages.exists() else 0
+        result = dupes.audit(
+            dupes.read_pages(args.pages, args.canonical_urls), width=args.width,
+            measure=args.measure, threshold=args.threshold, method=args.method,
+            exact_max=args.exact_max, k=args.num_perm, max_size_ratio=args.max_size_ratio,
+            progress=bar, total=total)
+    except dupes.AuditInputError as exc:
+        bar.close()
+        print(f"rearrange dupes: {exc}", file=sys.stderr)
+        return 2
+    bar.close()
+    sample = dupes.near_threshold(result.pairs, args.measure, args.threshold, args.sample,
+                                  args.margin, args.sample_seed) if args.sample else []
+    sys.stdout.write(render(result, args.top, sample, args.bins))
+    if args.csv is not None:
+        write_csv(args.csv, result)
+        print(f"pairs written to {args.csv}", file=sys.stderr)
+    if args.json is not None:
+        params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
+                  "method": result.method, "num_perm": args.num_perm,
+                  "max_size_ratio": args.max_size_ratio}
+        write_json(args.json, as_json(result, sample, params, args.bins))
+        print(f"audit written to {args.json}", file=sys.stderr)
+    return 0

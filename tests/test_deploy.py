@@ -1,0 +1,71 @@
+"""The Grafana dashboard and the Prometheus alerts parse and name only metrics that exist."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from app.metrics import Metrics
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+METRIC = re.compile(r"\brearrange_[a-z0-9_]+")
+
+
+def exported_names() -> set[str]:
+    """Every sample name the registry can export, from each family's type."""
+    names = set()
+    for family in Metrics().registry.collect():
+        suffixes = {"counter": ("_total", "_created"), "gauge": ("",),
+                    "histogram": ("_bucket", "_sum", "_count", "_created")}[family.type]
+        names |= {family.name + s for s in suffixes}
+    return names
+
+
+def expressions(node) -> list[str]:
+    if isinstance(node, dict):
+        found = [v for k, v in node.items() if k in ("expr", "definition")
+                 and isinstance(v, str)]
+        if isinstance(node.get("query"), str):
+            found.append(node["query"])
+        return found + [e for v in node.values() for e in expressions(v)]
+    if isinstance(node, list):
+        return [e for v in node for e in expressions(v)]
+    return []
+
+
+def test_dashboard_parses_and_references_only_real_metrics():
+    dash = json.loads((DEPLOY / "grafana" / "rearrange.json").read_text())
+    assert dash["uid"] and dash["panels"] and dash["__inputs"][0]["pluginId"] == "prometheus"
+    exprs = expressions(dash)
+    used = {m for e in exprs for m in METRIC.findall(e)}
+    assert used and used <= exported_names(), used - exported_names()
+    # the panels the issue asks for
+    for name in ("rearrange_rule_position_change_sum", "rearrange_rule_score_change_sum",
+                 "rearrange_rule_top10_churn_sum", "rearrange_rule_duration_seconds_bucket",
+                 "rearrange_experiment_assignments_total", "rearrange_rule_actions_total"):
+        assert name in used
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    assert {v["name"] for v in dash["templating"]["list"]} == {"profile", "rule", "experiment"}
+
+
+def test_alerts_parse_and_reference_only_real_metrics():
+    doc = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    names = {r["alert"] for r in rules}
+    assert {"RearrangeSampleRatioMismatch", "RearrangeBanlistStale", "RearrangeFallbackRateHigh",
+            "RearrangeServerErrors"} <= names
+    for rule in rules:
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}
+        assert rule["expr"].count("(") == rule["expr"].count(")")
+        used = set(METRIC.findall(rule["expr"]))
+        assert used and used <= exported_names(), (rule["alert"], used - exported_names())
+
+
+def test_readme_documents_every_metric():
+    readme = (DEPLOY.parent / "README.md").read_text()
+    for family in Metrics().registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        assert f"`{name}`" in readme, name

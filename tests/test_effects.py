@@ -1,0 +1,26 @@
+"""Per-rule position moves and top-10 churn, in rerank (sorted) and elsewhere (walked)."""
+from __future__ import annotations
+
+from app.effects import effect
+from tests.helpers import doc
+
+
+def test_effect_counts_churn_into_the_top_10():
+    before = [doc(f"d{i}", 100.0 - i) for i in range(12)]
+    after = [before[11].replace(score=200.0), *before[:11]]
+    moves, churn = effect(before, after, resort=True)
+    assert churn == 1 and moves[0] == -11 and len(moves) == 10  # d11 in, all others down 1
+    removed = before[1:]
+    moves, churn = effect(before, removed, resort=False)
+    assert churn == 1 and moves == (-1,) * 10  # d10 enters at 10th place
+
+
+def test_effect_outside_rerank_walks_forward_and_survives_a_reorder():
+    before = [doc(f"d{i}", 1.0) for i in range(15)]
+    assert effect(before, list(before), resort=False) == ((), 0)  # labels: nothing moved
+    collapsed = before[:2] + before[4:]  # two folded away: the rest move up two
+    moves, churn = effect(before, collapsed, resort=False)
+    assert moves == (-2,) * 8 and churn == 2
+    reordered = list(reversed(before[:-1]))  # not order-preserving: the full index is used
+    moves, churn = effect(before, reordered, resort=False)
+    assert churn == 4 and moves[0] == 0 - 13
