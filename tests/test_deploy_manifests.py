@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import json
 import os
 import re
 import shlex
@@ -302,18 +303,48 @@ def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
 
 
 def test_grafana_provisions_the_datasource_and_the_dashboard(compose):
-    service = compose["services"]["grafana"]
-    mounts = {t: s for s, t in bind_mounts(service)}
+    services = compose["services"]
+    mounts = {t: s for s, t in bind_mounts(services["grafana"])}
     provisioning = DEPLOY / mounts["/etc/grafana/provisioning"]
     (datasource,) = yaml.safe_load(
         (provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert urlsplit(datasource["url"]).hostname == "prometheus"
     (provider,) = yaml.safe_load(
         (provisioning / "dashboards" / "rearrange.yml").read_text())["providers"]
-    dashboards = [t for t in mounts if t.startswith(provider["options"]["path"] + "/")]
-    assert dashboards, "the dashboard is mounted where the provider looks"
-    for target in dashboards:
-        must_exist(DEPLOY / mounts[target])
+    folder = provider["options"]["path"]
+    volume = mounts[folder]  # a named volume the one-shot step fills
+    (writer,) = [n for n, s in services.items() if n != "grafana"
+                 and any(src == volume for src, _ in bind_mounts(s))]
+    step = services[writer]
+    assert services["grafana"]["depends_on"][writer]["condition"] == \
+        "service_completed_successfully"
+    script = step["command"][-1].replace("$$", "$")  # compose's escape of a literal $
+    sed = re.fullmatch(r"sed 's/\[\$\]\{(\w+)\}/([\w-]+)/g' (\S+) > (\S+)", script)
+    assert sed, script
+    name, uid, source, target = sed.groups()
+    assert uid == datasource["uid"]
+    step_mounts = {t: s for s, t in bind_mounts(step)}
+    dashboard = DEPLOY / step_mounts[source]
+    must_exist(dashboard)
+    (written_to,) = [t for s, t in bind_mounts(step) if s == volume]
+    home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert target.startswith(written_to + "/")
+    assert home == folder + target.removeprefix(written_to)
+    if dashboard.exists():  # every datasource the panels name is the provisioned one
+        text = dashboard.read_text().replace("${" + name + "}", uid)
+        assert "${DS_" not in text, "a datasource input the step does not substitute"
+        refs = {json.dumps(d, sort_keys=True) for d in datasources(json.loads(text))}
+        assert refs <= {json.dumps({"type": "prometheus", "uid": uid}, sort_keys=True)}, refs
+
+
+def datasources(node: Any) -> list[Any]:
+    """Every non-null `datasource` value in a dashboard."""
+    if isinstance(node, dict):
+        found = [v for k, v in node.items() if k == "datasource" and v is not None]
+        return found + [d for v in node.values() for d in datasources(v)]
+    if isinstance(node, list):
+        return [d for v in node for d in datasources(v)]
+    return []
 
 
 def test_load_generator_runs_the_locustfile_against_the_balancer(compose):
