@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -105,15 +104,10 @@ def _srm(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from app.serving import serve
     from app.settings import Settings
 
-    settings = Settings()
-    uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                port=args.port or settings.port, workers=args.workers, loop="uvloop",
-                http="httptools", proxy_headers=False, timeout_graceful_shutdown=10,
-                log_level=os.environ.get("REARRANGE_LOG_LEVEL", "info"))
+    serve(Settings(), args.host, args.port, args.workers)
     return 0
 
 

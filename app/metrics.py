@@ -154,6 +154,9 @@ class Metrics:
                                       "Config reload attempts", ["result"], registry=r)
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
+        self.rule_skipped = Counter(
+            "rearrange_rule_skipped_total", "Optional rules skipped (reason: deadline)",
+            ["rule", "phase", "reason"], registry=r)
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
@@ -208,6 +211,8 @@ class Metrics:
             self.score_change.add_batch(scores)
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
+        for skip in outcome.skipped:
+            self.rule_skipped.labels(skip["rule"], skip["phase"], skip["reason"]).inc()
         latency = self._latency.get(profile)
         if latency is None:
             latency = self._latency[profile] = self.request_seconds.labels(profile)

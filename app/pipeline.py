@@ -149,6 +149,7 @@ class Context:
     banlist: Any = None  # a BanIndex snapshot; Any keeps the pipeline free of banlist imports
     variants: Mapping[str, str] = field(default_factory=dict)  # experiment → variant
     relaxed_from: str | None = None
+    deadline: float | None = None  # perf_counter time after which optional rules are skipped
 
 
 RuleResult = tuple[list[Doc], list[AuditRecord]]
@@ -160,6 +161,7 @@ class Rule(Protocol):
     name: ClassVar[str]
     phases: ClassVar[frozenset[Phase]]
     Params: ClassVar[type[BaseModel]]
+    optional: ClassVar[bool]
     phase: Phase
 
     def applies(self, ctx: Context) -> bool: ...
@@ -173,6 +175,7 @@ class BaseRule:
     name: ClassVar[str]
     phases: ClassVar[frozenset[Phase]]
     Params: ClassVar[type[BaseModel]]
+    optional: ClassVar[bool] = False  # skipped (and reported) once the request's deadline passed
 
     def __init__(self, params: BaseModel, phase: Phase) -> None:
         self.params = params
@@ -221,6 +224,7 @@ class Outcome:
     audit: list[AuditRecord]
     fallback: dict[str, str] | None
     timings: list[RuleTiming]
+    skipped: list[dict[str, str]] = field(default_factory=list)  # optional rules past deadline
 
 
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
@@ -273,12 +277,13 @@ class Pipeline:
                                       "reason": relax.reason}
         # The first attempt's records describe a page nobody is shown: keep only the fallback.
         return Outcome(rerun.docs, [relax, *rerun.audit], fallback,
-                       outcome.timings + rerun.timings)
+                       outcome.timings + rerun.timings, outcome.skipped + rerun.skipped)
 
     def _run_once(self, docs: list[Doc], ctx: Context, clock: Callable[[], float]) -> Outcome:
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
         fallback = None
+        skipped: list[dict[str, str]] = []
         ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
@@ -286,6 +291,10 @@ class Pipeline:
                 if not rule.applies(ctx):
                     continue
                 started = clock()
+                if rule.optional and ctx.deadline is not None and started > ctx.deadline:
+                    # The frontend's budget is spent: an optional rule is not worth the wait.
+                    skipped.append({"rule": rule.name, "phase": phase, "reason": "deadline"})
+                    continue
                 out, records = rule(docs, ctx)
                 elapsed = clock() - started
                 timing = RuleTiming(rule.name, phase, mode, elapsed, records)
@@ -319,7 +328,7 @@ class Pipeline:
             rec = AuditRecord("pipeline", Phase.POST_FILTER, None, "fallback", reason)
             audit.append(rec)
             fallback = {"rule": "pipeline", "action": "empty", "reason": reason}
-        return Outcome(docs, audit, fallback, timings)
+        return Outcome(docs, audit, fallback, timings, skipped)
 
     @staticmethod
     def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:

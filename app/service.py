@@ -33,13 +33,13 @@ class Rearranger:
         self.draining = False  # set on shutdown so /readyz turns false before the last request
 
     def rerank(self, body: bytes, forced: Mapping[str, str] | None = None,
-               forced_by: str | None = None) -> dict[str, Any]:
+               forced_by: str | None = None, arrived: float | None = None) -> dict[str, Any]:
         """Handle one request body; FieldError for bad input.
 
         `forced` (experiment → variant, from the QA header, the caller having checked the
         admin token of `forced_by`) overrides the bucketing for this request only.
         """
-        started = time.perf_counter()
+        started = time.perf_counter() if arrived is None else arrived
         req = contract.decode(body)
         engine = self.config.engine  # one reference for the whole request, even across a reload
         if req.profile is not None:
@@ -61,6 +61,8 @@ class Rearranger:
             region=q.region.upper() if q.region else None, age_mode=q.age_mode,
             depth=req.depth, input_count=len(docs), now=time.time(), banlist=store.index,
             variants=assigned.variants,
+            deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
+            else None,
         )
         outcome = engine.profiles[profile].run(docs, ctx)
         response = {
@@ -74,6 +76,8 @@ class Rearranger:
             "fallback": outcome.fallback,
             "audit": [r.as_dict() for r in outcome.audit],
         }
+        if outcome.skipped:  # an addition to the contract: optional rules cut by the deadline
+            response["skipped"] = outcome.skipped
         if assigned.counted:
             self.metrics.assigned(assigned.counted)
         self.metrics.observe(profile, outcome, time.perf_counter() - started)

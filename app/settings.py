@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_text_chars: int = Field(default=200_000, ge=1)
     config_poll_seconds: float = Field(default=1.0, ge=0)
+    deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
+    body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
+    drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop
     host: str = "127.0.0.1"
     port: int = 8080
 
