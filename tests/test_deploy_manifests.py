@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from app.config import load_file
+from app.settings import Settings
 from bench.replicas import start as start_replicas
 from bench.replicas import stop as stop_replicas
 from bench.replicas import wait_ready
@@ -416,9 +417,13 @@ def test_deployment_probes_and_shutdown_sequence():
         assert c[probe]["httpGet"]["port"] in port
     pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
+    # After the preStop sleep, SIGTERM: /readyz 503 for REARRANGE_DRAIN_SECONDS while still
+    # serving, then uvicorn's graceful stop lets in-flight requests finish.
     graceful = int(re.search(r"timeout_graceful_shutdown=(\d+)",
-                             (ROOT / "app" / "cli.py").read_text())[1])
-    assert pod["terminationGracePeriodSeconds"] >= int(pre_stop[1]) + graceful, \
+                             (ROOT / "app" / "serving.py").read_text())[1])
+    drain = float(env_of(c).get("REARRANGE_DRAIN_SECONDS", {}).get(
+        "value", Settings.model_fields["drain_seconds"].default))
+    assert pod["terminationGracePeriodSeconds"] >= int(pre_stop[1]) + drain + graceful, \
         "SIGKILL would cut in-flight requests short"
     assert "command" not in c and "args" not in c, "the image's CMD is the README's command"
 
