@@ -90,6 +90,15 @@ def memory_growth(warm: float, end: float, limit_mib: float, limit_pct: float) -
     return None
 
 
+def counter_sum(metrics_text: str, name: str) -> float:
+    """Sum of every labelled sample of one counter in Prometheus text."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def read_stats(prefix: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     stats_file = prefix.with_name(prefix.name + "_stats.csv")
     failures_file = prefix.with_name(prefix.name + "_failures.csv")
@@ -183,9 +192,12 @@ def main() -> int:
         rss_end = [r.rss_mib() for r in fleet]
         cpu_used = [tree_cpu(r) - c for r, c in zip(fleet, cpu_start, strict=True)]
         versions = []
+        skipped = 0.0
         for r in fleet:
             try:
                 versions.append(httpx.get(f"{r.url}/readyz", timeout=2).json()["banlist_version"])
+                skipped += counter_sum(httpx.get(f"{r.url}/metrics", timeout=2).text,
+                                       "rearrange_rule_skipped_total")
             except (httpx.HTTPError, ValueError, KeyError):
                 versions.append(None)
     finally:
@@ -199,6 +211,10 @@ def main() -> int:
     failed = print_stats(stats, run_seconds)
     for f in failures:
         print(f"  error x{f['Occurrences']}: {f['Method']} {f['Name']}: {f['Error'][:300]}")
+    reranks = sum(int(row["Request Count"]) for row in stats
+                  if row["Type"] and row["Name"].startswith("/v1/rerank"))
+    print(f"optional rules skipped past REARRANGE_DEADLINE_MS: {skipped:.0f} "
+          f"({100 * skipped / max(reranks, 1):.2f} % of {reranks} reranks)")
     locust_cpu = (after.children_user + after.children_system
                   - before.children_user - before.children_system)
     print(f"\nCPU over {elapsed:.0f}s: locust {locust_cpu / elapsed:.2f} cores, replicas "

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from bench.load import memory_growth
+from bench.load import counter_sum, memory_growth
 from tests.conftest import ROOT
 
 DUMP_PAGES = """
@@ -60,6 +60,16 @@ def test_memory_is_flat_within_the_stated_threshold():
     assert "allowed 50 MiB" in memory_growth(1000, 1051, 32, 5)
 
 
+def test_counter_sum_adds_every_labelled_sample():
+    text = ("# HELP rearrange_rule_skipped_total x\n# TYPE rearrange_rule_skipped_total counter\n"
+            'rearrange_rule_skipped_total{rule="near_duplicates",phase="diversify"} 3.0\n'
+            'rearrange_rule_skipped_total{rule="other",phase="diversify"} 2.0\n'
+            'rearrange_rule_skipped_created{rule="other"} 1.7e9\n'
+            "rearrange_rule_skipped_totally 9.0\n")
+    assert counter_sum(text, "rearrange_rule_skipped_total") == 5.0
+    assert counter_sum("", "rearrange_rule_skipped_total") == 0.0
+
+
 def test_make_load_runs_replicas_and_reports(tmp_path):
     """A short `python -m bench.load` with one replica: locust, the writer, the report."""
     run = subprocess.run(
@@ -74,4 +84,4 @@ def test_make_load_runs_replicas_and_reports(tmp_path):
             if line.startswith(("/v1/", "all requests"))}
     assert int(rows["all requests"][2]) > 100  # count column: the frontends did run
     assert int(rows["/v1/banlist/entries [add]"][2]) > 0  # the T&S writer wrote
-    assert "RSS start" in out and "CPU over" in out
+    assert "RSS start" in out and "CPU over" in out and "skipped past" in out
