@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import msgspec
 import orjson
 
 from app.dupes_cli import add_dupes_arguments
@@ -155,7 +156,8 @@ def _run(args: argparse.Namespace) -> int:
     except FieldError as exc:
         print(f"request: {exc.field}: {exc.problem}", file=sys.stderr)
         return 2
-    sys.stdout.buffer.write(orjson.dumps(response, option=orjson.OPT_INDENT_2) + b"\n")
+    pretty = msgspec.json.format(msgspec.json.encode(response), indent=2)
+    sys.stdout.buffer.write(pretty + b"\n")
     return 0
 
 

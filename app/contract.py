@@ -151,12 +151,12 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
             raise FieldError(f"documents[{i}].minhash.values[{at}]",
                              "must be an unsigned 64-bit integer (<= 2**64 - 1)")
         try:
-            canonical = canon.canonicalize(d.url)
+            canonical, host = canon.canonicalize_with_host(d.url)
         except canon.InvalidURL as exc:
             raise FieldError(f"documents[{i}].url", f"not a valid URL: {exc}") from None
         # Factors need no check here: the Score type already bounds them (finite, |x| <= 1e15).
         docs.append(Doc(
-            d.id, d.url, d.score, canonical=canonical, host=canon.host_of(canonical),
+            d.id, d.url, d.score, d.score, canonical=canonical, host=host,
             original_position=i + 1, factors=d.factors, spam_score=d.spam_score,
             adult_score=d.adult_score, domain_age_days=d.domain_age_days, is_ad=d.is_ad,
             topics=d.topics,

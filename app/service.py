@@ -74,7 +74,7 @@ class Rearranger:
             "documents": [_doc_out(i, d) for i, d in enumerate(outcome.docs, 1)],
             "removed": _removed(outcome),
             "fallback": outcome.fallback,
-            "audit": [r.as_dict() for r in outcome.audit],
+            "audit": outcome.audit,  # AuditRecord Structs: msgspec encodes them as objects
         }
         if outcome.skipped:  # an addition to the contract: optional rules cut by the deadline
             response["skipped"] = outcome.skipped

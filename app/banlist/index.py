@@ -86,6 +86,12 @@ class BanIndex:
 
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
         """The most specific active entry for a canonical URL (url, prefix, host, domain)."""
+        entry = self.match_url(canonical, host, region, now)
+        return entry if entry is not None else self.match_host(host, region, now)
+
+    def match_url(self, canonical: str, host: str, region: str | None,
+                  now: float) -> Entry | None:
+        """The active `url` or `prefix` entry for a URL: what depends on more than the host."""
         # The request path: plain loops over the tables that hold anything, no Match objects.
         if self._url:
             for entry in self._url.get(url_key(canonical), ()):
@@ -95,6 +101,10 @@ class BanIndex:
             for found in self._prefix_matches(canonical, host):
                 if found.entry.active(region, now):
                     return found.entry
+        return None
+
+    def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
+        """The active `host` or `domain` entry for a host (a page repeats hosts: memoize it)."""
         for entry in self._host.get(host, ()):
             if entry.active(region, now):
                 return entry
