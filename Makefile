@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench bench-experiments lint clean
+.PHONY: run test bench bench-experiments bench-banlist load lint clean
 
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ bench: $(BIN)/rearrange
 
 bench-experiments: $(BIN)/rearrange
 	$(BIN)/python -m bench.experiments
+
+bench-banlist: $(BIN)/rearrange
+	$(BIN)/python -m bench.banlist
+
+# The staging load test against local replicas: 60 s, or SOAK=1 for 10 minutes with the
+# flat-memory check (bench/load.py; REDIS_URL in the environment puts the replicas on Redis).
+load: $(BIN)/rearrange
+	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
 lint: $(BIN)/rearrange
 	$(BIN)/ruff check app tests bench

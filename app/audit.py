@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
-import orjson
+import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,7 @@ class AuditLog:
         self.target = target
         self._on_drop = on_drop
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=maxsize)
+        self._encode = msgspec.json.Encoder().encode  # records are msgspec Structs
         self._fh: IO[bytes] = (sys.stdout.buffer if target == "-"
                                else open(target, "ab"))  # noqa: SIM115 (closed in close())
         self._thread = threading.Thread(target=self._drain, name="audit-log", daemon=True)
@@ -28,7 +29,7 @@ class AuditLog:
     def emit(self, record: dict[str, Any]) -> None:
         """Queue one JSON line; drops it (counted) if the writer is behind."""
         try:
-            self._queue.put_nowait(orjson.dumps(record) + b"\n")
+            self._queue.put_nowait(self._encode(record) + b"\n")
         except queue.Full:
             self._on_drop()
 

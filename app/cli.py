@@ -1,13 +1,15 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES |
+banlist …`."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+import msgspec
 import orjson
 
+from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
 from app.errors import ConfigError, FieldError
 
@@ -49,11 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         "table (jaccard, in, out), the distribution of containment, clusters at the "
         "threshold, and pairs near it to check by eye.")
     add_dupes_arguments(dupes)
+    cli_banlist.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "experiments":
         return _srm(args)
-    return {"serve": _serve, "check-config": _check, "run": _run,
-            "dupes": _dupes}[args.command](args)
+    return {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
+            "banlist": cli_banlist.run}[args.command](args)
 
 
 def _dupes(args: argparse.Namespace) -> int:
@@ -105,15 +108,10 @@ def _srm(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from app.serving import serve
     from app.settings import Settings
 
-    settings = Settings()
-    uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                port=args.port or settings.port, workers=args.workers, loop="uvloop",
-                http="httptools", proxy_headers=False, timeout_graceful_shutdown=10,
-                log_level=os.environ.get("REARRANGE_LOG_LEVEL", "info"))
+    serve(Settings(), args.host, args.port, args.workers)
     return 0
 
 
@@ -161,7 +159,8 @@ def _run(args: argparse.Namespace) -> int:
     except FieldError as exc:
         print(f"request: {exc.field}: {exc.problem}", file=sys.stderr)
         return 2
-    sys.stdout.buffer.write(orjson.dumps(response, option=orjson.OPT_INDENT_2) + b"\n")
+    pretty = msgspec.json.format(msgspec.json.encode(response), indent=2)
+    sys.stdout.buffer.write(pretty + b"\n")
     return 0
 
 

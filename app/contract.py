@@ -151,12 +151,12 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
             raise FieldError(f"documents[{i}].minhash.values[{at}]",
                              "must be an unsigned 64-bit integer (<= 2**64 - 1)")
         try:
-            canonical = canon.canonicalize(d.url)
+            canonical, host = canon.canonicalize_with_host(d.url)
         except canon.InvalidURL as exc:
             raise FieldError(f"documents[{i}].url", f"not a valid URL: {exc}") from None
         # Factors need no check here: the Score type already bounds them (finite, |x| <= 1e15).
         docs.append(Doc(
-            d.id, d.url, d.score, canonical=canonical, host=canon.host_of(canonical),
+            d.id, d.url, d.score, d.score, canonical=canonical, host=host,
             original_position=i + 1, factors=d.factors, spam_score=d.spam_score,
             adult_score=d.adult_score, domain_age_days=d.domain_age_days, is_ad=d.is_ad,
             topics=d.topics,
@@ -189,7 +189,7 @@ class BanIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    scope: Literal["url", "prefix", "host", "domain"]
+    scope: Literal["url", "prefix", "host", "domain", "org"]
     value: str = PField(min_length=1, max_length=8192)
     reason: str = PField(min_length=1, max_length=1000)
     regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
@@ -211,3 +211,22 @@ class UnbanIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = PField(min_length=1, max_length=1000)
+
+
+class GroupIn(BaseModel):
+    """PUT /v1/banlist/groups/{name}: the member domains of an org group, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domains: list[Annotated[str, PField(min_length=1, max_length=253)]] = PField(
+        min_length=1, max_length=10_000)
+    reason: str = PField(min_length=1, max_length=1000)
+
+
+class ReseedIn(BaseModel):
+    """POST /v1/admin/banlist/reseed: why, and whether to overwrite another history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = PField(min_length=1, max_length=1000)
+    force: bool = False

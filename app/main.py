@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.api import admin, banlist, experiments, health, rerank, sanctions
 from app.api.observe import ResponseCounter
 from app.audit import AuditLog
+from app.banlist.base import BanStore
+from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import ConfigHolder
 from app.contract import request_schema
@@ -25,7 +27,7 @@ from app.metrics import Metrics
 from app.rules.diversity import signature_caches
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
-from app.sanctions.states import FileStates
+from app.sanctions.states import FileStates, HostStates, RedisStates
 from app.service import Rearranger
 from app.settings import Settings
 
@@ -34,11 +36,9 @@ log = logging.getLogger("rearrange")
 
 def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
-    if settings.redis_url:
-        raise RuntimeError("REDIS_URL is set, but this version keeps the banlist in process "
-                           "only; unset REDIS_URL to use the embedded store")
     metrics = metrics or Metrics()
-    store = EmbeddedStore(settings.banlist_path)
+    store = build_store(settings, metrics)
+    store.start()
     if settings.banlist_seed is not None and store.version == 0:
         added = store.seed(read_specs(settings.banlist_seed))
         log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
@@ -53,17 +53,42 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     return service
 
 
-def _sanctions(settings: Settings, banlist: EmbeddedStore,
-               metrics: Metrics) -> tuple[EmbeddedStore, Sanctions]:
-    """The quarantine list (a store like the banlist) and the state machine that feeds both."""
-    beside = settings.banlist_path
-    quarantine = EmbeddedStore(beside.with_name("quarantine.jsonl") if beside else None)
-    states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
+def _sanctions(settings: Settings, banlist: BanStore,
+               metrics: Metrics) -> tuple[BanStore, Sanctions]:
+    """The quarantine list (a store like the banlist, replicated the same way) and the
+    state machine that feeds both; host states live beside them (Redis or a local file)."""
+    quarantine = build_store(settings, metrics, list_name="quarantine")
+    quarantine.start()
+    if isinstance(banlist, RedisStore):
+        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix)
+    else:
+        beside = settings.banlist_path
+        states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
     thresholds = Thresholds(
         quarantine_enter=settings.sanctions_quarantine_enter,
         quarantine_exit=settings.sanctions_quarantine_exit,
         ban_enter=settings.sanctions_ban_enter, ban_exit=settings.sanctions_ban_exit)
     return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
+
+
+def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist") -> BanStore:
+    """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
+
+    `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
+    snapshot beside the banlist's; the replication counters are shared by both lists.
+    """
+    own = list_name == "banlist"
+    if not settings.redis_url:
+        path = settings.banlist_path
+        return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"))
+    snapshot = settings.banlist_snapshot_path
+    if not own and snapshot is not None:
+        snapshot = snapshot.with_name(f"{list_name}.snapshot.json")
+    prefix = settings.banlist_redis_prefix + ("" if own else f"{list_name}:")
+    return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
+                      retention_seconds=settings.banlist_retention_seconds,
+                      block_seconds=settings.banlist_block_seconds,
+                      snapshot_seconds=settings.banlist_snapshot_seconds)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -85,6 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await task
             if service.audit_log is not None:
                 service.audit_log.close()
+            service.store.close()
+            service.quarantine.close()
 
     app = FastAPI(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")
@@ -117,7 +144,8 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
                     log.info("config reloaded: now serving %s", version)
                     service.metrics.config_info.set_to_current_time()
                     gc.freeze()
-        expired = service.store.sweep() + service.quarantine.sweep()
+        expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
+        expired += await asyncio.to_thread(service.quarantine.sweep)
         if expired:
             log.info("banlist: %d entries expired", expired)
 

@@ -27,6 +27,7 @@ from app.pipeline import Outcome
 from app.srm import srm
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 # Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
 POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
@@ -148,12 +149,46 @@ class Metrics:
                                      registry=r)
         self.banlist_staleness = Gauge(
             "rearrange_banlist_staleness_seconds",
-            "Seconds since the banlist was last known in sync (0 for the embedded store)",
+            "Seconds since this replica last confirmed it holds Redis's latest banlist "
+            "(0 for the embedded store)",
             registry=r)
+        self.banlist_scope_entries = Gauge("rearrange_banlist_entries_by_scope",
+                                           "Banlist entries held, by scope", ["scope"],
+                                           registry=r)
+        self.banlist_epoch = Gauge("rearrange_banlist_epoch",
+                                   "Epoch of the banlist history served (ms of its creation)",
+                                   registry=r)
+        self.banlist_in_sync = Gauge("rearrange_banlist_in_sync",
+                                     "1 while this replica follows its source of truth",
+                                     registry=r)
+        self.banlist_diverged = Gauge(
+            "rearrange_banlist_diverged",
+            "1 while Redis holds an older or different banlist than this replica (alert)",
+            registry=r)
+        self.banlist_lag = Histogram(
+            "rearrange_banlist_replication_lag_seconds",
+            "Time from a change's commit in Redis to its apply on this replica",
+            buckets=LAG_BUCKETS, registry=r)
+        self.banlist_resyncs = Counter("rearrange_banlist_resyncs_total",
+                                       "Full resyncs of this replica, by cause", ["cause"],
+                                       registry=r)
+        self.banlist_backward_refused = Counter(
+            "rearrange_banlist_backward_refused_total",
+            "Times Redis offered a banlist older than (or diverging from) this replica's "
+            "copy and it was refused", registry=r)
+        self.banlist_redis_errors = Counter("rearrange_banlist_redis_errors_total",
+                                            "Failed Redis round trips, by operation", ["op"],
+                                            registry=r)
+        self.banlist_lookups = Counter("rearrange_banlist_lookups_total",
+                                       "Banlist lookups (API) by outcome", ["outcome"],
+                                       registry=r)
         self.config_reloads = Counter("rearrange_config_reloads_total",
                                       "Config reload attempts", ["result"], registry=r)
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
+        self.rule_skipped = Counter(
+            "rearrange_rule_skipped_total", "Optional rules skipped (reason: deadline)",
+            ["rule", "phase", "reason"], registry=r)
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
@@ -217,6 +252,8 @@ class Metrics:
             self.score_change.add_batch(scores)
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
+        for skip in outcome.skipped:
+            self.rule_skipped.labels(skip["rule"], skip["phase"], skip["reason"]).inc()
         latency = self._latency.get(profile)
         if latency is None:
             latency = self._latency[profile] = self.request_seconds.labels(profile)

@@ -8,7 +8,7 @@ from typing import Any
 
 from app import contract
 from app.audit import AuditLog
-from app.banlist.store import EmbeddedStore
+from app.banlist.base import BanStore
 from app.config import ConfigHolder
 from app.errors import FieldError
 from app.experiments import Experiment, assign
@@ -23,25 +23,25 @@ FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, a
 class Rearranger:
     """Serves /v1/rerank (and `rearrange run`); holds no per-request state of its own."""
 
-    def __init__(self, settings: Settings, store: EmbeddedStore, config: ConfigHolder,
+    def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
                  metrics: Metrics, audit_log: AuditLog | None = None) -> None:
         self.settings = settings
         self.store = store
         self.config = config
         self.metrics = metrics
         self.audit_log = audit_log
-        self.quarantine: EmbeddedStore | None = None  # set by build_service with sanctions
+        self.quarantine: BanStore | None = None  # set by build_service with sanctions
         self.sanctions: Any = None
         self.draining = False  # set on shutdown so /readyz turns false before the last request
 
     def rerank(self, body: bytes, forced: Mapping[str, str] | None = None,
-               forced_by: str | None = None) -> dict[str, Any]:
+               forced_by: str | None = None, arrived: float | None = None) -> dict[str, Any]:
         """Handle one request body; FieldError for bad input.
 
         `forced` (experiment → variant, from the QA header, the caller having checked the
         admin token of `forced_by`) overrides the bucketing for this request only.
         """
-        started = time.perf_counter()
+        started = time.perf_counter() if arrived is None else arrived
         req = contract.decode(body)
         engine = self.config.engine  # one reference for the whole request, even across a reload
         if req.profile is not None:
@@ -64,6 +64,8 @@ class Rearranger:
             depth=req.depth, input_count=len(docs), now=time.time(), banlist=store.index,
             variants=assigned.variants,
             quarantine=self.quarantine.index if self.quarantine is not None else None,
+            deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
+            else None,
         )
         outcome = engine.profiles[profile].run(docs, ctx)
         response = {
@@ -75,8 +77,10 @@ class Rearranger:
             "documents": [_doc_out(i, d) for i, d in enumerate(outcome.docs, 1)],
             "removed": _removed(outcome),
             "fallback": outcome.fallback,
-            "audit": [r.as_dict() for r in outcome.audit],
+            "audit": outcome.audit,  # AuditRecord Structs: msgspec encodes them as objects
         }
+        if outcome.skipped:  # an addition to the contract: optional rules cut by the deadline
+            response["skipped"] = outcome.skipped
         if assigned.counted:
             self.metrics.assigned(assigned.counted)
         self.metrics.observe(profile, outcome, time.perf_counter() - started)

@@ -17,9 +17,15 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("REDIS_URL", "REARRANGE_REDIS_URL")
     )
     admin_tokens: str = ""
+    banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
     audit_log: str | None = None
     banlist_path: Path = Path("var/banlist.jsonl")
     banlist_seed: Path | None = None
+    banlist_snapshot_path: Path | None = Path("var/banlist.snapshot.json")
+    banlist_redis_prefix: str = "rearrange:"
+    banlist_retention_seconds: float = Field(default=86400.0, gt=0)
+    banlist_block_seconds: float = Field(default=1.0, gt=0, le=2.0)
+    banlist_snapshot_seconds: float = Field(default=300.0, gt=0)  # serializing 1 M: ~1 s CPU
     max_documents: int = Field(default=1000, ge=1)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_text_chars: int = Field(default=200_000, ge=1)
@@ -28,22 +34,31 @@ class Settings(BaseSettings):
     sanctions_quarantine_exit: float = 0.5
     sanctions_ban_enter: float = 0.9
     sanctions_ban_exit: float = 0.6
+    deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
+    body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
+    drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop
     host: str = "127.0.0.1"
     port: int = 8080
 
-    @field_validator("audit_log", "banlist_seed", mode="before")
+    @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
-    def tokens(self) -> dict[str, str]:
-        """Token → actor, from `actor:token` pairs separated by commas."""
-        result: dict[str, str] = {}
+    def tokens(self) -> dict[str, tuple[str, str]]:
+        """Token → (actor, role), from `actor:token[:read|:write]` pairs separated by commas.
+
+        A bare `actor:token` is a write token, as before roles existed.
+        """
+        result: dict[str, tuple[str, str]] = {}
         for pair in filter(None, (p.strip() for p in self.admin_tokens.split(","))):
-            actor, sep, token = pair.partition(":")
-            if not sep or not actor or not token:
-                raise ValueError(
-                    f"REARRANGE_ADMIN_TOKENS: '{pair}' is not of the form actor:token"
-                )
-            result[token] = actor
+            actor, sep, rest = pair.partition(":")
+            token, _, role = rest.partition(":")
+            role = role or "write"
+            if not sep or not actor or not token or role not in ("read", "write"):
+                raise ValueError(f"REARRANGE_ADMIN_TOKENS: '{pair}' is not of the form "
+                                 "actor:token, actor:token:read or actor:token:write")
+            if token in result:
+                raise ValueError(f"REARRANGE_ADMIN_TOKENS: a token is listed twice ({actor})")
+            result[token] = (actor, role)
         return result

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +34,8 @@ def server(tmp_path: Path):
     port = free_port()
     env = {**os.environ, "REARRANGE_CONFIG": str(config), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
            "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
-           "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "warning"}
+           "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "warning",
+           "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5"}
     env.pop("REDIS_URL", None)
     log = tmp_path / "server.log"
     with log.open("wb") as err:
@@ -50,9 +52,17 @@ def server(tmp_path: Path):
     else:
         proc.kill()
         pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
-    yield base, config
-    proc.terminate()
-    proc.wait(10)
+    yield base, config, proc
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(10)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """How a deploy writes a config (and a kubelet swaps a ConfigMap): never half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
@@ -67,7 +77,7 @@ def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
 
 
 def test_hot_reload_under_concurrent_requests(server):
-    base, config = server
+    base, config, _ = server
     results: list[tuple[int, str, int]] = []
     stop = threading.Event()
 
@@ -85,13 +95,14 @@ def test_hot_reload_under_concurrent_requests(server):
     time.sleep(0.5)
     versions = [httpx.get(f"{base}/readyz").json()["config_version"]]
     for k in (3, 7, 4):
-        config.write_text(f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
+        write_atomically(config, f"profiles: {{default: {{trim: [{{depth: {{k: {k}}}}}]}}}}")
         versions.append(wait_for_new_version(base, versions[-1]))
         time.sleep(0.3)  # let requests flow on this version
     versions.pop(0)
-    config.write_text("profiles: {default: {trim: [nope]}}")  # invalid: refused, 4 keeps serving
+    write_atomically(config, "profiles: {default: {trim: [nope]}}")  # refused; 4 keeps serving
+    refused = 'rearrange_config_reloads_total{result="refused"} 1.0'
     deadline = time.monotonic() + 10
-    while "refused" not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
+    while refused not in httpx.get(f"{base}/metrics").text and time.monotonic() < deadline:
         time.sleep(0.1)
     stop.set()
     for t in threads:
@@ -106,14 +117,13 @@ def test_hot_reload_under_concurrent_requests(server):
     assert {n for sizes in depth_of.values() for n in sizes} >= {3, 7, 4}
     final = httpx.post(f"{base}/v1/rerank", json=PAGE).json()
     assert final["config_version"] == versions[-1] and len(final["documents"]) == 4
-    metrics = httpx.get(f"{base}/metrics").text
-    assert 'rearrange_config_reloads_total{result="refused"} 1.0' in metrics
+    assert refused in httpx.get(f"{base}/metrics").text
 
 
 def test_srm_cli_reads_a_running_service_and_rebucketing_reload_is_refused(server, capsys):
     from app.cli import main
 
-    base, config = server
+    base, config, _ = server
     experiment = ("profiles: {default: {rerank: [spam_demotion]}}\n"
                   "experiments: [{name: e, unit: user_id, variants: {control: 50, "
                   "treatment: 50}, rules: [spam_demotion]}]\n")
@@ -137,3 +147,32 @@ def test_srm_cli_reads_a_running_service_and_rebucketing_reload_is_refused(serve
         assert time.monotonic() < deadline, "the poller never refused the reorder"
         time.sleep(0.05)
     assert httpx.get(f"{base}/readyz").json()["config_version"] == version
+
+
+def test_a_trickling_body_gets_408_not_a_held_worker(server):
+    base, _, _ = server
+    port = int(base.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{\"documents\": [")
+        reply = b""
+        while b'"problem"' not in reply:  # headers and body may come in separate segments
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        reply = reply.decode()
+    assert reply.startswith("HTTP/1.1 408") and '"field":"body"' in reply
+    assert httpx.post(f"{base}/v1/rerank", json=PAGE).status_code == 200  # still serving
+
+
+def test_sigterm_turns_readiness_off_first_then_stops(server):
+    base, _, proc = server
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    while httpx.get(f"{base}/readyz").status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert httpx.get(f"{base}/readyz").status_code == 503
+    assert httpx.post(f"{base}/v1/rerank", json=PAGE).status_code == 200  # still answering
+    # ...and stops by itself after the drain (uvicorn re-raises the signal it captured)
+    assert proc.wait(10) in (0, -signal.SIGTERM)

@@ -217,3 +217,19 @@ def test_shadow_measures_what_the_rule_would_have_done_without_touching_the_page
     assert applied.mode == APPLIED and sorted(applied.moves) == [-1, -1, 2]
     banlist = next(t for t in out.timings if t.rule == "banlist")
     assert banlist.moves == (-1,) and banlist.churn == 0  # E moved up from 5th to 4th
+
+
+def test_optional_rules_are_skipped_past_the_deadline_and_reported():
+    config = SEED_CONFIG.replace(b"    diversify: [{host_crowding: {max_per_host: 1}}]",
+                                 b"    diversify: [{host_crowding: {max_per_host: 1}}, "
+                                 b"near_duplicates]")
+    pipeline = load_bytes(config).profiles["default"]
+    page = [doc("A", 2.0, text="one two three four five six seven eight nine ten"),
+            doc("B", 1.0, text="one two three four five six seven eight nine ten")]
+    on_time = pipeline.run(page, Context(input_count=2, deadline=None))
+    assert ids(on_time.docs) == ["A"] and on_time.skipped == []
+    late = pipeline.run(page, Context(input_count=2, deadline=0.0))  # already past
+    assert ids(late.docs) == ["A", "B"]
+    assert late.skipped == [{"rule": "near_duplicates", "phase": "diversify",
+                             "reason": "deadline"}]
+    assert all(t.rule != "near_duplicates" for t in late.timings)  # not run at all

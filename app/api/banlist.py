@@ -1,23 +1,31 @@
-"""The banlist admin API of the CONTRACT: add, remove, look up, list, change history."""
+"""The banlist admin API: add, remove, look up, list, history, bulk import/export, org groups.
+
+Routes that write or read Redis, or walk the whole list (listing, export), are plain `def`
+(run in the thread pool), so neither a Redis round trip nor an O(entries) pass blocks the
+event loop that serves /v1/rerank.
+"""
 from __future__ import annotations
 
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.deps import Actor, Store
-from app.banlist import canon
-from app.banlist.store import EntrySpec
-from app.contract import BanIn, UnbanIn
+from app.api.deps import Actor, Reader, Service, Store
+from app.banlist import bulk, canon
+from app.banlist.base import EntrySpec
+from app.contract import BanIn, GroupIn, UnbanIn
 from app.errors import FieldError
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
+IMPORT_MAX_LINES = 10_000
 
 
 @router.post("/entries", status_code=201)
-async def add_entry(body: BanIn, store: Store, actor: Actor) -> dict[str, Any]:
-    """Ban a URL, prefix, host or domain; returns the entry and the new banlist version."""
+def add_entry(body: BanIn, store: Store, actor: Actor) -> dict[str, Any]:
+    """Ban a URL, prefix, host, domain or org group; returns the entry and the new version."""
     spec = EntrySpec(body.scope, body.value, body.reason, tuple(body.regions),
                      body.expiry(time.time()))
     entry = store.add(spec, actor)
@@ -25,39 +33,51 @@ async def add_entry(body: BanIn, store: Store, actor: Actor) -> dict[str, Any]:
 
 
 @router.delete("/entries/{entry_id}")
-async def remove_entry(entry_id: str, body: UnbanIn, store: Store,
-                       actor: Actor) -> dict[str, Any]:
+def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> dict[str, Any]:
     """Lift an entry (an appeal); the removal is logged with actor and reason."""
     entry = store.remove(entry_id, actor, body.reason)
     return {"removed": entry.as_dict(), "banlist_version": store.version}
 
 
 @router.get("/lookup")
-async def lookup(store: Store, url: Annotated[str, Query(min_length=1)],
+async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
                  region: str | None = None) -> dict[str, Any]:
     """Which entries match a URL, through which expression, and whether each applies."""
+    lookups = service.metrics.banlist_lookups
     try:
         canonical = canon.canonicalize(url)
     except canon.InvalidURL as exc:
+        lookups.labels("invalid").inc()
         raise FieldError("url", f"not a valid URL: {exc}") from None
-    host = canon.split(canonical)[0]
+    store = service.store
+    host, path, query = canon.split(canonical)
     now = time.time()
     region = region.upper() if region else None
     matches = []
     for m in store.index.explain(canonical, host):
         item = m.as_dict()
         item["applies"] = m.entry.active(region, now)
+        if not item["applies"]:
+            item["why_not"] = ("expired" if m.entry.expires_at is not None
+                               and m.entry.expires_at <= now else
+                               f"only in {', '.join(sorted(m.entry.regions))}")
         matches.append(item)
-    return {"url": url, "canonical": canonical, "region": region,
-            "banned": any(m["applies"] for m in matches), "matches": matches,
+    banned = any(m["applies"] for m in matches)
+    lookups.labels("banned" if banned else "matched_inactive" if matches else "clean").inc()
+    return {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
+            "region": region, "banned": banned, "matches": matches,
+            "checked": {"url": [canonical.partition("://")[2]],
+                        "host": [host], "domain": canon.host_suffixes(host),
+                        "prefix": [host + p for p in canon.path_prefixes(path)]},
             "banlist_version": store.version}
 
 
 @router.get("/entries")
-async def list_entries(store: Store, after: str | None = None,
+def list_entries(store: Store, _: Reader, after: str | None = None,
                        limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     """Active entries in id order, paged: pass `next` back as `after`."""
-    entries = sorted(store.active(), key=lambda e: int(e.id))
+    active = store.active()
+    entries = sorted(active, key=lambda e: int(e.id))
     if after is not None:
         if not after.isdigit():
             raise FieldError("after", "must be an entry id from a previous page")
@@ -66,11 +86,68 @@ async def list_entries(store: Store, after: str | None = None,
     more = len(entries) > limit
     return {"entries": [e.as_dict() for e in page],
             "next": page[-1].id if more and page else None,
-            "total": len(store.active()), "banlist_version": store.version}
+            "total": len(active), "banlist_version": store.version}
 
 
 @router.get("/changes")
-async def changes(store: Store, since: Annotated[int, Query(ge=0)] = 0,
-                  limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
+            limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     """The change log after sequence `since`: who changed what, when and why."""
     return {"changes": store.changes_since(since, limit), "banlist_version": store.version}
+
+
+@router.post("/import")
+async def import_entries(request: Request, store: Store, actor: Actor,
+                         format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",
+                         mode: Annotated[str, Query(pattern="^(all|valid)$")] = "all",
+                         dry_run: bool = False) -> JSONResponse:
+    """Import NDJSON or CSV; every line validated. `mode=all` (default) imports nothing
+    unless every line is valid; `mode=valid` imports the valid ones. Refusals by line."""
+    body = await request.body()
+    specs, refused = bulk.parse(body, format, time.time(), store.index.groups)
+    lines = len(specs) + len(refused)
+    if lines > IMPORT_MAX_LINES:
+        return _refuse(413, f"{lines} lines; at most {IMPORT_MAX_LINES} per request "
+                       "(`rearrange banlist import` sends chunks)", [])
+    if refused and mode == "all":
+        return _refuse(422, f"{len(refused)} of {lines} lines refused; nothing imported "
+                       "(mode=valid imports the valid lines)", refused)
+    result: dict[str, Any] = {"lines": lines, "refused": refused, "dry_run": dry_run}
+    if dry_run or not specs:
+        result.update(imported=0, banlist_version=store.version)
+        return JSONResponse(result)
+    # the commit talks to Redis: off the event loop
+    entries = await anyio.to_thread.run_sync(store.add_many, [s for _, s in specs], actor)
+    result.update(imported=len(entries), first_id=entries[0].id, last_id=entries[-1].id,
+                  banlist_version=store.version)
+    return JSONResponse(result)
+
+
+def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONResponse:
+    return JSONResponse({"error": "invalid_request", "field": "body", "problem": problem,
+                         "refused": refused}, status_code=status)
+
+
+@router.get("/export")
+def export(store: Store, _: Reader,
+                 format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson"
+                 ) -> StreamingResponse:
+    """Every active entry, oldest first, as NDJSON (re-importable) or CSV."""
+    entries = sorted(store.active(), key=lambda e: int(e.id))
+    media = "application/x-ndjson" if format == "ndjson" else "text/csv"
+    return StreamingResponse(bulk.export(entries, format), media_type=media,
+                             headers={"X-Banlist-Version": str(store.version)})
+
+
+@router.put("/groups/{name}")
+def define_group(name: str, body: GroupIn, store: Store, actor: Actor) -> dict[str, Any]:
+    """Define or redefine an org group (domains banned together by one `org` entry)."""
+    change = store.define_group(name, body.domains, actor, body.reason)
+    return {"group": change, "banlist_version": store.version}
+
+
+@router.get("/groups")
+async def groups(store: Store, _: Reader) -> dict[str, Any]:
+    """Every org group and its member domains."""
+    return {"groups": {k: list(v) for k, v in sorted(store.index.groups.items())},
+            "banlist_version": store.version}

@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the service objects from app.state, and bearer-token auth."""
+"""FastAPI dependencies: the service objects from app.state, and bearer-token auth with roles."""
 from __future__ import annotations
 
 import hmac
@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
 
-from app.banlist.store import EmbeddedStore
+from app.banlist.base import BanStore
 from app.service import Rearranger
 
 
@@ -14,17 +14,12 @@ def service(request: Request) -> Rearranger:
     return request.app.state.service
 
 
-def store(request: Request) -> EmbeddedStore:
+def store(request: Request) -> BanStore:
     return request.app.state.service.store
 
 
-def actor(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
-    """The actor of the bearer token; the caller never names itself."""
-    return token_actor(request, authorization, "Authorization")
-
-
-def token_actor(request: Request, authorization: str | None, field: str) -> str:
-    """The actor of a valid admin bearer token; 401 naming `field` (what needed it) if not."""
+def _holder(request: Request, authorization: str | None, field: str) -> tuple[str, str]:
+    """(actor, role) of a valid bearer token; 401 naming `field` (what needed it) if not."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         needs = ("Bearer token required" if field == "Authorization"
@@ -32,15 +27,37 @@ def token_actor(request: Request, authorization: str | None, field: str) -> str:
         raise HTTPException(401, {"field": field, "problem": needs},
                             headers={"WWW-Authenticate": "Bearer"})
     found = None
-    for known, who in request.app.state.tokens.items():
+    for known, holder in request.app.state.tokens.items():
         if hmac.compare_digest(known.encode(), token.encode()):  # every token, constant time
-            found = who
+            found = holder
     if found is None:
         raise HTTPException(401, {"field": field, "problem": "unknown token"},
                             headers={"WWW-Authenticate": "Bearer"})
     return found
 
 
+def token_actor(request: Request, authorization: str | None, field: str) -> str:
+    """The actor of a valid write token (the caller never names itself); 403 for read-only."""
+    who, role = _holder(request, authorization, field)
+    if role != "write":
+        raise HTTPException(403, {"field": field,
+                                  "problem": f"the token of {who} is read-only"})
+    return who
+
+
+def actor(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The actor of a write token (403 for a read-only token)."""
+    return token_actor(request, authorization, "Authorization")
+
+
+def reader(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
+    if not request.app.state.service.settings.banlist_read_auth and authorization is None:
+        return "anonymous"
+    return _holder(request, authorization, "Authorization")[0]
+
+
 Service = Annotated[Rearranger, Depends(service)]
-Store = Annotated[EmbeddedStore, Depends(store)]
+Store = Annotated[BanStore, Depends(store)]
 Actor = Annotated[str, Depends(actor)]
+Reader = Annotated[str, Depends(reader)]

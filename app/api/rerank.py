@@ -1,6 +1,8 @@
 """POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out."""
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
 import msgspec
@@ -25,24 +27,31 @@ async def rerank(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
+    arrived = time.perf_counter()  # the deadline for optional rules counts from here
     limit = service.settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise HTTPException(413, {"field": "body", "problem": f"{declared} bytes, over the "
                                   f"limit of {limit}"})
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            service.metrics.requests.labels("", "invalid").inc()
-            raise HTTPException(413, {"field": "body", "problem": f"over the limit of {limit} "
-                                      "bytes"})
+    try:
+        async with asyncio.timeout(service.settings.body_timeout_seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    service.metrics.requests.labels("", "invalid").inc()
+                    raise HTTPException(413, {"field": "body",
+                                              "problem": f"over the limit of {limit} bytes"})
+    except TimeoutError:  # a client trickling its body must not hold a worker's slot
+        service.metrics.requests.labels("", "timeout").inc()
+        raise HTTPException(408, {"field": "body", "problem": "not received within "
+                                  f"{service.settings.body_timeout_seconds:g} s"}) from None
     forced, forced_by = None, None
     if x_rearrange_force_variant is not None:  # QA override: never honoured without a token
         forced_by = token_actor(request, authorization, FORCE_HEADER)
         forced = parse_force(x_rearrange_force_variant)
     try:
-        response = service.rerank(bytes(body), forced, forced_by)
+        response = service.rerank(bytes(body), forced, forced_by, arrived)
     except FieldError:
         service.metrics.requests.labels("", "invalid").inc()
         raise

@@ -74,6 +74,19 @@ def canonicalize(url: str) -> str:
     return _canonicalize_text(url)
 
 
+def canonicalize_with_host(url: str) -> tuple[str, str]:
+    """(canonical URL, its host) in one pass; the request path needs both for every result."""
+    if url.isascii():
+        clean = _CLEAN.fullmatch(url)
+        if clean is not None:
+            if clean["path"]:
+                return url, clean["host"]
+            end = clean.end("host")
+            return f"{url[:end]}/{url[end:]}", clean["host"]
+    canonical = _canonicalize_text(url)
+    return canonical, host_of(canonical)
+
+
 def canonicalize_bytes(raw: bytes) -> str:
     """Canonicalize a URL given as raw bytes, which need not be valid UTF-8."""
     try:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.banlist import canon
-from app.banlist.model import Entry, url_key
+from app.banlist.model import SCOPES, Entry, url_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +23,43 @@ class Match:
 class BanIndex:
     """Entries keyed by what they match; dicts of tuples, not sets, to keep GC walks short."""
 
-    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_by_id")
+    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_org", "_by_id",
+                 "groups", "counts")
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[Entry] = (),
+                 groups: dict[str, tuple[str, ...]] | None = None) -> None:
         self._url: dict[str, tuple[Entry, ...]] = {}
         self._prefix: dict[str, tuple[Entry, ...]] = {}
         self._prefix_hosts: dict[str, int] = {}
         self._host: dict[str, tuple[Entry, ...]] = {}
         self._domain: dict[str, tuple[Entry, ...]] = {}
+        self._org: dict[str, tuple[Entry, ...]] = {}  # member domain -> org entries covering it
         self._by_id: dict[str, Entry] = {}
+        self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
+        self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
         for entry in entries:
             self.add(entry)
+
+    def set_group(self, name: str, domains: tuple[str, ...]) -> None:
+        """Define or redefine an org group; entries banning it follow the new members."""
+        banned = [e for e in self._by_id.values() if e.scope == "org" and e.value == name]
+        for entry in banned:
+            self._unlink_org(entry)
+        self.groups[name] = domains
+        for entry in banned:
+            self._link_org(entry)
+
+    def _link_org(self, entry: Entry) -> None:
+        for domain in self.groups.get(entry.value, ()):
+            self._org[domain] = self._org.get(domain, ()) + (entry,)
+
+    def _unlink_org(self, entry: Entry) -> None:
+        for domain in self.groups.get(entry.value, ()):
+            rest = tuple(e for e in self._org.get(domain, ()) if e.id != entry.id)
+            if rest:
+                self._org[domain] = rest
+            else:
+                self._org.pop(domain, None)
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -49,6 +75,10 @@ class BanIndex:
         if entry.id in self._by_id:
             self.remove(entry.id)
         self._by_id[entry.id] = entry
+        self.counts[entry.scope] += 1
+        if entry.scope == "org":
+            self._link_org(entry)
+            return
         table, key = self._slot(entry)
         table[key] = table.get(key, ()) + (entry,)
         if entry.scope == "prefix":
@@ -60,6 +90,10 @@ class BanIndex:
         entry = self._by_id.pop(entry_id, None)
         if entry is None:
             return None
+        self.counts[entry.scope] -= 1
+        if entry.scope == "org":
+            self._unlink_org(entry)
+            return entry
         table, key = self._slot(entry)
         rest = tuple(e for e in table.get(key, ()) if e.id != entry_id)
         if rest:
@@ -85,8 +119,17 @@ class BanIndex:
         return self._domain, entry.value
 
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
-        """The most specific active entry for a canonical URL (url, prefix, host, domain)."""
-        # The request path: plain loops over the tables that hold anything, no Match objects.
+        """The most specific active entry for a canonical URL (url, prefix, host, domain, org)."""
+        entry = self.match_url(canonical, host, region, now)
+        return entry if entry is not None else self.match_host(host, region, now)
+
+    def match_url(self, canonical: str, host: str, region: str | None,
+                  now: float) -> Entry | None:
+        """The active `url` or `prefix` entry for a URL: what depends on more than the host.
+
+        The request path: the same order as `explain`, written out as plain dict probes over
+        the tables that hold anything (no generator for the common case, no Match objects).
+        """
         if self._url:
             for entry in self._url.get(url_key(canonical), ()):
                 if entry.active(region, now):
@@ -95,15 +138,29 @@ class BanIndex:
             for found in self._prefix_matches(canonical, host):
                 if found.entry.active(region, now):
                     return found.entry
+        return None
+
+    def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
+        """The active `host` or `domain` entry for a host (a page repeats hosts: memoize it)."""
         for entry in self._host.get(host, ()):
             if entry.active(region, now):
                 return entry
-        if self._domain:
-            domains = self._domain
+        domains, orgs = self._domain, self._org
+        if domains or orgs:
             for suffix in _suffixes(host):
-                for entry in domains.get(suffix, ()):
-                    if entry.active(region, now):
-                        return entry
+                if suffix in domains or suffix in orgs:
+                    found = self._domain_hit(suffix, region, now)
+                    if found is not None:
+                        return found
+        return None
+
+    def _domain_hit(self, suffix: str, region: str | None, now: float) -> Entry | None:
+        for entry in self._domain.get(suffix, ()):
+            if entry.active(region, now):
+                return entry
+        for entry in self._org.get(suffix, ()):
+            if entry.active(region, now):
+                return entry
         return None
 
     def explain(self, canonical: str, host: str) -> list[Match]:
@@ -127,11 +184,13 @@ class BanIndex:
             yield from self._prefix_matches(canonical, host)
         for entry in self._host.get(host, ()):
             yield Match(entry, f"host {host}")
-        if self._domain:
+        if self._domain or self._org:
             for suffix in _suffixes(host):
+                how = "the domain itself" if suffix == host else f"a parent of {host}"
                 for entry in self._domain.get(suffix, ()):
-                    how = "the domain itself" if suffix == host else f"a parent of {host}"
                     yield Match(entry, f"domain {suffix} ({how})")
+                for entry in self._org.get(suffix, ()):
+                    yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
 
 
 @lru_cache(maxsize=65536)

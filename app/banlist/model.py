@@ -1,6 +1,8 @@
 """Banlist entries, and turning a scope's written value into the key it is matched by."""
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -9,7 +11,8 @@ from app.banlist import canon
 from app.domains import is_public_suffix
 from app.errors import BanlistError
 
-SCOPES = ("url", "prefix", "host", "domain")
+SCOPES = ("url", "prefix", "host", "domain", "org")
+_GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +51,9 @@ class Entry:
     def from_dict(cls, data: dict[str, Any]) -> Entry:
         """Inverse of as_dict (for the persisted log)."""
         expires = data.get("expires_at")
-        return cls(
-            id=str(data["id"]), scope=data["scope"], value=data["value"],
-            reason=data["reason"], actor=data["actor"],
+        return cls(  # scope, actor and reason repeat across entries: one copy of each
+            id=str(data["id"]), scope=sys.intern(data["scope"]), value=data["value"],
+            reason=sys.intern(data["reason"]), actor=sys.intern(data["actor"]),
             created_at=parse_iso(data["created_at"]),
             expires_at=parse_iso(expires) if expires else None,
             regions=frozenset(data.get("regions") or ()),
@@ -75,6 +78,8 @@ def normalize(scope: str, value: str) -> str:
     raw = value.strip()
     if not raw:
         raise BanlistError("value", "empty")
+    if scope == "org":
+        return group_name(raw, "value")
     try:
         url = canon.canonicalize(raw if "://" in raw else f"http://{raw}")
     except canon.InvalidURL as exc:
@@ -97,3 +102,25 @@ def normalize(scope: str, value: str) -> str:
 def url_key(canonical_url: str) -> str:
     """Key of a canonical URL for `url` matching: without the scheme, so http and https match."""
     return canonical_url.partition("://")[2]
+
+
+def group_name(name: str, field: str = "name") -> str:
+    """The written form of an org group's name: lowercase letters, digits, '.', '_', '-'."""
+    key = name.strip().lower()
+    if not _GROUP_NAME.fullmatch(key):
+        raise BanlistError(field, f"{name!r} is not a group name (1-64 of a-z 0-9 . _ -, "
+                           "starting with a letter or digit)")
+    return key
+
+
+def group_domains(domains: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Normalized, de-duplicated domains of an org group; each must be a bannable domain."""
+    if not domains:
+        raise BanlistError("domains", "a group needs at least one domain")
+    out: dict[str, None] = {}
+    for n, raw in enumerate(domains):
+        try:
+            out[normalize("domain", raw)] = None
+        except BanlistError as exc:
+            raise BanlistError(f"domains[{n}]", exc.problem) from None
+    return tuple(out)

@@ -8,26 +8,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry, iso, normalize
+from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
 
+__all__ = ["EmbeddedStore", "EntrySpec", "read_specs"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class EntrySpec:
-    """What a writer asks for; validated and normalized into an Entry by the store."""
-
-    scope: str
-    value: str
-    reason: str
-    regions: tuple[str, ...] = ()
-    expires_at: float | None = None
 
 
 class EmbeddedStore:
@@ -52,34 +43,66 @@ class EmbeddedStore:
     def __len__(self) -> int:
         return len(self.index)
 
+    def start(self) -> None:
+        """Nothing runs in the background: every write is applied where it is made."""
+
+    def close(self) -> None:
+        """Nothing to release: each write closes the log file it appended to."""
+
+    def sync_state(self) -> SyncState:
+        """The embedded store is its own source of truth: always in sync."""
+        return SyncState("embedded")
+
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
+        raise BanlistError("banlist", "the embedded store has no Redis to reseed", status=409)
+
+    def adopt(self) -> dict[str, Any]:
+        raise BanlistError("banlist", "the embedded store has no Redis to adopt", status=409)
+
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         """Validate, persist and index a new entry; returns it with its id."""
-        value = normalize(spec.scope, spec.value)
-        reason = spec.reason.strip()
-        if not reason:
-            raise BanlistError("reason", "a reason is required (T&S must be able to answer why)")
+        return self.add_many([spec], actor)[0]
+
+    def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
+        """Validate every spec first (all or nothing), then persist and index each."""
         now = self.clock()
-        if spec.expires_at is not None and spec.expires_at <= now:
-            raise BanlistError("expires_at", f"{iso(spec.expires_at)} is already in the past")
         with self._lock:
-            seq = self.version + 1
-            entry = Entry(str(seq), spec.scope, value, reason, actor, now, spec.expires_at,
-                          frozenset(r.upper() for r in spec.regions))
-            self._commit({"seq": seq, "op": "add", "entry": entry.as_dict(), "actor": actor,
-                          "reason": reason, "at": iso(now)})
-            self.index.add(entry)
-        return entry
+            prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
+                prepare(specs[0], now, self.index.groups)]
+            entries, changes = [], []
+            for n, p in enumerate(prepared, self.version + 1):
+                entry = p.entry(str(n), actor, now)
+                entries.append(entry)
+                changes.append({"seq": n, "op": "add", "entry": entry.as_dict(),
+                                "actor": actor, "reason": p.reason, "at": iso(now)})
+            self._commit(*changes)  # one fsync for the batch, before any of it is applied
+            for entry in entries:
+                self.index.add(entry)
+        return entries
+
+    def define_group(self, name: str, domains: list[str], actor: str,
+                     reason: str) -> dict[str, Any]:
+        """Define (or redefine) an org group; its bans follow the new membership."""
+        key = group_name(name)
+        members = group_domains(domains)
+        why = require_reason(reason, "a group definition")
+        with self._lock:
+            change = {"seq": self.version + 1, "op": "group", "name": key,
+                      "domains": list(members), "actor": actor, "reason": why,
+                      "at": iso(self.clock())}
+            self._commit(change)
+            self.index.set_group(key, members)
+        return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal); the removal is itself a logged change."""
-        if not reason.strip():
-            raise BanlistError("reason", "a reason is required for a removal")
+        reason = require_reason(reason, "a removal")
         with self._lock:
             entry = self.index.get(entry_id)
             if entry is None:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
             self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
-                          "actor": actor, "reason": reason.strip(), "at": iso(self.clock())})
+                          "actor": actor, "reason": reason, "at": iso(self.clock())})
             self.index.remove(entry_id)
         return entry
 
@@ -114,15 +137,15 @@ class EmbeddedStore:
         """The change log after `seq`."""
         return [c for c in self.changes if c["seq"] > seq][:limit]
 
-    def _commit(self, change: dict[str, Any]) -> None:
+    def _commit(self, *changes: dict[str, Any]) -> None:
         if self.path is not None:
-            line = json.dumps(change, ensure_ascii=False) + "\n"
+            text = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in changes)
             with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line)
+                fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
-        self.changes.append(change)
-        self.version = change["seq"]
+        self.changes.extend(changes)
+        self.version = changes[-1]["seq"]
 
     def _replay(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +167,8 @@ class EmbeddedStore:
     def _apply(self, change: dict[str, Any]) -> None:
         if change["op"] == "add":
             self.index.add(Entry.from_dict(change["entry"]))
+        elif change["op"] == "group":
+            self.index.set_group(change["name"], tuple(change["domains"]))
         else:
             self.index.remove(change["id"])
         self.changes.append(change)

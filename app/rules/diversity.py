@@ -96,6 +96,7 @@ class NearDuplicates(BaseRule):
     """
 
     name = "near_duplicates"
+    optional = True  # a page with near-duplicates beats a late page: skipped past the deadline
     phases = DIVERSIFY
     Params = NearDuplicatesParams
 

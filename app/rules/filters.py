@@ -21,8 +21,14 @@ class Banlist(BaseRule):
         if index is None or not len(index):
             return docs, []
         kept, records = [], []
+        region, now = ctx.region, ctx.now
+        by_host: dict[str, object] = {}  # host/domain verdicts, once per host of the page
         for doc in docs:
-            entry = index.match(doc.canonical, doc.host, ctx.region, ctx.now)
+            entry = index.match_url(doc.canonical, doc.host, region, now)
+            if entry is None:
+                host = doc.host
+                entry = by_host[host] if host in by_host else by_host.setdefault(
+                    host, index.match_host(host, region, now))
             if entry is None:
                 kept.append(doc)
             else:

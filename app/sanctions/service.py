@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.banlist.base import EntrySpec
 from app.banlist.model import normalize
-from app.banlist.store import EntrySpec
 from app.errors import BanlistError
 from app.sanctions.machine import (
     BANNED,

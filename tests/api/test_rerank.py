@@ -165,3 +165,19 @@ def test_openapi_documents_the_rerank_body(client):
     assert body["schema"] == {"$ref": "#/components/schemas/RerankRequest"}
     doc = spec["components"]["schemas"]["Document"]
     assert set(doc["required"]) == {"id", "url", "score"}
+
+
+def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
+    service = client.app.state.service
+    body = page(3)
+    for d in body["documents"]:
+        d["text"] = "the same template text of more than ten words on every page here"
+    full = client.post("/v1/rerank", json=body).json()
+    assert "skipped" not in full and any(r["rule"] == "near_duplicates" for r in full["audit"])
+    service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
+    late = client.post("/v1/rerank", json=body).json()
+    assert late["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
+                                "reason": "deadline"}]
+    assert all(r["rule"] != "near_duplicates" for r in late["audit"])
+    assert ('rearrange_rule_skipped_total{phase="diversify",reason="deadline",'
+            'rule="near_duplicates"} 1.0') in client.get("/metrics").text

@@ -251,3 +251,12 @@ def test_repo_copy_of_the_vectors_matches_shared():
     if shared == SHARED_COPY:
         pytest.skip("shared/ is not beside this checkout; the repo copy is in use")
     assert json.loads(SHARED_COPY.read_text("utf-8")) == json.loads(shared.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("url", [v["input"] for v in VECTORS["canonicalize"]] + [
+    "https://shop.example.com/sofa?id=3", "http://a.b/", "http://a.b", "HTTP://A.B/x/../y"])
+def test_canonicalize_with_host_agrees_with_the_two_calls(url):
+    from app.banlist.canon import canonicalize_with_host, host_of
+
+    canonical, host = canonicalize_with_host(url)
+    assert canonical == canonicalize(url) and host == host_of(canonical)

@@ -129,3 +129,49 @@ def test_store_refuses_bad_writes_and_unknown_ids(tmp_path):
     with pytest.raises(BanlistError) as info:
         store.remove("42", "tns", "appeal")
     assert info.value.status == 404 and store.version == 0
+
+
+def test_org_groups_persist_and_entries_follow_membership(tmp_path):
+    path = tmp_path / "banlist.jsonl"
+    store = EmbeddedStore(path)
+    store.define_group("acme", ["acme.com", "Acme-Shop.net"], "tns", "one owner")
+    e = store.add(EntrySpec("org", "ACME", "court order"), "legal")
+    assert e.value == "acme" and store.index.counts["org"] == 1
+    assert check(store.index, "http://www.acme-shop.net/") == e.id
+    store.define_group("acme", ["acme.org"], "tns", "moved")
+    again = EmbeddedStore(path)
+    assert again.index.groups == {"acme": ("acme.org",)} and again.version == 3
+    assert check(again.index, "http://acme.com/") is None
+    assert check(again.index, "http://x.acme.org/") == e.id
+    again.remove(e.id, "tns", "appeal")
+    assert check(again.index, "http://x.acme.org/") is None and again.index.counts["org"] == 0
+    with pytest.raises(BanlistError, match="group name"):
+        again.define_group("no spaces", ["a.com"], "tns", "r")
+
+
+def test_match_is_the_first_active_candidate_of_explain():
+    """The request path's hand-written `match` agrees with `explain` on a random corpus."""
+    import random
+    rng = random.Random(3)
+    hosts = ["a.com", "www.a.com", "x.y.a.com", "b.org", "1.2.3.4", "c.co.uk", "d.c.co.uk"]
+    entries, n = [], 0
+    for host in hosts:
+        for scope, value in (("domain", host), ("host", host), ("url", f"{host}/p?q=1"),
+                             ("prefix", f"{host}/p/")):
+            if scope == "domain" and host in ("1.2.3.4",):
+                continue
+            for _ in range(rng.randrange(3)):
+                n += 1
+                entries.append(Entry(str(n), scope, normalize(scope, value), "r", "t", 0.0,
+                                     rng.choice([None, 5.0, 50.0]),
+                                     frozenset(rng.choice([(), ("DE",), ("FR", "DE")]))))
+    index = BanIndex(entries, {"g": ("a.com", "c.co.uk")})
+    index.add(Entry("999", "org", "g", "r", "t", 0.0, None, frozenset({"FR"})))
+    for host in hosts + ["zz.a.com", "nothing.net"]:
+        for path in ("/", "/p", "/p/", "/p/x", "/p?q=1", "/q"):
+            url = canon.canonicalize(f"http://{host}{path}")
+            for region in (None, "DE", "FR"):
+                for now in (1.0, 10.0, 100.0):
+                    want = next((m.entry for m in index.explain(url, host)
+                                 if m.entry.active(region, now)), None)
+                    assert index.match(url, host, region, now) == want, (url, region, now)

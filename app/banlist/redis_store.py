@@ -1,0 +1,298 @@
+"""The Redis-backed banlist: Redis is the source of truth, this process holds a replica in memory.
+
+Writes are Lua scripts (entry + INCR seq + XADD to the changelog, atomically, so sequence
+order is stream order). A background thread tails the stream (`XREAD BLOCK`) and applies
+each change when its seq is exactly last + 1 and its epoch is ours; anything else is a gap
+and triggers a full resync, built aside and swapped in as one reference. A Redis whose
+history went backwards (restarted empty, older seq, another epoch) is refused: the replica
+keeps serving its copy and says so. Requests only ever read `index` and `version`.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+from app.banlist import lua
+from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry, group_domains, group_name, iso
+from app.banlist.replica import Replicator, change_of
+from app.errors import BanlistError
+from app.metrics import Metrics
+
+log = logging.getLogger(__name__)
+BATCH = 500  # changes per write script: bounds how long one script holds Redis
+
+
+class Keys:
+    """Key names; one hash tag so a Redis Cluster keeps them on one slot (scripts need that)."""
+
+    def __init__(self, prefix: str) -> None:
+        base = f"{prefix}{{banlist}}:"
+        self.entries, self.groups = base + "entries", base + "groups"
+        self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
+        self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
+
+    def write(self) -> list[str]:
+        return [self.entries, self.groups, self.seq, self.epoch, self.stream]
+
+
+class RedisStore:
+    """A banlist replica that follows Redis; writes go to Redis first, then apply locally."""
+
+    def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
+                 prefix: str = "rearrange:", retention_seconds: float = 86400.0,
+                 block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        if block_seconds > 2:
+            raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
+                                           decode_responses=True)
+        self.keys = Keys(prefix)
+        self.metrics = metrics
+        self.clock = clock
+        self.retention_ms = int(retention_seconds * 1000)
+        self._write = self.client.register_script(lua.WRITE)
+        self._reseed = self.client.register_script(lua.RESEED)
+        self.replica = Replicator(self, block_seconds, snapshot_path, snapshot_seconds)
+
+    # ---- what the request path and the API read -------------------------------------------
+    @property
+    def index(self) -> BanIndex:
+        return self.replica.index
+
+    @property
+    def version(self) -> int:
+        return self.replica.version
+
+    def __len__(self) -> int:
+        return len(self.replica.index)
+
+    def active(self) -> list[Entry]:
+        """Unexpired entries, oldest first (a copy, taken under the apply lock)."""
+        now = self.clock()
+        with self.replica.lock:
+            return [e for e in self.replica.index if e.expires_at is None or e.expires_at > now]
+
+    def sync_state(self) -> SyncState:
+        return self.replica.state()
+
+    def start(self) -> None:
+        """Load the local snapshot, try one sync with Redis, then follow it in the background."""
+        self.replica.start()
+
+    def close(self) -> None:
+        self.replica.stop()
+        self.client.close()
+
+    # ---- writes ---------------------------------------------------------------------------
+    def add(self, spec: EntrySpec, actor: str) -> Entry:
+        return self.add_many([spec], actor)[0]
+
+    def add_many(self, specs: list[EntrySpec], actor: str,
+                 progress: Callable[[int], None] | None = None) -> list[Entry]:
+        """Validate all, then commit in scripts of BATCH changes; entries come back with ids."""
+        now = self.clock()
+        prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
+            prepare(specs[0], now, self.index.groups)]
+        entries: list[Entry] = []
+        for start in range(0, len(prepared), BATCH):
+            batch = prepared[start:start + BATCH]
+            args: list[Any] = []
+            payloads = []
+            for p in batch:
+                payload = p.entry("", actor, now).as_dict()
+                del payload["id"]
+                payloads.append(payload)
+                args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
+                         p.value if p.scope == "org" else ""]
+            seqs = self._run(args)
+            # from the written form, so the caller sees exactly what every replica holds
+            entries += [Entry.from_dict({**payload, "id": str(seq)})
+                        for payload, seq in zip(payloads, seqs, strict=True)]
+            if progress is not None:
+                progress(len(entries))
+        return entries
+
+    def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
+        """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
+        why = require_reason(reason, "a removal")
+        entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
+        if entry is None:
+            raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
+        self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
+        return entry
+
+    def _fetch(self, entry_id: str) -> Entry | None:
+        try:
+            payload = self.client.hget(self.keys.entries, entry_id)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
+                               status=503) from exc
+        return None if payload is None else Entry.from_dict({"id": entry_id,
+                                                              **orjson.loads(payload)})
+
+    def define_group(self, name: str, domains: list[str], actor: str,
+                     reason: str) -> dict[str, Any]:
+        """Define or redefine an org group (a named set of domains banned together)."""
+        key, members = group_name(name), group_domains(domains)
+        why = require_reason(reason, "a group definition")
+        seq = self._run(["group", key, orjson.dumps(list(members)).decode(), actor, why, ""])[0]
+        return {"seq": seq, "op": "group", "name": key, "domains": list(members),
+                "actor": actor, "reason": why, "at": iso(self.clock())}
+
+    def sweep(self) -> int:
+        """Record the expiry of entries past their TTL (they already stopped matching)."""
+        now = self.clock()
+        if not self.replica.writable():
+            return 0
+        with self.replica.lock:
+            expired = [e.id for e in self.replica.index
+                       if e.expires_at is not None and e.expires_at <= now]
+        done = 0
+        for start in range(0, len(expired), BATCH):
+            args: list[Any] = []
+            for entry_id in expired[start:start + BATCH]:
+                args += ["expire", entry_id, "", "system", "ttl elapsed", ""]
+            try:
+                done += sum(1 for seq in self._run(args) if seq)
+            except BanlistError as exc:
+                log.warning("banlist sweep stopped: %s", exc.problem)
+                break
+        return done
+
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
+        """Import entries when Redis holds no banlist yet (first start of the first replica)."""
+        items = list(specs)
+        if not items or self.version or self.replica.epoch or not self.replica.loaded:
+            return 0
+        try:
+            if self.client.exists(self.keys.epoch):
+                return 0
+        except redis.RedisError as exc:
+            raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
+                               status=503) from exc
+        added = len(self.add_many(items, actor))
+        gc.freeze()
+        return added
+
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
+        """Write this replica's copy back into Redis (after Redis lost or rewound it)."""
+        why = require_reason(reason, "a reseed")
+        rep = self.replica
+        if not rep.loaded or not rep.epoch:
+            raise BanlistError("banlist", "this replica holds no banlist to reseed from",
+                               status=409)
+        try:
+            cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
+            cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
+            if cur_epoch == str(rep.epoch) and int(cur_seq) >= rep.version:
+                raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
+                                   f"{cur_seq}, replica {rep.version}): nothing to reseed",
+                                   status=409)
+            if cur_epoch and cur_epoch != str(rep.epoch) and not force:
+                raise BanlistError("force", f"Redis holds another history (epoch {cur_epoch}, "
+                                   f"replica {rep.epoch}); pass force to overwrite it",
+                                   status=409)
+            with rep.lock:
+                entries, groups = list(rep.index), dict(rep.index.groups)
+                epoch, seq = rep.epoch, rep.version
+            self.client.delete(self.keys.stage_entries, self.keys.stage_groups)
+            for start in range(0, len(entries), 5000):
+                mapping = {}
+                for e in entries[start:start + 5000]:
+                    payload = e.as_dict()
+                    mapping[payload.pop("id")] = orjson.dumps(payload).decode()
+                self.client.hset(self.keys.stage_entries, mapping=mapping)
+            if groups:
+                self.client.hset(self.keys.stage_groups, mapping={
+                    k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
+            new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
+                                         self.keys.stage_groups],
+                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why])
+        except redis.ResponseError as exc:
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            self.metrics.banlist_redis_errors.labels("reseed").inc()
+            raise BanlistError("banlist", f"Redis unreachable, not reseeded: {exc}",
+                               status=503) from exc
+        return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
+                "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
+                                                  "seq": int(cur_seq)}}
+
+    def adopt(self) -> dict[str, Any]:
+        """Accept what Redis holds now, even if older than this replica's copy (operator call)."""
+        self.replica.resync("adopt", accept_backward=True)
+        return {"epoch": self.replica.epoch, "seq": self.version, "entries": len(self)}
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
+        """The changelog after `seq` (within the stream's retention window)."""
+        try:
+            start = self._stream_start_after(seq)
+            out: list[dict[str, Any]] = []
+            while start is not None and len(out) < limit:
+                page = self.client.xrange(self.keys.stream, min=start, max="+",
+                                          count=limit + 64)
+                for sid, fields in page:
+                    if int(fields["seq"]) > seq and len(out) < limit:
+                        out.append(change_of(sid, fields))
+                start = f"({page[-1][0]}" if len(page) == limit + 64 else None
+            return out
+        except redis.RedisError as exc:
+            self.metrics.banlist_redis_errors.labels("history").inc()
+            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
+                               status=503) from exc
+
+    def _stream_start_after(self, seq: int) -> str | None:
+        """Binary search over stream time for the first record with a seq above `seq`."""
+        first = self.client.xrange(self.keys.stream, count=1)
+        last = self.client.xrevrange(self.keys.stream, count=1)
+        if not first or int(last[0][1]["seq"]) <= seq:
+            return None
+        if int(first[0][1]["seq"]) > seq:
+            return "-"
+        lo, hi = int(first[0][0].split("-")[0]), int(last[0][0].split("-")[0])
+        while lo < hi:  # smallest ms whose first record has seq > `seq`
+            mid = (lo + hi) // 2
+            probe = self.client.xrange(self.keys.stream, min=str(mid + 1), count=1)
+            if probe and int(probe[0][1]["seq"]) <= seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return str(lo)
+
+    def _run(self, args: list[Any]) -> list[int]:
+        rep = self.replica
+        if not rep.writable():
+            raise BanlistError("banlist", rep.why_not_writable(), status=503)
+        expected = str(rep.epoch) if rep.epoch else ""
+        try:
+            result = self._write(keys=self.keys.write(),
+                                 args=[expected, self.retention_ms, *args])
+        except redis.ResponseError as exc:
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            rep.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
+                               status=503) from exc
+        rep.catch_up()  # read-your-writes: apply up to our own change before answering
+        return [int(s) for s in result[1:]]
+
+
+def _refusal(exc: redis.ResponseError) -> BanlistError:
+    code, _, text = str(exc).partition(" ")
+    if code == "REARRANGE_NOTFOUND":
+        return BanlistError("id", text, status=404)
+    if code == "REARRANGE_NOGROUP":
+        return BanlistError("value", text + ": define it first")
+    if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED"):
+        return BanlistError("banlist", text, status=409 if code == "REARRANGE_MOVED" else 503)
+    return BanlistError("banlist", f"Redis refused the script: {exc}", status=503)

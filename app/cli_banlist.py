@@ -1,0 +1,289 @@
+"""`rearrange banlist …`: the T&S tools, against a running service over its HTTP API."""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+CHUNK = 1000  # lines per import request (the service takes at most 10,000)
+
+
+class ApiError(Exception):
+    """The service refused a call; carries the status and the JSON body."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"HTTP {status}: {body.get('field')}: {body.get('problem')}")
+        self.status, self.body = status, body
+
+
+class Client:
+    """A tiny JSON client of the admin API (stdlib only: the CLI needs no extra package)."""
+
+    def __init__(self, base: str, token: str | None, timeout: float = 60.0) -> None:
+        self.base, self.token, self.timeout = base.rstrip("/"), token, timeout
+
+    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
+             raw: bytes | None = None, content_type: str = "application/json") -> Any:
+        url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = resp.read()
+                kind = resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            text = exc.read()
+            try:
+                err = json.loads(text)
+            except ValueError:
+                err = {"field": None, "problem": text.decode(errors="replace")[:500]}
+            raise ApiError(exc.code, err) from None
+        return json.loads(payload) if kind.startswith("application/json") else payload
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str]) -> None:
+    """Rows as an aligned text table (long cells cut at 100 characters)."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+          file=out)
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        value = ",".join(map(str, value)) or "-"
+    text = str(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+class Progress:
+    """A one-line progress bar on stderr: `import  [#######-----]  7000/10000 lines`."""
+
+    def __init__(self, label: str, total: int, out: IO[str]) -> None:
+        self.label, self.total, self.out = label, max(total, 1), out
+
+    def update(self, done: int) -> None:
+        filled = 30 * done // self.total
+        print(f"\r{self.label:<8} [{'#' * filled}{'-' * (30 - filled)}] "
+              f"{done:>7}/{self.total} lines", end="", file=self.out, flush=True)
+
+    def close(self) -> None:
+        print(file=self.out, flush=True)
+
+
+def add_parser(sub: Any) -> None:
+    """The `banlist` sub-commands, added to the `rearrange` parser."""
+    p = sub.add_parser("banlist", help="T&S tools against a running service")
+    p.add_argument("--url", dest="service_url", default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
+                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
+    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
+                   help="bearer token (default REARRANGE_TOKEN); the actor comes from it")
+    cmds = p.add_subparsers(dest="banlist_command", required=True)
+    add = cmds.add_parser("add", help="ban a url, prefix, host, domain or org group")
+    add.add_argument("scope", choices=["url", "prefix", "host", "domain", "org"])
+    add.add_argument("value")
+    add.add_argument("--reason", required=True)
+    add.add_argument("--regions", default="", help="comma-separated region codes")
+    ttl = add.add_mutually_exclusive_group()
+    ttl.add_argument("--ttl", type=int, help="seconds until the ban lapses")
+    ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
+    rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
+    rm.add_argument("id")
+    rm.add_argument("--reason", required=True)
+    look = cmds.add_parser("lookup", help="why a URL is (not) banned")
+    look.add_argument("target", metavar="url")
+    look.add_argument("--region")
+    imp = cmds.add_parser("import", help="bulk import NDJSON or CSV, validated first")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--format", choices=["ndjson", "csv"], help="default: from the extension")
+    imp.add_argument("--mode", choices=["all", "valid"], default="all",
+                     help="all: nothing unless every line is valid (default); valid: skip bad")
+    imp.add_argument("--dry-run", action="store_true", help="validate only")
+    exp = cmds.add_parser("export", help="every active entry")
+    exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
+    exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
+    hist = cmds.add_parser("history", help="the change log: who changed what, when, why")
+    hist.add_argument("--since", type=int, default=0)
+    hist.add_argument("--limit", type=int, default=100)
+    grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
+    grp.add_argument("name")
+    grp.add_argument("domains", nargs="+")
+    grp.add_argument("--reason", required=True)
+    res = cmds.add_parser("reseed", help="write this replica's copy back into Redis")
+    res.add_argument("--reason", required=True)
+    res.add_argument("--force", action="store_true",
+                     help="overwrite Redis even if it holds another history (epoch)")
+
+
+def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """Run one `banlist` sub-command; 0 ok, 1 refused by the service, 2 unreachable."""
+    out, err = out or sys.stdout, err or sys.stderr
+    client = Client(args.service_url, args.token)
+    command = _COMMANDS[args.banlist_command]
+    try:
+        return command(client, args, out, err)
+    except ApiError as exc:
+        print(f"refused: {exc}", file=err)
+        refused = exc.body.get("refused")
+        if refused:
+            table(refused, ["line", "field", "problem"], err)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"cannot reach {args.service_url}: {exc}", file=err)
+        return 2
+
+
+def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    body: dict[str, Any] = {"scope": args.scope, "value": args.value, "reason": args.reason,
+                            "regions": [r for r in args.regions.split(",") if r]}
+    if args.ttl is not None:
+        body["ttl_seconds"] = args.ttl
+    if args.expires_at:
+        body["expires_at"] = args.expires_at
+    got = client.call("POST", "/v1/banlist/entries", body)
+    table([got["entry"]], ["id", "scope", "value", "regions", "expires_at", "actor", "reason"],
+          out)
+    print(f"banlist version {got['banlist_version']}", file=out)
+    return 0
+
+
+def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.call("DELETE", f"/v1/banlist/entries/{urllib.parse.quote(args.id)}",
+                      {"reason": args.reason})
+    print(f"removed entry {got['removed']['id']} ({got['removed']['scope']} "
+          f"{got['removed']['value']}); banlist version {got['banlist_version']}", file=out)
+    return 0
+
+
+def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    query = {"url": args.target, **({"region": args.region} if args.region else {})}
+    got = client.call("GET", "/v1/banlist/lookup", query=query)
+    verdict = "BANNED" if got["banned"] else "not banned"
+    print(f"{got['canonical']}: {verdict} (region {got['region'] or 'any'}, "
+          f"banlist version {got['banlist_version']})", file=out)
+    if got["matches"]:
+        table(got["matches"], ["id", "matched_by", "applies", "why_not", "reason", "actor",
+                               "regions", "expires_at"], out)
+    return 0
+
+
+def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    fmt = args.format or ("csv" if args.file.suffix.lower() == ".csv" else "ndjson")
+    lines = _ndjson_lines(args.file, fmt)
+    chunks = [lines[i:i + CHUNK] for i in range(0, len(lines), CHUNK)]
+    refused: list[dict[str, Any]] = []
+    bar = Progress("validate", len(lines), err)
+    for n, chunk in enumerate(chunks):  # a dry run of everything first: all or nothing
+        got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
+                          query={"mode": "valid", "dry_run": "true"},
+                          content_type="application/x-ndjson")
+        refused += [{**r, "line": chunk[r["line"] - 1][0]} for r in got["refused"]]
+        bar.update(min((n + 1) * CHUNK, len(lines)))
+    bar.close()
+    if refused:
+        table(refused, ["line", "field", "problem"], err)
+    if refused and args.mode == "all":
+        print(f"{len(refused)} of {len(lines)} lines refused; nothing imported "
+              "(--mode valid imports the valid lines)", file=err)
+        return 1
+    if args.dry_run:
+        print(f"{len(lines) - len(refused)} of {len(lines)} lines valid (dry run)", file=out)
+        return 0
+    bad = {r["line"] for r in refused}
+    good = [pair for pair in lines if pair[0] not in bad]
+    bar, done, version = Progress("import", len(good), err), 0, None
+    for start in range(0, len(good), CHUNK):
+        chunk = good[start:start + CHUNK]
+        got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
+                          query={"mode": "all"}, content_type="application/x-ndjson")
+        done += got["imported"]
+        version = got["banlist_version"]
+        bar.update(done)
+    bar.close()
+    print(f"imported {done} entries, {len(refused)} refused; banlist version {version}",
+          file=out)
+    return 0
+
+
+def _ndjson_lines(path: Path, fmt: str) -> list[tuple[int, str]]:
+    """(line number in the file, one NDJSON line) for each entry line; CSV rows converted."""
+    text = path.read_text(encoding="utf-8-sig")
+    if fmt == "ndjson":
+        return [(n, line) for n, line in enumerate(text.splitlines(), 1)
+                if line.strip() and not line.lstrip().startswith("#")]
+    reader = csv.DictReader(io.StringIO(text))
+    rows = []
+    for row in reader:
+        clean = {k: v for k, v in row.items() if v not in ("", None) and k is not None}
+        if None in row:
+            clean["csv_extra_columns"] = "more fields than the header names"
+        rows.append((reader.line_num, json.dumps(clean)))
+    return rows
+
+
+def _body(chunk: list[tuple[int, str]]) -> bytes:
+    return ("\n".join(line for _, line in chunk) + "\n").encode()
+
+
+def _export(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    data = client.call("GET", "/v1/banlist/export", query={"format": args.format})
+    if args.output is None:
+        out.write(data.decode())
+    else:
+        args.output.write_bytes(data)
+        print(f"wrote {args.output}", file=err)
+    return 0
+
+
+def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.call("GET", "/v1/banlist/changes",
+                      query={"since": args.since, "limit": args.limit})
+    rows = []
+    for c in got["changes"]:
+        what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
+                if c["op"] == "add" else f"group {c['name']}: {len(c['domains'])} domains"
+                if c["op"] == "group" else f"entry {c.get('id', '-')}")
+        rows.append({**c, "what": what})
+    table(rows, ["seq", "at", "op", "what", "actor", "reason"], out)
+    return 0
+
+
+def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.call("PUT", f"/v1/banlist/groups/{urllib.parse.quote(args.name)}",
+                      {"domains": args.domains, "reason": args.reason})
+    g = got["group"]
+    print(f"group {g['name']}: {', '.join(g['domains'])}; banlist version "
+          f"{got['banlist_version']}", file=out)
+    return 0
+
+
+def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.call("POST", "/v1/admin/banlist/reseed",
+                      {"reason": args.reason, "force": args.force})
+    r = got["reseeded"]
+    print(f"reseeded Redis with {r['entries']} entries and {r['groups']} groups "
+          f"(epoch {r['epoch']}, now seq {r['seq']}; Redis held epoch "
+          f"{r['replaced']['epoch'] or 'none'} seq {r['replaced']['seq']})", file=out)
+    return 0
+
+
+_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "import": _import,
+             "export": _export, "history": _history, "group": _group, "reseed": _reseed}

@@ -1,0 +1,88 @@
+"""The API of a Redis-backed replica: /readyz and /metrics through a rewind, reseed, adopt."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.conftest import AUTH
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.kill()
+
+
+def app_on(redis_server, settings, name):
+    return TestClient(create_app(settings.model_copy(update={
+        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
+        "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
+
+
+def until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.01)
+
+
+def test_a_replica_that_refuses_a_rewind_says_so_and_reseed_repairs(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a:
+        for i in range(3):
+            assert a.post("/v1/banlist/entries", headers=AUTH,
+                          json={"scope": "host", "value": f"h{i}.example",
+                                "reason": "r"}).status_code == 201
+        ready = a.get("/readyz").json()
+        assert ready["banlist_store"] == "redis" and ready["banlist_version"] == 3
+        redis_server.restart(empty=True)
+        until(lambda: a.get("/readyz").json()["banlist_diverged"] is not None)
+        ready = a.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["banlist_in_sync"] is False
+        assert "restarted empty" in ready.json()["banlist_diverged"]
+        metrics = a.get("/metrics").text
+        assert "rearrange_banlist_diverged 1.0" in metrics
+        assert "rearrange_banlist_backward_refused_total 1.0" in metrics
+        assert "rearrange_banlist_in_sync 0.0" in metrics
+        page = {"documents": [{"id": "x", "url": "http://h1.example/", "score": 1}]}
+        assert a.post("/v1/rerank", json=page).json()["documents"] == []  # still banned
+        w = a.post("/v1/banlist/entries", headers=AUTH,
+                   json={"scope": "host", "value": "new.example", "reason": "r"})
+        assert w.status_code == 503 and "suspended" in w.json()["problem"]
+        assert "reseed" in w.json()["problem"] or "restarted empty" in w.json()["problem"]
+        r = a.post("/v1/admin/banlist/reseed", headers=AUTH, json={"reason": "redis lost it"})
+        assert r.status_code == 200 and r.json()["reseeded"]["entries"] == 3
+        until(lambda: a.get("/readyz").json()["banlist_in_sync"])
+        assert "rearrange_banlist_diverged 0.0" in a.get("/metrics").text
+        with app_on(redis_server, settings, "b") as b:
+            assert b.get("/readyz").json()["banlist_entries"] == 3
+            history = b.get("/v1/banlist/changes", params={"since": 3}).json()["changes"]
+            assert [(c["seq"], c["op"], c["actor"]) for c in history] == [(4, "reseed", "tns")]
+
+
+def test_adopt_accepts_an_older_redis_on_operator_request(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a:
+        a.post("/v1/banlist/entries", headers=AUTH,
+               json={"scope": "host", "value": "h.example", "reason": "r"})
+        redis_server.restart(empty=True)
+        until(lambda: a.get("/readyz").json()["banlist_diverged"] is not None)
+        r = a.post("/v1/admin/banlist/adopt", headers=AUTH, json={"reason": "start over"})
+        assert r.status_code == 200 and r.json()["adopted"]["entries"] == 0
+        ready = a.get("/readyz").json()
+        assert ready["banlist_entries"] == 0 and ready["banlist_diverged"] is None
+        assert a.post("/v1/banlist/entries", headers=AUTH,
+                      json={"scope": "host", "value": "h.example",
+                            "reason": "r"}).json()["banlist_version"] == 1
+
+
+def test_no_copy_at_all_is_not_ready(redis_server, settings):
+    redis_server.kill()
+    with app_on(redis_server, settings, "cold") as a:
+        ready = a.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["banlist_loaded"] is False
+        assert ready.json()["banlist_staleness_seconds"] is None
+        assert "unreachable" in ready.json()["banlist_problem"]

@@ -1,0 +1,152 @@
+"""T&S tooling over HTTP: bulk import/export, org groups, token roles, lookup explanations."""
+from __future__ import annotations
+
+import pytest
+
+from app.settings import Settings
+from tests.conftest import AUTH
+
+READ = {"Authorization": "Bearer read-token"}
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"admin_tokens": settings.admin_tokens
+                                       + ",viewer:read-token:read,ops:ops-token:write"})
+
+
+def ndjson(*lines: str) -> bytes:
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_import_is_all_or_nothing_with_a_report_by_line(client):
+    body = ndjson('{"scope": "host", "value": "ok.example", "reason": "r"}',
+                  "# a comment line is skipped",
+                  '{"scope": "domain", "value": "co.uk", "reason": "r"}',
+                  '{"scope": "host", "value": "ok.example", "reason": "again"}',
+                  "not json",
+                  '{"scope": "host", "value": "x.example", "reason": "r", "colour": "red"}',
+                  '{"scope": "host", "value": "y.example"}')
+    r = client.post("/v1/banlist/import", content=body, headers=AUTH)
+    assert r.status_code == 422 and r.json()["field"] == "body"
+    assert "5 of 6 lines refused; nothing imported" in r.json()["problem"]
+    refused = {x["line"]: (x["field"], x["problem"]) for x in r.json()["refused"]}
+    assert refused[3][0] == "value" and "public suffix" in refused[3][1]
+    assert refused[4] == ("value", "duplicate of line 1")
+    assert refused[5][0] == "line" and "not JSON" in refused[5][1]
+    assert refused[6] == ("colour", "unknown field")
+    assert refused[7][0] == "reason"
+    assert client.get("/v1/banlist/entries").json()["total"] == 0
+    r = client.post("/v1/banlist/import", params={"mode": "valid"}, content=body, headers=AUTH)
+    assert r.status_code == 200 and r.json()["imported"] == 1 and len(r.json()["refused"]) == 5
+
+
+def test_csv_import_export_round_trip(client):
+    csv_body = (b"scope,value,reason,regions,ttl_seconds\n"
+                b"domain,Spam.Example,doorways,RU;kz,\n"
+                b"prefix,forum.example/leaks/,doxxing,,3600\n")
+    dry = client.post("/v1/banlist/import", params={"format": "csv", "dry_run": "true"},
+                      content=csv_body, headers=AUTH).json()
+    assert dry == {"lines": 2, "refused": [], "dry_run": True, "imported": 0,
+                   "banlist_version": 0}
+    r = client.post("/v1/banlist/import", params={"format": "csv"}, content=csv_body,
+                    headers=AUTH)
+    assert r.json()["imported"] == 2 and r.json()["banlist_version"] == 2
+    exported = client.get("/v1/banlist/export").content
+    lines = exported.decode().splitlines()
+    assert len(lines) == 2 and '"regions":["KZ","RU"]' in lines[0]
+    assert '"actor":"tns"' in lines[0] and '"expires_at":"' in lines[1]
+    # an export imports as is (ids, actors and creation times are the new commit's)
+    again = client.post("/v1/banlist/import", content=exported,
+                        headers={"Authorization": "Bearer ops-token"}).json()
+    assert again["imported"] == 2 and again["first_id"] == "3"
+    csv_out = client.get("/v1/banlist/export", params={"format": "csv"}).text.splitlines()
+    assert csv_out[0] == "id,scope,value,reason,regions,expires_at,actor,created_at"
+    assert csv_out[3].startswith("3,domain,spam.example,doorways,KZ;RU,,ops,")
+    bad = client.post("/v1/banlist/import", params={"format": "csv"},
+                      content=b"scope,value\nhost,a.example\n", headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["field"] == "header"
+
+
+def test_org_groups_ban_every_member_and_follow_redefinition(client):
+    r = client.post("/v1/banlist/entries", headers=AUTH,
+                    json={"scope": "org", "value": "acme", "reason": "court order"})
+    assert r.status_code == 422 and "define it first" in r.json()["problem"]
+    r = client.put("/v1/banlist/groups/Acme", headers=AUTH,
+                   json={"domains": ["acme.com", "ACME-shop.net."], "reason": "one owner"})
+    assert r.status_code == 200 and r.json()["group"]["domains"] == ["acme.com", "acme-shop.net"]
+    bad = client.put("/v1/banlist/groups/acme", headers=AUTH,
+                     json={"domains": ["acme.com", "github.io"], "reason": "r"})
+    assert bad.status_code == 422 and bad.json()["field"] == "domains[1]"
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "org", "value": "acme", "reason": "court order"})
+    page = {"documents": [{"id": "a", "url": "https://shop.acme-shop.net/x", "score": 3},
+                          {"id": "b", "url": "https://acme.org/", "score": 2},
+                          {"id": "c", "url": "https://acme.com/", "score": 1}]}
+    out = client.post("/v1/rerank", json=page).json()
+    assert [d["id"] for d in out["documents"]] == ["b"]
+    assert "org acme banned (court order)" in out["removed"][0]["reason"]
+    client.put("/v1/banlist/groups/acme", headers=AUTH,
+               json={"domains": ["acme.org"], "reason": "the owner sold the others"})
+    out = client.post("/v1/rerank", json=page).json()
+    assert [d["id"] for d in out["documents"]] == ["a", "c"]
+    assert client.get("/v1/banlist/groups").json()["groups"] == {"acme": ["acme.org"]}
+    ops = [c["op"] for c in client.get("/v1/banlist/changes").json()["changes"]]
+    assert ops == ["group", "add", "group"]
+
+
+def test_roles_read_tokens_read_write_tokens_write(client):
+    body = {"scope": "host", "value": "a.example", "reason": "r"}
+    r = client.post("/v1/banlist/entries", json=body, headers=READ)
+    assert r.status_code == 403 and r.json()["field"] == "Authorization"
+    assert client.post("/v1/banlist/import", content=ndjson('{"scope": "host", "value": '
+                       '"a.example", "reason": "r"}'), headers=READ).status_code == 403
+    assert client.get("/v1/banlist/lookup", params={"url": "http://a.example/"},
+                      headers=READ).status_code == 200
+    r = client.post("/v1/banlist/entries", json=body, headers={"Authorization": "Bearer ops-token"})
+    assert r.json()["entry"]["actor"] == "ops"
+    assert client.get("/v1/banlist/lookup", params={"url": "http://a.example/"},
+                      headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_reads_can_require_a_token(settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    with TestClient(create_app(settings.model_copy(update={"banlist_read_auth": True}))) as c:
+        assert c.get("/v1/banlist/entries").status_code == 401
+        assert c.get("/v1/banlist/entries", headers=READ).status_code == 200
+
+
+@pytest.mark.parametrize(("tokens", "problem"), [
+    ("a", "not of the form"), ("a:t:admin", "not of the form"), ("a:t,b:t:read", "twice")])
+def test_token_list_is_validated(tokens, problem):
+    with pytest.raises(ValueError, match=problem):
+        Settings(admin_tokens=tokens).tokens()
+
+
+def test_token_roles_parse():
+    assert Settings(admin_tokens="tns:x, bot:y:read ,ops:z:write").tokens() == {
+        "x": ("tns", "write"), "y": ("bot", "read"), "z": ("ops", "write")}
+
+
+def test_lookup_explains_expressions_and_why_an_entry_does_not_apply(client):
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "prefix", "value": "b.example/forum/", "reason": "leaks",
+                      "regions": ["DE"]})
+    r = client.get("/v1/banlist/lookup", params={"url": "http://b.example/forum/t/1?x=1",
+                                                 "region": "fr"}).json()
+    assert r["banned"] is False and r["matches"][0]["why_not"] == "only in DE"
+    assert r["matches"][0]["matched_by"] == "prefix b.example/forum/ covers path /forum/t/1"
+    assert r["checked"]["prefix"][:3] == ["b.example/", "b.example/forum", "b.example/forum/"]
+    assert r["checked"]["url"] == ["b.example/forum/t/1?x=1"]
+    metrics = client.get("/metrics").text
+    assert 'rearrange_banlist_lookups_total{outcome="matched_inactive"} 1.0' in metrics
+    assert 'rearrange_banlist_entries_by_scope{scope="prefix"} 1.0' in metrics
+
+
+def test_embedded_store_has_nothing_to_reseed(client):
+    r = client.post("/v1/admin/banlist/reseed", headers=AUTH, json={"reason": "x"})
+    assert r.status_code == 409 and "embedded" in r.json()["problem"]
+    ready = client.get("/readyz").json()
+    assert ready["banlist_store"] == "embedded" and ready["banlist_in_sync"] is True

@@ -1,0 +1,101 @@
+"""A real redis-server the suite starts itself on a free port, so tests can kill and restart it."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import redis
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process; `appendonly` keeps acknowledged writes across a kill."""
+
+    def __init__(self, directory: Path, appendonly: bool = False) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True, socket_timeout=5)
+
+    def start(self) -> RedisServer:
+        if not os.path.exists(REDIS_SERVER):
+            raise RuntimeError("redis-server is not installed (.ci/run installs it)")
+        cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
+               "--dir", str(self.dir), "--protected-mode", "no"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with self.client() as c:
+                    if c.ping():
+                        return self
+            except redis.ConnectionError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer PING on port {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown save, connections drop mid-stream."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def restart(self, empty: bool = False) -> None:
+        """Start again on the same port; `empty` throws the append-only file away first."""
+        self.kill()
+        if empty:
+            shutil.rmtree(self.dir / "appendonlydir", ignore_errors=True)
+        self.start()
+
+
+class ServeProcess:
+    """`rearrange serve` on a free port, as deployed (for multi-instance tests)."""
+
+    def __init__(self, root: Path, workdir: Path, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / f"serve-{self.port}.log"
+        full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", **env}
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+                cwd=root, env=full, stderr=err)
+        deadline = time.monotonic() + 60  # a loaded shared machine starts slowly
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not start: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
