@@ -19,3 +19,4 @@ def registrable_domain(host: str) -> str:
 def is_public_suffix(name: str) -> bool:
     """True for names such as `co.uk` or `github.io` under which anyone may register."""
     return _PSL.is_public(name)
+

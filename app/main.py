@@ -14,7 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import admin, banlist, experiments, health, rerank
+from app.api import admin, banlist, experiments, health, rerank, sanctions
 from app.api.observe import ResponseCounter
 from app.audit import AuditLog
 from app.banlist.base import BanStore
@@ -25,6 +25,9 @@ from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
 from app.rules.diversity import signature_caches
+from app.sanctions.machine import Thresholds
+from app.sanctions.service import Sanctions
+from app.sanctions.states import FileStates, HostStates, RedisStates
 from app.service import Rearranger
 from app.settings import Settings
 
@@ -45,15 +48,44 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     metrics.track_signature_caches(lambda: signature_caches(config.engine.profiles))
     audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
              if settings.audit_log else None)
-    return Rearranger(settings, store, config, metrics, audit)
+    service = Rearranger(settings, store, config, metrics, audit)
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
+    return service
 
 
-def build_store(settings: Settings, metrics: Metrics) -> BanStore:
-    """The Redis-backed replica with REDIS_URL, else the embedded store (the default)."""
+def _sanctions(settings: Settings, banlist: BanStore,
+               metrics: Metrics) -> tuple[BanStore, Sanctions]:
+    """The quarantine list (a store like the banlist, replicated the same way) and the
+    state machine that feeds both; host states live beside them (Redis or a local file)."""
+    quarantine = build_store(settings, metrics, list_name="quarantine")
+    quarantine.start()
+    if isinstance(banlist, RedisStore):
+        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix)
+    else:
+        beside = settings.banlist_path
+        states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
+    thresholds = Thresholds(
+        quarantine_enter=settings.sanctions_quarantine_enter,
+        quarantine_exit=settings.sanctions_quarantine_exit,
+        ban_enter=settings.sanctions_ban_enter, ban_exit=settings.sanctions_ban_exit)
+    return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
+
+
+def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist") -> BanStore:
+    """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
+
+    `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
+    snapshot beside the banlist's; the replication counters are shared by both lists.
+    """
+    own = list_name == "banlist"
     if not settings.redis_url:
-        return EmbeddedStore(settings.banlist_path)
-    return RedisStore(settings.redis_url, metrics, settings.banlist_snapshot_path,
-                      prefix=settings.banlist_redis_prefix,
+        path = settings.banlist_path
+        return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"))
+    snapshot = settings.banlist_snapshot_path
+    if not own and snapshot is not None:
+        snapshot = snapshot.with_name(f"{list_name}.snapshot.json")
+    prefix = settings.banlist_redis_prefix + ("" if own else f"{list_name}:")
+    return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
                       retention_seconds=settings.banlist_retention_seconds,
                       block_seconds=settings.banlist_block_seconds,
                       snapshot_seconds=settings.banlist_snapshot_seconds)
@@ -79,12 +111,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if service.audit_log is not None:
                 service.audit_log.close()
             service.store.close()
+            service.quarantine.close()
 
     app = FastAPI(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")
     app.state.service = service
     app.state.tokens = settings.tokens()
-    for module in (rerank, banlist, admin, health, experiments):
+    for module in (rerank, banlist, sanctions, admin, health, experiments):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(ResponseCounter, metrics=service.metrics)
@@ -112,6 +145,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
                     service.metrics.config_info.set_to_current_time()
                     gc.freeze()
         expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
+        expired += await asyncio.to_thread(service.quarantine.sweep)
         if expired:
             log.info("banlist: %d entries expired", expired)
 

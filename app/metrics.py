@@ -192,6 +192,15 @@ class Metrics:
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
+        self.sanction_transitions = Counter(
+            "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
+            ["from_state", "to_state"], registry=r)
+        self.sanction_stale = Counter(
+            "rearrange_sanction_stale_observations_total",
+            "Spam scores ignored because an observation at least as recent was applied",
+            registry=r)
+        self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
+                                    ["state"], registry=r)
         self._signature_caches: SignatureCacheCollector | None = None
         self._actions: dict[tuple[str, ...], Any] = {}
         self._latency: dict[str, Any] = {}

@@ -107,6 +107,7 @@ class Context:
     now: float = field(default_factory=time.time)
     banlist: Any = None  # a BanIndex snapshot; Any keeps the pipeline free of banlist imports
     variants: Mapping[str, str] = field(default_factory=dict)  # experiment → variant
+    quarantine: Any = None  # the sanctions quarantine list, a BanIndex like `banlist`
     relaxed_from: str | None = None
     deadline: float | None = None  # perf_counter time after which optional rules are skipped
 

@@ -30,6 +30,8 @@ class Rearranger:
         self.config = config
         self.metrics = metrics
         self.audit_log = audit_log
+        self.quarantine: BanStore | None = None  # set by build_service with sanctions
+        self.sanctions: Any = None
         self.draining = False  # set on shutdown so /readyz turns false before the last request
 
     def rerank(self, body: bytes, forced: Mapping[str, str] | None = None,
@@ -61,6 +63,7 @@ class Rearranger:
             region=q.region.upper() if q.region else None, age_mode=q.age_mode,
             depth=req.depth, input_count=len(docs), now=time.time(), banlist=store.index,
             variants=assigned.variants,
+            quarantine=self.quarantine.index if self.quarantine is not None else None,
             deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
             else None,
         )

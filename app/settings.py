@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_text_chars: int = Field(default=200_000, ge=1)
     config_poll_seconds: float = Field(default=1.0, ge=0)
+    sanctions_quarantine_enter: float = 0.7
+    sanctions_quarantine_exit: float = 0.5
+    sanctions_ban_enter: float = 0.9
+    sanctions_ban_exit: float = 0.6
     deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
     body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
     drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop

@@ -54,4 +54,7 @@ async def metrics(service: Service) -> Response:
     m.banlist_epoch.set(state.epoch)
     m.banlist_in_sync.set(1 if state.in_sync else 0)
     m.banlist_diverged.set(1 if state.diverged else 0)
+    if service.sanctions is not None:
+        for sanction_state, count in service.sanctions.counts().items():
+            m.sanction_hosts.labels(sanction_state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

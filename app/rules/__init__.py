@@ -1,7 +1,7 @@
 """The rule registry: a literal dict keyed by each rule's `name`."""
 from __future__ import annotations
 
-from app.rules.demotion import AntiSeoReset, SandboxDamping, SpamDemotion
+from app.rules.demotion import AntiSeoReset, QuarantineDemotion, SandboxDamping, SpamDemotion
 from app.rules.diversity import HostCrowding, NearDuplicates
 from app.rules.filters import (
     Banlist,
@@ -23,6 +23,7 @@ RULES = {
     AntiSeoReset.name: AntiSeoReset,
     SpamDemotion.name: SpamDemotion,
     SandboxDamping.name: SandboxDamping,
+    QuarantineDemotion.name: QuarantineDemotion,
     HostCrowding.name: HostCrowding,
     NearDuplicates.name: NearDuplicates,
     Depth.name: Depth,

@@ -141,3 +141,37 @@ class SandboxDamping(BaseRule):
                 doc.id, "rescore", f"domain age {age:g} days: trust {trust:.3f}, beta {beta:g}",
                 new - doc.score))
         return out, records
+
+
+class QuarantineParams(Params):
+    penalty: float = Field(3.0, ge=0.0)
+
+
+class QuarantineDemotion(BaseRule):
+    """score −= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
+
+    The quarantine list is kept by the sanctions state machine in a store of the same
+    kind as the banlist, so every replica holds it in memory and matches it like a ban.
+    """
+
+    name = "quarantine_demotion"
+    phases = RERANK
+    Params = QuarantineParams
+
+    def applies(self, ctx: Context) -> bool:
+        return ctx.quarantine is not None and len(ctx.quarantine) > 0 and self.params.penalty > 0
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        index, penalty = ctx.quarantine, self.params.penalty
+        out, records = [], []
+        for doc in docs:
+            entry = index.match(doc.canonical, doc.host, ctx.region, ctx.now)
+            if entry is None:
+                out.append(doc)
+                continue
+            out.append(doc.replace(score=doc.score - penalty))
+            records.append(self.record(
+                doc.id, "rescore",
+                f"{entry.scope} {entry.value} is in spam quarantine [entry {entry.id}]",
+                -penalty))
+        return out, records

@@ -1,0 +1,65 @@
+"""The sanctions API: the anti-spam score feed, a host's state and history, appeals."""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import Actor
+from app.banlist.model import normalize
+from app.errors import BanlistError
+from app.sanctions.service import Sanctions
+
+router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"])
+MAX_BATCH = 10_000
+
+
+def sanctions(request: Request) -> Sanctions:
+    return request.app.state.service.sanctions
+
+
+Service = Annotated[Sanctions, Depends(sanctions)]
+
+
+class ScoresIn(BaseModel):
+    """A batch from the anti-spam pipeline; items are checked one by one, not as a whole."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    observations: list[Any] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class AppealIn(BaseModel):
+    """Clear a host: why, and for how long it stays pinned clean (absent: permanently)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    reason: str = Field(min_length=1, max_length=1000)
+    pin_seconds: float | None = Field(default=None, gt=0, le=10 * 365 * 86400)
+
+
+@router.post("/scores")
+async def feed(body: ScoresIn, service: Service, actor: Actor) -> dict[str, Any]:
+    """Apply spam scores `{host or domain, spam_score, observed_at}`; bad items are refused."""
+    return service.feed(body.observations, actor)
+
+
+@router.get("/{host}")
+async def host_state(host: str, service: Service) -> dict[str, Any]:
+    """A host's (or domain's) sanction state, pin and every transition with actor and reason."""
+    return service.describe(_key(host))
+
+
+@router.post("/{host}/clear")
+async def appeal(host: str, service: Service, actor: Actor,
+                 body: Annotated[AppealIn, Body()]) -> dict[str, Any]:
+    """An appeal: lift the ban or quarantine and pin the host clean (audited with the actor)."""
+    return service.appeal(_key(host), actor, body.reason, body.pin_seconds)
+
+
+def _key(host: str) -> str:
+    try:
+        return normalize("host", host)
+    except BanlistError as exc:
+        raise BanlistError("host", exc.problem) from None

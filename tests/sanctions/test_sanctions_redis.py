@@ -1,0 +1,88 @@
+"""Sanctions on a real redis-server: decisions taken on one replica reach the other."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.conftest import AUTH
+from tests.redis_server import RedisServer
+
+SPAM = {"Authorization": "Bearer spam-token"}
+RULES = """profiles:
+  default:
+    pre-filter: [banlist]
+    rerank: [{quarantine_demotion: {penalty: 3}}]
+    post-filter: [empty_result_fallback]
+"""
+PAGE = {"documents": [{"id": "a", "url": "http://grey.example/1", "score": 9.0},
+                      {"id": "b", "url": "http://ok.example/1", "score": 8.0}]}
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.kill()
+
+
+def app_on(redis_server, settings, name):
+    settings.config.write_text(RULES)
+    return TestClient(create_app(settings.model_copy(update={
+        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
+        "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
+
+
+def until(cond, timeout=5.0):
+    started = time.monotonic()
+    while not cond():
+        assert time.monotonic() - started < timeout, "not within the timeout"
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def order(client):
+    return [d["id"] for d in client.post("/v1/rerank", json=PAGE).json()["documents"]]
+
+
+def feed(client, host, score, at):
+    return client.post("/v1/sanctions/scores", headers=SPAM, json={
+        "observations": [{"host": host, "spam_score": score, "observed_at": at}]}).json()
+
+
+def test_quarantine_and_ban_decided_on_one_replica_apply_on_the_other(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a, app_on(redis_server, settings, "b") as b:
+        assert order(b) == ["a", "b"]
+        feed(a, "grey.example", 0.75, 1)  # quarantine: demoted everywhere
+        assert until(lambda: order(b) == ["b", "a"]) < 1.0
+        feed(b, "grey.example", 0.95, 2)  # banned, fed through the *other* replica
+        assert until(lambda: order(a) == ["b"]) < 1.0
+        removed = a.post("/v1/rerank", json=PAGE).json()["removed"][0]
+        assert removed["rule"] == "banlist" and "spam_score 0.95" in removed["reason"]
+        history = b.get("/v1/sanctions/grey.example").json()["history"]
+        assert [h["to"] for h in history] == ["quarantine", "banned"]
+        assert feed(a, "grey.example", 0.99, 1.5)["stale"] == 1  # older than the last applied
+        b.post("/v1/sanctions/grey.example/clear", headers=AUTH, json={"reason": "appeal"})
+        assert until(lambda: order(a) == ["a", "b"]) < 1.0
+        changes = a.get("/v1/banlist/changes").json()["changes"]
+        assert [(c["op"], c["actor"]) for c in changes] == [("add", "antispam"),
+                                                             ("remove", "tns")]
+
+
+def test_concurrent_feeds_of_one_host_lose_no_observation(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a, app_on(redis_server, settings, "b") as b:
+        def run(client, start):
+            for at in range(start, start + 40, 2):
+                feed(client, "race.example", 0.1, at)
+
+        threads = [threading.Thread(target=run, args=(a, 1)),
+                   threading.Thread(target=run, args=(b, 2))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        state = a.get("/v1/sanctions/race.example").json()
+        assert state["observed_at"] == 40  # the newest of both writers, whichever came last
