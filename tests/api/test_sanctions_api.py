@@ -65,3 +65,13 @@ def test_appeal_validation(client):
     assert r.status_code == 422 and r.json()["field"] == "body.pin_seconds"
     r = client.get("/v1/sanctions/[nope")
     assert r.status_code == 422 and r.json()["field"] == "host"
+
+
+def test_a_read_token_cannot_feed_scores_or_appeal(client, settings):
+    client.app.state.tokens = {**client.app.state.tokens, "ro-token": ("auditor", "read")}
+    ro = {"Authorization": "Bearer ro-token"}
+    body = {"observations": [{"host": "a.example", "spam_score": 0.99, "observed_at": 1}]}
+    assert client.post("/v1/sanctions/scores", json=body, headers=ro).status_code == 403
+    r = client.post("/v1/sanctions/a.example/clear", headers=ro, json={"reason": "x"})
+    assert r.status_code == 403
+    assert client.get("/v1/sanctions/a.example").json()["state"] == "clean"
