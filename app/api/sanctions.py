@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"])
 MAX_BATCH = 10_000
 
 
-def sanctions(request: Request) -> Sanctions:
+async def sanctions(request: Request) -> Sanctions:
     return request.app.state.service.sanctions
 
 
