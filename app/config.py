@@ -87,6 +87,8 @@ def _profiles(raw: Any, gates: Mapping[str, Experiment]) -> dict[str, Pipeline]:
                           "(requests whose classes have no route use it)")
     resolved: dict[str, dict[str, Any]] = {}
     for name in raw:
+        if not isinstance(name, str):  # `2024:` is an int in YAML; routing would never match it
+            raise ConfigError(f"profiles.{name}", "a profile name must be a string (quote it)")
         resolved[name] = _resolve(name, raw, [])
     return {name: _pipeline(name, phases, gates) for name, phases in resolved.items()}
 
@@ -109,6 +111,8 @@ def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, A
     parent = body.get("extends")
     if parent is None:
         return phases
+    if not isinstance(parent, str):
+        raise ConfigError(f"{place}.extends", "must be the name of one profile")
     if parent not in raw:
         raise ConfigError(f"{place}.extends", f"no profile named {parent!r}")
     return {**_resolve(parent, raw, [*chain, name]), **phases}
@@ -177,6 +181,8 @@ def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise ConfigError("routing", "must be a mapping of query class to profile")
     for cls, profile in raw.items():
+        if not isinstance(profile, str):
+            raise ConfigError(f"routing.{cls}", "must be the name of one profile")
         if profile not in profiles:
             raise ConfigError(f"routing.{cls}", f"routes to a missing profile {profile!r}")
     return {str(k): str(v) for k, v in raw.items()}

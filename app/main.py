@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -126,28 +127,45 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
-    """Hot-reload the config on file change and sweep expired bans, once a poll interval."""
+    """Hot-reload the config on file change and sweep expired bans, once a poll interval.
+
+    One failing step is logged and counted, and the loop goes on: a task that died here
+    would silently stop both hot reload and TTL sweeps until the next restart.
+    """
     if poll_seconds <= 0:
         return
     while True:
         await asyncio.sleep(poll_seconds)
-        if service.config.changed_on_disk():
+        for task, step in (("config", _poll_config), ("sweep", _sweep)):
             try:
-                changed, version = service.config.reload()
-            except ConfigError as exc:
-                service.metrics.config_reloads.labels("refused").inc()
-                log.error("config reload refused, still serving %s: %s",
-                          service.config.engine.version, exc)
-            else:
-                service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
-                if changed:
-                    log.info("config reloaded: now serving %s", version)
-                    service.metrics.config_info.set_to_current_time()
-                    gc.freeze()
-        expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
-        expired += await asyncio.to_thread(service.quarantine.sweep)
-        if expired:
-            log.info("banlist: %d entries expired", expired)
+                await step(service)
+            except Exception:
+                service.metrics.housekeeping_errors.labels(task).inc()
+                log.exception("housekeeping: %s failed; retrying next poll", task)
+
+
+async def _poll_config(service: Rearranger) -> None:
+    if not service.config.changed_on_disk():
+        return
+    try:
+        changed, version = service.config.reload()
+    except ConfigError as exc:
+        service.metrics.config_reloads.labels("refused").inc()
+        log.error("config reload refused, still serving %s: %s",
+                  service.config.engine.version, exc)
+        return
+    service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
+    if changed:
+        log.info("config reloaded: now serving %s", version)
+        service.metrics.config_info.set_to_current_time()
+        gc.freeze()
+
+
+async def _sweep(service: Rearranger) -> None:
+    expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
+    expired += await asyncio.to_thread(service.quarantine.sweep)
+    if expired:
+        log.info("banlist: %d entries expired", expired)
 
 
 def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:
@@ -163,6 +181,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BanlistError)
     async def banlist_error(_: Request, exc: BanlistError) -> JSONResponse:
         return _error(exc.status, exc.field, exc.problem)
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(_: Request, exc: redis.RedisError) -> JSONResponse:
+        # A write that needs Redis while it is unreachable: say so, change nothing.
+        return _error(503, "redis", f"Redis is unreachable, nothing was changed: {exc}")
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -189,6 +189,10 @@ class Metrics:
         self.rule_skipped = Counter(
             "rearrange_rule_skipped_total", "Optional rules skipped (reason: deadline)",
             ["rule", "phase", "reason"], registry=r)
+        self.housekeeping_errors = Counter(
+            "rearrange_housekeeping_errors_total",
+            "Unexpected errors of the background tasks (config poll, TTL sweep), by task",
+            ["task"], registry=r)
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)

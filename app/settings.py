@@ -56,8 +56,9 @@ class Settings(BaseSettings):
             token, _, role = rest.partition(":")
             role = role or "write"
             if not sep or not actor or not token or role not in ("read", "write"):
-                raise ValueError(f"REARRANGE_ADMIN_TOKENS: '{pair}' is not of the form "
-                                 "actor:token, actor:token:read or actor:token:write")
+                # Name the entry by its actor only: the error must never print a secret.
+                raise ValueError(f"REARRANGE_ADMIN_TOKENS: the entry of actor {actor!r} is not "
+                                 "of the form actor:token, actor:token:read or actor:token:write")
             if token in result:
                 raise ValueError(f"REARRANGE_ADMIN_TOKENS: a token is listed twice ({actor})")
             result[token] = (actor, role)

@@ -1,12 +1,21 @@
-"""HTTP throughput and latency with wrk: Rearrange vs the bare orjson echo, same body, one run.
+"""HTTP throughput and latency with wrk: Rearrange vs the bare limit, side by side in one run.
 
-Usage: python -m bench.http [--size 100] [--seconds 10] [--connections 16]
-Needs `wrk` (Debian package). Both servers run one uvicorn worker with uvloop + httptools;
-they are measured alternately (bare, rearrange, bare, rearrange) and reported as ratios.
+Usage: python -m bench.http [--sizes 20,100,500] [--workers 1,2] [--banlist 1000000]
+                            [--seconds 8] [--connections 16] [--json PATH]
+
+The bare limit is `bench/bare_app.py`: an ASGI app on the same uvicorn settings (uvloop,
+httptools) that parses the same body with orjson and echoes it. Rearrange serves the same
+page through the default profile with a banlist of `--banlist` entries and the sample
+config's experiment in shadow (the unit is in `control`, so spam_demotion runs in shadow).
+For each worker count and page size the two servers are measured alternately (bare,
+rearrange, bare, rearrange) and the better run of each is kept; the figures that matter
+are the ratios, since the machine is shared. Needs `wrk` (Debian package).
+The issue's goal: Rearrange >= 0.6x the bare req/s and p99 <= 3x the bare p99.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -20,7 +29,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from bench.pipeline import make_serp
+from app.banlist.store import EmbeddedStore, read_specs
+from app.config import load_file
+from bench.pipeline import make_serp, write_banlist
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = """
@@ -41,15 +52,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(target: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+def start(target: list[str], env: dict[str, str], port: int,
+          timeout: float = 300.0) -> subprocess.Popen[bytes]:
+    """Start a server and wait until /healthz answers (a 1 M-entry replay takes a while)."""
     proc = subprocess.Popen(target, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    for _ in range(200):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5)
-            return proc
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
+                return proc
         except httpx.TransportError:
-            time.sleep(0.05)
+            time.sleep(0.2)
+        if proc.poll() is not None:
+            break
     proc.kill()
     raise SystemExit(f"server on port {port} did not start: {' '.join(target)}")
 
@@ -67,51 +83,95 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int) -> d
             "p99_ms": p99 / 1000}
 
 
+def control_user() -> str:
+    """A user id that every experiment of the sample config puts in `control` (shadow)."""
+    experiments = load_file(ROOT / "config" / "rules.yaml").experiments
+    for i in range(100_000):
+        user = f"u-{i:06d}"
+        got = [e.assign({"user_id": user}) for e in experiments]
+        if got and all(a is not None and a[0] == "control" for a in got):
+            return user
+    raise SystemExit("no user id falls in control of every experiment")
+
+
+def prepare_banlist(tmp: Path, entries: int) -> tuple[Path, float]:
+    """An embedded-store log of `entries` bans that every server replays at start."""
+    seed = tmp / "seed.jsonl"
+    write_banlist(seed, entries, 2024)
+    log = tmp / "banlist.jsonl"
+    started = time.monotonic()
+    EmbeddedStore(log).seed(read_specs(seed))
+    return log, time.monotonic() - started
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--seconds", type=int, default=10)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="20,100,500")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--banlist", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
+    sizes = [int(x) for x in args.sizes.split(",")]
+    workers = [int(x) for x in args.workers.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="rearrange-http-"))
-    body = tmp / "body.json"
-    body.write_bytes(orjson.dumps(make_serp(args.size, 2024, "u-000004", False)))
-    script = tmp / "post.lua"
-    script.write_text(LUA.replace("{body}", str(body)))
-    env = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp / "banlist.jsonl"),
-           "REARRANGE_BANLIST_SEED": str(ROOT / "config" / "banlist.sample.jsonl"),
-           "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_CONFIG_POLL_SECONDS": "1"}
+    log, seeded = prepare_banlist(tmp, args.banlist)
+    user = control_user()
+    print(f"banlist: {args.banlist:,} entries seeded in {seeded:.1f} s (not measured); "
+          f"unit {user} is in control of every experiment (gated rules run in shadow)")
+    env = {**os.environ, "REARRANGE_BANLIST_PATH": str(log), "REARRANGE_LOG_LEVEL": "warning",
+           "REARRANGE_CONFIG_POLL_SECONDS": "1", "REARRANGE_MAX_DOCUMENTS": "1000"}
     env.pop("REDIS_URL", None)
     uvicorn = [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools",
                "--log-level", "warning", "--no-access-log"]
-    bare_port, app_port = free_port(), free_port()
-    bare = start([*uvicorn, "--port", str(bare_port), "bench.bare_app:app"], env, bare_port)
-    rear = start([*uvicorn, "--port", str(app_port), "--factory", "app.main:create_app"],
-                 env, app_port)
-    results: dict[str, list[dict[str, float]]] = {"bare": [], "rearrange": []}
-    try:
-        for _ in range(2):
-            results["bare"].append(wrk(bare_port, "/", script, args.seconds, args.connections))
-            results["rearrange"].append(
-                wrk(app_port, "/v1/rerank", script, args.seconds, args.connections))
-    finally:
-        for proc in (bare, rear):
-            proc.terminate()
-            proc.wait(10)
-    best = {k: max(v, key=lambda r: r["rps"]) for k, v in results.items()}
-    print(f"{args.size}-document SERP ({body.stat().st_size / 1024:.1f} KiB), "
-          f"{args.connections} connections, {args.seconds}s x 2 each, 1 worker")
-    print(f"{'server':<12}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
-    for name, r in best.items():
-        print(f"{name:<12}{r['rps']:>10.0f}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}"
-              f"{r['errors']:>8.0f}")
-    b, r = best["bare"], best["rearrange"]
-    print(f"ratio: rearrange/bare req/s {r['rps'] / b['rps']:.2f}x, "
-          f"p99 {r['p99_ms'] / b['p99_ms']:.2f}x")
+    rows = []
+    for n_workers in workers:
+        bare_port, app_port = free_port(), free_port()
+        bare = start([*uvicorn, "--workers", str(n_workers), "--port", str(bare_port),
+                      "bench.bare_app:app"], env, bare_port)
+        rear = start([sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers),
+                      "--port", str(app_port)], env, app_port)
+        try:
+            for size in sizes:
+                body = tmp / f"body-{size}.json"
+                body.write_bytes(orjson.dumps(make_serp(size, 2024, user, False)))
+                script = tmp / f"post-{size}.lua"
+                script.write_text(LUA.replace("{body}", str(body)))
+                runs: dict[str, list[dict[str, float]]] = {"bare": [], "rearrange": []}
+                for _ in range(2):
+                    runs["bare"].append(wrk(bare_port, "/", script, args.seconds,
+                                            args.connections))
+                    runs["rearrange"].append(wrk(app_port, "/v1/rerank", script, args.seconds,
+                                                 args.connections))
+                best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
+                rows.append({"workers": n_workers, "documents": size,
+                             "kib": body.stat().st_size / 1024, **{
+                                 f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
+                print_row(rows[-1], header=len(rows) == 1)
+        finally:
+            for proc in (bare, rear):
+                proc.terminate()
+                proc.wait(30)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def print_row(r: dict[str, float], header: bool) -> None:
+    if header:
+        print(f"{'workers':>7} {'docs':>5} {'KiB':>6} | {'bare req/s':>10} {'p50':>6} "
+              f"{'p99':>6} | {'rearr req/s':>11} {'p50':>6} {'p99':>6} {'err':>4} | "
+              f"{'req/s x':>7} {'p99 x':>6}")
+    print(f"{r['workers']:>7} {r['documents']:>5} {r['kib']:>6.1f} | {r['bare_rps']:>10.0f} "
+          f"{r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | {r['rearrange_rps']:>11.0f} "
+          f"{r['rearrange_p50_ms']:>6.2f} {r['rearrange_p99_ms']:>6.2f} "
+          f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps'] / r['bare_rps']:>7.2f} "
+          f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,11 @@ def test_version_is_the_content_hash():
      "profiles.default.trim[0]", "one-key mapping"),
     (b"profiles: [", "<config>", "not valid YAML"),
     (b"profilez: {}", "profilez", "unknown top-level key"),
+    (b"profiles: {default: {}, c: {extends: [default]}}", "profiles.c.extends",
+     "must be the name of one profile"),
+    (b"profiles: {default: {}}\nrouting: {shop: [default]}", "routing.shop",
+     "must be the name of one profile"),
+    (b"profiles: {default: {}, 2024: {}}", "profiles.2024", "must be a string"),
 ])
 def test_invalid_configs_name_the_place(yaml, place, problem):
     with pytest.raises(ConfigError) as info:

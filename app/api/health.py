@@ -1,6 +1,8 @@
 """Liveness, readiness and Prometheus metrics."""
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -54,7 +56,8 @@ async def metrics(service: Service) -> Response:
     m.banlist_epoch.set(state.epoch)
     m.banlist_in_sync.set(1 if state.in_sync else 0)
     m.banlist_diverged.set(1 if state.diverged else 0)
-    if service.sanctions is not None:
-        for sanction_state, count in service.sanctions.counts().items():
+    if service.sanctions is not None:  # reads every host state: off the event loop
+        counts = await asyncio.to_thread(service.sanctions.counts)
+        for sanction_state, count in counts.items():
             m.sanction_hosts.labels(sanction_state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

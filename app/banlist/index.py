@@ -70,6 +70,12 @@ class BanIndex:
     def get(self, entry_id: str) -> Entry | None:
         return self._by_id.get(entry_id)
 
+    def by_value(self, scope: str, value: str) -> tuple[Entry, ...]:
+        """Every entry written for exactly this scope and value (e.g. a host's sanctions)."""
+        probe = Entry("", scope, value, "", "", 0.0, None, frozenset())
+        table, key = self._slot(probe)
+        return tuple(e for e in table.get(key, ()) if e.scope == scope and e.value == value)
+
     def add(self, entry: Entry) -> None:
         """Index an entry (replacing one with the same id)."""
         if entry.id in self._by_id:

@@ -81,6 +81,10 @@ class RedisStore:
         with self.replica.lock:
             return [e for e in self.replica.index if e.expires_at is None or e.expires_at > now]
 
+    def refresh(self) -> None:
+        """Apply everything Redis has committed so far (a decision must not act on a lag)."""
+        self.replica.catch_up()
+
     def sync_state(self) -> SyncState:
         return self.replica.state()
 

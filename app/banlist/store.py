@@ -49,6 +49,9 @@ class EmbeddedStore:
     def close(self) -> None:
         """Nothing to release: each write closes the log file it appended to."""
 
+    def refresh(self) -> None:
+        """Nothing to catch up on: this store is its own source of truth."""
+
     def sync_state(self) -> SyncState:
         """The embedded store is its own source of truth: always in sync."""
         return SyncState("embedded")
@@ -109,8 +112,8 @@ class EmbeddedStore:
     def sweep(self) -> int:
         """Drop expired entries, logging each expiry as a change; returns how many."""
         now = self.clock()
-        expired = [e for e in self.index if e.expires_at is not None and e.expires_at <= now]
-        with self._lock:
+        with self._lock:  # writers run in the thread pool: never iterate the index unlocked
+            expired = [e for e in self.index if e.expires_at is not None and e.expires_at <= now]
             for entry in expired:
                 self._commit({"seq": self.version + 1, "op": "expire", "id": entry.id,
                               "actor": "system", "reason": "ttl elapsed", "at": iso(now)})
@@ -131,7 +134,8 @@ class EmbeddedStore:
     def active(self) -> list[Entry]:
         """Unexpired entries, oldest first."""
         now = self.clock()
-        return [e for e in self.index if e.expires_at is None or e.expires_at > now]
+        with self._lock:
+            return [e for e in self.index if e.expires_at is None or e.expires_at > now]
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
         """The change log after `seq`."""

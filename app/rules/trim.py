@@ -3,10 +3,19 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from app.pipeline import BaseRule, Context, Doc, Phase, RuleResult
+from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
 from app.rules.base import Params
 
 TRIM = frozenset({Phase.TRIM})
+
+
+def trimmed(rule: BaseRule, doc: Doc, reason: str) -> list[AuditRecord]:
+    """Trim records for a document and for each one collapsed under it, which go with it
+    (otherwise they would vanish from the response with no record saying where)."""
+    records = [rule.record(doc.id, "trim", reason)]
+    records.extend(rule.record(c["id"], "trim", f"collapsed under {doc.id}, trimmed with it: "
+                               f"{reason}") for c in doc.collapsed)
+    return records
 
 
 class DepthParams(Params):
@@ -24,7 +33,9 @@ class Depth(BaseRule):
         k = ctx.depth if ctx.depth is not None else self.params.k
         if len(docs) <= k:
             return docs, []
-        records = [self.record(doc.id, "trim", f"below depth {k}") for doc in docs[k:]]
+        records = []
+        for doc in docs[k:]:
+            records.extend(trimmed(self, doc, f"below depth {k}"))
         return docs[:k], records
 
 
@@ -47,8 +58,7 @@ class HostQuota(BaseRule):
             n = seen.get(doc.host, 0) + 1
             seen[doc.host] = n
             if n > limit:
-                records.append(self.record(
-                    doc.id, "trim", f"host {doc.host} is past its quota of {limit}"))
+                records.extend(trimmed(self, doc, f"host {doc.host} is past its quota of {limit}"))
             else:
                 kept.append(doc)
         return kept, records

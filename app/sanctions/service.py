@@ -149,28 +149,35 @@ class Sanctions:
         """Make the ban and quarantine entries say what the state says (idempotent)."""
         state = self.states.get(key)
         why = move.reason if move is not None else f"state {state.state}"
-        ban_id = self._sync(self.banlist, state, state.state == BANNED, state.ban_entry_id,
-                            actor, why)
-        q_id = self._sync(self.quarantine, state, state.state == QUARANTINE,
-                          state.quarantine_entry_id, actor, why)
+        ban_id = self._sync(self.banlist, state, state.state == BANNED, actor, why)
+        q_id = self._sync(self.quarantine, state, state.state == QUARANTINE, actor, why)
         if (ban_id, q_id) != (state.ban_entry_id, state.quarantine_entry_id):
             self.states.update(key, lambda h: (
                 replace(h, ban_entry_id=ban_id, quarantine_entry_id=q_id), None))
 
     @staticmethod
-    def _sync(store: Any, state: HostState, wanted: bool, entry_id: str | None, actor: str,
+    def _sync(store: Any, state: HostState, wanted: bool, actor: str,
               reason: str) -> str | None:
-        present = entry_id is not None and store.index.get(entry_id) is not None
-        if wanted and not present:
-            entry = store.add(EntrySpec(state.scope, state.key, reason), ACTOR)
-            return entry.id
-        if not wanted and present:
+        """Add the one entry a sanction needs, or remove every entry it left.
+
+        Entries are found by scope and value (actor `antispam`), not by a remembered id, and
+        only after the store caught up with its source of truth: a replica a moment behind
+        would otherwise add a second ban that no appeal removes.
+        """
+        store.refresh()
+        mine = [e for e in store.index.by_value(state.scope, state.key) if e.actor == ACTOR]
+        if wanted:
+            if mine:
+                return mine[0].id
+            return store.add(EntrySpec(state.scope, state.key, reason), ACTOR).id
+        for entry in mine:
             try:
-                store.remove(entry_id, actor, reason)
-            except BanlistError as exc:  # lifted by hand meanwhile: nothing left to remove
-                log.info("sanctions: entry %s of %s already gone: %s", entry_id, state.key, exc)
-            return None
-        return entry_id if wanted else None
+                store.remove(entry.id, actor, reason)
+            except BanlistError as exc:
+                if exc.status != 404:  # Redis down, replica diverged: the caller must know
+                    raise
+                log.info("sanctions: entry %s of %s already gone", entry.id, state.key)
+        return None
 
 
 class _Refused(Exception):

@@ -65,3 +65,14 @@ def test_labels_annotate_once():
     assert [r.action for r in records + more] == ["annotate", "annotate"]
     again, none = make(AdLabel)(out, ctx())
     assert again[0].annotations == ("ad",) and none == []
+
+
+def test_trimming_a_leader_says_where_its_collapsed_documents_went():
+    leader = doc("a", host="x.com").replace(
+        collapsed=({"id": "c", "url": "https://x.com/c", "rule": "host_crowding"},))
+    out, records = make(Depth, k=1)([doc("z"), leader], ctx())
+    assert ids(out) == ["z"]
+    assert [(r.doc_id, r.action) for r in records] == [("a", "trim"), ("c", "trim")]
+    assert records[1].reason == "collapsed under a, trimmed with it: below depth 1"
+    out, records = make(HostQuota)([doc("y", host="x.com"), leader], ctx())
+    assert [r.doc_id for r in records] == ["a", "c"]

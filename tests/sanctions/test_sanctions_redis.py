@@ -86,3 +86,14 @@ def test_concurrent_feeds_of_one_host_lose_no_observation(redis_server, settings
             t.join()
         state = a.get("/v1/sanctions/race.example").json()
         assert state["observed_at"] == 40  # the newest of both writers, whichever came last
+
+
+def test_with_redis_down_an_appeal_fails_loudly_and_the_ban_stays(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a:
+        feed(a, "down.example", 0.95, 1)
+        page = {"documents": [{"id": "x", "url": "http://down.example/", "score": 1.0}]}
+        assert a.post("/v1/rerank", json=page).json()["documents"] == []
+        redis_server.kill()
+        r = a.post("/v1/sanctions/down.example/clear", headers=AUTH, json={"reason": "appeal"})
+        assert r.status_code == 503 and r.json()["problem"]
+        assert a.post("/v1/rerank", json=page).json()["documents"] == []  # still banned

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.banlist.base import EntrySpec
 from app.banlist.store import EmbeddedStore
 from app.errors import BanlistError
 from app.metrics import Metrics
@@ -101,3 +102,15 @@ def test_state_survives_restart_and_reconciles_a_lost_entry(world):
 def _text(metrics):
     from prometheus_client import generate_latest
     return generate_latest(metrics.registry).decode()
+
+
+def test_an_appeal_lifts_every_sanction_entry_of_the_host(world):
+    # Two replicas deciding at once can each add a ban; the appeal must leave none behind.
+    service, banlist, _, _, _, _ = world
+    service.feed([obs("dup.example", 0.95, 1.0)], actor="pipeline")
+    banlist.add(EntrySpec("host", "dup.example", "second ban by a racing replica"), "antispam")
+    banlist.add(EntrySpec("host", "dup.example", "a T&S ban of its own"), "tns")
+    assert len(banlist.active()) == 3
+    service.appeal("dup.example", "appeals", "false positive", None)
+    assert [e.actor for e in banlist.active()] == ["tns"]  # only the human's own ban stays
+
