@@ -106,6 +106,7 @@ class Replicator:
             try:
                 self.poll(block=True)
                 backoff = 0.1
+                self._write_snapshot()  # inside the try: a failed write must not end the thread
             except redis.RedisError as exc:
                 self.failed(exc)
                 self._stop.wait(backoff)
@@ -119,7 +120,6 @@ class Replicator:
                 log.exception("banlist: replication round failed; retrying")
                 self.metrics.banlist_redis_errors.labels("replicate").inc()
                 self._stop.wait(1.0)
-            self._write_snapshot()
 
     def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
         if self.connected or self.problem is None:
