@@ -20,11 +20,14 @@ class Match:
         return {**self.entry.as_dict(), "matched_by": self.expression}
 
 
+HOST_CACHE = 65_536  # hosts whose covering entries are remembered between changes
+
+
 class BanIndex:
     """Entries keyed by what they match; dicts of tuples, not sets, to keep GC walks short."""
 
     __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_org", "_by_id",
-                 "groups", "counts")
+                 "groups", "counts", "_generation", "_by_host")
 
     def __init__(self, entries: Iterable[Entry] = (),
                  groups: dict[str, tuple[str, ...]] | None = None) -> None:
@@ -37,11 +40,18 @@ class BanIndex:
         self._by_id: dict[str, Entry] = {}
         self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
         self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
+        # host -> (generation, the host/domain/org entries that cover it, most specific
+        # first): hosts repeat across pages, so the suffix walk is done once per host until
+        # the next change. Every change bumps the generation, so an answer computed while
+        # a change was being applied is never reused after it.
+        self._generation = 0
+        self._by_host: dict[str, tuple[int, tuple[Entry, ...]]] = {}
         for entry in entries:
             self.add(entry)
 
     def set_group(self, name: str, domains: tuple[str, ...]) -> None:
         """Define or redefine an org group; entries banning it follow the new members."""
+        self._changed()
         banned = [e for e in self._by_id.values() if e.scope == "org" and e.value == name]
         for entry in banned:
             self._unlink_org(entry)
@@ -78,6 +88,7 @@ class BanIndex:
 
     def add(self, entry: Entry) -> None:
         """Index an entry (replacing one with the same id)."""
+        self._changed()
         if entry.id in self._by_id:
             self.remove(entry.id)
         self._by_id[entry.id] = entry
@@ -93,6 +104,7 @@ class BanIndex:
 
     def remove(self, entry_id: str) -> Entry | None:
         """Drop an entry by id; returns it, or None if it was not there."""
+        self._changed()
         entry = self._by_id.pop(entry_id, None)
         if entry is None:
             return None
@@ -147,27 +159,31 @@ class BanIndex:
         return None
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
-        """The active `host` or `domain` entry for a host (a page repeats hosts: memoize it)."""
-        for entry in self._host.get(host, ()):
+        """The active `host`, `domain` or `org` entry for a host, most specific first."""
+        generation = self._generation
+        cached = self._by_host.get(host)
+        if cached is not None and cached[0] == generation:
+            covering = cached[1]
+        else:
+            covering = self._covering(host)
+            if len(self._by_host) >= HOST_CACHE:
+                self._by_host.clear()
+            self._by_host[host] = (generation, covering)
+        for entry in covering:
             if entry.active(region, now):
                 return entry
+        return None
+
+    def _covering(self, host: str) -> tuple[Entry, ...]:
+        found = self._host.get(host, ())
         domains, orgs = self._domain, self._org
         if domains or orgs:
             for suffix in _suffixes(host):
-                if suffix in domains or suffix in orgs:
-                    found = self._domain_hit(suffix, region, now)
-                    if found is not None:
-                        return found
-        return None
+                found += domains.get(suffix, ()) + orgs.get(suffix, ())
+        return found
 
-    def _domain_hit(self, suffix: str, region: str | None, now: float) -> Entry | None:
-        for entry in self._domain.get(suffix, ()):
-            if entry.active(region, now):
-                return entry
-        for entry in self._org.get(suffix, ()):
-            if entry.active(region, now):
-                return entry
-        return None
+    def _changed(self) -> None:
+        self._generation += 1
 
     def explain(self, canonical: str, host: str) -> list[Match]:
         """Every entry, active or not, whose value covers the URL, with the expression."""

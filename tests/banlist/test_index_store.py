@@ -175,3 +175,15 @@ def test_match_is_the_first_active_candidate_of_explain():
                     want = next((m.entry for m in index.explain(url, host)
                                  if m.entry.active(region, now)), None)
                     assert index.match(url, host, region, now) == want, (url, region, now)
+
+
+def test_host_verdicts_are_remembered_only_until_the_next_change():
+    index = BanIndex()
+    assert check(index, "http://www.late.example/") is None  # remembered as clean
+    index.add(entry("9", "domain", "late.example"))
+    assert check(index, "http://www.late.example/") == "9"  # the change is seen at once
+    index.remove("9")
+    assert check(index, "http://www.late.example/") is None
+    index.add(entry("10", "host", "www.late.example"))
+    index.add(entry("11", "domain", "late.example"))
+    assert check(index, "http://www.late.example/") == "10"  # most specific first, as before
