@@ -29,3 +29,20 @@ def client(settings: Settings):
     """A TestClient around a freshly built app (lifespan run)."""
     with TestClient(create_app(settings)) as c:
         yield c
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path):
+    """A fresh real redis-server on a free port, killed after the test."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.kill()
+
+
+def app_on(redis_server, settings: Settings, name: str) -> TestClient:
+    """A TestClient of a Redis-backed replica named `name` (its own local snapshot file)."""
+    return TestClient(create_app(settings.model_copy(update={
+        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
+        "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))

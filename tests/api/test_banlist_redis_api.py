@@ -3,25 +3,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from fastapi.testclient import TestClient
-
-from app.main import create_app
-from tests.conftest import AUTH
-from tests.redis_server import RedisServer
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.kill()
-
-
-def app_on(redis_server, settings, name):
-    return TestClient(create_app(settings.model_copy(update={
-        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
-        "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
+from tests.conftest import AUTH, app_on
 
 
 def until(cond, timeout=5.0):

@@ -4,12 +4,8 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-from fastapi.testclient import TestClient
-
-from app.main import create_app
 from tests.conftest import AUTH
-from tests.redis_server import RedisServer
+from tests.conftest import app_on as replica_app
 
 SPAM = {"Authorization": "Bearer spam-token"}
 RULES = """profiles:
@@ -22,18 +18,9 @@ PAGE = {"documents": [{"id": "a", "url": "http://grey.example/1", "score": 9.0},
                       {"id": "b", "url": "http://ok.example/1", "score": 8.0}]}
 
 
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.kill()
-
-
 def app_on(redis_server, settings, name):
     settings.config.write_text(RULES)
-    return TestClient(create_app(settings.model_copy(update={
-        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
-        "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
+    return replica_app(redis_server, settings, name)
 
 
 def until(cond, timeout=5.0):
