@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api import admin, banlist, experiments, health, rerank, sanctions
-from app.api.observe import ResponseCounter
+from app.api.observe import BodyLimit, ResponseCounter
 from app.audit import AuditLog
 from app.banlist.base import BanStore
 from app.banlist.redis_store import RedisStore
@@ -121,6 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (rerank, banlist, sanctions, admin, health, experiments):
         app.include_router(module.router)
     _install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
+                       timeout=settings.body_timeout_seconds)
     app.add_middleware(ResponseCounter, metrics=service.metrics)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -46,3 +46,20 @@ def test_reload_endpoint_swaps_and_refuses_bad_config(client, settings):
     assert r.json()["field"] == "profiles.default.trim[0] depth" and r.json()["serving"] == after
     assert client.post("/v1/rerank", json=page).json()["config_version"] == after
     assert 'rearrange_config_reloads_total{result="refused"} 1.0' in client.get("/metrics").text
+
+
+def test_every_route_caps_its_body_before_auth_or_parsing(client):
+    limit = client.app.state.service.settings.max_body_bytes
+    big = b'{"scope": "host", "value": "a.com", "reason": "' + b"x" * limit + b'"}'
+    for path in ("/v1/banlist/entries", "/v1/sanctions/scores", "/v1/banlist/import"):
+        r = client.post(path, content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413, (path, r.status_code, r.text[:200])
+        assert r.json()["field"] == "body" and "over the limit" in r.json()["problem"]
+
+    def chunks():  # a streamed body, no Content-Length: counted as it arrives
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+
+    r = client.post("/v1/banlist/entries", content=chunks(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["field"] == "body"
