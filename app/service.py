@@ -58,10 +58,13 @@ class Rearranger:
         assignments = assigned.exposures
         store = self.store
         q = req.query
+        # Read together, before the run: the version reported is the one that was matched
+        # (a replica thread may apply a change while the pipeline runs).
+        banlist, banlist_version = store.index, store.version
         ctx = Context(
             query_text=q.text, classes=tuple(q.classes),
             region=q.region.upper() if q.region else None, age_mode=q.age_mode,
-            depth=req.depth, input_count=len(docs), now=time.time(), banlist=store.index,
+            depth=req.depth, input_count=len(docs), now=time.time(), banlist=banlist,
             variants=assigned.variants,
             quarantine=self.quarantine.index if self.quarantine is not None else None,
             deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
@@ -72,7 +75,7 @@ class Rearranger:
             "request_id": req.request_id or uuid.uuid4().hex,
             "profile": profile,
             "config_version": engine.version,
-            "banlist_version": store.version,
+            "banlist_version": banlist_version,
             "experiments": assignments,
             "documents": [_doc_out(i, d) for i, d in enumerate(outcome.docs, 1)],
             "removed": _removed(outcome),
@@ -89,7 +92,7 @@ class Rearranger:
             # join on what was served instead of recomputing buckets.
             line = {
                 "ts": ctx.now, "request_id": response["request_id"], "profile": profile,
-                "config_version": engine.version, "banlist_version": store.version,
+                "config_version": engine.version, "banlist_version": banlist_version,
                 "experiments": assignments, "query": {"text": q.text, "region": ctx.region},
                 "audit": response["audit"],
             }

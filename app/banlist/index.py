@@ -50,26 +50,26 @@ class BanIndex:
             self.add(entry)
 
     def set_group(self, name: str, domains: tuple[str, ...]) -> None:
-        """Define or redefine an org group; entries banning it follow the new members."""
+        """Define or redefine an org group; entries banning it follow the new members.
+
+        The member table is rebuilt aside and swapped in one reference, so a request never
+        sees the group half moved (members that stay in it briefly unbanned).
+        """
         self._changed()
         banned = [e for e in self._by_id.values() if e.scope == "org" and e.value == name]
+        orgs = dict(self._org)
         for entry in banned:
-            self._unlink_org(entry)
+            _unlink(orgs, self.groups.get(entry.value, ()), entry)
+        for entry in banned:
+            _link(orgs, domains, entry)
         self.groups[name] = domains
-        for entry in banned:
-            self._link_org(entry)
+        self._org = orgs
 
     def _link_org(self, entry: Entry) -> None:
-        for domain in self.groups.get(entry.value, ()):
-            self._org[domain] = self._org.get(domain, ()) + (entry,)
+        _link(self._org, self.groups.get(entry.value, ()), entry)
 
     def _unlink_org(self, entry: Entry) -> None:
-        for domain in self.groups.get(entry.value, ()):
-            rest = tuple(e for e in self._org.get(domain, ()) if e.id != entry.id)
-            if rest:
-                self._org[domain] = rest
-            else:
-                self._org.pop(domain, None)
+        _unlink(self._org, self.groups.get(entry.value, ()), entry)
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -219,3 +219,17 @@ class BanIndex:
 def _suffixes(host: str) -> tuple[str, ...]:
     """Parent domains of a host, cached: a SERP repeats hosts and so do SERPs."""
     return tuple(canon.host_suffixes(host))
+
+
+def _link(orgs: dict[str, tuple[Entry, ...]], domains: Iterable[str], entry: Entry) -> None:
+    for domain in domains:
+        orgs[domain] = orgs.get(domain, ()) + (entry,)
+
+
+def _unlink(orgs: dict[str, tuple[Entry, ...]], domains: Iterable[str], entry: Entry) -> None:
+    for domain in domains:
+        rest = tuple(e for e in orgs.get(domain, ()) if e.id != entry.id)
+        if rest:
+            orgs[domain] = rest
+        else:
+            orgs.pop(domain, None)

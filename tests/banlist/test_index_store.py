@@ -187,3 +187,21 @@ def test_host_verdicts_are_remembered_only_until_the_next_change():
     index.add(entry("10", "host", "www.late.example"))
     index.add(entry("11", "domain", "late.example"))
     assert check(index, "http://www.late.example/") == "10"  # most specific first, as before
+
+
+def test_redefining_a_group_never_shows_members_that_stay_as_unbanned(monkeypatch):
+    import app.banlist.index as index_module
+
+    index = BanIndex(groups={"acme": ("a.com", "b.com")})
+    index.add(Entry("1", "org", "acme", "fraud", "tns", 0.0, None, frozenset()))
+    seen = []
+    link = index_module._link
+
+    def watching(orgs, domains, entry):  # what a request running right now would see
+        seen.append(check(index, "http://a.com/"))
+        link(orgs, domains, entry)
+
+    monkeypatch.setattr(index_module, "_link", watching)
+    index.set_group("acme", ("a.com", "b.com", "c.com"))
+    assert seen == ["1"]  # mid-update, a.com is still banned
+    assert check(index, "http://c.com/") == "1" and check(index, "http://a.com/") == "1"
