@@ -33,7 +33,3 @@ class BanlistError(RearrangeError):
         self.field = field
         self.problem = problem
         self.status = status
-
-
-class AuthError(RearrangeError):
-    """Missing or unknown bearer token."""

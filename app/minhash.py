@@ -149,11 +149,6 @@ def collisions(matrix: np.ndarray) -> np.ndarray:
     return dense
 
 
-def jaccard_from(agree: np.ndarray | int, k: int) -> np.ndarray | float:
-    """The Jaccard estimate: the share of the k positions where two signatures agree."""
-    return agree / k
-
-
 def containment_from(jac: np.ndarray | float, size_a: np.ndarray | int,
                      size_b: np.ndarray | int) -> np.ndarray | float:
     """Estimated share of A inside B from Jaccard and the two set sizes (0 when A is empty)."""

@@ -85,14 +85,6 @@ class AuditRecord(msgspec.Struct, gc=False, omit_defaults=True):
     mode: str
     relax_to: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The record as the CONTRACT's JSON object."""
-        return {
-            "rule": self.rule, "phase": self.phase, "doc_id": self.doc_id,
-            "action": self.action, "reason": self.reason, "delta": self.delta,
-            "mode": self.mode,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Context:

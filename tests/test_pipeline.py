@@ -1,6 +1,8 @@
 """The runner: phase order, stable sort, audit completeness, shadow mode, fallback."""
 from __future__ import annotations
 
+import msgspec
+
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.config import load_bytes
@@ -141,7 +143,7 @@ def test_run_is_deterministic_for_a_fixed_context():
     pipeline = load_bytes(SEED_CONFIG).profiles["default"]
     runs = [pipeline.run(seed_page(), seed_ctx()) for _ in range(3)]
     assert len({tuple((d.id, d.score) for d in r.docs) for r in runs}) == 1
-    assert len({tuple(str(a.as_dict()) for a in r.audit) for r in runs}) == 1
+    assert len({tuple(str(msgspec.structs.asdict(a)) for a in r.audit) for r in runs}) == 1
 
 
 EXPERIMENT = b"""
@@ -159,7 +161,7 @@ experiments:
 def _snapshot(out):
     docs = [(d.id, d.score, d.original_position, d.annotations, d.collapsed, d.url)
             for d in out.docs]
-    applied = [r.as_dict() for r in out.audit if r.mode == APPLIED]
+    applied = [msgspec.structs.asdict(r) for r in out.audit if r.mode == APPLIED]
     return docs, applied, out.fallback
 
 
