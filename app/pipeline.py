@@ -179,6 +179,11 @@ class Outcome:
     skipped: list[dict[str, str]] = field(default_factory=list)  # optional rules past deadline
 
 
+def emptied(count: int) -> str:
+    """How every fallback record starts: the page the filters emptied."""
+    return f"filters removed all {count} documents"
+
+
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
 
 
@@ -277,7 +282,7 @@ class Pipeline:
                 fallback = {"rule": rec.rule, "action": "empty", "reason": rec.reason}
         if not docs and ctx.input_count and fallback is None and not _asks_relax(audit):
             # A profile without empty_result_fallback must still never return a silent empty page.
-            reason = f"filters removed all {ctx.input_count} documents; nothing safe was found"
+            reason = f"{emptied(ctx.input_count)}; nothing safe was found"
             rec = AuditRecord("pipeline", Phase.POST_FILTER, None, "fallback", reason, None,
                               APPLIED)
             audit.append(rec)

@@ -1,12 +1,28 @@
 """Hard removals: banlist, regional removals, topics, safe-search, spam ban; the fallback."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import Field, field_validator
 
-from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult
+from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult, emptied
 from app.rules.base import Params
 
 PRE = frozenset({Phase.PRE_FILTER})
+
+
+def remove_where(rule: BaseRule, docs: list[Doc],
+                 why: Callable[[Doc], str | None]) -> RuleResult:
+    """Keep each document for which `why` says nothing; remove the rest with its reason."""
+    kept, records = [], []
+    for doc in docs:
+        reason = why(doc)
+        if reason is None:
+            kept.append(doc)
+        else:
+            records.append(rule.record(doc.id, "remove", reason))
+    return kept, records
 
 
 class Banlist(BaseRule):
@@ -20,20 +36,18 @@ class Banlist(BaseRule):
         index = ctx.banlist
         if index is None or not len(index):
             return docs, []
-        kept, records = [], []
         region, now = ctx.region, ctx.now
-        by_host: dict[str, object] = {}  # host/domain verdicts, once per host of the page
-        for doc in docs:
+        by_host: dict[str, Any] = {}  # host/domain verdicts, once per host of the page
+
+        def banned(doc: Doc) -> str | None:
             entry = index.match_url(doc.canonical, doc.host, region, now)
             if entry is None:
                 host = doc.host
                 entry = by_host[host] if host in by_host else by_host.setdefault(
                     host, index.match_host(host, region, now))
-            if entry is None:
-                kept.append(doc)
-            else:
-                records.append(self.record(doc.id, "remove", entry.describe()))
-        return kept, records
+            return None if entry is None else entry.describe()
+
+        return remove_where(self, docs, banned)
 
 
 class RegionalRemovals(BaseRule):
@@ -47,13 +61,10 @@ class RegionalRemovals(BaseRule):
         return ctx.region is not None
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        kept, records = [], []
-        for doc in docs:
-            if ctx.region in doc.blocked_regions:
-                records.append(self.record(doc.id, "remove", f"blocked in region {ctx.region}"))
-            else:
-                kept.append(doc)
-        return kept, records
+        region = ctx.region
+        reason = f"blocked in region {region}"
+        return remove_where(self, docs,
+                            lambda d: reason if region in d.blocked_regions else None)
 
 
 class TopicParams(Params):
@@ -77,15 +88,12 @@ class TopicFilter(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         blocked = self.params.blocked_topics
-        kept, records = [], []
-        for doc in docs:
-            hit = next((t for t in doc.topics if t in blocked), None)
-            if hit is None:
-                kept.append(doc)
-            else:
-                records.append(self.record(doc.id, "remove", f"topic {hit} is blocked"))
-        return kept, records
 
+        def topic(doc: Doc) -> str | None:
+            hit = next((t for t in doc.topics if t in blocked), None)
+            return None if hit is None else f"topic {hit} is blocked"
+
+        return remove_where(self, docs, topic)
 
 
 class SafeSearchThresholds(Params):
@@ -108,16 +116,10 @@ class SafeSearch(BaseRule):
         return ctx.age_mode != "off"
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        threshold = getattr(self.params.thresholds, ctx.age_mode)
-        kept, records = [], []
-        for doc in docs:
-            if doc.adult_score >= threshold:
-                records.append(self.record(
-                    doc.id, "remove",
-                    f"adult_score {doc.adult_score:g} >= {threshold:g} (age_mode {ctx.age_mode})"))
-            else:
-                kept.append(doc)
-        return kept, records
+        threshold, mode = getattr(self.params.thresholds, ctx.age_mode), ctx.age_mode
+        return remove_where(self, docs, lambda d: (
+            f"adult_score {d.adult_score:g} >= {threshold:g} (age_mode {mode})"
+            if d.adult_score >= threshold else None))
 
 
 class SpamBanParams(Params):
@@ -133,14 +135,9 @@ class SpamBan(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         threshold = self.params.threshold
-        kept, records = [], []
-        for doc in docs:
-            if doc.spam_score > threshold:
-                records.append(self.record(
-                    doc.id, "remove", f"spam_score {doc.spam_score:g} > {threshold:g}"))
-            else:
-                kept.append(doc)
-        return kept, records
+        return remove_where(self, docs, lambda d: (
+            f"spam_score {d.spam_score:g} > {threshold:g}" if d.spam_score > threshold
+            else None))
 
 
 class FallbackParams(Params):
@@ -166,7 +163,7 @@ class EmptyResultFallback(BaseRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         if docs:
             return docs, []
-        removed = f"filters removed all {ctx.input_count} documents under age_mode {ctx.age_mode}"
+        removed = f"{emptied(ctx.input_count)} under age_mode {ctx.age_mode}"
         milder = self._milder(ctx.age_mode)
         if self.params.strategy == "relax" and milder is not None and ctx.relaxed_from is None:
             rec = self.record(None, "fallback", f"{removed}; reran with age_mode {milder}")
