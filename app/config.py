@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.errors import ConfigError
+from app.errors import ConfigError, refuse_unknown_keys
 from app.experiment_config import check_rebucketing, parse_experiments, parse_holdout
 from app.experiments import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.pipeline import PHASES, Phase, Pipeline, Step
@@ -66,10 +66,8 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
     if not isinstance(doc, dict):
         raise ConfigError(source, "the top level must be a mapping with `profiles`")
-    unknown = set(doc) - {"profiles", "routing", "experiments", "holdout"}
-    if unknown:
-        raise ConfigError(sorted(unknown)[0], "unknown top-level key "
-                          "(expected profiles, routing, experiments, holdout)")
+    refuse_unknown_keys("", doc, {"profiles", "routing", "experiments", "holdout"},
+                        "unknown top-level key (expected profiles, routing, experiments, holdout)")
     experiments = parse_experiments(doc.get("experiments") or [])
     holdout = parse_holdout(doc.get("holdout"))
     gates = {rule: exp for exp in experiments for rule in exp.rules}
@@ -103,10 +101,8 @@ def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, A
         body = {}
     if not isinstance(body, dict):
         raise ConfigError(place, "must be a mapping of phase to rule list")
-    unknown = set(body) - _PROFILE_KEYS
-    if unknown:
-        raise ConfigError(f"{place}.{sorted(unknown)[0]}",
-                          f"unknown phase (phases are {', '.join(p.value for p in PHASES)})")
+    refuse_unknown_keys(place, body, _PROFILE_KEYS,
+                        f"unknown phase (phases are {', '.join(p.value for p in PHASES)})")
     phases = {k: v for k, v in body.items() if k != "extends"}
     parent = body.get("extends")
     if parent is None:

@@ -25,6 +25,14 @@ class ConfigError(RearrangeError):
         self.problem = problem
 
 
+def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[str],
+                        problem: str) -> None:
+    """ConfigError at `place.key` for the first key of `mapping` not in `known`."""
+    unknown = sorted(str(k) for k in set(mapping) - set(known))
+    if unknown:
+        raise ConfigError(f"{place}.{unknown[0]}" if place else unknown[0], problem)
+
+
 class BanlistError(RearrangeError):
     """A refused banlist write (unknown scope, malformed value, unknown id)."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.errors import ConfigError
+from app.errors import ConfigError, refuse_unknown_keys
 from app.experiments import (
     BUCKETS,
     CONTROL,
@@ -37,10 +37,8 @@ def parse_experiments(raw: Any) -> tuple[Experiment, ...]:
         place = f"experiments[{i}]"
         if not isinstance(item, dict):
             raise ConfigError(place, "must be a mapping with name, unit, variants, rules")
-        unknown = set(item) - _EXPERIMENT_KEYS
-        if unknown:
-            raise ConfigError(f"{place}.{sorted(unknown)[0]}",
-                              f"unknown key (known: {', '.join(sorted(_EXPERIMENT_KEYS))})")
+        refuse_unknown_keys(place, item, _EXPERIMENT_KEYS,
+                            f"unknown key (known: {', '.join(sorted(_EXPERIMENT_KEYS))})")
         name, unit = item.get("name"), item.get("unit")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{place}.name", "a non-empty string is required")
@@ -130,10 +128,8 @@ def _variants(place: str, raw: Any, rules: list[str]
         vplace = f"{place}.{variant}"
         weight = spec
         if isinstance(spec, dict):
-            unknown = set(spec) - {"weight", "params"}
-            if unknown:
-                raise ConfigError(f"{vplace}.{sorted(unknown)[0]}",
-                                  "unknown key (a variant has weight and params)")
+            refuse_unknown_keys(vplace, spec, {"weight", "params"},
+                                "unknown key (a variant has weight and params)")
             weight = spec.get("weight")
             overrides = spec.get("params") or {}
             if overrides:
@@ -178,9 +174,8 @@ def parse_holdout(raw: Any) -> Holdout | None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError("holdout", "a mapping with unit and percent is required")
-    unknown = set(raw) - {"unit", "percent", "salt"}
-    if unknown:
-        raise ConfigError(f"holdout.{sorted(unknown)[0]}", "unknown key (unit, percent, salt)")
+    refuse_unknown_keys("holdout", raw, {"unit", "percent", "salt"},
+                        "unknown key (unit, percent, salt)")
     unit, percent = raw.get("unit"), raw.get("percent")
     if not isinstance(unit, str) or not unit:
         raise ConfigError("holdout.unit", "names the field of `unit` to hash, e.g. user_id")
