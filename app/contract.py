@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 
 from app.banlist import canon
+from app.banlist.base import MAX_TTL_SECONDS, expiry
 from app.errors import FieldError
 from app.pipeline import Doc
 
@@ -193,16 +194,13 @@ class BanIn(BaseModel):
     value: str = PField(min_length=1, max_length=8192)
     reason: str = PField(min_length=1, max_length=1000)
     regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
-    ttl_seconds: int | None = PField(default=None, gt=0, le=10 * 365 * 86400)
+    ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
     expires_at: AwareDatetime | None = None
 
     def expiry(self, now: float) -> float | None:
         """Epoch seconds of expiry from ttl_seconds or expires_at (not both)."""
-        if self.ttl_seconds is not None and self.expires_at is not None:
-            raise FieldError("ttl_seconds", "give ttl_seconds or expires_at, not both")
-        if self.ttl_seconds is not None:
-            return now + self.ttl_seconds
-        return self.expires_at.timestamp() if isinstance(self.expires_at, datetime) else None
+        at = self.expires_at.timestamp() if isinstance(self.expires_at, datetime) else None
+        return expiry(self.ttl_seconds, at, now)
 
 
 class UnbanIn(BaseModel):

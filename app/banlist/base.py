@@ -53,6 +53,20 @@ def prepare(spec: EntrySpec, now: float, groups: dict[str, tuple[str, ...]]) -> 
     return Prepared(spec.scope, value, reason, spec.expires_at, regions)
 
 
+MAX_TTL_SECONDS = 10 * 365 * 86400
+
+
+def expiry(ttl_seconds: float | None, expires_at: float | None, now: float) -> float | None:
+    """Epoch seconds an entry expires at, from a TTL or an absolute time (never both)."""
+    if ttl_seconds is not None and expires_at is not None:
+        raise BanlistError("ttl_seconds", "give ttl_seconds or expires_at, not both")
+    if ttl_seconds is None:
+        return expires_at
+    if not 0 < ttl_seconds <= MAX_TTL_SECONDS:
+        raise BanlistError("ttl_seconds", "between 1 second and 10 years")
+    return now + ttl_seconds
+
+
 def require_reason(reason: str, what: str) -> str:
     text = reason.strip()
     if not text:

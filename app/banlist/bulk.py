@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from app.banlist.base import EntrySpec, prepare
+from app.banlist.base import EntrySpec, expiry, prepare
 from app.banlist.model import Entry, parse_iso
 from app.errors import BanlistError
 
@@ -89,22 +89,15 @@ def _spec(row: dict[str, Any], now: float) -> EntrySpec:
     if not isinstance(regions, list | tuple) or not all(isinstance(r, str) for r in regions):
         raise BanlistError("regions", "a list of region codes")
     ttl, expires = row.get("ttl_seconds"), row.get("expires_at")
-    if ttl is not None and expires is not None:
-        raise BanlistError("ttl_seconds", "give ttl_seconds or expires_at, not both")
-    expires_at = None
-    if ttl is not None:
-        try:
-            seconds = float(ttl)
-        except (TypeError, ValueError):
-            raise BanlistError("ttl_seconds", f"not a number: {ttl!r}") from None
-        if not 0 < seconds <= 10 * 365 * 86400:
-            raise BanlistError("ttl_seconds", "between 1 second and 10 years")
-        expires_at = now + seconds
-    elif expires is not None:
-        try:
-            expires_at = parse_iso(str(expires))
-        except ValueError:
-            raise BanlistError("expires_at", f"not an ISO 8601 time: {expires!r}") from None
+    try:
+        seconds = None if ttl is None else float(ttl)
+    except (TypeError, ValueError):
+        raise BanlistError("ttl_seconds", f"not a number: {ttl!r}") from None
+    try:
+        at = None if expires is None else parse_iso(str(expires))
+    except ValueError:
+        raise BanlistError("expires_at", f"not an ISO 8601 time: {expires!r}") from None
+    expires_at = expiry(seconds, at, now)
     return EntrySpec(row["scope"], row["value"], row["reason"], tuple(regions), expires_at)
 
 
