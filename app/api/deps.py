@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
@@ -20,7 +21,8 @@ async def store(request: Request) -> BanStore:
     return request.app.state.service.store
 
 
-def _holder(request: Request, authorization: str | None, field: str) -> tuple[str, str]:
+def _holder(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
+            field: str) -> tuple[str, str]:
     """(actor, role) of a valid bearer token; 401 naming `field` (what needed it) if not."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -29,7 +31,7 @@ def _holder(request: Request, authorization: str | None, field: str) -> tuple[st
         raise HTTPException(401, {"field": field, "problem": needs},
                             headers={"WWW-Authenticate": "Bearer"})
     found = None
-    for known, holder in request.app.state.tokens.items():
+    for known, holder in tokens.items():
         if hmac.compare_digest(known.encode(), token.encode()):  # every token, constant time
             found = holder
     if found is None:
@@ -38,9 +40,10 @@ def _holder(request: Request, authorization: str | None, field: str) -> tuple[st
     return found
 
 
-def token_actor(request: Request, authorization: str | None, field: str) -> str:
+def token_actor(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
+                field: str) -> str:
     """The actor of a valid write token (the caller never names itself); 403 for read-only."""
-    who, role = _holder(request, authorization, field)
+    who, role = _holder(tokens, authorization, field)
     if role != "write":
         raise HTTPException(403, {"field": field,
                                   "problem": f"the token of {who} is read-only"})
@@ -50,7 +53,7 @@ def token_actor(request: Request, authorization: str | None, field: str) -> str:
 async def actor(request: Request,
                 authorization: Annotated[str | None, Header()] = None) -> str:
     """The actor of a write token (403 for a read-only token)."""
-    return token_actor(request, authorization, "Authorization")
+    return token_actor(request.app.state.tokens, authorization, "Authorization")
 
 
 async def reader(request: Request,
@@ -58,7 +61,7 @@ async def reader(request: Request,
     """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
     if not request.app.state.service.settings.banlist_read_auth and authorization is None:
         return "anonymous"
-    return _holder(request, authorization, "Authorization")[0]
+    return _holder(request.app.state.tokens, authorization, "Authorization")[0]
 
 
 Service = Annotated[Rearranger, Depends(service)]

@@ -1,19 +1,36 @@
-"""POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out."""
+"""POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out.
+
+`answer` is the whole endpoint on raw ASGI parts. `serve` runs it straight from the
+app's `__call__` (main.RearrangeApp), before FastAPI's middleware stack and router:
+those layers cost more than the rules on a 20-document page (bench/http.py). The
+FastAPI route below runs the same `answer`; it documents the endpoint in OpenAPI and
+serves it when the fast path is switched off (`RearrangeApp.fast_rerank`).
+"""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import Mapping
 
 import msgspec
 from fastapi import APIRouter, HTTPException, Request, Response
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import token_actor
 from app.contract import request_schema
 from app.errors import FieldError
 from app.service import FORCE_HEADER, Rearranger
 
+PATH = "/v1/rerank"
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
+_FORCE = FORCE_HEADER.lower().encode()
+Headers = list[tuple[bytes, bytes]]
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived: there is no one to answer."""
 
 
 def _openapi() -> dict:
@@ -28,42 +45,95 @@ def _openapi() -> dict:
     return extra
 
 
-@router.post("/v1/rerank", openapi_extra=_openapi(), tags=["rerank"],
-             summary="Rerank one result page")
+@router.post(PATH, openapi_extra=_openapi(), tags=["rerank"], summary="Rerank one result page")
 async def rerank(request: Request) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
+    state = request.app.state
+    status, body, headers = await answer(state.service, state.tokens, request.scope,
+                                         request.receive)
+    return Response(body, status, media_type="application/json",
+                    headers={k.decode(): v.decode() for k, v in headers})
+
+
+async def serve(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scope: Scope,
+                receive: Receive, send: Send) -> None:
+    """The endpoint as a bare ASGI app; counts the response like ResponseCounter does."""
+    status = 500  # an exception escaping `answer` is a 500 (uvicorn answers it)
+    try:
+        status, body, headers = await answer(service, tokens, scope, receive)
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()), *headers]})
+        await send({"type": "http.response.body", "body": body})
+    except ClientGone:
+        status = 499  # nginx's code for it: counted, never sent
+    finally:
+        service.metrics.http_response(PATH, status)
+
+
+async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scope: Scope,
+                 receive: Receive) -> tuple[int, bytes, Headers]:
+    """(status, JSON body, extra headers) for one request; errors name the field."""
     arrived = time.perf_counter()  # the deadline for optional rules counts from here
-    service: Rearranger = request.app.state.service
-    headers = request.headers
-    limit = service.settings.max_body_bytes
-    declared = headers.get("content-length")
+    declared = force = authorization = None
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            declared = value
+        elif name == _FORCE:
+            force = value.decode("latin-1")
+        elif name == b"authorization":
+            authorization = value.decode("latin-1")
+    try:
+        body = await _read_body(service, declared, receive)
+        forced, forced_by = None, None
+        if force is not None:  # QA override: never honoured without a token
+            forced_by = token_actor(tokens, authorization, FORCE_HEADER)
+            forced = parse_force(force)
+        try:
+            response = service.rerank(body, forced, forced_by, arrived)  # reads a bytearray
+        except FieldError:
+            service.metrics.requests.labels("", "invalid").inc()
+            raise
+    except FieldError as exc:
+        return exc.status, _error(exc.status, exc.field, exc.problem), []
+    except HTTPException as exc:
+        detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
+        return exc.status_code, _error(exc.status_code, **{"field": None, **detail}), headers
+    return 200, _encode(response), []
+
+
+async def _read_body(service: Rearranger, declared: bytes | None,
+                     receive: Receive) -> bytearray:
+    settings = service.settings
+    limit = settings.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, {"field": "body", "problem": f"{declared} bytes, over the "
-                                  f"limit of {limit}"})
+        raise FieldError("body", f"{int(declared)} bytes, over the limit of {limit}", 413)
     body = bytearray()
     try:
-        async with asyncio.timeout(service.settings.body_timeout_seconds):
-            async for chunk in request.stream():
-                body += chunk
+        async with asyncio.timeout(settings.body_timeout_seconds):
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise ClientGone
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
                 if len(body) > limit:
                     service.metrics.requests.labels("", "invalid").inc()
-                    raise HTTPException(413, {"field": "body",
-                                              "problem": f"over the limit of {limit} bytes"})
+                    raise FieldError("body", f"over the limit of {limit} bytes", 413)
     except TimeoutError:  # a client trickling its body must not hold a worker's slot
         service.metrics.requests.labels("", "timeout").inc()
-        raise HTTPException(408, {"field": "body", "problem": "not received within "
-                                  f"{service.settings.body_timeout_seconds:g} s"}) from None
-    forced, forced_by = None, None
-    force = headers.get(FORCE_HEADER)
-    if force is not None:  # QA override: never honoured without a token
-        forced_by = token_actor(request, headers.get("authorization"), FORCE_HEADER)
-        forced = parse_force(force)
-    try:
-        response = service.rerank(body, forced, forced_by, arrived)  # msgspec reads a bytearray
-    except FieldError:
-        service.metrics.requests.labels("", "invalid").inc()
-        raise
-    return Response(_encode(response), media_type="application/json")
+        raise FieldError("body", "not received within "
+                         f"{settings.body_timeout_seconds:g} s", 408) from None
+    return body
+
+
+def _error(status: int, field: str | None, problem: str) -> bytes:
+    """The API's error body, byte for byte what main._error's JSONResponse renders."""
+    return json.dumps({"error": "invalid_request" if status < 500 else "error",
+                       "field": field, "problem": problem},
+                      ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def parse_force(header: str) -> dict[str, str]:

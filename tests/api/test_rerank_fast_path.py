@@ -1,0 +1,87 @@
+"""The fast path (RearrangeApp.__call__) answers exactly what the routed endpoint answers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.api.test_rerank import BAD, page
+from tests.conftest import AUTH
+
+
+def _both(client, *args, **kwargs):
+    """(fast, routed) responses to the same request."""
+    app = client.app
+    fast = client.post(*args, **kwargs)
+    app.fast_rerank = False
+    try:
+        routed = client.post(*args, **kwargs)
+    finally:
+        app.fast_rerank = True
+    return fast, routed
+
+
+def _same(fast, routed):
+    assert fast.status_code == routed.status_code, (fast.text, routed.text)
+    assert fast.content == routed.content
+    for name in ("content-type", "content-length", "www-authenticate"):
+        assert fast.headers.get(name) == routed.headers.get(name), name
+
+
+BODIES = [page(6, request_id="r-1"), page(1, request_id="r-2", profile="default")]
+BODIES += [dict(m(page(5, request_id=f"bad-{n}"))) for n, (_, m, _, _) in enumerate(BAD)]
+
+
+@pytest.mark.parametrize("body", BODIES, ids=range(len(BODIES)))
+def test_the_same_answer_for_good_and_bad_pages(client, body):
+    _same(*_both(client, "/v1/rerank", json=body))
+
+
+@pytest.mark.parametrize("raw", [b'{"documents": [', b"", b"[]", b"\xff\xfe",
+                                 b'{"documents": [{"id": "a", "url": "http://a/", "score": NaN}]}'])
+def test_the_same_answer_for_malformed_bodies(client, raw):
+    _same(*_both(client, "/v1/rerank", content=raw,
+                 headers={"content-type": "application/json"}))
+
+
+def test_the_same_answer_for_the_qa_header_with_and_without_a_token(client):
+    body = page(3, request_id="qa", unit={"user_id": "u-1"})
+    head = {"X-Rearrange-Force-Variant": "antispam_v7=treatment"}
+    fast, routed = _both(client, "/v1/rerank", json=body, headers=head)
+    _same(fast, routed)
+    assert fast.status_code == 401 and fast.json()["field"] == "X-Rearrange-Force-Variant"
+    fast, routed = _both(client, "/v1/rerank", json=body, headers={**head, **AUTH})
+    _same(fast, routed)
+    assert fast.status_code == 200
+    bad = {"X-Rearrange-Force-Variant": "antispam_v7", **AUTH}
+    _same(*_both(client, "/v1/rerank", json=body, headers=bad))
+
+
+def test_the_same_body_limit_declared_and_streamed(client):
+    service = client.app.state.service
+    service.settings = service.settings.model_copy(update={"max_body_bytes": 2048})
+    big = json.dumps(page(40)).encode()
+    fast, routed = _both(client, "/v1/rerank", content=big,
+                         headers={"content-type": "application/json"})
+    _same(fast, routed)
+    assert fast.status_code == 413 and fast.json()["field"] == "body"
+
+    def chunks():  # no Content-Length: the cap is applied as the body arrives
+        yield from (big[i:i + 512] for i in range(0, len(big), 512))
+
+    fast = client.post("/v1/rerank", content=chunks(),
+                       headers={"content-type": "application/json"})
+    assert fast.status_code == 413 and fast.json()["field"] == "body"
+
+
+def test_fast_responses_are_counted_under_the_route(client):
+    client.post("/v1/rerank", json=page(2))
+    client.post("/v1/rerank", json={"documents": 1})
+    text = client.get("/metrics").text
+    assert 'rearrange_http_responses_total{code="2xx",route="/v1/rerank"} 1.0' in text
+    assert 'rearrange_http_responses_total{code="4xx",route="/v1/rerank"} 1.0' in text
+
+
+def test_other_methods_and_paths_still_go_through_the_router(client):
+    assert client.get("/v1/rerank").status_code == 405
+    assert client.get("/healthz").status_code == 200
