@@ -38,7 +38,8 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
     """Run the service; with several workers, drain from outside (Kubernetes preStop)."""
     options = dict(host=host or settings.host, port=port or settings.port, loop="uvloop",
                    http="httptools", proxy_headers=False, timeout_graceful_shutdown=10,
-                   timeout_keep_alive=5, log_level=os.environ.get("REARRANGE_LOG_LEVEL", "info"))
+                   timeout_keep_alive=5, access_log=settings.access_log,
+                   log_level=os.environ.get("REARRANGE_LOG_LEVEL", "info"))
     if workers > 1:
         # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
         uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)

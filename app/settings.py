@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
     body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
     drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop
+    access_log: bool = False  # uvicorn's line per request: off, the balancer logs requests
     host: str = "127.0.0.1"
     port: int = 8080
 
