@@ -74,8 +74,32 @@ def canonicalize(url: str) -> str:
     return _canonicalize_text(url)
 
 
+# Canonical forms of recently seen URLs. Result pages repeat URLs (popular results
+# recur across queries), and the function is pure, so a hit returns exactly what the
+# computation would. Two generations bound it: when the recent one fills, it becomes
+# the older one and the oldest is dropped; a hit in the older one moves back.
+# At most 2 x 32,768 entries, ~16 MB with typical URLs.
+RECENT_URLS = 32_768
+_recent: dict[str, tuple[str, str]] = {}
+_older: dict[str, tuple[str, str]] = {}
+
+
 def canonicalize_with_host(url: str) -> tuple[str, str]:
     """(canonical URL, its host) in one pass; the request path needs both for every result."""
+    global _recent, _older
+    found = _recent.get(url)
+    if found is not None:
+        return found
+    found = _older.get(url)
+    if found is None:
+        found = _canonicalize_with_host(url)  # InvalidURL is raised, never remembered
+    if len(_recent) >= RECENT_URLS:
+        _older, _recent = _recent, {}
+    _recent[url] = found
+    return found
+
+
+def _canonicalize_with_host(url: str) -> tuple[str, str]:
     if url.isascii():
         clean = _CLEAN.fullmatch(url)
         if clean is not None:

@@ -260,3 +260,30 @@ def test_canonicalize_with_host_agrees_with_the_two_calls(url):
 
     canonical, host = canonicalize_with_host(url)
     assert canonical == canonicalize(url) and host == host_of(canonical)
+
+
+def test_remembered_urls_answer_what_the_computation_does(monkeypatch):
+    from app.banlist import canon
+
+    monkeypatch.setattr(canon, "RECENT_URLS", 4)
+    monkeypatch.setattr(canon, "_recent", {})
+    monkeypatch.setattr(canon, "_older", {})
+    urls = [v["input"] for v in VECTORS["canonicalize"]][:12]
+    first = [canon.canonicalize_with_host(u) for u in urls]
+    # bounded: the recent generation never passes its size; the one before is kept
+    assert len(canon._recent) <= 4 and len(canon._older) == 4
+    again = [canon.canonicalize_with_host(u) for u in reversed(urls)]
+    assert again[::-1] == first == [canon._canonicalize_with_host(u) for u in urls]
+    # an older hit moves back into the recent generation
+    kept = next(iter(canon._older))
+    canon.canonicalize_with_host(kept)
+    assert kept in canon._recent
+
+
+def test_a_refused_url_is_refused_every_time_not_remembered():
+    from app.banlist import canon
+
+    for _ in range(2):
+        with pytest.raises(canon.InvalidURL):
+            canon.canonicalize_with_host("http://")
+    assert "http://" not in canon._recent
