@@ -15,7 +15,7 @@ from app.banlist.table import HashBag, RowTable
 Meta = tuple[str, str, str, frozenset[str]]  # scope, reason, actor, regions
 DEAD = 0
 NO_EXPIRY = math.nan  # compares false to everything, so `expires <= now` is never true
-MAX_NUMERIC_ID = 10**18
+MADE = 4096  # entries remembered for hits (per index generation)
 # The scope is mixed into a key's hash, so `a.com` as a host and as a domain sit apart
 SALT = {"url": 0x2545F4914F6CDD1D, "prefix": 0x5851F42D4C957F2D,
         "host": 0x14057B7EF767814F, "domain": 0x3C6EF372FE94F82B}
@@ -38,8 +38,8 @@ class Columns:
     """Every entry of one index generation; tables hold row numbers into these arrays."""
 
     __slots__ = ("n", "dead", "khash", "meta_id", "ids", "created", "expires", "off", "blob",
-                 "metas", "meta_ids", "keys", "by_id", "named", "names", "prefix_hosts",
-                 "orgs", "org_rows", "expiring", "max_id")
+                 "metas", "meta_ids", "keys", "by_id", "named", "names", "url_hosts",
+                 "prefix_hosts", "orgs", "org_rows", "expiring", "max_id", "made")
 
     def __init__(self, rows: int = 0) -> None:
         self.n = 0  # rows written; bumped last, so a reader never sees half a row
@@ -54,14 +54,16 @@ class Columns:
         self.metas: list[Meta | None] = [None]
         self.meta_ids: dict[Meta, int] = {}
         self.keys = RowTable(rows, 0.5)  # url/prefix/host/domain key -> rows (by khash)
-        self.by_id = RowTable(rows, 0.75)  # numeric id -> row (by ids); ids are dense
+        self.by_id = RowTable(rows, 0.75, spread=True)  # numeric id -> row (by ids)
         self.named: dict[str, int] = {}  # other ids -> row (tests, hand-made indexes)
         self.names: dict[int, str] = {}
+        self.url_hosts = HashBag()  # hash of the host of every url entry
         self.prefix_hosts = HashBag()  # hash of the host of every prefix entry
         self.orgs: dict[str, tuple[int, ...]] = {}  # member domain -> org rows covering it
         self.org_rows: dict[int, None] = {}  # live org rows, in row order
         self.expiring = array("i")  # rows that have an expiry (what a sweep looks at)
         self.max_id = -1
+        self.made: dict[int, Entry] = {}  # entries made for hits: the same ones recur
 
     def put(self, entry_id: str, meta: Meta, raw: bytes, khash: int, created: float,
             expires: float) -> int:
@@ -96,8 +98,8 @@ class Columns:
             link_org(self.orgs, members, row)
         else:
             self.keys.insert(self.khash[row], row, self.khash)
-            if scope == "prefix":
-                self.prefix_hosts.add(hash(key.partition("/")[0]))
+            if scope in ("url", "prefix"):
+                self.hosts_of(scope).add(hash(key.partition("/")[0]))
         number = self.ids[row]
         if number >= 0:
             self.by_id.insert(number, row, self.ids)
@@ -114,14 +116,18 @@ class Columns:
             self.org_rows.pop(row, None)
         else:
             self.keys.delete(self.khash[row], row)
-            if scope == "prefix":
-                self.prefix_hosts.discard(hash(key.partition("/")[0]))
+            if scope in ("url", "prefix"):
+                self.hosts_of(scope).discard(hash(key.partition("/")[0]))
         number = self.ids[row]
         if number >= 0:
             self.by_id.delete(number, row)
         else:
             self.named.pop(entry_id, None)
             self.names.pop(row, None)
+
+    def hosts_of(self, scope: str) -> HashBag:
+        """The hosts having `url` (or `prefix`) entries: what a host needs probed per URL."""
+        return self.url_hosts if scope == "url" else self.prefix_hosts
 
     def row_of(self, entry_id: str) -> int | None:
         number = numeric_id(entry_id)
@@ -164,6 +170,23 @@ class Columns:
         return Entry(self.entry_id(row), scope, self.value(row), reason, actor,
                      self.created[row], None if expires != expires else expires, regions)
 
+    def hit(self, row: int) -> Entry | None:
+        """`entry` for the request path, remembered: a banned URL recurs across pages.
+
+        Rows are never reused and a live row never changes, so a remembered entry is right
+        for as long as its row is live, which is checked first.
+        """
+        if not self.meta_id[row]:
+            return None
+        entry = self.made.get(row)
+        if entry is None:
+            entry = self.entry(row)
+            if entry is not None:
+                if len(self.made) >= MADE:
+                    self.made.clear()
+                self.made[row] = entry
+        return entry
+
     def active(self, row: int, region: str | None, now: float) -> bool:
         """Entry.active from the columns: unexpired, and global or covering `region`."""
         if self.expires[row] <= now:
@@ -184,7 +207,7 @@ class Columns:
             scope = meta[0]
             new_row = new.put(entry_id, meta, raw, self.khash[row], self.created[row],
                               self.expires[row])
-            value = raw.decode() if scope in ("prefix", "org") else ""
+            value = raw.decode() if scope in ("url", "prefix", "org") else ""
             new.publish(new_row, entry_id, scope, key_of(scope, value),
                         groups.get(value, ()) if scope == "org" else ())
         return new

@@ -30,6 +30,9 @@ class Match:
 
 
 HOST_CACHE = 65_536  # hosts whose covering entries are remembered between changes
+HAS_URL, HAS_PREFIX = 1, 2
+# (generation, the host/domain/org entries covering the host, HAS_URL | HAS_PREFIX)
+HostInfo = tuple[int, tuple[Entry, ...], int]
 COMPACT_AFTER = 4096  # dead rows tolerated before compaction is considered (then: > live)
 
 
@@ -50,11 +53,13 @@ class BanIndex:
         self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
         self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
         # host -> (generation, the host/domain/org entries that cover it, most specific
-        # first): hosts repeat across pages, so the suffix walk is done once per host until
-        # the next change. A change bumps the generation once it is complete, so an answer
-        # computed while it was being applied is never reused after it.
+        # first, whether url/prefix entries exist under it): hosts repeat across pages, so
+        # the suffix walk is done once per host until the next change, and a URL on a host
+        # without url or prefix entries costs one dict probe. A change bumps the generation
+        # once it is complete, so an answer computed while it was being applied is never
+        # reused after it.
         self._generation = 0
-        self._by_host: dict[str, tuple[int, tuple[Entry, ...]]] = {}
+        self._by_host: dict[str, HostInfo] = {}
         for entry in entries:
             self.add(entry)
 
@@ -201,35 +206,45 @@ class BanIndex:
         The request path: the same order as `explain`, written out as plain probes of the
         tables that hold anything (no Match objects; an Entry only for the hit).
         """
-        cols, counts = self._cols, self.counts
-        if counts["url"]:
+        info = self._by_host.get(host)
+        if info is None or info[0] != self._generation:
+            info = self._remember(host)
+        if not info[2]:  # no url or prefix entry under this host: the end for most URLs
+            return None
+        cols = self._cols
+        if info[2] & HAS_URL:
             for row in cols.rows_for("url", url_key(canonical)):
-                if cols.active(row, region, now) and (entry := cols.entry(row)) is not None:
+                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
                     return entry
-        if counts["prefix"] and hash(host) in cols.prefix_hosts:
+        if info[2] & HAS_PREFIX:
             for row, _ in _prefix_rows(cols, canonical, host):
-                if cols.active(row, region, now) and (entry := cols.entry(row)) is not None:
+                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
                     return entry
         return None
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
         """The active `host`, `domain` or `org` entry for a host, most specific first."""
-        generation = self._generation
-        cached = self._by_host.get(host)
-        if cached is not None and cached[0] == generation:
-            covering = cached[1]
-        else:
-            covering = self._covering(host)
-            if len(self._by_host) >= HOST_CACHE:
-                self._by_host.clear()
-            self._by_host[host] = (generation, covering)
-        for entry in covering:
+        info = self._by_host.get(host)
+        if info is None or info[0] != self._generation:
+            info = self._remember(host)
+        for entry in info[1]:
             if entry.active(region, now):
                 return entry
         return None
 
-    def _covering(self, host: str) -> tuple[Entry, ...]:
+    def _remember(self, host: str) -> HostInfo:
+        generation = self._generation  # read first: a change meanwhile makes this one stale
         cols = self._cols
+        h = hash(host)
+        flags = (HAS_URL if h in cols.url_hosts else 0) | (
+            HAS_PREFIX if h in cols.prefix_hosts else 0)
+        info = (generation, self._covering(cols, host), flags)
+        if len(self._by_host) >= HOST_CACHE:
+            self._by_host.clear()
+        self._by_host[host] = info
+        return info
+
+    def _covering(self, cols: Columns, host: str) -> tuple[Entry, ...]:
         rows = cols.rows_for("host", host) if self.counts["host"] else []
         domains, orgs = self.counts["domain"], cols.orgs
         if domains or orgs:
@@ -237,7 +252,7 @@ class BanIndex:
                 if domains:
                     rows += cols.rows_for("domain", suffix)
                 rows += orgs.get(suffix, ())
-        return tuple(_entries(cols, rows))
+        return tuple(e for e in map(cols.hit, rows) if e is not None)
 
     def _changed(self) -> None:
         self._generation += 1
@@ -251,7 +266,7 @@ class BanIndex:
         key = url_key(canonical)
         for entry in _entries(cols, cols.rows_for("url", key)):
             yield Match(entry, f"url {key}")
-        if hash(host) in cols.prefix_hosts:
+        if hash(host) in cols.prefix_hosts:  # filters, never decides: keys are verified
             for row, path in _prefix_rows(cols, canonical, host):
                 for entry in _entries(cols, (row,)):
                     yield Match(entry, f"prefix {entry.value} covers path {path}")

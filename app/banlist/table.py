@@ -32,19 +32,26 @@ def capacity_for(items: int, load: float) -> int:
 class RowTable:
     """Row numbers keyed by a 64-bit hash that the caller keeps in a column (`hashes[row]`).
 
-    The home slot is the top bits of hash × 2^64/φ, so keys that are consecutive numbers
-    (entry ids) spread over the table instead of forming one long run that every miss
-    inside it would have to walk.
+    The home slot is `hash & mask`: the low bits of a str hash are already uniform. With
+    `spread`, it is the top bits of hash × 2^64/φ instead, so keys that are consecutive
+    numbers (entry ids) scatter over the table rather than form one long run that every
+    miss inside it would have to walk.
     """
 
-    __slots__ = ("slots", "filled", "live", "load", "shift")
+    __slots__ = ("slots", "filled", "live", "load", "spread")
 
-    def __init__(self, items: int = 0, load: float = 0.5) -> None:
+    def __init__(self, items: int = 0, load: float = 0.5, spread: bool = False) -> None:
         self.load = load  # a miss walks the cluster at its home slot: lower load, shorter walks
+        self.spread = spread
         self.slots = array("i", [EMPTY]) * capacity_for(items, load)
-        self.shift = 65 - len(self.slots).bit_length()
         self.filled = 0  # live rows + tombstones: what lengthens probes
         self.live = 0
+
+    def home(self, h: int, size: int) -> int:
+        """The first slot probed for `h` in a table of `size` slots."""
+        if self.spread:
+            return ((h * GOLDEN) & M64) >> (65 - size.bit_length())
+        return h & (size - 1)
 
     def insert(self, h: int, row: int, hashes: array) -> None:
         """Add `row` under `h` (its hash, also found at `hashes[row]`)."""
@@ -52,7 +59,7 @@ class RowTable:
             self._rebuild(hashes)
         slots = self.slots
         mask = len(slots) - 1
-        i = ((h * GOLDEN) & M64) >> self.shift
+        i = self.home(h, len(slots))
         while slots[i] >= 0:
             i = (i + 1) & mask
         if slots[i] == EMPTY:
@@ -64,7 +71,7 @@ class RowTable:
         """Rows stored under `h`, in row order (= insertion order); the caller verifies keys."""
         slots = self.slots
         mask = len(slots) - 1
-        i = ((h * GOLDEN) & M64) >> (65 - len(slots).bit_length())
+        i = self.home(h, len(slots))
         found = []
         row = slots[i]
         while row != EMPTY:
@@ -80,7 +87,7 @@ class RowTable:
         """Tombstone the slot holding `row` (stored under `h`); False when it is not there."""
         slots = self.slots
         mask = len(slots) - 1
-        i = ((h * GOLDEN) & M64) >> (65 - len(slots).bit_length())
+        i = self.home(h, len(slots))
         while (found := slots[i]) != EMPTY:
             if found == row:
                 slots[i] = TOMB
@@ -91,15 +98,15 @@ class RowTable:
 
     def _rebuild(self, hashes: array) -> None:
         new = array("i", [EMPTY]) * capacity_for(self.live + 1, self.load)
-        mask = len(new) - 1
-        shift = 65 - len(new).bit_length()
+        size = len(new)
+        mask = size - 1
         for row in self.slots:
             if row >= 0:
-                i = ((hashes[row] * GOLDEN) & M64) >> shift
+                i = self.home(hashes[row], size)
                 while new[i] != EMPTY:
                     i = (i + 1) & mask
                 new[i] = row
-        self.slots, self.filled, self.shift = new, self.live, shift
+        self.slots, self.filled = new, self.live
 
 
 class HashBag:
@@ -107,8 +114,8 @@ class HashBag:
 
     A false positive (another string with the same hash) only costs the caller a wasted
     probe of the exact table behind the filter, never a wrong answer. The slots hold the
-    hashes themselves, so a rebuild needs nothing else; 0 and -1 are the free markers, so a
-    hash of either is stored as 1.
+    hashes themselves, so a rebuild needs nothing else; 0 and -1 are the free markers: a
+    hash of 0 is stored as 1, and Python never returns -1 as a hash.
     """
 
     __slots__ = ("slots", "filled", "live")
@@ -119,7 +126,7 @@ class HashBag:
         self.live = 0
 
     def add(self, h: int) -> None:
-        h = h if h not in (0, -1) else 1
+        h = h or 1
         if self.filled + 1 > len(self.slots) * LOAD:
             self._rebuild()
         slots = self.slots
@@ -133,7 +140,7 @@ class HashBag:
         self.live += 1
 
     def __contains__(self, h: int) -> bool:
-        h = h if h not in (0, -1) else 1
+        h = h or 1
         slots = self.slots
         mask = len(slots) - 1
         i = h & mask
@@ -145,7 +152,7 @@ class HashBag:
 
     def discard(self, h: int) -> None:
         """Remove one occurrence of `h`."""
-        h = h if h not in (0, -1) else 1
+        h = h or 1
         slots = self.slots
         mask = len(slots) - 1
         i = h & mask
