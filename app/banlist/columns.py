@@ -214,8 +214,9 @@ class Columns:
 
 
 def link_org(orgs: dict[str, tuple[int, ...]], domains: tuple[str, ...], row: int) -> None:
+    """Add an org row under its member domains; rows in row order, whatever the history."""
     for domain in domains:
-        orgs[domain] = orgs.get(domain, ()) + (row,)
+        orgs[domain] = tuple(sorted((*orgs.get(domain, ()), row)))
 
 
 def unlink_org(orgs: dict[str, tuple[int, ...]], domains: tuple[str, ...], row: int) -> None:
