@@ -97,7 +97,7 @@ class RowTable:
         return False
 
     def _rebuild(self, hashes: array) -> None:
-        new = array("i", [EMPTY]) * capacity_for(self.live + 1, self.load)
+        new = array("i", [EMPTY]) * capacity_for(self.live, self.load)
         size = len(new)
         mask = size - 1
         for row in self.slots:
@@ -164,7 +164,7 @@ class HashBag:
             i = (i + 1) & mask
 
     def _rebuild(self) -> None:
-        new = array("q", [0]) * capacity_for(self.live + 1, LOAD)
+        new = array("q", [0]) * capacity_for(self.live, LOAD)
         mask = len(new) - 1
         for h in self.slots:
             if h not in (0, -1):
