@@ -13,8 +13,9 @@ config and REARRANGE_BANLIST_SEED pointing at it, and reports, in MiB:
             restarted pod does with the embedded store).
 
 `--part` measures in this process, without a server, what the banlist costs per million
-entries: `index` the BanIndex alone (what any replica must hold to match), `store` the
-embedded store without a log file (the index plus the change history it keeps).
+entries (bytes allocated while building it and still held, by tracemalloc): `index`
+the BanIndex alone (what any replica must hold to match), `store` the embedded store
+without a log file (the index plus the change history it keeps).
 
 The banlist log goes to /dev/shm when it exists: the seed fsyncs every entry, which on a
 real disk measures the disk, not the service.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+import tracemalloc
 from pathlib import Path
 
 import httpx
@@ -46,19 +48,14 @@ def measure(label: str, replica: replicas.Replica, started: float) -> dict[str, 
     return row
 
 
-def own_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def part(name: str, entries: int, work: Path) -> None:
     """RSS growth per million entries of the index alone or of the whole embedded store."""
     seed = work / "seed.jsonl"
     write_banlist(seed, entries, 2024)
     specs = read_specs(seed)
-    before = own_rss_mib()
+    # Not the RSS delta: the index's arrays reuse heap the seed generation freed, so RSS
+    # can grow by nothing. tracemalloc counts what the structure holds (array buffers too).
+    tracemalloc.start()
     if name == "store":
         store = EmbeddedStore(None)
         store.seed(specs)
@@ -69,9 +66,10 @@ def part(name: str, entries: int, work: Path) -> None:
             index.add(Entry(str(n), spec.scope, normalize(spec.scope, spec.value), spec.reason,
                             "seed", now, None, frozenset(spec.regions)))
         count = len(index)
-    grown = own_rss_mib() - before
-    print(f"{name}: {count} entries, {grown:.0f} MiB, "
-          f"{grown * 1e6 / count:.0f} MiB per million entries")
+    held = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    print(f"{name}: {count} entries, {held:.0f} MiB allocated ({held * 1e6 / count:.0f} MiB "
+          f"per million entries, {held * 2**20 / count:.0f} B per entry)")
 
 
 def main() -> int:

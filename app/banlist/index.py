@@ -1,11 +1,20 @@
-"""The in-memory banlist index: O(1) per scope, O(labels) for domains, O(segments) for prefixes."""
+"""The in-memory banlist index: O(1) per scope, O(labels) for domains, O(segments) for prefixes.
+
+Entries live as columns (`columns.Columns`): arrays and one value blob, found through
+open-addressing tables of row numbers (`table.RowTable`). No Python object exists per
+entry, so the garbage collector has nothing per entry to walk and an entry costs ~100 bytes
+instead of ~400; `Entry` objects are made on demand (a hit, `get`, iteration, `explain`).
+"""
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
 from app.banlist import canon
+from app.banlist.columns import NO_EXPIRY, SALT, Columns, key_of, numeric_id, unlink_org
+from app.banlist.columns import link_org as _link
 from app.banlist.model import SCOPES, Entry, url_key
 
 
@@ -21,31 +30,36 @@ class Match:
 
 
 HOST_CACHE = 65_536  # hosts whose covering entries are remembered between changes
+HAS_URL, HAS_PREFIX = 1, 2
+# (generation, the host/domain/org entries covering the host, HAS_URL | HAS_PREFIX)
+HostInfo = tuple[int, tuple[Entry, ...], int]
+COMPACT_AFTER = 4096  # dead rows tolerated before compaction is considered (then: > live)
 
 
 class BanIndex:
-    """Entries keyed by what they match; dicts of tuples, not sets, to keep GC walks short."""
+    """Entries keyed by what they match, in columns: no per-entry object for the GC to walk.
 
-    __slots__ = ("_url", "_prefix", "_prefix_hosts", "_host", "_domain", "_org", "_by_id",
-                 "groups", "counts", "_generation", "_by_host")
+    A writer changes one index at a time (the stores hold a lock); readers run concurrently
+    and never lock: a row is written before any table points at it, a removal marks the row
+    dead before unlinking it, and a compaction builds new columns aside and swaps one
+    reference, so a reader that took `_cols` finishes on a consistent copy.
+    """
+
+    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host")
 
     def __init__(self, entries: Iterable[Entry] = (),
                  groups: dict[str, tuple[str, ...]] | None = None) -> None:
-        self._url: dict[str, tuple[Entry, ...]] = {}
-        self._prefix: dict[str, tuple[Entry, ...]] = {}
-        self._prefix_hosts: dict[str, int] = {}
-        self._host: dict[str, tuple[Entry, ...]] = {}
-        self._domain: dict[str, tuple[Entry, ...]] = {}
-        self._org: dict[str, tuple[Entry, ...]] = {}  # member domain -> org entries covering it
-        self._by_id: dict[str, Entry] = {}
+        self._cols = Columns()
         self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
         self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
         # host -> (generation, the host/domain/org entries that cover it, most specific
-        # first): hosts repeat across pages, so the suffix walk is done once per host until
-        # the next change. Every change bumps the generation, so an answer computed while
-        # a change was being applied is never reused after it.
+        # first, whether url/prefix entries exist under it): hosts repeat across pages, so
+        # the suffix walk is done once per host until the next change, and a URL on a host
+        # without url or prefix entries costs one dict probe. A change bumps the generation
+        # once it is complete, so an answer computed while it was being applied is never
+        # reused after it.
         self._generation = 0
-        self._by_host: dict[str, tuple[int, tuple[Entry, ...]]] = {}
+        self._by_host: dict[str, HostInfo] = {}
         for entry in entries:
             self.add(entry)
 
@@ -55,86 +69,130 @@ class BanIndex:
         The member table is rebuilt aside and swapped in one reference, so a request never
         sees the group half moved (members that stay in it briefly unbanned).
         """
-        self._changed()
-        banned = [e for e in self._by_id.values() if e.scope == "org" and e.value == name]
-        orgs = dict(self._org)
-        for entry in banned:
-            _unlink(orgs, self.groups.get(entry.value, ()), entry)
-        for entry in banned:
-            _link(orgs, domains, entry)
+        cols = self._cols
+        banned = [row for row in cols.org_rows if cols.value(row) == name]
+        orgs = dict(cols.orgs)
+        for row in banned:
+            unlink_org(orgs, self.groups.get(name, ()), row)
+        for row in banned:
+            _link(orgs, domains, row)
         self.groups[name] = domains
-        self._org = orgs
-
-    def _link_org(self, entry: Entry) -> None:
-        _link(self._org, self.groups.get(entry.value, ()), entry)
-
-    def _unlink_org(self, entry: Entry) -> None:
-        _unlink(self._org, self.groups.get(entry.value, ()), entry)
+        cols.orgs = orgs
+        self._changed()
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        cols = self._cols
+        return cols.n - cols.dead
 
     def __iter__(self) -> Iterator[Entry]:
-        return iter(self._by_id.values())
+        """Every entry, oldest first (made one at a time, never all at once)."""
+        cols = self._cols
+        meta_id = cols.meta_id
+        for row in range(cols.n):
+            if meta_id[row]:
+                entry = cols.entry(row)
+                if entry is not None:
+                    yield entry
 
     def get(self, entry_id: str) -> Entry | None:
-        return self._by_id.get(entry_id)
+        cols = self._cols
+        row = cols.row_of(entry_id)
+        return None if row is None else cols.entry(row)
 
     def by_value(self, scope: str, value: str) -> tuple[Entry, ...]:
         """Every entry written for exactly this scope and value (e.g. a host's sanctions)."""
-        probe = Entry("", scope, value, "", "", 0.0, None, frozenset())
-        table, key = self._slot(probe)
-        return tuple(e for e in table.get(key, ()) if e.scope == scope and e.value == value)
+        cols = self._cols
+        if scope == "org":
+            rows = [row for row in cols.org_rows if cols.value(row) == value]
+        else:
+            rows = [row for row in cols.rows_for(scope, key_of(scope, value))
+                    if cols.value(row) == value]
+        return tuple(_entries(cols, rows))
 
     def add(self, entry: Entry) -> None:
         """Index an entry (replacing one with the same id)."""
-        self._changed()
-        if entry.id in self._by_id:
+        if self._cols.row_of(entry.id) is not None:
             self.remove(entry.id)
-        self._by_id[entry.id] = entry
-        self.counts[entry.scope] += 1
-        if entry.scope == "org":
-            self._link_org(entry)
-            return
-        table, key = self._slot(entry)
-        table[key] = table.get(key, ()) + (entry,)
-        if entry.scope == "prefix":
-            host = key.partition("/")[0]
-            self._prefix_hosts[host] = self._prefix_hosts.get(host, 0) + 1
+        cols, scope = self._cols, entry.scope
+        key = key_of(scope, entry.value)
+        expires = NO_EXPIRY if entry.expires_at is None else entry.expires_at
+        row = cols.put(entry.id, (scope, entry.reason, entry.actor, entry.regions),
+                       entry.value.encode(), 0 if scope == "org" else hash(key) ^ SALT[scope],
+                       entry.created_at, expires)
+        cols.publish(row, entry.id, scope, key, self._members(entry))
+        self.counts[scope] += 1
+        self._changed()
 
     def remove(self, entry_id: str) -> Entry | None:
         """Drop an entry by id; returns it, or None if it was not there."""
-        self._changed()
-        entry = self._by_id.pop(entry_id, None)
-        if entry is None:
+        cols = self._cols
+        row = cols.row_of(entry_id)
+        entry = None if row is None else cols.entry(row)
+        if row is None or entry is None:
             return None
+        cols.unpublish(row, entry_id, entry.scope, key_of(entry.scope, entry.value),
+                       self._members(entry))
         self.counts[entry.scope] -= 1
-        if entry.scope == "org":
-            self._unlink_org(entry)
-            return entry
-        table, key = self._slot(entry)
-        rest = tuple(e for e in table.get(key, ()) if e.id != entry_id)
-        if rest:
-            table[key] = rest
-        else:
-            table.pop(key, None)
-        if entry.scope == "prefix":
-            host = key.partition("/")[0]
-            left = self._prefix_hosts.get(host, 1) - 1
-            if left:
-                self._prefix_hosts[host] = left
-            else:
-                self._prefix_hosts.pop(host, None)
+        if cols.dead > COMPACT_AFTER and cols.dead > cols.n - cols.dead:
+            self._cols = cols.compacted(self.groups)  # built aside, swapped in one reference
+        self._changed()
         return entry
 
-    def _slot(self, entry: Entry) -> tuple[dict[str, tuple[Entry, ...]], str]:
-        if entry.scope == "url":
-            return self._url, entry.value
-        if entry.scope == "prefix":
-            return self._prefix, entry.value.rstrip("/")
-        if entry.scope == "host":
-            return self._host, entry.value
-        return self._domain, entry.value
+    def _members(self, entry: Entry) -> tuple[str, ...]:
+        return self.groups.get(entry.value, ()) if entry.scope == "org" else ()
+
+    def expired(self, now: float) -> list[Entry]:
+        """Entries expired at `now`, from the expiry column (cheap when few entries expire)."""
+        cols = self._cols
+        expires, meta_id, out = cols.expires, cols.meta_id, []
+        for row in cols.expiring:
+            if expires[row] <= now and meta_id[row]:
+                entry = cols.entry(row)
+                if entry is not None:
+                    out.append(entry)
+        return out
+
+    def page(self, after: str | None, limit: int, now: float) -> tuple[list[Entry], bool]:
+        """Up to `limit` unexpired entries after id `after`, and whether more follow.
+
+        Id order: numeric ids by number, then any other ids by string. Numeric ids are the
+        stores' sequence numbers, so the next ones are probed by number (gaps are removals);
+        only when gaps are many does it fall back to one pass over the id column.
+        """
+        cols = self._cols
+        want = limit + 1
+        number = -1 if after is None else numeric_id(after)
+        rows = self._numbered(cols, number, want, now) if after is None or number >= 0 else []
+        if len(rows) < want:
+            names = sorted(name for name, row in cols.named.items()
+                           if (after is None or number >= 0 or name > after)
+                           and not cols.expires[row] <= now)
+            rows += [cols.named[name] for name in names[:want - len(rows)]]
+        entries = list(_entries(cols, rows))
+        return entries[:limit], len(entries) > limit
+
+    @staticmethod
+    def _numbered(cols: Columns, after: int, want: int, now: float) -> list[int]:
+        ids, expires, meta_id, by_id = cols.ids, cols.expires, cols.meta_id, cols.by_id
+        rows: list[int] = []
+        number, budget = after + 1, 8 * want + 1024
+        while number <= cols.max_id and len(rows) < want and budget:
+            found = by_id.find(number, ids)
+            if found and not expires[found[0]] <= now:
+                rows.append(found[0])
+            number, budget = number + 1, budget - 1
+        if budget:
+            return rows
+        wanted = heapq.nsmallest(want, (ids[row] for row in range(cols.n) if ids[row] > after
+                                        and meta_id[row] and not expires[row] <= now))
+        return [found[0] for n in wanted if (found := by_id.find(n, ids))]
+
+    def active_count(self, now: float) -> int:
+        """How many entries are unexpired at `now` (expired ones await the sweeper)."""
+        cols = self._cols
+        expires, meta_id = cols.expires, cols.meta_id
+        gone = sum(1 for row in cols.expiring if expires[row] <= now and meta_id[row])
+        return len(self) - gone
 
     def match(self, canonical: str, host: str, region: str | None, now: float) -> Entry | None:
         """The most specific active entry for a canonical URL (url, prefix, host, domain, org)."""
@@ -145,42 +203,56 @@ class BanIndex:
                   now: float) -> Entry | None:
         """The active `url` or `prefix` entry for a URL: what depends on more than the host.
 
-        The request path: the same order as `explain`, written out as plain dict probes over
-        the tables that hold anything (no generator for the common case, no Match objects).
+        The request path: the same order as `explain`, written out as plain probes of the
+        tables that hold anything (no Match objects; an Entry only for the hit).
         """
-        if self._url:
-            for entry in self._url.get(url_key(canonical), ()):
-                if entry.active(region, now):
+        info = self._by_host.get(host)
+        if info is None or info[0] != self._generation:
+            info = self._remember(host)
+        if not info[2]:  # no url or prefix entry under this host: the end for most URLs
+            return None
+        cols = self._cols
+        if info[2] & HAS_URL:
+            for row in cols.rows_for("url", url_key(canonical)):
+                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
                     return entry
-        if host in self._prefix_hosts:
-            for found in self._prefix_matches(canonical, host):
-                if found.entry.active(region, now):
-                    return found.entry
+        if info[2] & HAS_PREFIX:
+            for row, _ in _prefix_rows(cols, canonical, host):
+                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
+                    return entry
         return None
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
         """The active `host`, `domain` or `org` entry for a host, most specific first."""
-        generation = self._generation
-        cached = self._by_host.get(host)
-        if cached is not None and cached[0] == generation:
-            covering = cached[1]
-        else:
-            covering = self._covering(host)
-            if len(self._by_host) >= HOST_CACHE:
-                self._by_host.clear()
-            self._by_host[host] = (generation, covering)
-        for entry in covering:
+        info = self._by_host.get(host)
+        if info is None or info[0] != self._generation:
+            info = self._remember(host)
+        for entry in info[1]:
             if entry.active(region, now):
                 return entry
         return None
 
-    def _covering(self, host: str) -> tuple[Entry, ...]:
-        found = self._host.get(host, ())
-        domains, orgs = self._domain, self._org
+    def _remember(self, host: str) -> HostInfo:
+        generation = self._generation  # read first: a change meanwhile makes this one stale
+        cols = self._cols
+        h = hash(host)
+        flags = (HAS_URL if h in cols.url_hosts else 0) | (
+            HAS_PREFIX if h in cols.prefix_hosts else 0)
+        info = (generation, self._covering(cols, host), flags)
+        if len(self._by_host) >= HOST_CACHE:
+            self._by_host.clear()
+        self._by_host[host] = info
+        return info
+
+    def _covering(self, cols: Columns, host: str) -> tuple[Entry, ...]:
+        rows = cols.rows_for("host", host) if self.counts["host"] else []
+        domains, orgs = self.counts["domain"], cols.orgs
         if domains or orgs:
             for suffix in _suffixes(host):
-                found += domains.get(suffix, ()) + orgs.get(suffix, ())
-        return found
+                if domains:
+                    rows += cols.rows_for("domain", suffix)
+                rows += orgs.get(suffix, ())
+        return tuple(e for e in map(cols.hit, rows) if e is not None)
 
     def _changed(self) -> None:
         self._generation += 1
@@ -189,47 +261,43 @@ class BanIndex:
         """Every entry, active or not, whose value covers the URL, with the expression."""
         return list(self._candidates(canonical, host))
 
-    def _prefix_matches(self, canonical: str, host: str) -> Iterator[Match]:
-        _, path, _ = canon.split(canonical)
-        # "/a" and "/a/" are one key once the slash is stripped: visit each key once
-        keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
-        for key in keys:
-            for entry in self._prefix.get(key, ()):
-                yield Match(entry, f"prefix {entry.value} covers path {path}")
-
     def _candidates(self, canonical: str, host: str) -> Iterator[Match]:
-        if self._url:
-            key = url_key(canonical)
-            for entry in self._url.get(key, ()):
-                yield Match(entry, f"url {key}")
-        if host in self._prefix_hosts:
-            yield from self._prefix_matches(canonical, host)
-        for entry in self._host.get(host, ()):
+        cols = self._cols
+        key = url_key(canonical)
+        for entry in _entries(cols, cols.rows_for("url", key)):
+            yield Match(entry, f"url {key}")
+        if hash(host) in cols.prefix_hosts:  # filters, never decides: keys are verified
+            for row, path in _prefix_rows(cols, canonical, host):
+                for entry in _entries(cols, (row,)):
+                    yield Match(entry, f"prefix {entry.value} covers path {path}")
+        for entry in _entries(cols, cols.rows_for("host", host)):
             yield Match(entry, f"host {host}")
-        if self._domain or self._org:
-            for suffix in _suffixes(host):
-                how = "the domain itself" if suffix == host else f"a parent of {host}"
-                for entry in self._domain.get(suffix, ()):
-                    yield Match(entry, f"domain {suffix} ({how})")
-                for entry in self._org.get(suffix, ()):
-                    yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
+        for suffix in _suffixes(host):
+            how = "the domain itself" if suffix == host else f"a parent of {host}"
+            for entry in _entries(cols, cols.rows_for("domain", suffix)):
+                yield Match(entry, f"domain {suffix} ({how})")
+            for entry in _entries(cols, cols.orgs.get(suffix, ())):
+                yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
+
+
+def _entries(cols: Columns, rows: Iterable[int]) -> Iterator[Entry]:
+    """The rows as entries, skipping any removed since they were found."""
+    for row in rows:
+        entry = cols.entry(row)
+        if entry is not None:
+            yield entry
+
+
+def _prefix_rows(cols: Columns, canonical: str, host: str) -> Iterator[tuple[int, str]]:
+    _, path, _ = canon.split(canonical)
+    # "/a" and "/a/" are one key once the slash is stripped: visit each key once
+    keys = dict.fromkeys(host + p.rstrip("/") for p in reversed(canon.path_prefixes(path)))
+    for key in keys:
+        for row in cols.rows_for("prefix", key):
+            yield row, path
 
 
 @lru_cache(maxsize=65536)
 def _suffixes(host: str) -> tuple[str, ...]:
     """Parent domains of a host, cached: a SERP repeats hosts and so do SERPs."""
     return tuple(canon.host_suffixes(host))
-
-
-def _link(orgs: dict[str, tuple[Entry, ...]], domains: Iterable[str], entry: Entry) -> None:
-    for domain in domains:
-        orgs[domain] = orgs.get(domain, ()) + (entry,)
-
-
-def _unlink(orgs: dict[str, tuple[Entry, ...]], domains: Iterable[str], entry: Entry) -> None:
-    for domain in domains:
-        rest = tuple(e for e in orgs.get(domain, ()) if e.id != entry.id)
-        if rest:
-            orgs[domain] = rest
-        else:
-            orgs.pop(domain, None)

@@ -159,8 +159,7 @@ class RedisStore:
         if not self.replica.writable():
             return 0
         with self.replica.lock:
-            expired = [e.id for e in self.replica.index
-                       if e.expires_at is not None and e.expires_at <= now]
+            expired = [e.id for e in self.replica.index.expired(now)]
         done = 0
         for start in range(0, len(expired), BATCH):
             args: list[Any] = []

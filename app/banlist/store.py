@@ -113,7 +113,7 @@ class EmbeddedStore:
         """Drop expired entries, logging each expiry as a change; returns how many."""
         now = self.clock()
         with self._lock:  # writers run in the thread pool: never iterate the index unlocked
-            expired = [e for e in self.index if e.expires_at is not None and e.expires_at <= now]
+            expired = self.index.expired(now)
             for entry in expired:
                 self._commit({"seq": self.version + 1, "op": "expire", "id": entry.id,
                               "actor": "system", "reason": "ttl elapsed", "at": iso(now)})
