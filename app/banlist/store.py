@@ -71,6 +71,10 @@ class EmbeddedStore:
     def adopt(self) -> dict[str, Any]:
         raise BanlistError("banlist", "the embedded store has no Redis to adopt", status=409)
 
+    def write_state(self, write_id: str) -> dict[str, Any]:
+        raise BanlistError("write_id", "the embedded store answers every write once it is "
+                           "committed: it hands out no write ids", status=404)
+
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         """Validate, persist and index a new entry; returns it with its id."""
         return self.add_many([spec], actor)[0]
