@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -21,7 +20,7 @@ from typing import Any
 import orjson
 import redis
 
-from app.banlist import lua
+from app.banlist import lua, outcomes
 from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
@@ -33,7 +32,6 @@ log = logging.getLogger(__name__)
 BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
 MAX_SCRIPT = 10_000  # changes one write script may carry: one import request (≤ 10,000 lines)
 STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
-_WRITE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class Keys:
@@ -320,24 +318,15 @@ class RedisStore:
         return str(lo)
 
     def write_state(self, write_id: str) -> dict[str, Any]:
-        """Whether a write committed. One not found is fenced off first, so a `false` is final
+        """Whether a write committed; one not found is fenced off first, so a `false` is final
         (answerable within the changelog's retention, which is how long outcomes are kept)."""
-        if not _WRITE_ID.fullmatch(write_id):
-            raise BanlistError("write_id", "not a write id (32 hex digits)")
-        key = self.keys.outcome(write_id)
         try:
-            self.client.set(key, "aborted:status", nx=True, px=self.retention_ms)
-            outcome = self.client.get(key)
+            return outcomes.state(self.client, self.keys.outcome(write_id), write_id,
+                                  self.retention_ms)
         except redis.RedisError as exc:
             self.replica.failed(exc, "write")
             raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
                                status=503) from exc
-        if outcome is None or outcome.startswith("aborted:"):
-            return {"write_id": write_id, "committed": False}
-        seqs = _seqs(outcome)[1:]
-        done = [s for s in seqs if s]
-        return {"write_id": write_id, "committed": True, "changes": len(done),
-                "first_seq": done[0] if done else None, "last_seq": done[-1] if done else None}
 
     def _run(self, args: list[Any]) -> list[int]:
         rep = self.replica
@@ -353,41 +342,10 @@ class RedisStore:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
             rep.failed(exc, "write")
-            result = self._settle(write_id, attempt, exc)
+            result = outcomes.settle(self.client, self.keys.outcome(write_id), write_id,
+                                     attempt, self.retention_ms, exc)
         rep.catch_up()  # read-your-writes: apply up to our own change before answering
         return [int(s) for s in result[1:]]
-
-    def _settle(self, write_id: str, attempt: str, cause: redis.RedisError) -> list[Any]:
-        """The result of a write whose answer was lost, if it committed; if it did not, it is
-        fenced off (it can never run later) and reported as not made. Unknown only while
-        Redis stays unreachable: then the error carries the write id to ask about later."""
-        key = self.keys.outcome(write_id)
-        for wait in (0.1, 0.3, 0.6, 1.0):
-            time.sleep(wait)
-            try:
-                fenced = self.client.set(key, f"aborted:{attempt}", nx=True, px=self.retention_ms)
-                outcome = None if fenced else self.client.get(key)
-            except redis.RedisError:
-                continue
-            if outcome is None or outcome.startswith("aborted:"):
-                raise BanlistError("banlist", f"Redis unreachable, the change was not made: "
-                                   f"{cause}", status=503)
-            log.warning("banlist: write %s committed although its answer was lost (%s)",
-                        write_id, cause)
-            return _seqs(outcome)
-        raise BanlistError(
-            "banlist", f"Redis went away while write {write_id} was sent ({cause}): whether it "
-            "committed is unknown until Redis answers. It is all or nothing; "
-            f"GET /v1/banlist/writes/{write_id} tells which (and, if it did not, makes sure "
-            "it never will)", status=503, extra={"write_id": write_id, "outcome": "unknown"})
-
-
-def _seqs(outcome: str) -> list[Any]:
-    """A stored write outcome as the script returns it: [epoch, seq of each change]."""
-    r = orjson.loads(outcome)
-    seqs = r["seqs"] if "seqs" in r else list(range(r["first"], r["last"] + 1))
-    return [r["epoch"], *seqs]
-
 
 def _refusal(exc: redis.ResponseError) -> BanlistError:
     code, _, text = str(exc).partition(" ")
