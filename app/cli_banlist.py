@@ -281,7 +281,8 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
                 if c["op"] == "add" else f"group {c['name']}: {len(c['domains'])} domains"
-                if c["op"] == "group" else f"entry {c.get('id', '-')}")
+                if c["op"] == "group" else f"{c['entries']} entries"
+                if c["op"] == "seed" else f"entry {c.get('id', '-')}")
         rows.append({**c, "what": what})
     table(rows, ["seq", "at", "op", "what", "actor", "reason"], out)
     return 0

@@ -84,6 +84,8 @@ class ChangeLog:
             undo(txn_ids)
             seq -= len(txn_ids)
             cut = txn_at
+            while self.marks and self.marks[-1] >= cut:
+                self.marks.pop()
         if cut is not None:
             self._truncate(cut)
             offset = cut

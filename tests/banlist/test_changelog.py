@@ -91,7 +91,8 @@ EmbeddedStore(Path(sys.argv[1])).seed(
 """
 
 
-def test_a_crash_mid_seed_leaves_an_empty_store_that_seeds_again(tmp_path):
+def test_a_crash_mid_seed_leaves_an_empty_store_that_seeds_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(changelog, "STRIDE", 4)
     path = tmp_path / "b.jsonl"
     done = subprocess.run([sys.executable, "-c", CRASHING_SEED, str(path)], cwd=ROOT,
                           capture_output=True, text=True)
@@ -101,6 +102,8 @@ def test_a_crash_mid_seed_leaves_an_empty_store_that_seeds_again(tmp_path):
     assert store.version == 0 and len(store) == 0 and path.stat().st_size == 0
     assert store.changes_since(0) == []
     assert store.seed(specs(25)) == 25 and EmbeddedStore(path).version == 25
+    assert list(store.changelog.marks) == [  # one offset per 4 lines, none left from the crash
+        sum(len(x) + 1 for x in path.read_text().splitlines()[:n]) for n in range(0, 25, 4)]
 
 
 def test_an_unfinished_transaction_at_the_tail_is_dropped_whole(tmp_path):
