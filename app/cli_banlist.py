@@ -212,8 +212,13 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
     bar, done, version = Progress("import", len(good), err), 0, None
     for start in range(0, len(good), CHUNK):
         chunk = good[start:start + CHUNK]
-        got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
-                          query={"mode": "all"}, content_type="application/x-ndjson")
+        try:
+            got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
+                              query={"mode": "all"}, content_type="application/x-ndjson")
+        except (ApiError, urllib.error.URLError, OSError) as exc:
+            bar.close()
+            _stopped(good[start - 1][0] if start else None, chunk, done, exc, err)
+            raise
         done += got["imported"]
         version = got["banlist_version"]
         bar.update(done)
@@ -221,6 +226,22 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
     print(f"imported {done} entries, {len(refused)} refused; banlist version {version}",
           file=out)
     return 0
+
+
+def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exception,
+             err: IO[str]) -> None:
+    """Exactly what a failed import committed: each request is all or nothing."""
+    body = exc.body if isinstance(exc, ApiError) else {}
+    if isinstance(exc, ApiError) and body.get("outcome") != "unknown":
+        fate = "not imported"
+    elif body.get("write_id"):
+        fate = (f"unknown (all or nothing): `GET /v1/banlist/writes/{body['write_id']}` "
+                "tells whether they committed")
+    else:
+        fate = "unknown (the service did not answer): compare `history` with the file"
+    before = f"file lines up to {last}" if last is not None else "nothing"
+    print(f"imported {done} entries ({before}) before the failure; lines "
+          f"{chunk[0][0]}-{chunk[-1][0]}: {fate}; later lines were not sent", file=err)
 
 
 def _ndjson_lines(path: Path, fmt: str) -> list[tuple[int, str]]:
@@ -260,7 +281,8 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
                 if c["op"] == "add" else f"group {c['name']}: {len(c['domains'])} domains"
-                if c["op"] == "group" else f"entry {c.get('id', '-')}")
+                if c["op"] == "group" else f"{c['entries']} entries"
+                if c["op"] == "seed" else f"entry {c.get('id', '-')}")
         rows.append({**c, "what": what})
     table(rows, ["seq", "at", "op", "what", "actor", "reason"], out)
     return 0

@@ -1,6 +1,8 @@
 """Every error the core raises, in one place; the API layer maps them to HTTP."""
 from __future__ import annotations
 
+from typing import Any
+
 
 class RearrangeError(Exception):
     """Base of the errors the core raises on purpose."""
@@ -36,8 +38,10 @@ def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[s
 class BanlistError(RearrangeError):
     """A refused banlist write (unknown scope, malformed value, unknown id)."""
 
-    def __init__(self, field: str, problem: str, status: int = 422) -> None:
+    def __init__(self, field: str, problem: str, status: int = 422,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
         self.status = status
+        self.extra = extra or {}  # more fields for the error body (say, a write id)

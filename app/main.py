@@ -204,7 +204,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(BanlistError)
     async def banlist_error(_: Request, exc: BanlistError) -> JSONResponse:
-        return _error(exc.status, exc.field, exc.problem)
+        return _error(exc.status, exc.field, exc.problem, **exc.extra)
 
     @app.exception_handler(redis.RedisError)
     async def redis_down(_: Request, exc: redis.RedisError) -> JSONResponse:

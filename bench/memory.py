@@ -15,10 +15,11 @@ config and REARRANGE_BANLIST_SEED pointing at it, and reports, in MiB:
 `--part` measures in this process, without a server, what the banlist costs per million
 entries (bytes allocated while building it and still held, by tracemalloc): `index`
 the BanIndex alone (what any replica must hold to match), `store` the embedded store
-without a log file (the index plus the change history it keeps).
+seeded into a log file (the index plus the recent changes it keeps in memory; older
+history stays in the file).
 
-The banlist log goes to /dev/shm when it exists: the seed fsyncs every entry, which on a
-real disk measures the disk, not the service.
+The banlist log goes to /dev/shm when it exists, so the disk does not blur the memory
+figures (`python -m bench.seed` measures the seed's fsyncs on a real disk).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def part(name: str, entries: int, work: Path) -> None:
     # can grow by nothing. tracemalloc counts what the structure holds (array buffers too).
     tracemalloc.start()
     if name == "store":
-        store = EmbeddedStore(None)
+        store = EmbeddedStore(work / "banlist.jsonl")
         store.seed(specs)
         count = len(store)
     else:

@@ -1,11 +1,13 @@
 """A real redis-server the suite starts itself on a free port, so tests can kill and restart it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,3 +101,59 @@ class ServeProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+
+
+class AnswerLosingProxy:
+    """A TCP proxy to a redis-server that, once armed, passes the next request containing
+    `marker` to Redis and then cuts that connection instead of relaying the answer: a write
+    that Redis ran whose answer the writer never got."""
+
+    def __init__(self, target_port: int, marker: bytes = b"EVALSHA") -> None:
+        self.target, self.marker = target_port, marker
+        self.armed, self.cut = threading.Event(), threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            doomed = threading.Event()
+            threading.Thread(target=self._up, args=(client, upstream, doomed),
+                             daemon=True).start()
+            threading.Thread(target=self._down, args=(client, upstream, doomed),
+                             daemon=True).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket,
+            doomed: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if self.armed.is_set() and self.marker in data:
+                    self.armed.clear()
+                    doomed.set()  # before Redis can answer
+                upstream.sendall(data)
+
+    def _down(self, client: socket.socket, upstream: socket.socket,
+              doomed: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                if doomed.is_set():
+                    break
+                client.sendall(data)
+        for s in (client, upstream):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        if doomed.is_set():
+            self.cut.set()

@@ -169,3 +169,37 @@ def test_the_cli_against_a_running_replica(cluster, tmp_path):
     assert r.status_code == 201 and r.json()["entry"]["actor"] == "legacy"
     code, _, err = run("reseed", "--reason", "test")
     assert code == 1 and "not behind" in err
+
+
+def test_an_import_cut_short_by_redis_dying_says_exactly_what_committed(cluster, tmp_path):
+    redis, instance = cluster
+    a = instance("a")
+    big = tmp_path / "big.ndjson"
+    big.write_text("".join(f'{{"scope": "host", "value": "h{i}.example", "reason": "r"}}\n'
+                           for i in range(10_000)))
+
+    def saboteur() -> None:  # once a chunk is in, hold the next write in Redis, then kill it
+        until(lambda: httpx.get(f"{a.base}/readyz").json()["banlist_version"] >= 1000, 60)
+        with redis.client() as r:
+            r.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+        time.sleep(0.5)
+        redis.kill()
+
+    thread = threading.Thread(target=saboteur)
+    thread.start()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli(["banlist", "--url", a.base, "--token", "t-write", "import", str(big)])
+    thread.join()
+    assert code == 1, err.getvalue()
+    said = re.search(r"imported (\d+) entries \(file lines up to (\d+)\) before the failure; "
+                     r"lines (\d+)-(\d+): unknown \(all or nothing\): "
+                     r"`GET /v1/banlist/writes/([0-9a-f]{32})`", err.getvalue())
+    assert said, err.getvalue()
+    done, last, first_cut, last_cut, write_id = said.groups()
+    assert int(done) == int(last) and int(first_cut) == int(last) + 1 and int(done) >= 1000
+    redis.restart()  # its append-only file: every acknowledged chunk, and nothing else
+    until(lambda: httpx.get(f"{a.base}/readyz").json()["banlist_in_sync"], 10)
+    assert httpx.get(f"{a.base}/v1/banlist/writes/{write_id}", headers=W).json() == {
+        "write_id": write_id, "committed": False}
+    assert httpx.get(f"{a.base}/readyz").json()["banlist_entries"] == int(done)

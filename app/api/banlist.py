@@ -96,6 +96,13 @@ def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
     return {"changes": store.changes_since(since, limit), "banlist_version": store.version}
 
 
+@router.get("/writes/{write_id}")
+def write_state(write_id: str, store: Store, _: Actor) -> dict[str, Any]:
+    """Whether a write whose answer was lost (a 503 with `write_id`) committed; asking
+    settles it: one that had not committed never will."""
+    return store.write_state(write_id)
+
+
 @router.post("/import")
 async def import_entries(request: Request, store: Store, actor: Actor,
                          format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",

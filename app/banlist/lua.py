@@ -4,11 +4,34 @@ Keys (one hash tag, so a cluster keeps them on one slot): entries, groups, seq, 
 """
 from __future__ import annotations
 
-# A batch of changes. ARGV: expected epoch ('' = this writer holds no list yet), retention ms,
-# then six per change: op, key, payload, actor, reason, group-that-must-exist.
-# Returns {epoch, seq of each change (0 when an expiry found the entry already gone)}.
-WRITE = r"""
-if redis.replicate_commands then pcall(redis.replicate_commands) end
+# A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, and this
+# write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet), retention
+# ms, outcome TTL s, attempt id, then six per change: op, key, payload, actor, reason,
+# group-that-must-exist. Returns {epoch, seq of each change (0 when an expiry found the
+# entry already gone)}.
+#
+# All or nothing: every refusal is checked before the first write (Redis does not undo a
+# script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
+# script up front when it is out of memory instead of failing a write halfway through.
+# The outcome key makes the write idempotent and answerable: a re-sent write returns the
+# first one's result, and a writer that lost the answer either finds the result there or
+# fences the write off for good by setting 'aborted:<attempt>' first (see RedisStore._settle).
+WRITE = r"""#!lua
+local done = redis.call('GET', KEYS[6])
+if done then
+  if done == 'aborted:' .. ARGV[4] then
+    return redis.error_reply('REARRANGE_ABORTED this write was given up on before it ran')
+  elseif string.sub(done, 1, 8) ~= 'aborted:' then
+    local r = cjson.decode(done)
+    local out = {r.epoch}
+    if r.seqs then
+      for _, seq in ipairs(r.seqs) do table.insert(out, seq) end
+    else
+      for seq = r.first, r.last do table.insert(out, seq) end
+    end
+    return out
+  end
+end
 local epoch = redis.call('GET', KEYS[4])
 local expected = ARGV[1]
 local t = redis.call('TIME')
@@ -19,24 +42,30 @@ if not epoch then
       'holds epoch ' .. expected .. ' (Redis restarted empty or was flushed): ' ..
       'run `rearrange banlist reseed` from a replica with a good copy')
   end
-  epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-  redis.call('SET', KEYS[4], epoch)
 elseif expected ~= '' and epoch ~= expected then
   return redis.error_reply('REARRANGE_EPOCH Redis holds banlist epoch ' .. epoch ..
     ', this replica epoch ' .. expected .. ': refusing to write into another history')
 end
+for i = 5, #ARGV, 6 do
+  local op, key, group = ARGV[i], ARGV[i + 1], ARGV[i + 5]
+  if op == 'add' and group ~= '' and redis.call('HEXISTS', KEYS[2], group) == 0 then
+    return redis.error_reply('REARRANGE_NOGROUP no org group named ' .. group)
+  elseif op == 'remove' and redis.call('HEXISTS', KEYS[1], key) == 0 then
+    return redis.error_reply('REARRANGE_NOTFOUND no active entry ' .. key)
+  end
+end
+if not epoch then
+  epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+  redis.call('SET', KEYS[4], epoch)
+end
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local out = {epoch}
-local i = 3
-while i <= #ARGV do
-  local op, key, payload, actor, reason, group =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  i = i + 6
+local first, last, seqs = nil, 0, {}
+for i = 5, #ARGV, 6 do
+  local op, key, payload, actor, reason =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local seq = 0
   if op == 'add' then
-    if group ~= '' and redis.call('HEXISTS', KEYS[2], group) == 0 then
-      return redis.error_reply('REARRANGE_NOGROUP no org group named ' .. group)
-    end
     seq = redis.call('INCR', KEYS[3])
     key = tostring(seq)
     redis.call('HSET', KEYS[1], key, payload)
@@ -45,15 +74,19 @@ while i <= #ARGV do
     redis.call('HSET', KEYS[2], key, payload)
   elseif redis.call('HDEL', KEYS[1], key) == 1 then
     seq = redis.call('INCR', KEYS[3])
-  elseif op == 'remove' then
-    return redis.error_reply('REARRANGE_NOTFOUND no active entry ' .. key)
   end
   if seq ~= 0 then
     redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,
       'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason)
+    first, last = first or seq, seq
   end
   table.insert(out, seq)
+  table.insert(seqs, seq)
 end
+-- what a re-sent write answers: the range when every change took a seq, else each seq
+local outcome = {epoch = epoch, first = first, last = last}
+if not first or last - first + 1 ~= #seqs then outcome = {epoch = epoch, seqs = seqs} end
+redis.call('SET', KEYS[6], cjson.encode(outcome), 'EX', ARGV[3])
 return out
 """
 
@@ -78,4 +111,30 @@ redis.call('SET', KEYS[4], ARGV[1])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
   'payload', '', 'actor', ARGV[5], 'reason', ARGV[6])
 return seq
+"""
+
+# Seed an empty Redis with a list too large for one write script (a first start's seed file).
+# The entries (ids 1..count) were written to the staging hash KEYS[6] meanwhile, invisible;
+# this swaps them in and logs one `seed` change at seq count + 1, which every replica meets as
+# a new epoch and answers with a full resync. ARGV: count, actor, reason.
+SEED = r"""#!lua
+if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
+  return redis.error_reply('REARRANGE_NOTEMPTY Redis holds a banlist already: not seeded')
+end
+local staged = redis.call('HLEN', KEYS[6])
+if staged ~= tonumber(ARGV[1]) then
+  return redis.error_reply('REARRANGE_STAGE the staged seed holds ' .. staged ..
+    ' entries, not ' .. ARGV[1] .. ' (it expired or was written twice): not seeded')
+end
+local t = redis.call('TIME')
+local epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+redis.call('DEL', KEYS[1], KEYS[5])
+redis.call('RENAME', KEYS[6], KEYS[1])
+redis.call('PERSIST', KEYS[1])
+local seq = staged + 1
+redis.call('SET', KEYS[3], seq)
+redis.call('SET', KEYS[4], epoch)
+redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
+  'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
+return {epoch, seq}
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 import redis
 
-from app.banlist import lua
+from app.banlist import lua, outcomes
 from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
@@ -28,7 +29,9 @@ from app.errors import BanlistError
 from app.metrics import Metrics
 
 log = logging.getLogger(__name__)
-BATCH = 500  # changes per write script: bounds how long one script holds Redis
+BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
+MAX_SCRIPT = 10_000  # changes one write script may carry: one import request (≤ 10,000 lines)
+STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
 
 
 class Keys:
@@ -39,6 +42,15 @@ class Keys:
         self.entries, self.groups = base + "entries", base + "groups"
         self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
         self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
+        self.base = base
+
+    def outcome(self, write_id: str) -> str:
+        """Where a write script leaves its result (or a fence that it will never run)."""
+        return f"{self.base}write:{write_id}"
+
+    def seed_stage(self) -> str:
+        """A staging hash of its own for one seeder (two replicas may seed at once)."""
+        return f"{self.base}seed:{uuid.uuid4().hex}"
 
     def write(self) -> list[str]:
         return [self.entries, self.groups, self.seq, self.epoch, self.stream]
@@ -61,6 +73,7 @@ class RedisStore:
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
+        self._seed = self.client.register_script(lua.SEED)
         self.replica = Replicator(self, block_seconds, snapshot_path, snapshot_seconds)
 
     # ---- what the request path and the API read -------------------------------------------
@@ -100,30 +113,26 @@ class RedisStore:
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         return self.add_many([spec], actor)[0]
 
-    def add_many(self, specs: list[EntrySpec], actor: str,
-                 progress: Callable[[int], None] | None = None) -> list[Entry]:
-        """Validate all, then commit in scripts of BATCH changes; entries come back with ids."""
+    def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
+        """Validate all, then commit them in one script: all get consecutive seqs, or none do."""
+        if len(specs) > MAX_SCRIPT:
+            raise BanlistError("entries", f"{len(specs)} entries in one write; at most "
+                               f"{MAX_SCRIPT} commit at once (send chunks)", status=413)
         now = self.clock()
         prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
             prepare(specs[0], now, self.index.groups)]
-        entries: list[Entry] = []
-        for start in range(0, len(prepared), BATCH):
-            batch = prepared[start:start + BATCH]
-            args: list[Any] = []
-            payloads = []
-            for p in batch:
-                payload = p.entry("", actor, now).as_dict()
-                del payload["id"]
-                payloads.append(payload)
-                args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
-                         p.value if p.scope == "org" else ""]
-            seqs = self._run(args)
-            # from the written form, so the caller sees exactly what every replica holds
-            entries += [Entry.from_dict({**payload, "id": str(seq)})
-                        for payload, seq in zip(payloads, seqs, strict=True)]
-            if progress is not None:
-                progress(len(entries))
-        return entries
+        args: list[Any] = []
+        payloads = []
+        for p in prepared:
+            payload = p.entry("", actor, now).as_dict()
+            del payload["id"]
+            payloads.append(payload)
+            args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
+                     p.value if p.scope == "org" else ""]
+        seqs = self._run(args)
+        # from the written form, so the caller sees exactly what every replica holds
+        return [Entry.from_dict({**payload, "id": str(seq)})
+                for payload, seq in zip(payloads, seqs, strict=True)]
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
@@ -173,7 +182,13 @@ class RedisStore:
         return done
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
-        """Import entries when Redis holds no banlist yet (first start of the first replica)."""
+        """Import entries when Redis holds no banlist yet (first start of the first replica).
+
+        All or nothing either way: up to MAX_SCRIPT entries as one write script (each add in
+        the history); more are staged in a hash of their own, then swapped in by one script
+        that logs a single `seed` change (replicas resync). A seeder that dies halfway leaves
+        Redis empty (the staging hash expires), so the next start seeds again.
+        """
         items = list(specs)
         if not items or self.version or self.replica.epoch or not self.replica.loaded:
             return 0
@@ -183,9 +198,38 @@ class RedisStore:
         except redis.RedisError as exc:
             raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
                                status=503) from exc
-        added = len(self.add_many(items, actor))
+        added = (len(self.add_many(items, actor)) if len(items) <= MAX_SCRIPT
+                 else self._seed_staged(items, actor))
         gc.freeze()
         return added
+
+    def _seed_staged(self, items: list[EntrySpec], actor: str) -> int:
+        now = self.clock()
+        prepared = validate_all(items, now, self.index.groups)
+        stage = self.keys.seed_stage()
+        try:
+            for start in range(0, len(prepared), 5000):
+                mapping = {}
+                for n, p in enumerate(prepared[start:start + 5000], start + 1):
+                    payload = p.entry("", actor, now).as_dict()
+                    del payload["id"]
+                    mapping[str(n)] = orjson.dumps(payload).decode()
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(stage, mapping=mapping).expire(stage, STAGE_TTL).execute()
+            self._seed(keys=[*self.keys.write(), stage],
+                       args=[len(prepared), actor, "seed"])
+        except redis.ResponseError as exc:
+            self.client.delete(stage)
+            if str(exc).startswith("REARRANGE_NOTEMPTY"):
+                return 0  # another replica seeded first
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable while seeding: {exc} (all or "
+                               "nothing: a start that finds Redis still empty seeds again)",
+                               status=503) from exc
+        self.replica.resync("seed")
+        return len(prepared)
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
         """Write this replica's copy back into Redis (after Redis lost or rewound it)."""
@@ -272,23 +316,35 @@ class RedisStore:
                 hi = mid
         return str(lo)
 
+    def write_state(self, write_id: str) -> dict[str, Any]:
+        """Whether a write committed; one not found is fenced off first, so a `false` is final
+        (answerable within the changelog's retention, which is how long outcomes are kept)."""
+        try:
+            return outcomes.state(self.client, self.keys.outcome(write_id), write_id,
+                                  self.retention_ms)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
+                               status=503) from exc
+
     def _run(self, args: list[Any]) -> list[int]:
         rep = self.replica
         if not rep.writable():
             raise BanlistError("banlist", rep.why_not_writable(), status=503)
         expected = str(rep.epoch) if rep.epoch else ""
+        write_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
         try:
-            result = self._write(keys=self.keys.write(),
-                                 args=[expected, self.retention_ms, *args])
+            result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
+                                 args=[expected, self.retention_ms,
+                                       max(1, self.retention_ms // 1000), attempt, *args])
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
             rep.failed(exc, "write")
-            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
-                               status=503) from exc
+            result = outcomes.settle(self.client, self.keys.outcome(write_id), write_id,
+                                     attempt, self.retention_ms, exc)
         rep.catch_up()  # read-your-writes: apply up to our own change before answering
         return [int(s) for s in result[1:]]
-
 
 def _refusal(exc: redis.ResponseError) -> BanlistError:
     code, _, text = str(exc).partition(" ")
@@ -296,6 +352,7 @@ def _refusal(exc: redis.ResponseError) -> BanlistError:
         return BanlistError("id", text, status=404)
     if code == "REARRANGE_NOGROUP":
         return BanlistError("value", text + ": define it first")
-    if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED"):
+    if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",
+                "REARRANGE_ABORTED"):
         return BanlistError("banlist", text, status=409 if code == "REARRANGE_MOVED" else 503)
     return BanlistError("banlist", f"Redis refused the script: {exc}", status=503)

@@ -31,6 +31,8 @@ def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
         change["entry"] = {"id": key, **orjson.loads(f["payload"])}
     elif op == "group":
         change.update(name=key, domains=orjson.loads(f["payload"]))
+    elif op == "seed":
+        change["entries"] = int(key)
     elif op != "reseed":
         change["id"] = key
     change.update(actor=f["actor"], reason=f["reason"], at=at)
@@ -50,7 +52,8 @@ def _apply(index: BanIndex, f: dict[str, str]) -> None:
         index.set_group(key, tuple(orjson.loads(f["payload"])))
     elif op in ("remove", "expire"):
         index.remove(key)
-    # "reseed" at seq = ours + 1 in our epoch: Redis now holds exactly our copy, nothing to do
+    # "reseed" at seq = ours + 1 in our epoch: Redis now holds exactly our copy, nothing to do;
+    # "seed" starts an epoch, so a replica meets it only as a reason to resync
 
 
 class Replicator:

@@ -2,42 +2,51 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import json
-import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
+from app.banlist.changelog import ChangeLog
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
 
 __all__ = ["EmbeddedStore", "EntrySpec", "read_specs"]
 
-log = logging.getLogger(__name__)
+
+TAIL = 10_000  # recent changes kept in memory; older history is read from the log file
+BATCH = 10_000  # changes per write + fsync in a multi-entry commit (a seed, a large import)
 
 
 class EmbeddedStore:
     """Single-process banlist: every change is fsynced to a JSON-lines log before it is applied.
 
-    On start the log is replayed; a torn last line (a crash mid-write, never acknowledged)
-    is dropped, any other unreadable line stops the start rather than lose entries silently.
+    On start the log is replayed (see `changelog`: a torn last line or an unfinished last
+    transaction, both never acknowledged, are dropped; anything else unreadable stops the
+    start). Only the last `tail` changes stay in memory; older history is read from the log.
+    Without a log file (benchmarks, tests) the whole history stays in memory.
     """
 
-    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time,
+                 tail: int | None = None) -> None:
+        tail = TAIL if tail is None else tail
         self.path = path
         self.clock = clock
         self.version = 0
         self.index = BanIndex()
-        self.changes: list[dict[str, Any]] = []
+        self.changelog = ChangeLog(path) if path is not None else None
+        self._tail: deque[dict[str, Any]] = deque(maxlen=tail if path is not None else None)
         self.loaded_at = clock()
         self._lock = threading.Lock()
-        if path is not None:
-            self._replay(path)
+        if self.changelog is not None:
+            self.version = self.changelog.replay(self._apply, self._undo)
+            self._tail.extend(self.changelog.read(self.version - tail, tail, self.changelog.size))
         gc.freeze()  # the index is long-lived: keep it out of every future collection
 
     def __len__(self) -> int:
@@ -62,25 +71,35 @@ class EmbeddedStore:
     def adopt(self) -> dict[str, Any]:
         raise BanlistError("banlist", "the embedded store has no Redis to adopt", status=409)
 
+    def write_state(self, write_id: str) -> dict[str, Any]:
+        raise BanlistError("write_id", "the embedded store answers every write once it is "
+                           "committed: it hands out no write ids", status=404)
+
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         """Validate, persist and index a new entry; returns it with its id."""
         return self.add_many([spec], actor)[0]
 
     def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
-        """Validate every spec first (all or nothing), then persist and index each."""
-        now = self.clock()
+        """Validate every spec first, then commit all as one transaction (all or nothing)."""
         with self._lock:
-            prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
-                prepare(specs[0], now, self.index.groups)]
-            entries, changes = [], []
-            for n, p in enumerate(prepared, self.version + 1):
-                entry = p.entry(str(n), actor, now)
-                entries.append(entry)
-                changes.append({"seq": n, "op": "add", "entry": entry.as_dict(),
-                                "actor": actor, "reason": p.reason, "at": iso(now)})
-            self._commit(*changes)  # one fsync for the batch, before any of it is applied
-            for entry in entries:
-                self.index.add(entry)
+            return self._add_all(specs, actor)
+
+    def _add_all(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
+        now = self.clock()
+        prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
+            prepare(specs[0], now, self.index.groups)]
+        entries = [p.entry(str(n), actor, now) for n, p in enumerate(prepared, self.version + 1)]
+        del prepared
+        at = iso(now)
+
+        def batches() -> Iterator[list[dict[str, Any]]]:
+            for start in range(0, len(entries), BATCH):
+                yield [{"seq": int(e.id), "op": "add", "entry": e.as_dict(), "actor": actor,
+                        "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
+
+        self._write(batches(), len(entries))  # durable before any of it is applied
+        for entry in entries:
+            self.index.add(entry)
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -121,13 +140,17 @@ class EmbeddedStore:
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
-        """Import entries into an empty store (first start); returns how many were added."""
-        if self.version:
-            return 0
-        count = 0
-        for spec in specs:
-            self.add(spec, actor)
-            count += 1
+        """Import entries into an empty store (first start); returns how many were added.
+
+        All are validated first and committed as one transaction in batches of BATCH (one
+        fsync each): a crash mid-seed leaves an unfinished transaction that the next start
+        drops, so that start finds the store empty and seeds again from scratch.
+        """
+        items = list(specs)
+        with self._lock:
+            if self.version or not items:
+                return 0
+            count = len(self._add_all(items, actor))
         gc.freeze()
         return count
 
@@ -138,35 +161,34 @@ class EmbeddedStore:
             return [e for e in self.index if e.expires_at is None or e.expires_at > now]
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
-        """The change log after `seq`."""
-        return [c for c in self.changes if c["seq"] > seq][:limit]
+        """The change log after `seq`: from the recent tail in memory, else from the file."""
+        seq = max(seq, 0)
+        with self._lock:
+            first = self._tail[0]["seq"] if self._tail else self.version + 1
+            if self.changelog is None or seq + 1 >= first:
+                skip = seq + 1 - first
+                return list(itertools.islice(self._tail, skip, skip + limit))
+            size = self.changelog.size  # what is committed now; later appends are not read
+        return self.changelog.read(seq, limit, size)
 
     def _commit(self, *changes: dict[str, Any]) -> None:
-        if self.path is not None:
-            text = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in changes)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-        self.changes.extend(changes)
-        self.version = changes[-1]["seq"]
+        """Persist changes (one transaction, one fsync) before the caller applies them."""
+        self._write(iter([list(changes)]), len(changes))
 
-    def _replay(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            return
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        for n, line in enumerate(lines, 1):
-            try:
-                change = json.loads(line)
-            except json.JSONDecodeError:
-                if n == len(lines) and not line.endswith("\n"):
-                    log.warning("banlist log %s: dropping a torn last line", path)
-                    with path.open("r+", encoding="utf-8") as fh:
-                        fh.truncate(sum(len(x.encode()) for x in lines[:-1]))
-                    break
-                raise BanlistError("banlist_path", f"{path}:{n} is not valid JSON") from None
-            self._apply(change)
+    def _write(self, batches: Iterator[list[dict[str, Any]]], count: int) -> None:
+        """Make `count` changes after `version` durable as one transaction, then count them."""
+        first, end = self.version + 1, self.version + count
+        recent: deque[dict[str, Any]] = deque(maxlen=self._tail.maxlen)
+        if self.changelog is None:
+            for batch in batches:
+                recent.extend(batch)
+        else:
+            with self.changelog.transaction(first, end) as write:
+                for batch in batches:
+                    write(batch)
+                    recent.extend(batch)
+        self._tail.extend(recent)
+        self.version = end
 
     def _apply(self, change: dict[str, Any]) -> None:
         if change["op"] == "add":
@@ -175,8 +197,10 @@ class EmbeddedStore:
             self.index.set_group(change["name"], tuple(change["domains"]))
         else:
             self.index.remove(change["id"])
-        self.changes.append(change)
-        self.version = change["seq"]
+
+    def _undo(self, ids: list[str]) -> None:
+        for entry_id in ids:
+            self.index.remove(entry_id)
 
 
 def read_specs(path: Path) -> list[EntrySpec]:
