@@ -299,5 +299,10 @@ def _prefix_rows(cols: Columns, canonical: str, host: str) -> Iterator[tuple[int
 
 @lru_cache(maxsize=65536)
 def _suffixes(host: str) -> tuple[str, ...]:
-    """Parent domains of a host, cached: a SERP repeats hosts and so do SERPs."""
-    return tuple(canon.host_suffixes(host))
+    """The host and its parent domains that can hold a ban, cached: SERPs repeat hosts.
+
+    The bare TLD is left out: every TLD is a public suffix (the PSL's `*` rule), which
+    no domain entry or org member can be, so probing it could never find anything.
+    """
+    found = canon.host_suffixes(host)
+    return tuple(found[:-1] if len(found) > 1 else found)

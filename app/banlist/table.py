@@ -71,7 +71,8 @@ class RowTable:
         """Rows stored under `h`, in row order (= insertion order); the caller verifies keys."""
         slots = self.slots
         mask = len(slots) - 1
-        i = self.home(h, len(slots))
+        # `home` written out for the common table: this runs for every key a check probes
+        i = self.home(h, mask + 1) if self.spread else h & mask
         found = []
         row = slots[i]
         while row != EMPTY:
