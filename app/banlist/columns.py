@@ -160,9 +160,10 @@ class Columns:
         number = self.ids[row]
         return str(number) if number >= 0 else self.names[row]
 
-    def entry(self, row: int) -> Entry | None:
-        """The row as an Entry (None if it was removed meanwhile)."""
-        meta = self.metas[self.meta_id[row]]
+    def entry(self, row: int, meta_id: int | None = None) -> Entry | None:
+        """The row as an Entry (None if it was removed meanwhile); `meta_id` from a copy
+        of the column (BanIndex.frozen) reads the row as it was when the copy was made."""
+        meta = self.metas[self.meta_id[row] if meta_id is None else meta_id]
         if meta is None:
             return None
         scope, reason, actor, regions = meta

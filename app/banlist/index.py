@@ -8,6 +8,7 @@ instead of ~400; `Entry` objects are made on demand (a hit, `get`, iteration, `e
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -93,6 +94,19 @@ class BanIndex:
                 entry = cols.entry(row)
                 if entry is not None:
                     yield entry
+
+    def frozen(self) -> Iterator[Entry]:
+        """Every entry as of this call, made one at a time while writers go on.
+
+        Rows are append-only and a live row never changes; a removal only marks its
+        `meta_id`. So the row count and a copy of that one column (4 bytes a row) pin this
+        moment: rows appended later and removals made later are not seen. A compaction
+        swaps in new columns and leaves these as they are.
+        """
+        cols = self._cols
+        n = cols.n
+        alive = cols.meta_id[:n]  # array slice: a copy
+        return _pinned(cols, n, alive)
 
     def get(self, entry_id: str) -> Entry | None:
         cols = self._cols
@@ -278,6 +292,12 @@ class BanIndex:
                 yield Match(entry, f"domain {suffix} ({how})")
             for entry in _entries(cols, cols.orgs.get(suffix, ())):
                 yield Match(entry, f"org {entry.value}: member domain {suffix} ({how})")
+
+
+def _pinned(cols: Columns, n: int, alive: array) -> Iterator[Entry]:
+    for row in range(n):
+        if alive[row]:
+            yield cols.entry(row, alive[row])
 
 
 def _entries(cols: Columns, rows: Iterable[int]) -> Iterator[Entry]:

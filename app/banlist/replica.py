@@ -327,7 +327,7 @@ class Replicator:
         with self.lock:
             snap = snapshot.Snapshot(self.index, self.version, self.epoch, self.stream_id,
                                      self.synced_at)
-            entries = list(self.index)
+            entries = self.index.frozen()  # a pinned copy, made one entry at a time
         try:
             snapshot.write(self.snapshot_path, snap, entries)
         except OSError as exc:

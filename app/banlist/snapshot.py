@@ -1,10 +1,18 @@
-"""A replica's local snapshot file: its banlist copy, for a cold start while Redis is down."""
+"""A replica's local snapshot file: its banlist copy, for a cold start while Redis is down.
+
+JSON lines: a header (format, sequence, stream id, epoch, groups), then one entry per
+line. Both directions stream, one entry at a time: a million entries written as one JSON
+document once cost ~1 GiB of transient objects per write (`python -m bench.memory
+--redis`), several times the index itself. Format 1 (one JSON document) is still read.
+"""
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import orjson
 
@@ -12,7 +20,8 @@ from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 
 log = logging.getLogger(__name__)
-FORMAT = 1
+FORMAT = 2
+_WHOLE = 1  # the old single-document format
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,35 +35,53 @@ class Snapshot:
     synced_at: float  # when this copy was last known to equal Redis's
 
 
-def write(path: Path, snap: Snapshot, entries: list[Entry]) -> None:
-    """Write atomically (temp file, fsync, rename): a crash leaves the old file or the new one."""
-    body = {"format": FORMAT, "seq": snap.seq, "epoch": snap.epoch, "stream_id": snap.stream_id,
-            "synced_at": snap.synced_at, "groups": {k: list(v) for k, v in
-                                                    snap.index.groups.items()},
-            "entries": [e.as_dict() for e in entries]}
+def write(path: Path, snap: Snapshot, entries: Iterable[Entry]) -> None:
+    """Write atomically (temp file, fsync, rename): a crash leaves the old file or the new one.
+
+    `entries` is iterated once, as it is written (BanIndex.frozen gives the copy as of
+    the moment `snap` was taken, while the replica goes on applying changes).
+    """
+    head = {"format": FORMAT, "seq": snap.seq, "epoch": snap.epoch,
+            "stream_id": snap.stream_id, "synced_at": snap.synced_at,
+            "groups": {k: list(v) for k, v in snap.index.groups.items()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(orjson.dumps(body))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb", buffering=1 << 20) as fh:
+            fh.write(orjson.dumps(head) + b"\n")
+            for entry in entries:
+                fh.write(orjson.dumps(entry.as_dict()) + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # after a failure only: a renamed file is gone from here
 
 
 def read(path: Path) -> Snapshot | None:
     """The snapshot in `path`, or None when there is none or it cannot be read (logged)."""
     try:
-        data = orjson.loads(path.read_bytes())
+        with path.open("rb") as fh:
+            head = orjson.loads(fh.readline())
+            if not isinstance(head, dict) or head.get("format") not in (FORMAT, _WHOLE):
+                got = head.get("format") if isinstance(head, dict) else None
+                log.error("banlist snapshot %s has format %r, expected %d: ignored", path,
+                          got, FORMAT)
+                return None
+            groups = {k: tuple(v) for k, v in head["groups"].items()}
+            rows = head["entries"] if head["format"] == _WHOLE else _lines(fh)
+            index = BanIndex((Entry.from_dict(e) for e in rows), groups)
     except FileNotFoundError:
         return None
-    except (OSError, orjson.JSONDecodeError) as exc:
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         log.error("banlist snapshot %s unreadable, ignored: %s", path, exc)
         return None
-    if data.get("format") != FORMAT:
-        log.error("banlist snapshot %s has format %r, expected %d: ignored", path,
-                  data.get("format"), FORMAT)
-        return None
-    groups = {k: tuple(v) for k, v in data["groups"].items()}
-    index = BanIndex((Entry.from_dict(e) for e in data["entries"]), groups)
-    return Snapshot(index, int(data["seq"]), int(data["epoch"]), str(data["stream_id"]),
-                    float(data["synced_at"]))
+    return Snapshot(index, int(head["seq"]), int(head["epoch"]), str(head["stream_id"]),
+                    float(head["synced_at"]))
+
+
+def _lines(fh: IO[bytes]) -> Iterator[dict]:
+    for line in fh:
+        if not line.endswith(b"\n"):  # the write is fsynced before the rename: never torn
+            raise ValueError("the last entry line is incomplete")
+        yield orjson.loads(line)
