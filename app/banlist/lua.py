@@ -15,13 +15,14 @@ from __future__ import annotations
 # script up front when it is out of memory instead of failing a write halfway through.
 # The outcome key makes the write idempotent and answerable: a re-sent write returns the
 # first one's result, and a writer that lost the answer either finds the result there or
-# fences the write off for good by setting 'aborted:<attempt>' first (see RedisStore._settle).
+# fences the write off for good by setting 'aborted:…' first (outcomes.settle, and
+# outcomes.state for GET /v1/banlist/writes/{id}): any fence refuses the script forever.
 WRITE = r"""#!lua
 local done = redis.call('GET', KEYS[6])
 if done then
-  if done == 'aborted:' .. ARGV[4] then
+  if string.sub(done, 1, 8) == 'aborted:' then  -- fenced by its writer or by a status query
     return redis.error_reply('REARRANGE_ABORTED this write was given up on before it ran')
-  elseif string.sub(done, 1, 8) ~= 'aborted:' then
+  else
     local r = cjson.decode(done)
     local out = {r.epoch}
     if r.seqs then

@@ -214,3 +214,25 @@ def test_a_lost_write_can_be_asked_about_over_http(redis_server, settings):
         bad = client.get("/v1/banlist/writes/nope", headers=AUTH)
         assert bad.status_code == 422 and bad.json()["field"] == "write_id"
         assert client.get("/v1/banlist/writes/" + "a" * 32).status_code == 401
+
+
+def test_a_status_query_fences_a_write_that_has_not_run_for_good(replicas, redis_server):
+    from app.banlist import outcomes
+
+    a = replicas("a")
+    a.add(EntrySpec("host", "first.example", "r"), "tns")
+    write_id = "ab" * 16
+    key = a.keys.outcome(write_id)
+    # the status query runs first (the write is still in flight on a stalled socket) ...
+    assert outcomes.state(a.client, key, write_id, 60_000) == {"write_id": write_id,
+                                                               "committed": False}
+    payload = '{"scope": "host", "value": "late.example", "reason": "r", "actor": "t", ' \
+              '"created_at": "2024-01-01T00:00:00Z", "expires_at": null, "regions": []}'
+    # ... then the write arrives: refused, so the answer "not committed" stays true
+    with pytest.raises(redis.ResponseError, match="REARRANGE_ABORTED"):
+        a._write(keys=[*a.keys.write(), key],
+                 args=[str(a.replica.epoch), a.retention_ms, 60, "another-attempt",
+                       "add", "", payload, "t", "r", ""])
+    with redis_server.client() as r:
+        assert r.get(SEQ) == "1" and r.hlen(ENTRIES) == 1
+    assert outcomes.state(a.client, key, write_id, 60_000)["committed"] is False
