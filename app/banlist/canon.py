@@ -76,26 +76,35 @@ def canonicalize(url: str) -> str:
 
 # Canonical forms of recently seen URLs. Result pages repeat URLs (popular results
 # recur across queries), and the function is pure, so a hit returns exactly what the
-# computation would. Two generations bound it: when the recent one fills, it becomes
-# the older one and the oldest is dropped; a hit in the older one moves back.
-# At most 2 x 32,768 entries, ~16 MB with typical URLs.
+# computation would. Two generations bound it: when the recent one fills (entries, or
+# characters held: URLs may be 8,192 characters), it becomes the older one and the oldest
+# is dropped; a hit in the older one moves back. URLs over 2,048 characters are never
+# remembered. At most 2 x 4 M characters (~40 MB with the worst, non-ASCII, URLs;
+# ~16 MB with typical ones).
 RECENT_URLS = 32_768
+RECENT_CHARS = 4_000_000
+LONGEST_REMEMBERED = 2048
 _recent: dict[str, tuple[str, str]] = {}
 _older: dict[str, tuple[str, str]] = {}
+_recent_chars = 0
 
 
 def canonicalize_with_host(url: str) -> tuple[str, str]:
     """(canonical URL, its host) in one pass; the request path needs both for every result."""
-    global _recent, _older
+    global _recent, _older, _recent_chars
     found = _recent.get(url)
     if found is not None:
         return found
     found = _older.get(url)
     if found is None:
         found = _canonicalize_with_host(url)  # InvalidURL is raised, never remembered
-    if len(_recent) >= RECENT_URLS:
-        _older, _recent = _recent, {}
+    if len(url) > LONGEST_REMEMBERED:
+        return found
+    if len(_recent) >= RECENT_URLS or _recent_chars >= RECENT_CHARS:
+        _older, _recent, _recent_chars = _recent, {}, 0
     _recent[url] = found
+    canonical, host = found
+    _recent_chars += len(url) + len(host) + (0 if canonical is url else len(canonical))
     return found
 
 

@@ -280,6 +280,22 @@ def test_remembered_urls_answer_what_the_computation_does(monkeypatch):
     assert kept in canon._recent
 
 
+def test_the_remembered_urls_are_bounded_in_characters_too(monkeypatch):
+    from app.banlist import canon
+
+    monkeypatch.setattr(canon, "RECENT_CHARS", 1000)
+    monkeypatch.setattr(canon, "_recent", {})
+    monkeypatch.setattr(canon, "_older", {})
+    monkeypatch.setattr(canon, "_recent_chars", 0)
+    giant = "http://a.example/" + "x" * canon.LONGEST_REMEMBERED
+    assert canon.canonicalize_with_host(giant) == canon._canonicalize_with_host(giant)
+    assert giant not in canon._recent and canon._recent_chars == 0
+    for n in range(40):  # ~60 characters each: the recent generation turns over by size
+        canon.canonicalize_with_host(f"http://h{n}.example/" + "y" * 40)
+    assert canon._recent_chars < 1000 + 200 and len(canon._older) < 40
+    assert sum(len(u) for u in canon._older) >= 1000 - 200
+
+
 def test_a_refused_url_is_refused_every_time_not_remembered():
     from app.banlist import canon
 
