@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes
 import idna
 
 __all__ = [
-    "InvalidURL", "canonicalize", "canonicalize_bytes", "expressions", "host_suffixes",
+    "InvalidURL", "canonicalize", "canonicalize_bytes", "expressions", "host_suffixes", "is_ipv4",
     "parse_ipv4", "path_prefixes", "split",
 ]
 
@@ -154,6 +154,11 @@ def split(canonical: str) -> tuple[str, str, str]:
     if slash <= 0:
         raise InvalidURL(f"not a canonical URL (no host or path): {canonical!r}")
     return rest[:slash], rest[slash:], query
+
+
+def is_ipv4(host: str) -> bool:
+    """A canonical host that is a dotted-quad IPv4 address."""
+    return _DOTTED_QUAD.fullmatch(host) is not None
 
 
 def host_suffixes(host: str, limit: int | None = None) -> list[str]:

@@ -46,13 +46,19 @@ class BanIndex:
     reference, so a reader that took `_cols` finishes on a consistent copy.
     """
 
-    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host")
+    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host", "_labels")
 
     def __init__(self, entries: Iterable[Entry] = (),
                  groups: dict[str, tuple[str, ...]] | None = None) -> None:
         self._cols = Columns()
         self.groups: dict[str, tuple[str, ...]] = dict(groups or {})  # org name -> its domains
         self.counts: dict[str, int] = dict.fromkeys(SCOPES, 0)
+        # The most labels any domain entry or org member has (it only grows): a host's
+        # parents with more labels cannot be banned, so they are never built or probed
+        # (a host may be 8 K characters of `a.a.a…`; its every parent would be megabytes).
+        self._labels = 1
+        for domains in self.groups.values():
+            self._count_labels(domains)
         # host -> (generation, the host/domain/org entries that cover it, most specific
         # first, whether url/prefix entries exist under it): hosts repeat across pages, so
         # the suffix walk is done once per host until the next change, and a URL on a host
@@ -78,8 +84,12 @@ class BanIndex:
         for row in banned:
             _link(orgs, domains, row)
         self.groups[name] = domains
+        self._count_labels(domains)
         cols.orgs = orgs
         self._changed()
+
+    def _count_labels(self, domains: Iterable[str]) -> None:
+        self._labels = max(self._labels, *(d.count(".") + 1 for d in domains))
 
     def __len__(self) -> int:
         cols = self._cols
@@ -133,6 +143,8 @@ class BanIndex:
         row = cols.put(entry.id, (scope, entry.reason, entry.actor, entry.regions),
                        entry.value.encode(), 0 if scope == "org" else hash(key) ^ SALT[scope],
                        entry.created_at, expires)
+        if scope == "domain":
+            self._count_labels((entry.value,))
         cols.publish(row, entry.id, scope, key, self._members(entry))
         self.counts[scope] += 1
         self._changed()
@@ -253,16 +265,17 @@ class BanIndex:
         flags = (HAS_URL if h in cols.url_hosts else 0) | (
             HAS_PREFIX if h in cols.prefix_hosts else 0)
         info = (generation, self._covering(cols, host), flags)
-        if len(self._by_host) >= HOST_CACHE:
-            self._by_host.clear()
-        self._by_host[host] = info
+        if len(host) <= 253:  # a DNS name; a giant host is not worth keeping
+            if len(self._by_host) >= HOST_CACHE:
+                self._by_host.clear()
+            self._by_host[host] = info
         return info
 
     def _covering(self, cols: Columns, host: str) -> tuple[Entry, ...]:
         rows = cols.rows_for("host", host) if self.counts["host"] else []
         domains, orgs = self.counts["domain"], cols.orgs
         if domains or orgs:
-            for suffix in _suffixes(host):
+            for suffix in _suffixes(host, self._labels):
                 if domains:
                     rows += cols.rows_for("domain", suffix)
                 rows += orgs.get(suffix, ())
@@ -286,7 +299,7 @@ class BanIndex:
                     yield Match(entry, f"prefix {entry.value} covers path {path}")
         for entry in _entries(cols, cols.rows_for("host", host)):
             yield Match(entry, f"host {host}")
-        for suffix in _suffixes(host):
+        for suffix in _suffixes(host, self._labels):
             how = "the domain itself" if suffix == host else f"a parent of {host}"
             for entry in _entries(cols, cols.rows_for("domain", suffix)):
                 yield Match(entry, f"domain {suffix} ({how})")
@@ -317,12 +330,32 @@ def _prefix_rows(cols: Columns, canonical: str, host: str) -> Iterator[tuple[int
             yield row, path
 
 
-@lru_cache(maxsize=65536)
-def _suffixes(host: str) -> tuple[str, ...]:
-    """The host and its parent domains that can hold a ban, cached: SERPs repeat hosts.
+def _suffixes(host: str, labels: int) -> tuple[str, ...]:
+    """The host and its parents that a domain entry could be, most specific first.
 
-    The bare TLD is left out: every TLD is a public suffix (the PSL's `*` rule), which
-    no domain entry or org member can be, so probing it could never find anything.
+    Only names of at most `labels` labels (the index's longest domain entry or org
+    member), and never the bare TLD: every TLD is a public suffix (the PSL's `*` rule),
+    which no domain entry or org member can be. An IP is only itself. Cached for hosts of
+    DNS length (SERPs repeat hosts); longer ones are cheap to walk and not kept.
     """
-    found = canon.host_suffixes(host)
-    return tuple(found[:-1] if len(found) > 1 else found)
+    if len(host) <= 253:
+        return _suffixes_cached(host, labels)
+    return _parents(host, labels)
+
+
+def _parents(host: str, labels: int) -> tuple[str, ...]:
+    if host.startswith("[") or canon.is_ipv4(host):
+        return (host,)
+    starts: list[int] = []  # starts[k - 1]: where the parent of k labels begins
+    pos = len(host)
+    while len(starts) < labels:
+        pos = host.rfind(".", 0, pos)
+        if pos < 0:
+            break
+        starts.append(pos + 1)
+    found = [host] if pos < 0 else []  # the whole host has at most `labels` labels
+    found += [host[starts[k - 1]:] for k in range(len(starts), 1, -1)]
+    return tuple(found)
+
+
+_suffixes_cached = lru_cache(maxsize=65536)(_parents)

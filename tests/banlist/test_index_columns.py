@@ -238,3 +238,29 @@ def test_match_explain_and_expiry_agree_with_a_plain_reference(seed):
                     for now in (1.0, 10.0, 100.0):
                         first = next((e for e, _ in want if e.active(region, now)), None)
                         assert index.match(url, host, region, now) == first, (url, region, now)
+
+
+def test_a_giant_host_is_matched_without_keeping_it_or_building_every_parent():
+    from app.banlist import index as index_module
+
+    idx = BanIndex([Entry("1", "domain", "example.com", "spam", "tns", 1.0, None,
+                          frozenset())])
+    giant = "a." * 4000 + "example.com"  # 8 K characters, 4,002 labels
+    assert idx.match(f"http://{giant}/", giant, None, 2.0).id == "1"
+    assert index_module._suffixes(giant, idx._labels) == ("example.com",)
+    assert giant not in idx._by_host
+    clean = "a." * 4000 + "example.org"
+    assert idx.match(f"http://{clean}/", clean, None, 2.0) is None
+
+
+def test_parents_are_probed_up_to_the_longest_domain_or_org_member():
+    idx = BanIndex([Entry("1", "domain", "shop.example.co.uk", "spam", "tns", 1.0, None,
+                          frozenset())])
+    host = "www.a.shop.example.co.uk"
+    assert idx.match(f"http://{host}/", host, None, 2.0).id == "1"
+    # a group with a longer member widens the walk for every host
+    idx.set_group("acme", ("x.y.z.acme.example.com",))
+    idx.add(Entry("2", "org", "acme", "legal", "tns", 1.0, None, frozenset()))
+    deep = "p.q.x.y.z.acme.example.com"
+    assert idx.match(f"http://{deep}/", deep, None, 2.0).id == "2"
+    assert [m.entry.id for m in idx.explain(f"http://{deep}/", deep)] == ["2"]
