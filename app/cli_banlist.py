@@ -215,7 +215,8 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
         try:
             got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
                               query={"mode": "all"}, content_type="application/x-ndjson")
-        except (ApiError, urllib.error.URLError, OSError) as exc:
+        except (ApiError, urllib.error.URLError, OSError, ValueError) as exc:
+            # ValueError: an answer cut off mid-JSON; the chunk may have committed
             bar.close()
             _stopped(good[start - 1][0] if start else None, chunk, done, exc, err)
             raise
@@ -232,7 +233,11 @@ def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exc
              err: IO[str]) -> None:
     """Exactly what a failed import committed: each request is all or nothing."""
     body = exc.body if isinstance(exc, ApiError) else {}
-    if isinstance(exc, ApiError) and body.get("outcome") != "unknown":
+    # Only the service's own refusal is a definite "no": a balancer's 502/504 or a bare
+    # 500 comes from something that may have passed the request on.
+    own = isinstance(exc, ApiError) and "error" in body and (
+        exc.status < 500 or exc.status == 503)
+    if own and body.get("outcome") != "unknown":
         fate = "not imported"
     elif body.get("write_id"):
         fate = (f"unknown (all or nothing): `GET /v1/banlist/writes/{body['write_id']}` "

@@ -1,7 +1,9 @@
-"""`rearrange check-config` and `rearrange run`."""
+"""`rearrange check-config`, `rearrange run`, and what a stopped `banlist import` reports."""
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from app.cli import main
 from tests.conftest import ROOT
@@ -95,3 +97,31 @@ def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, cap
     err = capsys.readouterr().err
     assert "experiments[0] e: would re-bucket units of the running experiment" in err
     assert main(["check-config", str(new)]) == 0  # valid on its own
+
+
+@pytest.mark.parametrize(("exc", "fate"), [
+    ("refused", "not imported"),
+    ("redis-down-before", "not imported"),
+    ("in-doubt", "unknown (all or nothing): `GET /v1/banlist/writes/" + "ab" * 16),
+    ("gateway", "unknown (the service did not answer)"),
+    ("bare-500", "unknown (the service did not answer)"),
+    ("cut-off", "unknown (the service did not answer)"),
+])
+def test_a_stopped_import_says_not_imported_only_when_the_service_refused(exc, fate):
+    import io
+
+    from app.cli_banlist import ApiError, _stopped
+
+    errors = {
+        "refused": ApiError(422, {"error": "invalid_request", "field": "x", "problem": "p"}),
+        "redis-down-before": ApiError(503, {"error": "error", "field": "banlist",
+                                            "problem": "Redis unreachable, not made"}),
+        "in-doubt": ApiError(503, {"error": "error", "field": "banlist", "problem": "?",
+                                   "outcome": "unknown", "write_id": "ab" * 16}),
+        "gateway": ApiError(502, {"field": None, "problem": "Bad Gateway"}),
+        "bare-500": ApiError(500, {"field": None, "problem": "Internal Server Error"}),
+        "cut-off": ValueError("Expecting ',' delimiter"),
+    }
+    err = io.StringIO()
+    _stopped(1000, [(1001, "{}"), (1999, "{}")], 1000, errors[exc], err)
+    assert f"lines 1001-1999: {fate}" in err.getvalue()
