@@ -106,8 +106,8 @@ class RearrangeApp(FastAPI):
     fast_rerank = True  # False sends /v1/rerank through the router (tests compare both)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (self.fast_rerank and scope["type"] == "http" and scope["path"] == rerank.PATH
-                and scope["method"] == "POST"):
+        if (self.fast_rerank and scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"] == scope.get("root_path", "") + rerank.PATH):
             state = self.state
             await rerank.serve(state.service, state.tokens, scope, receive, send)
             return

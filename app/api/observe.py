@@ -102,8 +102,8 @@ class BodyLimit:
 
 
 async def _refuse(send: Send, status: int, problem: str) -> None:
-    body = json.dumps({"error": "invalid_request", "field": "body",
-                       "problem": problem}).encode()
+    body = json.dumps({"error": "invalid_request", "field": "body", "problem": problem},
+                      ensure_ascii=False, separators=(",", ":")).encode()  # as JSONResponse
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})

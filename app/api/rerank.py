@@ -23,6 +23,7 @@ from app.errors import FieldError
 from app.service import FORCE_HEADER, Rearranger
 
 PATH = "/v1/rerank"
+GONE = 499  # nginx's code for a client that left first: counted, never sent
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
 _FORCE = FORCE_HEADER.lower().encode()
@@ -51,6 +52,8 @@ async def rerank(request: Request) -> Response:
     state = request.app.state
     status, body, headers = await answer(state.service, state.tokens, request.scope,
                                          request.receive)
+    if status == GONE:
+        return Response(status_code=GONE)  # nobody reads it; counted like the fast path
     return Response(body, status, media_type="application/json",
                     headers={k.decode(): v.decode() for k, v in headers})
 
@@ -61,12 +64,12 @@ async def serve(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scop
     status = 500  # an exception escaping `answer` is a 500 (uvicorn answers it)
     try:
         status, body, headers = await answer(service, tokens, scope, receive)
+        if status == GONE:
+            return
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()), *headers]})
         await send({"type": "http.response.body", "body": body})
-    except ClientGone:
-        status = 499  # nginx's code for it: counted, never sent
     finally:
         service.metrics.http_response(PATH, status)
 
@@ -94,6 +97,8 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         except FieldError:
             service.metrics.requests.labels("", "invalid").inc()
             raise
+    except ClientGone:
+        return GONE, b"", []
     except FieldError as exc:
         return exc.status, _error(exc.status, exc.field, exc.problem), []
     except HTTPException as exc:

@@ -69,8 +69,14 @@ def test_the_same_body_limit_declared_and_streamed(client):
     def chunks():  # no Content-Length: the cap is applied as the body arrives
         yield from (big[i:i + 512] for i in range(0, len(big), 512))
 
-    fast = client.post("/v1/rerank", content=chunks(),
-                       headers={"content-type": "application/json"})
+    head = {"content-type": "application/json"}
+    fast = client.post("/v1/rerank", content=chunks(), headers=head)
+    client.app.fast_rerank = False
+    try:
+        routed = client.post("/v1/rerank", content=chunks(), headers=head)
+    finally:
+        client.app.fast_rerank = True
+    _same(fast, routed)
     assert fast.status_code == 413 and fast.json()["field"] == "body"
 
 
@@ -85,3 +91,49 @@ def test_fast_responses_are_counted_under_the_route(client):
 def test_other_methods_and_paths_still_go_through_the_router(client):
     assert client.get("/v1/rerank").status_code == 405
     assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_client_gone_before_its_body_gets_nothing_and_is_counted(client, fast):
+    import asyncio
+
+    app = client.app
+    app.fast_rerank = fast
+    sent = []
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/rerank", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "query_string": b"",
+             "http_version": "1.1", "scheme": "http", "server": ("t", 80),
+             "client": ("c", 1)}
+    try:
+        asyncio.run(app(scope, receive, send))
+    finally:
+        app.fast_rerank = True
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] in ([], [499])
+    assert 'rearrange_http_responses_total{code="4xx",route="/v1/rerank"} 1.0' in \
+        client.get("/metrics").text
+
+
+def test_behind_a_root_path_the_fast_path_still_answers(client, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from app.api import rerank
+
+    served, real = [], rerank.serve
+
+    async def counted(*args):  # the real endpoint, called through
+        served.append(args[2]["path"])
+        await real(*args)
+
+    monkeypatch.setattr(rerank, "serve", counted)
+    with TestClient(client.app, root_path="/api") as behind:
+        r = behind.post("/api/v1/rerank", json=page(2, request_id="rp"))
+        assert behind.post("/api/rerank", json=page(1)).status_code == 404
+    assert r.status_code == 200 and r.json()["request_id"] == "rp"
+    assert served == ["/api/v1/rerank"]
