@@ -5,7 +5,8 @@ Keys (one hash tag, so a cluster keeps them on one slot): entries, groups, seq, 
 from __future__ import annotations
 
 # A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, and this
-# write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet), retention
+# write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet, '!fresh' = a
+# seed, refused once any banlist exists), retention
 # ms, outcome TTL s, attempt id, then six per change: op, key, payload, actor, reason,
 # group-that-must-exist. Returns {epoch, seq of each change (0 when an expiry found the
 # entry already gone)}.
@@ -35,6 +36,12 @@ if done then
 end
 local epoch = redis.call('GET', KEYS[4])
 local expected = ARGV[1]
+if expected == '!fresh' then  -- a seed: only into a Redis that holds no banlist yet
+  if epoch then
+    return redis.error_reply('REARRANGE_SEEDED another replica seeded Redis first')
+  end
+  expected = ''
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not epoch then

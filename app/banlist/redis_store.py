@@ -113,8 +113,11 @@ class RedisStore:
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         return self.add_many([spec], actor)[0]
 
-    def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
-        """Validate all, then commit them in one script: all get consecutive seqs, or none do."""
+    def add_many(self, specs: list[EntrySpec], actor: str, fresh: bool = False) -> list[Entry]:
+        """Validate all, then commit them in one script: all get consecutive seqs, or none do.
+
+        `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
+        """
         if len(specs) > MAX_SCRIPT:
             raise BanlistError("entries", f"{len(specs)} entries in one write; at most "
                                f"{MAX_SCRIPT} commit at once (send chunks)", status=413)
@@ -129,7 +132,7 @@ class RedisStore:
             payloads.append(payload)
             args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
                      p.value if p.scope == "org" else ""]
-        seqs = self._run(args)
+        seqs = self._run(args, fresh)
         # from the written form, so the caller sees exactly what every replica holds
         return [Entry.from_dict({**payload, "id": str(seq)})
                 for payload, seq in zip(payloads, seqs, strict=True)]
@@ -198,8 +201,13 @@ class RedisStore:
         except redis.RedisError as exc:
             raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
                                status=503) from exc
-        added = (len(self.add_many(items, actor)) if len(items) <= MAX_SCRIPT
-                 else self._seed_staged(items, actor))
+        try:
+            added = (len(self.add_many(items, actor, fresh=True)) if len(items) <= MAX_SCRIPT
+                     else self._seed_staged(items, actor))
+        except BanlistError as exc:
+            if exc.field != "seed":
+                raise
+            return 0  # another replica's first start seeded Redis between our check and now
         gc.freeze()
         return added
 
@@ -327,11 +335,11 @@ class RedisStore:
             raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
                                status=503) from exc
 
-    def _run(self, args: list[Any]) -> list[int]:
+    def _run(self, args: list[Any], fresh: bool = False) -> list[int]:
         rep = self.replica
         if not rep.writable():
             raise BanlistError("banlist", rep.why_not_writable(), status=503)
-        expected = str(rep.epoch) if rep.epoch else ""
+        expected = "!fresh" if fresh else str(rep.epoch) if rep.epoch else ""
         write_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
         try:
             result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
@@ -350,6 +358,8 @@ def _refusal(exc: redis.ResponseError) -> BanlistError:
     code, _, text = str(exc).partition(" ")
     if code == "REARRANGE_NOTFOUND":
         return BanlistError("id", text, status=404)
+    if code == "REARRANGE_SEEDED":
+        return BanlistError("seed", text, status=409)
     if code == "REARRANGE_NOGROUP":
         return BanlistError("value", text + ": define it first")
     if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",

@@ -236,3 +236,16 @@ def test_a_status_query_fences_a_write_that_has_not_run_for_good(replicas, redis
     with redis_server.client() as r:
         assert r.get(SEQ) == "1" and r.hlen(ENTRIES) == 1
     assert outcomes.state(a.client, key, write_id, 60_000)["committed"] is False
+
+
+def test_two_first_starts_seeding_at_once_commit_one_seed(replicas, redis_server):
+    a, b = replicas("a"), replicas("b")  # both started on an empty Redis
+    assert b.seed(specs(3, "b")) == 3
+    # a checked `exists(epoch)` before b's script ran: its script must still refuse
+    with pytest.raises(BanlistError) as info:
+        a.add_many(specs(3, "a"), "seed", fresh=True)
+    assert info.value.field == "seed" and info.value.status == 409
+    with redis_server.client() as r:
+        assert r.get(SEQ) == "3" and r.hlen(ENTRIES) == 3
+    wait_for(lambda: a.version == 3)
+    assert sorted(e.value for e in a.active()) == ["b0.example", "b1.example", "b2.example"]
