@@ -104,8 +104,12 @@ class ChangeLog:
         return change
 
     @contextlib.contextmanager
-    def transaction(self, first: int, end: int) -> Iterator[Callable[[list[Change]], None]]:
+    def transaction(self, first: int, end: int, standalone: bool = False
+                    ) -> Iterator[Callable[[list[Change]], None]]:
         """A writer of batches (one write + fsync each) of the changes `first`..`end`.
+
+        `standalone` changes carry no transaction mark: each stands on its own at replay
+        (expiries, which a crash may leave partly logged without harm).
 
         Nothing counts until the block ends without an exception; on one, the file is cut
         back to where the transaction began (if even that fails, every later write is
@@ -123,7 +127,8 @@ class ChangeLog:
                     for change in batch:
                         if (change["seq"] - 1) % STRIDE == 0:
                             self.marks.append(offset)
-                        line = orjson.dumps({**change, TXN: end} if first < end else change)
+                        marked = first < end and not standalone
+                        line = orjson.dumps({**change, TXN: end} if marked else change)
                         lines.append(line + b"\n")
                         offset += len(line) + 1
                     fh.write(b"".join(lines))

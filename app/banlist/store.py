@@ -133,10 +133,14 @@ class EmbeddedStore:
         now = self.clock()
         with self._lock:  # writers run in the thread pool: never iterate the index unlocked
             expired = self.index.expired(now)
-            for entry in expired:
-                self._commit({"seq": self.version + 1, "op": "expire", "id": entry.id,
-                              "actor": "system", "reason": "ttl elapsed", "at": iso(now)})
-                self.index.remove(entry.id)
+            if expired:  # one write and fsync, however many expired together; each line
+                # stands alone, so a crash mid-write leaves some expiries logged, which
+                # the next sweep would have logged anyway
+                self._commit(*({"seq": self.version + n, "op": "expire", "id": entry.id,
+                                "actor": "system", "reason": "ttl elapsed", "at": iso(now)}
+                               for n, entry in enumerate(expired, 1)), standalone=True)
+                for entry in expired:
+                    self.index.remove(entry.id)
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
@@ -171,19 +175,23 @@ class EmbeddedStore:
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
 
-    def _commit(self, *changes: dict[str, Any]) -> None:
+    def _commit(self, *changes: dict[str, Any], standalone: bool = False) -> None:
         """Persist changes (one transaction, one fsync) before the caller applies them."""
-        self._write(iter([list(changes)]), len(changes))
+        self._write(iter([list(changes)]), len(changes), standalone)
 
-    def _write(self, batches: Iterator[list[dict[str, Any]]], count: int) -> None:
-        """Make `count` changes after `version` durable as one transaction, then count them."""
+    def _write(self, batches: Iterator[list[dict[str, Any]]], count: int,
+               standalone: bool = False) -> None:
+        """Make `count` changes after `version` durable as one transaction, then count them.
+
+        `standalone`: one write and fsync, but no transaction mark (Changelog.transaction).
+        """
         first, end = self.version + 1, self.version + count
         recent: deque[dict[str, Any]] = deque(maxlen=self._tail.maxlen)
         if self.changelog is None:
             for batch in batches:
                 recent.extend(batch)
         else:
-            with self.changelog.transaction(first, end) as write:
+            with self.changelog.transaction(first, end, standalone) as write:
                 for batch in batches:
                     write(batch)
                     recent.extend(batch)

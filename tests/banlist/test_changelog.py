@@ -212,3 +212,33 @@ def test_history_through_the_api_pages_from_the_file(settings, monkeypatch):
             since = page["changes"][-1]["seq"]
     assert [c["seq"] for c in seen] == list(range(1, 13))
     assert [c["reason"] for c in seen] == [f"r{i}" for i in range(12)]
+
+
+def test_a_sweep_logs_every_expiry_in_one_fsync(tmp_path, file_fsyncs):
+    clock = [1000.0]
+    store = EmbeddedStore(tmp_path / "b.jsonl", clock=lambda: clock[0])
+    store.add_many([EntrySpec("host", f"t{i}.example", "r", expires_at=1010.0)
+                    for i in range(5)] + [EntrySpec("host", "kept.example", "r")], "tns")
+    file_fsyncs.clear()
+    clock[0] = 1011.0
+    assert store.sweep() == 5 and len(file_fsyncs) == 1
+    assert [e.value for e in store.active()] == ["kept.example"]
+    logged = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()][-5:]
+    assert [c["op"] for c in logged] == ["expire"] * 5 and logged[-1]["seq"] == store.version
+    again = EmbeddedStore(tmp_path / "b.jsonl", clock=lambda: clock[0])
+    assert [e.value for e in again.active()] == ["kept.example"] and again.version == 11
+
+
+def test_a_sweep_cut_short_by_a_crash_keeps_the_expiries_that_reached_the_disk(tmp_path):
+    clock = [1000.0]
+    path = tmp_path / "b.jsonl"
+    store = EmbeddedStore(path, clock=lambda: clock[0])
+    store.add_many([EntrySpec("host", f"t{i}.example", "r", expires_at=1010.0)
+                    for i in range(3)], "tns")
+    clock[0] = 1011.0
+    assert store.sweep() == 3
+    data = path.read_bytes()
+    path.write_bytes(data[:-20])  # the last expiry line torn, as by a crash mid-write
+    again = EmbeddedStore(path, clock=lambda: clock[0])
+    assert again.version == 5 and len(again) == 1  # two expiries replayed, one entry left
+    assert again.sweep() == 1 and len(again) == 0 and again.version == 6
