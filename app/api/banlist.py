@@ -67,7 +67,7 @@ async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_leng
     return {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
             "region": region, "banned": banned, "matches": matches,
             "checked": {"url": [canonical.partition("://")[2]],
-                        "host": [host], "domain": canon.host_suffixes(host),
+                        "host": [host], "domain": list(store.index.domain_keys(host)),
                         "prefix": [host + p for p in canon.path_prefixes(path)]},
             "banlist_version": store.version}
 

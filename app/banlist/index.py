@@ -284,6 +284,11 @@ class BanIndex:
     def _changed(self) -> None:
         self._generation += 1
 
+    def domain_keys(self, host: str) -> tuple[str, ...]:
+        """The names a domain or org ban of this host is looked up under (most specific
+        first): the host and its parents up to the longest banned name, without the TLD."""
+        return _suffixes(host, self._labels)
+
     def explain(self, canonical: str, host: str) -> list[Match]:
         """Every entry, active or not, whose value covers the URL, with the expression."""
         return list(self._candidates(canonical, host))

@@ -140,6 +140,12 @@ def test_lookup_explains_expressions_and_why_an_entry_does_not_apply(client):
     assert r["matches"][0]["matched_by"] == "prefix b.example/forum/ covers path /forum/t/1"
     assert r["checked"]["prefix"][:3] == ["b.example/", "b.example/forum", "b.example/forum/"]
     assert r["checked"]["url"] == ["b.example/forum/t/1?x=1"]
+    # the names domain bans are looked up under: parents up to the longest banned domain
+    # (3 labels here), never the bare TLD
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "domain", "value": "shop.b.example", "reason": "r"})
+    r = client.get("/v1/banlist/lookup", params={"url": "http://x.y.shop.b.example/"}).json()
+    assert r["checked"]["domain"] == ["shop.b.example", "b.example"]
     metrics = client.get("/metrics").text
     assert 'rearrange_banlist_lookups_total{outcome="matched_inactive"} 1.0' in metrics
     assert 'rearrange_banlist_entries_by_scope{scope="prefix"} 1.0' in metrics
