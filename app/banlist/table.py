@@ -141,28 +141,25 @@ class HashBag:
         self.live += 1
 
     def __contains__(self, h: int) -> bool:
-        h = h or 1
-        slots = self.slots
-        mask = len(slots) - 1
-        i = h & mask
-        while (found := slots[i]) != 0:
-            if found == h:
-                return True
-            i = (i + 1) & mask
-        return False
+        return self._slot_of(h or 1) >= 0
 
     def discard(self, h: int) -> None:
         """Remove one occurrence of `h`."""
-        h = h or 1
+        i = self._slot_of(h or 1)
+        if i >= 0:
+            self.slots[i] = -1
+            self.live -= 1
+
+    def _slot_of(self, h: int) -> int:
+        """The first slot holding `h` (already mapped off 0), or -1."""
         slots = self.slots
         mask = len(slots) - 1
         i = h & mask
         while (found := slots[i]) != 0:
             if found == h:
-                slots[i] = -1
-                self.live -= 1
-                return
+                return i
             i = (i + 1) & mask
+        return -1
 
     def _rebuild(self) -> None:
         new = array("q", [0]) * capacity_for(self.live, LOAD)
