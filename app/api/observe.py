@@ -6,6 +6,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.errors import FieldError
 from app.metrics import Metrics
 
 
@@ -73,21 +74,12 @@ class BodyLimit:
         if not chunked:
             await self.app(scope, receive, send)
             return
-        body = bytearray()
         try:
-            async with asyncio.timeout(self.timeout):
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] != "http.request":
-                        return  # the client went away
-                    body += message.get("body", b"")
-                    more = message.get("more_body", False)
-                    if len(body) > self.limit:
-                        await _refuse(send, 413, f"over the limit of {self.limit} bytes")
-                        return
-        except TimeoutError:
-            await _refuse(send, 408, f"not received within {self.timeout:g} s")
+            body = await read_capped(receive, self.limit, self.timeout)
+        except ClientGone:
+            return
+        except FieldError as exc:
+            await _refuse(send, exc.status, exc.problem)
             return
         replayed = False
 
@@ -99,6 +91,30 @@ class BodyLimit:
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived: there is no one to answer."""
+
+
+async def read_capped(receive: Receive, limit: int, timeout: float) -> bytearray:
+    """The whole request body; FieldError (`body`) past `limit` bytes (413) or `timeout`
+    seconds (408: a client trickling its body must not hold a worker's slot)."""
+    body = bytearray()
+    try:
+        async with asyncio.timeout(timeout):
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise ClientGone
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > limit:
+                    raise FieldError("body", f"over the limit of {limit} bytes", 413)
+    except TimeoutError:
+        raise FieldError("body", f"not received within {timeout:g} s", 408) from None
+    return body
 
 
 async def _refuse(send: Send, status: int, problem: str) -> None:

@@ -8,7 +8,6 @@ serves it when the fast path is switched off (`RearrangeApp.fast_rerank`).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import token_actor
+from app.api.observe import ClientGone, read_capped
 from app.contract import request_schema
 from app.errors import FieldError
 from app.service import FORCE_HEADER, Rearranger
@@ -28,10 +28,6 @@ router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
 _FORCE = FORCE_HEADER.lower().encode()
 Headers = list[tuple[bytes, bytes]]
-
-
-class ClientGone(Exception):
-    """The client disconnected before its body arrived: there is no one to answer."""
 
 
 def _openapi() -> dict:
@@ -114,24 +110,11 @@ async def _read_body(service: Rearranger, declared: bytes | None,
     limit = settings.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise FieldError("body", f"{int(declared)} bytes, over the limit of {limit}", 413)
-    body = bytearray()
     try:
-        async with asyncio.timeout(settings.body_timeout_seconds):
-            more = True
-            while more:
-                message = await receive()
-                if message["type"] != "http.request":
-                    raise ClientGone
-                body += message.get("body", b"")
-                more = message.get("more_body", False)
-                if len(body) > limit:
-                    service.metrics.requests.labels("", "invalid").inc()
-                    raise FieldError("body", f"over the limit of {limit} bytes", 413)
-    except TimeoutError:  # a client trickling its body must not hold a worker's slot
-        service.metrics.requests.labels("", "timeout").inc()
-        raise FieldError("body", "not received within "
-                         f"{settings.body_timeout_seconds:g} s", 408) from None
-    return body
+        return await read_capped(receive, limit, settings.body_timeout_seconds)
+    except FieldError as exc:
+        service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
+        raise
 
 
 def _error(status: int, field: str | None, problem: str) -> bytes:
