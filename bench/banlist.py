@@ -35,8 +35,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import orjson
 import redis
@@ -110,13 +111,24 @@ def bench_check(n: int, rounds: int) -> tuple[BanIndex, list[str]]:
     urls = urls_for(list(index), rng)
     probe = {e.value: e for e in index}  # the baseline's dict: one probe per URL
 
-    def ours() -> int:
-        hits, now = 0, time.time()
-        for u in urls:
-            c, host = canon.canonicalize_with_host(u)  # what decoding a request does
-            if index.match(c, host, None, now) is not None:
-                hits += 1
-        return hits
+    def ours_with(canonicalize: Callable[[str], tuple[str, str]]) -> Callable[[], int]:
+        def ours() -> int:
+            hits, now = 0, time.time()
+            for u in urls:
+                c, host = canonicalize(u)  # what decoding a request does
+                if index.match(c, host, None, now) is not None:
+                    hits += 1
+            return hits
+        return ours
+
+    def floor_with(split: Callable[[str], SplitResult]) -> Callable[[], int]:
+        def floor() -> int:
+            hits = 0
+            for u in urls:
+                if probe.get(split(u).hostname) is not None:
+                    hits += 1
+            return hits
+        return floor
 
     prepared = [canon.canonicalize_with_host(u) for u in urls]
 
@@ -127,34 +139,14 @@ def bench_check(n: int, rounds: int) -> tuple[BanIndex, list[str]]:
                 hits += 1
         return hits
 
-    def floor() -> int:
-        hits = 0
-        for u in urls:
-            if probe.get(urlsplit(u).hostname) is not None:
-                hits += 1
-        return hits
-
-    # Both sides above remember URLs they saw: urlsplit has an lru_cache (128 URLs) and
-    # canonicalize_with_host keeps recent canonical forms, so on a page seen before the
-    # figure is what a popular result page costs. The cold pair bypasses both caches:
+    # The warm pair: both sides remember URLs they saw (urlsplit has an lru_cache of 128
+    # URLs, canonicalize_with_host keeps recent canonical forms), so on a page seen before
+    # the figure is what a popular result page costs. The cold pair bypasses both caches:
     # what a page of never-seen URLs costs (the index's per-host caches are emptied before
     # each cold round too, outside the timing).
-    split_cold, canon_cold = urlsplit.__wrapped__, canon._canonicalize_with_host
-
-    def ours_cold() -> int:
-        hits, now = 0, time.time()
-        for u in urls:
-            c, host = canon_cold(u)
-            if index.match(c, host, None, now) is not None:
-                hits += 1
-        return hits
-
-    def floor_cold() -> int:
-        hits = 0
-        for u in urls:
-            if probe.get(split_cold(u).hostname) is not None:
-                hits += 1
-        return hits
+    ours, floor = ours_with(canon.canonicalize_with_host), floor_with(urlsplit)
+    ours_cold = ours_with(canon._canonicalize_with_host)
+    floor_cold = floor_with(urlsplit.__wrapped__)
 
     times: dict[str, list[int]] = {"ours": [], "rule": [], "floor": [], "ours_cold": [],
                                    "floor_cold": []}
