@@ -89,7 +89,7 @@ class BanIndex:
         self._changed()
 
     def _count_labels(self, domains: Iterable[str]) -> None:
-        self._labels = max(self._labels, *(d.count(".") + 1 for d in domains))
+        self._labels = max((self._labels, *(d.count(".") + 1 for d in domains)))
 
     def __len__(self) -> int:
         cols = self._cols
