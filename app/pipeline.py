@@ -141,6 +141,35 @@ class BaseRule:
         """An audit record stamped with this rule's name and phase."""
         return AuditRecord(self.name, self.phase, doc_id, action, reason, delta, APPLIED)
 
+    # The rules find what they act on with one list comprehension over the page (no Python
+    # call per document) and hand the few hits to these; a page nothing happened to is
+    # returned as it came, which is most pages for most rules.
+
+    def removing(self, docs: list[Doc], removals: list[tuple[int, str]]) -> RuleResult:
+        """The page without docs[i] for each (i, reason), i ascending; one record each."""
+        if not removals:
+            return docs, []
+        kept = docs.copy()
+        for i, _ in reversed(removals):
+            del kept[i]
+        name, phase = self.name, self.phase
+        return kept, [AuditRecord(name, phase, docs[i].id, "remove", reason, None, APPLIED)
+                      for i, reason in removals]
+
+    def rescoring(self, docs: list[Doc],
+                  changes: list[tuple[int, float, float, str]]) -> RuleResult:
+        """The page with docs[i] rescored for each (i, new score, delta, reason)."""
+        if not changes:
+            return docs, []
+        out = docs.copy()
+        name, phase = self.name, self.phase
+        records = []
+        for i, score, delta, reason in changes:
+            doc = docs[i]
+            out[i] = msgspec.structs.replace(doc, score=score)
+            records.append(AuditRecord(name, phase, doc.id, "rescore", reason, delta, APPLIED))
+        return out, records
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -187,6 +216,9 @@ def emptied(count: int) -> str:
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
 
 
+_DISPLACED = "stable sort by score after rerank: displaced by rescored documents"
+
+
 def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
                   ) -> tuple[list[Doc], list[AuditRecord]]:
     """Stable sort by score, best first, with a `move` record for every doc that moved.
@@ -195,16 +227,17 @@ def sort_by_score(docs: list[Doc], ordered: list[Doc] | None = None
     """
     if ordered is None:
         ordered = by_score(docs)
-    records = []
-    if ordered != docs:
-        before = {id(d): i for i, d in enumerate(docs)}
+    records: list[AuditRecord] = []
+    if ordered != docs:  # compares by identity first: an unmoved page costs no __eq__
+        before = dict(zip(map(id, docs), range(len(docs)), strict=True))
         for after, doc in enumerate(ordered):
             delta = after - before[id(doc)]
             if delta:
-                why = (f"score {doc.original_score:g} -> {doc.score:g}"
-                       if doc.score != doc.original_score else "displaced by rescored documents")
-                records.append(AuditRecord(SORT_RULE, Phase.RERANK, doc.id, "move",
-                                           f"stable sort by score after rerank: {why}", delta,
+                score = doc.score
+                why = (_DISPLACED if score == doc.original_score else
+                       f"stable sort by score after rerank: score {doc.original_score:g} -> "
+                       f"{score:g}")
+                records.append(AuditRecord(SORT_RULE, Phase.RERANK, doc.id, "move", why, delta,
                                            APPLIED))
     return ordered, records
 

@@ -250,13 +250,22 @@ class BanIndex:
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
         """The active `host`, `domain` or `org` entry for a host, most specific first."""
+        return self.host_verdict(host, region, now)[0]
+
+    def host_verdict(self, host: str, region: str | None,
+                     now: float) -> tuple[Entry | None, bool]:
+        """(match_host's entry, whether a url or prefix entry exists under the host).
+
+        What the request path asks once per host of a page: a document on a host with
+        neither needs no look of its own, which is most documents of most pages.
+        """
         info = self._by_host.get(host)
         if info is None or info[0] != self._generation:
             info = self._remember(host)
         for entry in info[1]:
             if entry.active(region, now):
-                return entry
-        return None
+                return entry, info[2] != 0
+        return None, info[2] != 0
 
     def _remember(self, host: str) -> HostInfo:
         generation = self._generation  # read first: a change meanwhile makes this one stale

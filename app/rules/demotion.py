@@ -44,18 +44,14 @@ class AntiSeoReset(BaseRule):
         self.weighted = tuple((b, params.weights.get(b, 1.0)) for b in params.blocks)
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        out, records = [], []
-        for doc in docs:
+        changes = []
+        for i, doc in enumerate(docs):
             factors = doc.factors
             delta = -sum(w * factors[b] for b, w in self.weighted if b in factors)
             if delta:
-                out.append(doc.replace(score=doc.score + delta))
                 parts = ", ".join(f"{b}={factors[b]:g}" for b, _ in self.weighted if b in factors)
-                records.append(
-                    self.record(doc.id, "rescore", f"reset factor blocks {parts}", delta))
-            else:
-                out.append(doc)
-        return out, records
+                changes.append((i, doc.score + delta, delta, f"reset factor blocks {parts}"))
+        return self.rescoring(docs, changes)
 
 
 class SpamDemotionParams(Params):
@@ -89,19 +85,17 @@ class SpamDemotion(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         p = self.params
-        out, records = [], []
-        for doc in docs:
-            penalty = spam_penalty(doc.spam_score, p.theta_low, p.theta_high)
-            delta = -p.lambda_ * penalty
-            if delta:
-                out.append(doc.replace(score=doc.score + delta))
-                records.append(self.record(
-                    doc.id, "rescore",
-                    f"spam_score {doc.spam_score:g}: penalty {penalty:g} x lambda {p.lambda_:g}",
-                    delta))
-            else:
-                out.append(doc)
-        return out, records
+        low, high, lambda_ = p.theta_low, p.theta_high, p.lambda_
+        if not lambda_:
+            return docs, []
+        changes = []
+        # The penalty is 0 up to θ_low inclusive: only the documents above it are looked at.
+        for i, doc in [(i, d) for i, d in enumerate(docs) if d.spam_score > low]:
+            penalty = spam_penalty(doc.spam_score, low, high)
+            delta = -lambda_ * penalty
+            changes.append((i, doc.score + delta, delta, f"spam_score {doc.spam_score:g}: "
+                            f"penalty {penalty:g} x lambda {lambda_:g}"))
+        return self.rescoring(docs, changes)
 
 
 class SandboxParams(Params):
@@ -128,19 +122,17 @@ class SandboxDamping(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         t, beta = self.params.t_sandbox_days, self.params.beta
-        out, records = [], []
-        for doc in docs:
+        if beta == 0.0:
+            return docs, []
+        changes = []
+        for i, doc in [(i, d) for i, d in enumerate(docs) if d.domain_age_days is not None
+                       and d.domain_age_days < t and d.score > 0.0]:
             age = doc.domain_age_days
-            if age is None or age >= t or doc.score <= 0.0 or beta == 0.0:
-                out.append(doc)
-                continue
             trust = sandbox_trust(age, t)
             new = doc.score * (1.0 - beta * (1.0 - trust))
-            out.append(doc.replace(score=new))
-            records.append(self.record(
-                doc.id, "rescore", f"domain age {age:g} days: trust {trust:.3f}, beta {beta:g}",
-                new - doc.score))
-        return out, records
+            changes.append((i, new, new - doc.score,
+                            f"domain age {age:g} days: trust {trust:.3f}, beta {beta:g}"))
+        return self.rescoring(docs, changes)
 
 
 class QuarantineParams(Params):
@@ -162,16 +154,9 @@ class QuarantineDemotion(BaseRule):
         return ctx.quarantine is not None and len(ctx.quarantine) > 0 and self.params.penalty > 0
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        index, penalty = ctx.quarantine, self.params.penalty
-        out, records = [], []
-        for doc in docs:
-            entry = index.match(doc.canonical, doc.host, ctx.region, ctx.now)
-            if entry is None:
-                out.append(doc)
-                continue
-            out.append(doc.replace(score=doc.score - penalty))
-            records.append(self.record(
-                doc.id, "rescore",
-                f"{entry.scope} {entry.value} is in spam quarantine [entry {entry.id}]",
-                -penalty))
-        return out, records
+        index, penalty, region, now = ctx.quarantine, self.params.penalty, ctx.region, ctx.now
+        return self.rescoring(docs, [
+            (i, d.score - penalty, -penalty,
+             f"{entry.scope} {entry.value} is in spam quarantine [entry {entry.id}]")
+            for i, d in enumerate(docs)
+            if (entry := index.match(d.canonical, d.host, region, now)) is not None])

@@ -1,13 +1,14 @@
 """Diversify rules: host crowding and near-duplicate collapsing (seed 000)."""
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Iterator, Mapping
 
 from pydantic import Field, field_validator
 
 from app import minhash, neardup, shingles
 from app.domains import registrable_domain
-from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, Pipeline, RuleResult
+from app.pipeline import APPLIED, AuditRecord, BaseRule, Context, Doc, Phase, Pipeline, RuleResult
 from app.rules.base import Params
 from app.sigcache import SignatureCache
 
@@ -22,13 +23,18 @@ def collapse(docs: list[Doc], folded: dict[int, int],
     extra: dict[int, list[dict[str, str]]] = {}
     for i, leader in folded.items():
         doc = docs[i]
-        extra.setdefault(leader, []).append({"id": doc.id, "url": doc.url, "rule": rule})
-        extra[leader].extend(doc.collapsed)
-    out = []
-    for i, doc in enumerate(docs):
-        if i in folded:
-            continue
-        out.append(doc.replace(collapsed=doc.collapsed + tuple(extra[i])) if i in extra else doc)
+        under = extra.get(leader)
+        if under is None:
+            under = extra[leader] = []
+        under.append({"id": doc.id, "url": doc.url, "rule": rule})
+        if doc.collapsed:
+            under.extend(doc.collapsed)
+    out = docs.copy()
+    for leader, under in extra.items():
+        doc = docs[leader]
+        out[leader] = doc.replace(collapsed=doc.collapsed + tuple(under))
+    for i in sorted(folded, reverse=True):
+        del out[i]
     return out
 
 
@@ -45,25 +51,28 @@ class HostCrowding(BaseRule):
     Params = HostCrowdingParams
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        by_domain = self.params.key == "domain"
-        limit = self.params.max_per_host
+        what, limit = self.params.key, self.params.max_per_host
+        keys = ([registrable_domain(d.host) for d in docs] if what == "domain"
+                else [d.host for d in docs])
+        crowded = {key for key, n in Tally(keys).items() if n > limit}  # counted in C
+        if not crowded:
+            return docs, []
         first: dict[str, int] = {}
         seen: dict[str, int] = {}
         folded: dict[int, int] = {}
         records = []
-        for i, doc in enumerate(docs):
-            key = registrable_domain(doc.host) if by_domain else doc.host
-            n = seen.get(key, 0) + 1
-            seen[key] = n
+        name, phase = self.name, self.phase
+        for i in [i for i, key in enumerate(keys) if key in crowded]:
+            key = keys[i]
+            n = seen[key] = seen.get(key, 0) + 1
             if n == 1:
                 first[key] = i
             elif n > limit:
-                leader = docs[first[key]]
-                folded[i] = first[key]
-                records.append(self.record(
-                    doc.id, "collapse",
-                    f"{self.params.key} {key} already has {limit} result(s) above; "
-                    f"collapsed under {leader.id}"))
+                leader = folded[i] = first[key]
+                records.append(AuditRecord(
+                    name, phase, docs[i].id, "collapse",
+                    f"{what} {key} already has {limit} result(s) above; "
+                    f"collapsed under {docs[leader].id}", None, APPLIED))
         return collapse(docs, folded, records, self.name), records
 
 

@@ -1,7 +1,6 @@
 """Hard removals: banlist, regional removals, topics, safe-search, spam ban; the fallback."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -10,19 +9,6 @@ from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult, e
 from app.rules.base import Params
 
 PRE = frozenset({Phase.PRE_FILTER})
-
-
-def remove_where(rule: BaseRule, docs: list[Doc],
-                 why: Callable[[Doc], str | None]) -> RuleResult:
-    """Keep each document for which `why` says nothing; remove the rest with its reason."""
-    kept, records = [], []
-    for doc in docs:
-        reason = why(doc)
-        if reason is None:
-            kept.append(doc)
-        else:
-            records.append(rule.record(doc.id, "remove", reason))
-    return kept, records
 
 
 class Banlist(BaseRule):
@@ -37,17 +23,25 @@ class Banlist(BaseRule):
         if index is None or not len(index):
             return docs, []
         region, now = ctx.region, ctx.now
-        by_host: dict[str, Any] = {}  # host/domain verdicts, once per host of the page
+        # Once per host of the page: its host/domain/org entry, and whether any url or
+        # prefix entry lies under it. Only documents on such hosts are looked at again.
+        verdicts: dict[str, tuple[Any, bool]] = {}
+        for host in {doc.host for doc in docs}:
+            entry, by_url = index.host_verdict(host, region, now)
+            if entry is not None or by_url:
+                verdicts[host] = entry, by_url
+        if not verdicts:
+            return docs, []
 
         def banned(doc: Doc) -> str | None:
-            entry = index.match_url(doc.canonical, doc.host, region, now)
-            if entry is None:
-                host = doc.host
-                entry = by_host[host] if host in by_host else by_host.setdefault(
-                    host, index.match_host(host, region, now))
+            entry, by_url = verdicts[doc.host]
+            if by_url:  # a url or prefix entry is more specific than the host's own
+                specific = index.match_url(doc.canonical, doc.host, region, now)
+                entry = specific if specific is not None else entry
             return None if entry is None else entry.describe()
 
-        return remove_where(self, docs, banned)
+        return self.removing(docs, [(i, why) for i, d in enumerate(docs)
+                                    if d.host in verdicts and (why := banned(d)) is not None])
 
 
 class RegionalRemovals(BaseRule):
@@ -63,8 +57,8 @@ class RegionalRemovals(BaseRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         region = ctx.region
         reason = f"blocked in region {region}"
-        return remove_where(self, docs,
-                            lambda d: reason if region in d.blocked_regions else None)
+        return self.removing(docs, [(i, reason) for i, d in enumerate(docs)
+                                    if d.blocked_regions and region in d.blocked_regions])
 
 
 class TopicParams(Params):
@@ -89,11 +83,12 @@ class TopicFilter(BaseRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         blocked = self.params.blocked_topics
 
-        def topic(doc: Doc) -> str | None:
-            hit = next((t for t in doc.topics if t in blocked), None)
-            return None if hit is None else f"topic {hit} is blocked"
+        def topic(doc: Doc) -> str:
+            hit = next(t for t in doc.topics if t in blocked)
+            return f"topic {hit} is blocked"
 
-        return remove_where(self, docs, topic)
+        return self.removing(docs, [(i, topic(d)) for i, d in enumerate(docs)
+                                    if not blocked.isdisjoint(d.topics)])
 
 
 class SafeSearchThresholds(Params):
@@ -117,9 +112,9 @@ class SafeSearch(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         threshold, mode = getattr(self.params.thresholds, ctx.age_mode), ctx.age_mode
-        return remove_where(self, docs, lambda d: (
-            f"adult_score {d.adult_score:g} >= {threshold:g} (age_mode {mode})"
-            if d.adult_score >= threshold else None))
+        return self.removing(docs, [
+            (i, f"adult_score {d.adult_score:g} >= {threshold:g} (age_mode {mode})")
+            for i, d in enumerate(docs) if d.adult_score >= threshold])
 
 
 class SpamBanParams(Params):
@@ -135,9 +130,8 @@ class SpamBan(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         threshold = self.params.threshold
-        return remove_where(self, docs, lambda d: (
-            f"spam_score {d.spam_score:g} > {threshold:g}" if d.spam_score > threshold
-            else None))
+        return self.removing(docs, [(i, f"spam_score {d.spam_score:g} > {threshold:g}")
+                                    for i, d in enumerate(docs) if d.spam_score > threshold])
 
 
 class FallbackParams(Params):

@@ -9,16 +9,16 @@ from app.rules.base import Params
 ANNOTATE = frozenset({Phase.ANNOTATE})
 
 
-def label(rule: BaseRule, docs: list[Doc], tag: str, hit, reason: str) -> RuleResult:
-    """Add `tag` to every doc for which hit(doc) holds; idempotent (never adds it twice)."""
-    out, records = [], []
-    for doc in docs:
-        if hit(doc) and tag not in doc.annotations:
-            out.append(doc.replace(annotations=doc.annotations + (tag,)))
-            records.append(rule.record(doc.id, "annotate", reason))
-        else:
-            out.append(doc)
-    return out, records
+def label(rule: BaseRule, docs: list[Doc], tag: str, hits: list[int], reason: str) -> RuleResult:
+    """Add `tag` to docs[i] for each i in `hits`, ascending (the caller leaves out docs that
+    already carry it, so a label is never added twice)."""
+    if not hits:
+        return docs, []
+    out = docs.copy()
+    for i in hits:
+        doc = docs[i]
+        out[i] = doc.replace(annotations=doc.annotations + (tag,))
+    return out, [rule.record(docs[i].id, "annotate", reason) for i in hits]
 
 
 class AdLabel(BaseRule):
@@ -29,7 +29,8 @@ class AdLabel(BaseRule):
     Params = Params
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        return label(self, docs, "ad", lambda d: d.is_ad, "is_ad")
+        return label(self, docs, "ad", [i for i, d in enumerate(docs)
+                                         if d.is_ad and "ad" not in d.annotations], "is_ad")
 
 
 class AgeLabelParams(Params):
@@ -45,5 +46,6 @@ class AgeLabel(BaseRule):
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         t = self.params.threshold
-        return label(self, docs, "adult", lambda d: d.adult_score >= t,
-                     f"adult_score >= {t:g}")
+        return label(self, docs, "adult", [
+            i for i, d in enumerate(docs) if d.adult_score >= t and "adult" not in d.annotations],
+            f"adult_score >= {t:g}")

@@ -3,18 +3,22 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
+from app.pipeline import APPLIED, AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
 from app.rules.base import Params
 
 TRIM = frozenset({Phase.TRIM})
 
 
-def trimmed(rule: BaseRule, doc: Doc, reason: str) -> list[AuditRecord]:
-    """Trim records for a document and for each one collapsed under it, which go with it
-    (otherwise they would vanish from the response with no record saying where)."""
-    records = [rule.record(doc.id, "trim", reason)]
-    records.extend(rule.record(c["id"], "trim", f"collapsed under {doc.id}, trimmed with it: "
-                               f"{reason}") for c in doc.collapsed)
+def trimmed(rule: BaseRule, docs: list[Doc], reason: str) -> list[AuditRecord]:
+    """Trim records for the documents and for each one collapsed under them, which go with
+    them (otherwise they would vanish from the response with no record saying where)."""
+    name, phase = rule.name, rule.phase
+    records = []
+    for doc in docs:
+        records.append(AuditRecord(name, phase, doc.id, "trim", reason, None, APPLIED))
+        if doc.collapsed:
+            records.extend(rule.record(c["id"], "trim", f"collapsed under {doc.id}, trimmed "
+                                       f"with it: {reason}") for c in doc.collapsed)
     return records
 
 
@@ -33,10 +37,7 @@ class Depth(BaseRule):
         k = ctx.depth if ctx.depth is not None else self.params.k
         if len(docs) <= k:
             return docs, []
-        records = []
-        for doc in docs[k:]:
-            records.extend(trimmed(self, doc, f"below depth {k}"))
-        return docs[:k], records
+        return docs[:k], trimmed(self, docs[k:], f"below depth {k}")
 
 
 class HostQuotaParams(Params):
@@ -58,7 +59,8 @@ class HostQuota(BaseRule):
             n = seen.get(doc.host, 0) + 1
             seen[doc.host] = n
             if n > limit:
-                records.extend(trimmed(self, doc, f"host {doc.host} is past its quota of {limit}"))
+                records.extend(trimmed(self, [doc],
+                                       f"host {doc.host} is past its quota of {limit}"))
             else:
                 kept.append(doc)
         return kept, records

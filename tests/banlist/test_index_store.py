@@ -75,6 +75,19 @@ def test_index_most_specific_first_and_explain():
     assert how == ["url www.e.com/x", "domain e.com (a parent of www.e.com)"]
 
 
+def test_host_verdict_is_match_host_and_whether_url_entries_lie_under_the_host():
+    index = BanIndex([entry("1", "domain", "e.com"), entry("2", "url", "http://www.e.com/x"),
+                      entry("3", "prefix", "f.com/a/"),
+                      entry("4", "host", "g.com", regions=("DE",))])
+    assert index.host_verdict("www.e.com", None, 1.0) == (index.get("1"), True)
+    assert index.host_verdict("e.com", None, 1.0) == (index.get("1"), False)
+    assert index.host_verdict("f.com", None, 1.0) == (None, True)
+    assert index.host_verdict("g.com", "FR", 1.0) == (None, False)
+    assert index.host_verdict("g.com", "DE", 1.0) == (index.get("4"), False)
+    index.remove("2")  # the per-host cache follows a change
+    assert index.host_verdict("www.e.com", None, 1.0) == (index.get("1"), False)
+
+
 def test_index_remove():
     index = BanIndex([entry("1", "prefix", "b.com/f/"), entry("2", "prefix", "b.com/g/")])
     index.remove("1")

@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry
+from app.banlist.model import Entry, normalize
 from app.pipeline import Phase
 from app.rules.filters import (
     Banlist,
@@ -19,7 +19,8 @@ from tests.helpers import ctx, doc, ids, make
 
 
 def entry(id: str, scope: str, value: str, regions=(), expires_at=None) -> Entry:
-    return Entry(id, scope, value, "legal removal", "tns", 0.0, expires_at, frozenset(regions))
+    return Entry(id, scope, normalize(scope, value), "legal removal", "tns", 0.0, expires_at,
+                 frozenset(regions))
 
 
 def test_banlist_removes_matching_documents_with_the_entry_as_reason():
@@ -39,6 +40,35 @@ def test_banlist_respects_regions_and_expiry():
     assert ids(rule(docs, ctx(banlist=index, region="DE", now=50.0))[0]) == []
     assert ids(rule(docs, ctx(banlist=index, region="RU", now=50.0))[0]) == ["a"]
     assert ids(rule(docs, ctx(banlist=index, region="RU", now=100.0))[0]) == ["a", "b"]
+
+
+def test_banlist_prefers_a_url_or_prefix_entry_over_its_hosts_domain_entry():
+    # The rule looks once per host; a document on a host with url or prefix entries under
+    # it is looked at again, and the more specific entry is the one it is removed for.
+    index = BanIndex([entry("1", "domain", "mixed.example"),
+                      entry("2", "url", "http://www.mixed.example/leak"),
+                      entry("3", "prefix", "clean.example/private/", regions={"DE"}),
+                      entry("4", "url", "http://www.mixed.example/de-only", regions={"DE"})])
+    docs = [doc("leak", host="www.mixed.example", url="https://www.mixed.example/leak"),
+            doc("other", host="www.mixed.example", url="https://www.mixed.example/other"),
+            doc("de", host="www.mixed.example", url="https://www.mixed.example/de-only"),
+            doc("private", host="clean.example", url="https://clean.example/private/x"),
+            doc("public", host="clean.example", url="https://clean.example/public")]
+    rule = make(Banlist)
+    out, records = rule(docs, ctx(banlist=index, region="FR", now=1.0))
+    assert ids(out) == ["private", "public"]  # the prefix entry is for DE only
+    assert [(r.doc_id, r.reason[-9:]) for r in records] == [
+        ("leak", "[entry 2]"), ("other", "[entry 1]"), ("de", "[entry 1]")]
+    out, records = rule(docs, ctx(banlist=index, region="DE", now=1.0))
+    assert ids(out) == ["public"]
+    assert [r.reason[-9:] for r in records][2:] == ["[entry 4]", "[entry 3]"]
+
+
+def test_banlist_returns_an_untouched_page_as_it_came():
+    index = BanIndex([entry("1", "domain", "bad.example")])
+    docs = [doc("a"), doc("b")]
+    out, records = make(Banlist)(docs, ctx(banlist=index, now=1.0))
+    assert out is docs and records == []
 
 
 def test_regional_removals():
