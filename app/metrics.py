@@ -1,17 +1,16 @@
 """Every Prometheus metric, on an explicit registry; label values come only from config.
 
 A request touches many series (one per rule call), so the request path is kept cheap:
-label children are cached in dicts, action counts are summed per request before one
-`inc(n)` per series, and the per-rule delta histograms are a small collector of plain
-integer lists (`_Histograms`) that exports standard Prometheus histograms at scrape time.
+label children are cached in dicts, the runner counts audit records per rule call
+(Outcome.actions) and the request adds those counts to a plain dict under one lock
+(`_Counts`), and the per-rule histograms are a small collector of plain integer lists
+(`_Histograms`); both export standard Prometheus families at scrape time.
 """
 from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from operator import attrgetter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -33,7 +32,6 @@ RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
 SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
 CHURN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-_ACTION_KEY = attrgetter("rule", "phase", "action", "mode")  # one C call per audit record
 
 
 class _Histograms:
@@ -78,6 +76,35 @@ class _Histograms:
         yield family
 
 
+class _Counts:
+    """A counter family kept as a dict of integers; `add_batch` takes a request's counts at
+    once under one lock, where prometheus_client's children take a lock per `inc`."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, list(labels)
+        self._counts: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def add_batch(self, counts: Mapping[tuple[str, ...], int], *suffix: str) -> None:
+        """Add each count under its key followed by the `suffix` labels."""
+        totals = self._counts
+        with self._lock:
+            for key, n in counts.items():
+                key = (*key, *suffix)
+                totals[key] = totals.get(key, 0) + n
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+        with self._lock:
+            snapshot = list(self._counts.items())
+        for key, n in snapshot:
+            family.add_metric(list(key), n)
+        yield family
+
+
 class _Srm:
     """`rearrange_experiment_srm_p_value`, computed at scrape time from the counts."""
 
@@ -114,10 +141,9 @@ class Metrics:
         self.http_responses = Counter(
             "rearrange_http_responses_total", "HTTP responses by route and status class",
             ["route", "code"], registry=r)
-        self.rule_actions = Counter(
-            "rearrange_rule_actions_total",
-            "Audit records by rule, phase, action, mode and profile",
-            ["rule", "phase", "action", "mode", "profile"], registry=r)
+        self.rule_actions = _Counts(
+            "rearrange_rule_actions", "Audit records by rule, phase, action, mode and profile",
+            ["rule", "phase", "action", "mode", "profile"])
         self.rule_seconds = _Histograms(
             "rearrange_rule_duration_seconds", "Time per rule call, applied or shadow",
             ["rule", "phase", "mode"], RULE_BUCKETS)
@@ -132,8 +158,8 @@ class Metrics:
             "rearrange_rule_top10_churn",
             "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
             ["rule", "mode"], CHURN_BUCKETS)
-        for collector in (self.rule_seconds, self.position_change, self.score_change,
-                          self.top_churn):
+        for collector in (self.rule_actions, self.rule_seconds, self.position_change,
+                          self.score_change, self.top_churn):
             r.register(collector)  # type: ignore[arg-type]
         self.fallbacks = Counter("rearrange_fallbacks_total", "Pages emptied by filters",
                                  ["rule", "action"], registry=r)
@@ -206,7 +232,6 @@ class Metrics:
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r)
         self._signature_caches: SignatureCacheCollector | None = None
-        self._actions: dict[tuple[str, ...], Any] = {}
         self._latency: dict[str, Any] = {}
         self._ok: dict[str, Any] = {}
         self._assigned: dict[tuple[str, str], Any] = {}
@@ -232,19 +257,15 @@ class Metrics:
         (the delta histograms once per request), so the cost grows with the number of rules,
         not of documents.
         """
-        actions = self._actions
-        for key, n in Tally(map(_ACTION_KEY, outcome.audit)).items():
-            child = actions.get((profile, *key))
-            if child is None:
-                child = actions[(profile, *key)] = self.rule_actions.labels(*key, profile)
-            child.inc(n)
+        self.rule_actions.add_batch(outcome.actions, profile)
+        rescored = {(k[0], k[3]) for k in outcome.actions if k[2] == "rescore"}
         times, churn, moves, scores = [], [], [], []
         for t in outcome.timings:
             times.append(((t.rule, t.phase, t.mode), (t.seconds,)))
             churn.append(((t.rule, t.mode), (t.churn,)))
             if t.moves:
                 _split(moves, t.rule, t.mode, t.moves, "down", "up")
-            if t.records:
+            if t.records and (t.rule, t.mode) in rescored:
                 deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
                 if deltas:
                     _split(scores, t.rule, t.mode, deltas, "up", "down")

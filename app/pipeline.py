@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import time
+from collections import Counter as Tally
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, ClassVar, Protocol
 
 import msgspec
@@ -197,6 +199,9 @@ class RuleTiming:
     churn: int = 0             # docs in the top 10 after the rule that were not before it
 
 
+ActionKey = tuple[str, Phase, str, str]  # (rule, phase, action, mode) of an audit record
+
+
 @dataclass(slots=True)
 class Outcome:
     """The result of a run: final documents, every audit record, the fallback if any."""
@@ -206,6 +211,9 @@ class Outcome:
     fallback: dict[str, str] | None
     timings: list[RuleTiming]
     skipped: list[dict[str, str]] = field(default_factory=list)  # optional rules past deadline
+    # The records of `audit` counted by ActionKey, as the runner made them (the metrics
+    # need the counts; one tally per rule call beats keying every record again).
+    actions: dict[ActionKey, int] = field(default_factory=dict)
 
 
 def emptied(count: int) -> str:
@@ -267,12 +275,16 @@ class Pipeline:
         fallback = rerun.fallback or {"rule": relax.rule, "action": "relax",
                                       "reason": relax.reason}
         # The first attempt's records describe a page nobody is shown: keep only the fallback.
+        actions = dict(rerun.actions)
+        _count(actions, (relax.rule, relax.phase, relax.action, relax.mode), 1)
         return Outcome(rerun.docs, [relax, *rerun.audit], fallback,
-                       outcome.timings + rerun.timings, outcome.skipped + rerun.skipped)
+                       outcome.timings + rerun.timings, outcome.skipped + rerun.skipped,
+                       actions)
 
     def _run_once(self, docs: list[Doc], ctx: Context, clock: Callable[[], float]) -> Outcome:
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
+        actions: dict[ActionKey, int] = {}
         fallback = None
         skipped: list[dict[str, str]] = []
         ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
@@ -305,22 +317,30 @@ class Pipeline:
                     for rec in records:
                         rec.mode = SHADOW
                 timings.append(timing)
-                audit.extend(records)
+                if records:
+                    audit.extend(records)
+                    name, its_phase = rule.name, rule.phase  # what its records carry
+                    for action, n in Tally(map(_ACTION, records)).items():
+                        _count(actions, (name, its_phase, action, mode), n)
             if phase is Phase.RERANK:
                 docs, moves = sort_by_score(
                     docs, ranked[1] if ranked is not None and ranked[0] is docs else None)
-                audit.extend(moves)
-        for rec in audit:
-            if rec.action == "fallback" and rec.mode == APPLIED and not rec.relax_to:
-                fallback = {"rule": rec.rule, "action": "empty", "reason": rec.reason}
+                if moves:
+                    audit.extend(moves)
+                    _count(actions, (SORT_RULE, Phase.RERANK, "move", APPLIED), len(moves))
+        if any(key[2] == "fallback" for key in actions):
+            for rec in audit:
+                if rec.action == "fallback" and rec.mode == APPLIED and not rec.relax_to:
+                    fallback = {"rule": rec.rule, "action": "empty", "reason": rec.reason}
         if not docs and ctx.input_count and fallback is None and not _asks_relax(audit):
             # A profile without empty_result_fallback must still never return a silent empty page.
             reason = f"{emptied(ctx.input_count)}; nothing safe was found"
             rec = AuditRecord("pipeline", Phase.POST_FILTER, None, "fallback", reason, None,
                               APPLIED)
             audit.append(rec)
+            _count(actions, ("pipeline", Phase.POST_FILTER, "fallback", APPLIED), 1)
             fallback = {"rule": "pipeline", "action": "empty", "reason": reason}
-        return Outcome(docs, audit, fallback, timings, skipped)
+        return Outcome(docs, audit, fallback, timings, skipped, actions)
 
     @staticmethod
     def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:
@@ -331,6 +351,13 @@ class Pipeline:
         if variant is None or variant == CONTROL:
             return SHADOW, step.rule
         return APPLIED, step.variants.get(variant, step.rule)
+
+
+_ACTION = attrgetter("action")
+
+
+def _count(actions: dict[ActionKey, int], key: ActionKey, n: int) -> None:
+    actions[key] = actions.get(key, 0) + n
 
 
 def _asks_relax(audit: list[AuditRecord]) -> bool:

@@ -1,6 +1,9 @@
 """The runner: phase order, stable sort, audit completeness, shadow mode, fallback."""
 from __future__ import annotations
 
+from collections import Counter
+from operator import attrgetter
+
 import msgspec
 
 from app.banlist.index import BanIndex
@@ -137,6 +140,35 @@ def test_never_a_silent_empty_page():
         "rule": "pipeline", "action": "empty",
         "reason": "filters removed all 1 documents; nothing safe was found"}
     assert bare.run([], Context()).fallback is None
+
+
+def test_outcome_counts_its_audit_records_by_rule_phase_action_and_mode():
+    # The metrics read Outcome.actions instead of keying every record: it must be the
+    # audit's own tally in every kind of run (applied, shadow, sort moves, both fallbacks).
+    gated = load_bytes(SEED_CONFIG + b"""
+experiments:
+  - {name: antispam_v7, unit: user_id, variants: {control: 50, treatment: 50},
+     rules: [spam_demotion]}
+""").profiles["default"]
+    pipeline = load_bytes(SEED_CONFIG).profiles["default"]
+    bare = Pipeline("bare", [(Phase.PRE_FILTER, [Step(make(SafeSearch))])])
+    banlist = seed_ctx().banlist
+    runs = [
+        pipeline.run(seed_page(), seed_ctx()),
+        *(gated.run(seed_page(), Context(banlist=banlist, input_count=5, now=1.0,
+                                         variants={"antispam_v7": variant}))
+          for variant in ("control", "treatment")),
+        pipeline.run([doc("x", 2.0, adult_score=0.6), doc("y", 1.0, adult_score=0.7)],
+                     Context(age_mode="strict", input_count=2)),  # relaxed and rerun
+        pipeline.run([doc("x", adult_score=0.95)], Context(age_mode="strict", input_count=1)),
+        bare.run([doc("x", adult_score=0.95)], Context(input_count=1)),  # the runner's own
+    ]
+    key = attrgetter("rule", "phase", "action", "mode")
+    for out in runs:
+        assert out.actions == Counter(map(key, out.audit))
+    assert {k[3] for k in runs[1].actions} == {APPLIED, SHADOW}
+    assert ("sort", Phase.RERANK, "move", APPLIED) in runs[2].actions
+    assert ("pipeline", Phase.POST_FILTER, "fallback", APPLIED) in runs[5].actions
 
 
 def test_run_is_deterministic_for_a_fixed_context():
