@@ -34,6 +34,9 @@ HOST_CACHE = 65_536  # hosts whose covering entries are remembered between chang
 HAS_URL, HAS_PREFIX = 1, 2
 # (generation, the host/domain/org entries covering the host, HAS_URL | HAS_PREFIX)
 HostInfo = tuple[int, tuple[Entry, ...], int]
+# URLs (on hosts with url or prefix entries) whose candidate entries are remembered: few
+# URLs have any, so this stays small; URLs past canon.LONGEST_REMEMBERED are never kept.
+URL_CACHE = 16_384
 COMPACT_AFTER = 4096  # dead rows tolerated before compaction is considered (then: > live)
 
 
@@ -46,7 +49,7 @@ class BanIndex:
     reference, so a reader that took `_cols` finishes on a consistent copy.
     """
 
-    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host", "_labels")
+    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host", "_by_url", "_labels")
 
     def __init__(self, entries: Iterable[Entry] = (),
                  groups: dict[str, tuple[str, ...]] | None = None) -> None:
@@ -67,6 +70,9 @@ class BanIndex:
         # reused after it.
         self._generation = 0
         self._by_host: dict[str, HostInfo] = {}
+        # canonical URL -> (generation, its url entries, then its prefix entries most
+        # specific first): the same stamp, for URLs on hosts that have such entries.
+        self._by_url: dict[str, tuple[int, tuple[Entry, ...]]] = {}
         for entry in entries:
             self.add(entry)
 
@@ -237,16 +243,27 @@ class BanIndex:
             info = self._remember(host)
         if not info[2]:  # no url or prefix entry under this host: the end for most URLs
             return None
-        cols = self._cols
-        if info[2] & HAS_URL:
-            for row in cols.rows_for("url", url_key(canonical)):
-                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
-                    return entry
-        if info[2] & HAS_PREFIX:
-            for row, _ in _prefix_rows(cols, canonical, host):
-                if cols.active(row, region, now) and (entry := cols.hit(row)) is not None:
-                    return entry
+        found = self._by_url.get(canonical)
+        if found is None or found[0] != self._generation:
+            found = self._remember_url(canonical, host, info[2])
+        for entry in found[1]:
+            if entry.active(region, now):
+                return entry
         return None
+
+    def _remember_url(self, canonical: str, host: str,
+                      flags: int) -> tuple[int, tuple[Entry, ...]]:
+        generation = self._generation  # read first, as in _remember
+        cols = self._cols
+        rows = cols.rows_for("url", url_key(canonical)) if flags & HAS_URL else []
+        if flags & HAS_PREFIX:
+            rows += [row for row, _ in _prefix_rows(cols, canonical, host)]
+        found = (generation, tuple(e for e in map(cols.hit, rows) if e is not None))
+        if len(canonical) <= canon.LONGEST_REMEMBERED:
+            if len(self._by_url) >= URL_CACHE:
+                self._by_url.clear()
+            self._by_url[canonical] = found
+        return found
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:
         """The active `host`, `domain` or `org` entry for a host, most specific first."""

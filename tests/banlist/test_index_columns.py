@@ -264,3 +264,28 @@ def test_parents_are_probed_up_to_the_longest_domain_or_org_member():
     deep = "p.q.x.y.z.acme.example.com"
     assert idx.match(f"http://{deep}/", deep, None, 2.0).id == "2"
     assert [m.entry.id for m in idx.explain(f"http://{deep}/", deep)] == ["2"]
+
+
+def test_remembered_url_candidates_follow_changes_and_stay_bounded(monkeypatch):
+    from app.banlist import index as index_module
+
+    def ban(id_, scope, value):
+        return Entry(id_, scope, normalize(scope, value), "spam", "tns", 1.0, None, frozenset())
+
+    idx = BanIndex([ban("1", "url", "http://u.example/a")])
+    url = canon.canonicalize("http://u.example/a")
+    assert idx.match(url, "u.example", None, 2.0).id == "1"
+    assert url in idx._by_url
+    idx.add(ban("2", "prefix", "u.example/a"))
+    idx.remove("1")  # each change makes what was remembered stale
+    assert idx.match(url, "u.example", None, 2.0).id == "2"
+    idx.remove("2")
+    assert idx.match(url, "u.example", None, 2.0) is None
+    idx.add(ban("3", "prefix", "u.example/"))
+    long_url = canon.canonicalize("http://u.example/" + "x" * canon.LONGEST_REMEMBERED)
+    assert idx.match(long_url, "u.example", None, 2.0).id == "3"
+    assert long_url not in idx._by_url
+    monkeypatch.setattr(index_module, "URL_CACHE", 8)
+    for i in range(20):
+        assert idx.match(f"http://u.example/p{i}", "u.example", None, 2.0).id == "3"
+        assert len(idx._by_url) <= 8
