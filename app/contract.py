@@ -1,5 +1,9 @@
 """The /v1/rerank request as msgspec Structs (decoding, validation and the OpenAPI schema).
 
+All are `gc=False`: decoded from JSON, their fields hold only strings, numbers and fresh
+lists and dicts, which cannot refer back to them, so there is no cycle for the collector
+to find, and a 100-document page no longer adds 100 tracked objects to every request.
+
 msgspec decodes a 100-document body ~3x faster than pydantic's validate_json and
 rejects what JSON does not allow (NaN, Infinity, out-of-range numbers) with the
 path of the field; its JSON schema feeds the OpenAPI docs, so there is one
@@ -24,7 +28,7 @@ Region = Annotated[str, Meta(min_length=1, max_length=16)]
 Score = Annotated[float, Meta(ge=-1e15, le=1e15, description="finite, |x| <= 1e15")]
 
 
-class Query(Struct, forbid_unknown_fields=True):
+class Query(Struct, forbid_unknown_fields=True, gc=False):
     """The query's context: classes from the intent classifier, region, age mode."""
 
     text: Annotated[str, Meta(max_length=4096)] = ""
@@ -37,7 +41,7 @@ _U64_MAX = 2**64 - 1
 UInt64 = Annotated[int, Meta(ge=0)]  # msgspec refuses ints past 2**64 - 1 itself
 
 
-class MinHash(Struct, forbid_unknown_fields=True):
+class MinHash(Struct, forbid_unknown_fields=True, gc=False):
     """A precomputed MinHash signature of the document's text (README: near-duplicates).
 
     An addition to the contract: upstream may send this instead of (or with) `text`, so long
@@ -51,7 +55,7 @@ class MinHash(Struct, forbid_unknown_fields=True):
     seed: UInt64
 
 
-class Document(Struct, forbid_unknown_fields=True):
+class Document(Struct, forbid_unknown_fields=True, gc=False):
     """One result of the ranker's page; only id, url and score are required."""
 
     id: Annotated[str, Meta(min_length=1, max_length=512)]
@@ -69,7 +73,7 @@ class Document(Struct, forbid_unknown_fields=True):
     attributes: dict[str, Any] = {}
 
 
-class RerankRequest(Struct, forbid_unknown_fields=True):
+class RerankRequest(Struct, forbid_unknown_fields=True, gc=False):
     """POST /v1/rerank body: the page in the ranker's order plus the query's context."""
 
     documents: list[Document]
