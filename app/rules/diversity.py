@@ -59,6 +59,7 @@ class HostCrowding(BaseRule):
             return docs, []
         first: dict[str, int] = {}
         seen: dict[str, int] = {}
+        reasons: dict[str, str] = {}  # one per crowded key: every fold under it says the same
         folded: dict[int, int] = {}
         records = []
         name, phase = self.name, self.phase
@@ -69,10 +70,12 @@ class HostCrowding(BaseRule):
                 first[key] = i
             elif n > limit:
                 leader = folded[i] = first[key]
-                records.append(AuditRecord(
-                    name, phase, docs[i].id, "collapse",
-                    f"{what} {key} already has {limit} result(s) above; "
-                    f"collapsed under {docs[leader].id}", None, APPLIED))
+                reason = reasons.get(key)
+                if reason is None:
+                    reason = reasons[key] = (f"{what} {key} already has {limit} result(s) "
+                                             f"above; collapsed under {docs[leader].id}")
+                records.append(AuditRecord(name, phase, docs[i].id, "collapse", reason, None,
+                                           APPLIED))
         return collapse(docs, folded, records, self.name), records
 
 
