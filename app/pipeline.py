@@ -319,9 +319,7 @@ class Pipeline:
                 timings.append(timing)
                 if records:
                     audit.extend(records)
-                    name, its_phase = rule.name, rule.phase  # what its records carry
-                    for action, n in Tally(map(_ACTION, records)).items():
-                        _count(actions, (name, its_phase, action, mode), n)
+                    _tally(actions, rule, mode, records)
             if phase is Phase.RERANK:
                 docs, moves = sort_by_score(
                     docs, ranked[1] if ranked is not None and ranked[0] is docs else None)
@@ -358,6 +356,19 @@ _ACTION = attrgetter("action")
 
 def _count(actions: dict[ActionKey, int], key: ActionKey, n: int) -> None:
     actions[key] = actions.get(key, 0) + n
+
+
+def _tally(actions: dict[ActionKey, int], rule: Rule, mode: str,
+           records: list[AuditRecord]) -> None:
+    """Count one rule call's records; they carry its name and phase, and nearly always one
+    action, which a set of them shows without building a Counter (~2 us a call)."""
+    name, phase = rule.name, rule.phase
+    kinds = set(map(_ACTION, records))
+    if len(kinds) == 1:
+        _count(actions, (name, phase, kinds.pop(), mode), len(records))
+        return
+    for action, n in Tally(map(_ACTION, records)).items():
+        _count(actions, (name, phase, action, mode), n)
 
 
 def _asks_relax(audit: list[AuditRecord]) -> bool:

@@ -1,7 +1,6 @@
 """Diversify rules: host crowding and near-duplicate collapsing (seed 000)."""
 from __future__ import annotations
 
-from collections import Counter as Tally
 from collections.abc import Iterator, Mapping
 
 from pydantic import Field, field_validator
@@ -54,17 +53,15 @@ class HostCrowding(BaseRule):
         what, limit = self.params.key, self.params.max_per_host
         keys = ([registrable_domain(d.host) for d in docs] if what == "domain"
                 else [d.host for d in docs])
-        crowded = {key for key, n in Tally(keys).items() if n > limit}  # counted in C
-        if not crowded:
-            return docs, []
+        if len(keys) - len(set(keys)) < limit:
+            return docs, []  # a key over the limit repeats at least `limit` times
         first: dict[str, int] = {}
         seen: dict[str, int] = {}
         reasons: dict[str, str] = {}  # one per crowded key: every fold under it says the same
         folded: dict[int, int] = {}
         records = []
         name, phase = self.name, self.phase
-        for i in [i for i, key in enumerate(keys) if key in crowded]:
-            key = keys[i]
+        for i, key in enumerate(keys):
             n = seen[key] = seen.get(key, 0) + 1
             if n == 1:
                 first[key] = i
