@@ -35,22 +35,31 @@ def effect(before: list[Doc], after: list[Doc], resort: bool) -> tuple[tuple[int
     if len(after) == len(before):
         return (), 0  # order kept and nobody left: labels, or collapses of nothing
     top = after[:TOP]
-    old: dict[str, int] = {}
-    j, n = 0, len(before)
-    for d in top:
-        while j < n and before[j].id != d.id:
+    if top == before[:len(top)]:
+        # The top is untouched (a trim, or removals below it): compared by identity first,
+        # a kept document costs no __eq__; a rebuilt one equal in every field moved nowhere.
+        return (), 0
+    moves: list[int] = []
+    churn, j, n = 0, 0, len(before)
+    for i, d in enumerate(top):
+        while j < n and before[j] is not d and before[j].id != d.id:
             j += 1
         if j == n:  # not order-preserving after all: fall back to a full index
             index = {b.id: k for k, b in enumerate(before)}
-            old = {t.id: index.get(t.id, TOP) for t in top}
-            break
-        old[d.id] = j
-    return _tally(top, old)
+            return _tally(top, {t.id: index.get(t.id, TOP) for t in top})
+        if j >= TOP:
+            churn += 1
+        if j != i:
+            moves.append(i - j)
+        j += 1
+    return tuple(moves), churn
 
 
 def compare_ranked(before: list[Doc], after: list[Doc]) -> tuple[tuple[int, ...], int]:
     """(moves, churn) of the top 10 between two pages already sorted by score."""
     top = after[:TOP]
+    if top == before[:len(top)]:  # as in effect: rescores below the top moved nothing in it
+        return (), 0
     wanted = {d.id for d in top}
     old: dict[str, int] = {}
     for j, d in enumerate(before):
