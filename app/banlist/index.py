@@ -35,8 +35,10 @@ HAS_URL, HAS_PREFIX = 1, 2
 # (generation, the host/domain/org entries covering the host, HAS_URL | HAS_PREFIX)
 HostInfo = tuple[int, tuple[Entry, ...], int]
 # URLs (on hosts with url or prefix entries) whose candidate entries are remembered: few
-# URLs have any, so this stays small; URLs past canon.LONGEST_REMEMBERED are never kept.
+# URLs have any, so this stays small. Bounded by count and by characters held (a client
+# chooses its URLs), and URLs past canon.LONGEST_REMEMBERED are never kept.
 URL_CACHE = 16_384
+URL_CACHE_CHARS = 1_000_000
 COMPACT_AFTER = 4096  # dead rows tolerated before compaction is considered (then: > live)
 
 
@@ -49,7 +51,8 @@ class BanIndex:
     reference, so a reader that took `_cols` finishes on a consistent copy.
     """
 
-    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host", "_by_url", "_labels")
+    __slots__ = ("_cols", "groups", "counts", "_generation", "_by_host", "_by_url",
+                 "_url_chars", "_labels")
 
     def __init__(self, entries: Iterable[Entry] = (),
                  groups: dict[str, tuple[str, ...]] | None = None) -> None:
@@ -73,6 +76,7 @@ class BanIndex:
         # canonical URL -> (generation, its url entries, then its prefix entries most
         # specific first): the same stamp, for URLs on hosts that have such entries.
         self._by_url: dict[str, tuple[int, tuple[Entry, ...]]] = {}
+        self._url_chars = 0
         for entry in entries:
             self.add(entry)
 
@@ -245,24 +249,28 @@ class BanIndex:
             return None
         found = self._by_url.get(canonical)
         if found is None or found[0] != self._generation:
-            found = self._remember_url(canonical, host, info[2])
+            found = self._remember_url(canonical, host, info)
         for entry in found[1]:
             if entry.active(region, now):
                 return entry
         return None
 
     def _remember_url(self, canonical: str, host: str,
-                      flags: int) -> tuple[int, tuple[Entry, ...]]:
-        generation = self._generation  # read first, as in _remember
+                      info: HostInfo) -> tuple[int, tuple[Entry, ...]]:
+        # Stamped with the generation the host's flags were read at, never a later one:
+        # a change landing since then makes this answer stale instead of current.
+        generation, flags = info[0], info[2]
         cols = self._cols
         rows = cols.rows_for("url", url_key(canonical)) if flags & HAS_URL else []
         if flags & HAS_PREFIX:
             rows += [row for row, _ in _prefix_rows(cols, canonical, host)]
         found = (generation, tuple(e for e in map(cols.hit, rows) if e is not None))
         if len(canonical) <= canon.LONGEST_REMEMBERED:
-            if len(self._by_url) >= URL_CACHE:
+            if len(self._by_url) >= URL_CACHE or self._url_chars >= URL_CACHE_CHARS:
                 self._by_url.clear()
+                self._url_chars = 0
             self._by_url[canonical] = found
+            self._url_chars += len(canonical)
         return found
 
     def match_host(self, host: str, region: str | None, now: float) -> Entry | None:

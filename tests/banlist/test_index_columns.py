@@ -289,3 +289,32 @@ def test_remembered_url_candidates_follow_changes_and_stay_bounded(monkeypatch):
     for i in range(20):
         assert idx.match(f"http://u.example/p{i}", "u.example", None, 2.0).id == "3"
         assert len(idx._by_url) <= 8
+    # a client picks its URLs: what is held is bounded in characters too
+    monkeypatch.setattr(index_module, "URL_CACHE_CHARS", 5000)
+    for i in range(20):
+        assert idx.match(f"http://u.example/{i}/" + "y" * 2000, "u.example", None, 2.0).id == "3"
+        assert sum(map(len, idx._by_url)) <= 5000 + 2048
+
+
+def test_a_change_landing_while_a_url_is_matched_is_not_remembered_as_current():
+    # The replica thread adds a prefix ban between match_url's look at the host (which then
+    # had only a url entry) and its look-up of the URL (here: when the URL is hashed for
+    # it). The answer computed from the host's old flags must not outlive the change.
+    def ban(id_, scope, value):
+        return Entry(id_, scope, normalize(scope, value), "spam", "tns", 1.0, None, frozenset())
+
+    idx = BanIndex([ban("1", "url", "http://h.example/other")])
+    url = canon.canonicalize("http://h.example/leak/1")
+
+    class Url(str):  # hashed by match_url's URL look-up: the change lands right then
+        fired = False
+
+        def __hash__(self) -> int:
+            if not Url.fired:
+                Url.fired = True
+                idx.add(ban("2", "prefix", "h.example/leak/"))
+            return str.__hash__(self)
+
+    idx.match_url(Url(url), "h.example", None, 2.0)
+    assert Url.fired
+    assert idx.match(url, "h.example", None, 2.0).id == "2"
