@@ -93,8 +93,9 @@ class SpamDemotion(BaseRule):
         for i, doc in [(i, d) for i, d in enumerate(docs) if d.spam_score > low]:
             penalty = spam_penalty(doc.spam_score, low, high)
             delta = -lambda_ * penalty
-            changes.append((i, doc.score + delta, delta, f"spam_score {doc.spam_score:g}: "
-                            f"penalty {penalty:g} x lambda {lambda_:g}"))
+            if delta:  # -0.0 when lambda x penalty underflows: no change, as before
+                changes.append((i, doc.score + delta, delta, f"spam_score {doc.spam_score:g}: "
+                                f"penalty {penalty:g} x lambda {lambda_:g}"))
         return self.rescoring(docs, changes)
 
 

@@ -27,6 +27,13 @@ def test_spam_demotion_seed_examples(spam, expected):
         assert records[0].delta == pytest.approx(expected - 8.0)
 
 
+def test_spam_demotion_whose_delta_underflows_to_zero_changes_nothing():
+    rule = make(SpamDemotion, theta_low=0.3, theta_high=0.8, **{"lambda": 1e-320})
+    d = doc("a", spam_score=0.3000001)  # penalty 2e-7: -1e-320 x 2e-7 is -0.0
+    out, records = rule([d], ctx())
+    assert records == [] and out[0] is d
+
+
 def test_spam_penalty_is_piecewise_linear():
     assert spam_penalty(0.29, 0.3, 0.8) == 0.0
     assert spam_penalty(0.3, 0.3, 0.8) == 0.0
