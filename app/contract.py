@@ -141,16 +141,20 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
         raise FieldError("documents", f"{len(req.documents)} documents, over the limit "
                          f"of {max_documents}", status=413)
     ids = [d.id for d in req.documents]
-    if len(set(ids)) != len(ids):
+    dup_at, first = -1, -1
+    if len(set(ids)) != len(ids):  # rare: find the first repeat, raised in document order
         seen: dict[str, int] = {}
         for i, id_ in enumerate(ids):
             if id_ in seen:
-                raise FieldError(f"documents[{i}].id",
-                                 f"duplicate id {id_!r} (first at documents[{seen[id_]}])")
+                dup_at, first = i, seen[id_]
+                break
             seen[id_] = i
     docs: list[Doc] = []
     append, canonical_host = docs.append, canon.canonicalize_with_host
     for i, d in enumerate(req.documents):
+        if i == dup_at:
+            raise FieldError(f"documents[{i}].id",
+                             f"duplicate id {d.id!r} (first at documents[{first}])")
         if d.text is not None and len(d.text) > max_text_chars:
             raise FieldError(f"documents[{i}].text",
                              f"{len(d.text)} characters, over the limit of {max_text_chars}",

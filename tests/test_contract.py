@@ -43,3 +43,19 @@ def test_to_docs_names_the_later_of_two_equal_ids():
         contract.to_docs(req, 10, 100)
     assert err.value.field == "documents[3].id"
     assert err.value.problem == "duplicate id 'b' (first at documents[1])"
+
+
+def test_to_docs_reports_the_first_problem_in_document_order():
+    # The duplicate check runs over all ids first (one set), but is reported where the
+    # repeat stands: an earlier document's own problem comes first, with its status.
+    req = _request({"id": "a", "url": "http://a.example/", "score": 1, "text": "x" * 11},
+                   {"id": "b", "url": "http://b.example/", "score": 1},
+                   {"id": "b", "url": "http://c.example/", "score": 1})
+    with pytest.raises(FieldError) as err:
+        contract.to_docs(req, 100, 10)
+    assert (err.value.field, err.value.status) == ("documents[0].text", 413)
+    req = _request({"id": "a", "url": "http://a.example/", "score": 1},
+                   {"id": "a", "url": "http://", "score": 1})
+    with pytest.raises(FieldError) as err:
+        contract.to_docs(req, 100, 10)
+    assert err.value.field == "documents[1].id"
