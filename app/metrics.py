@@ -22,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.pipeline import Outcome
+from app.pipeline import Outcome, Phase
 from app.srm import srm
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -258,14 +258,13 @@ class Metrics:
         not of documents.
         """
         self.rule_actions.add_batch(outcome.actions, profile)
-        rescored = {(k[0], k[3]) for k in outcome.actions if k[2] == "rescore"}
         times, churn, moves, scores = [], [], [], []
         for t in outcome.timings:
             times.append(((t.rule, t.phase, t.mode), (t.seconds,)))
             churn.append(((t.rule, t.mode), (t.churn,)))
             if t.moves:
                 _split(moves, t.rule, t.mode, t.moves, "down", "up")
-            if t.records and (t.rule, t.mode) in rescored:
+            if t.records and t.phase is Phase.RERANK:  # only rerank rules rescore
                 deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
                 if deltas:
                     _split(scores, t.rule, t.mode, deltas, "up", "down")
