@@ -1,7 +1,7 @@
 """HTTP throughput and latency with wrk: Rearrange vs the bare limit, side by side in one run.
 
 Usage: python -m bench.http [--sizes 20,100,500] [--workers 1,2] [--banlist 1000000]
-                            [--seconds 8] [--connections 16] [--json PATH]
+                            [--seconds 8] [--connections 16] [--json PATH] [--against REV]
 
 The bare limit is `bench/bare_app.py`: an ASGI app on the same uvicorn settings (uvloop,
 httptools) that parses the same body with orjson and echoes it. Rearrange serves the same
@@ -11,10 +11,16 @@ For each worker count and page size the two servers are measured alternately (ba
 rearrange, bare, rearrange) and the better run of each is kept; the figures that matter
 are the ratios, since the machine is shared. Needs `wrk` (Debian package).
 The issue's goal: Rearrange >= 0.6x the bare req/s and p99 <= 3x the bare p99.
+
+`--against REV` also serves Rearrange as of a git revision (checked out into a temporary
+worktree, run on this virtualenv, with its own copy of the banlist log) and measures it in
+the same alternation: the `vs REV` column is this checkout's req/s over that revision's,
+the head-to-head figure for a change to the request path.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -52,10 +59,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(target: list[str], env: dict[str, str], port: int,
-          timeout: float = 300.0) -> subprocess.Popen[bytes]:
+def start(target: list[str], env: dict[str, str], port: int, timeout: float = 300.0,
+          cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     """Start a server and wait until /healthz answers (a 1 M-entry replay takes a while)."""
-    proc = subprocess.Popen(target, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(target, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -81,6 +88,21 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int) -> d
     requests, errors, p50, p99, duration = (float(x) for x in m.groups())
     return {"rps": requests / (duration / 1e6), "errors": errors, "p50_ms": p50 / 1000,
             "p99_ms": p99 / 1000}
+
+
+@contextlib.contextmanager
+def revision_tree(rev: str, where: Path) -> Iterator[Path]:
+    """This repository at `rev`, checked out (detached) into `where`, removed afterwards.
+
+    `python -m app.cli` run from that directory imports its `app`, not this checkout's.
+    """
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
+                    str(where), rev], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)],
+                       check=True)
 
 
 def control_user() -> str:
@@ -113,13 +135,26 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--against", metavar="REV",
+                        help="also serve Rearrange at this git revision, head to head")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
+    tmp = Path(tempfile.mkdtemp(prefix="rearrange-http-"))
+    with contextlib.ExitStack() as stack:
+        against = (stack.enter_context(revision_tree(args.against, tmp / "against"))
+                   if args.against else None)
+        rows = measure(args, tmp, against)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[dict]:
+    """Every row of the table, printed as it is measured."""
     sizes = [int(x) for x in args.sizes.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="rearrange-http-"))
     log, seeded = prepare_banlist(tmp, args.banlist)
     user = control_user()
     print(f"banlist: {args.banlist:,} entries seeded in {seeded:.1f} s (not measured); "
@@ -127,15 +162,21 @@ def main() -> int:
     env = {**os.environ, "REARRANGE_BANLIST_PATH": str(log), "REARRANGE_LOG_LEVEL": "warning",
            "REARRANGE_CONFIG_POLL_SECONDS": "1", "REARRANGE_MAX_DOCUMENTS": "1000"}
     env.pop("REDIS_URL", None)
+    against_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-against.jsonl")}
+    if against is not None:  # its own copy: an embedded store appends to its log
+        shutil.copyfile(log, against_env["REARRANGE_BANLIST_PATH"])
     uvicorn = [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools",
                "--log-level", "warning", "--no-access-log"]
-    rows = []
+    rows: list[dict] = []
     for n_workers in workers:
-        bare_port, app_port = free_port(), free_port()
-        bare = start([*uvicorn, "--workers", str(n_workers), "--port", str(bare_port),
-                      "bench.bare_app:app"], env, bare_port)
-        rear = start([sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers),
-                      "--port", str(app_port)], env, app_port)
+        bare_port, app_port, old_port = free_port(), free_port(), free_port()
+        serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
+        procs = [start([*uvicorn, "--workers", str(n_workers), "--port", str(bare_port),
+                        "bench.bare_app:app"], env, bare_port),
+                 start([*serve, "--port", str(app_port)], env, app_port)]
+        if against is not None:
+            procs.append(start([*serve, "--port", str(old_port)], against_env, old_port,
+                               cwd=against))
         try:
             for size in sizes:
                 body = tmp / f"body-{size}.json"
@@ -143,35 +184,42 @@ def main() -> int:
                 script = tmp / f"post-{size}.lua"
                 script.write_text(LUA.replace("{body}", str(body)))
                 runs: dict[str, list[dict[str, float]]] = {"bare": [], "rearrange": []}
+                if against is not None:
+                    runs["against"] = []
                 for _ in range(2):
                     runs["bare"].append(wrk(bare_port, "/", script, args.seconds,
                                             args.connections))
                     runs["rearrange"].append(wrk(app_port, "/v1/rerank", script, args.seconds,
                                                  args.connections))
+                    if against is not None:
+                        runs["against"].append(wrk(old_port, "/v1/rerank", script,
+                                                   args.seconds, args.connections))
                 best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
                 rows.append({"workers": n_workers, "documents": size,
                              "kib": body.stat().st_size / 1024, **{
                                  f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
                 print_row(rows[-1], header=len(rows) == 1)
         finally:
-            for proc in (bare, rear):
+            for proc in procs:
                 proc.terminate()
                 proc.wait(30)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
-    return 0
+    return rows
 
 
 def print_row(r: dict[str, float], header: bool) -> None:
+    against = "against_rps" in r
     if header:
         print(f"{'workers':>7} {'docs':>5} {'KiB':>6} | {'bare req/s':>10} {'p50':>6} "
               f"{'p99':>6} | {'rearr req/s':>11} {'p50':>6} {'p99':>6} {'err':>4} | "
-              f"{'req/s x':>7} {'p99 x':>6}")
+              f"{'req/s x':>7} {'p99 x':>6}"
+              + (f" | {'REV req/s':>9} {'p99':>6} {'vs REV':>6}" if against else ""))
     print(f"{r['workers']:>7} {r['documents']:>5} {r['kib']:>6.1f} | {r['bare_rps']:>10.0f} "
           f"{r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | {r['rearrange_rps']:>11.0f} "
           f"{r['rearrange_p50_ms']:>6.2f} {r['rearrange_p99_ms']:>6.2f} "
           f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps'] / r['bare_rps']:>7.2f} "
-          f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}", flush=True)
+          f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}"
+          + (f" | {r['against_rps']:>9.0f} {r['against_p99_ms']:>6.2f} "
+             f"{r['rearrange_rps'] / r['against_rps']:>6.2f}" if against else ""), flush=True)
 
 
 if __name__ == "__main__":
