@@ -22,7 +22,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.pipeline import Outcome, Phase
+from app.effects import TOP
+from app.pipeline import RERANK, Outcome, Phase
 from app.srm import srm
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -31,41 +32,43 @@ RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 # Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
 POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
 SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
-CHURN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+CHURN_BUCKETS = tuple(range(TOP + 1))  # a call's churn n is counted at index n
 
 
 class _Histograms:
-    """Histograms kept as plain integer lists; `add` takes a whole request's values at once."""
+    """Histograms kept as plain lists, one per label set: [count per bound..., +Inf, sum].
+
+    The families of one Metrics share a lock, so a request's observations of all of them
+    cost one acquire; `series` hands out the list itself for the caller to update under it.
+    """
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str],
-                 buckets: Sequence[float]) -> None:
+                 buckets: Sequence[float], lock: threading.Lock | None = None) -> None:
         self.name, self.documentation, self.labels = name, documentation, list(labels)
         self.bounds = tuple(float(b) for b in buckets)
-        self._series: dict[tuple[str, ...], list[Any]] = {}  # key → [counts..., +Inf, sum]
-        self._lock = threading.Lock()
+        self._series: dict[tuple[str, ...], list[Any]] = {}
+        self.lock = lock or threading.Lock()
 
-    def add(self, key: tuple[str, ...], values: Iterable[float]) -> None:
-        """Observe every value under one label set."""
-        self.add_batch(((key, values),))
+    def series(self, key: tuple[str, ...]) -> list[Any]:
+        """The list of one label set, created empty on first use; call it under `lock`."""
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = [0] * (len(self.bounds) + 1) + [0.0]
+        return series
 
-    def add_batch(self, items: Iterable[tuple[tuple[str, ...], Iterable[float]]]) -> None:
-        """Observe a whole request's values, taking the lock once."""
-        bounds, n = self.bounds, len(self.bounds)
-        with self._lock:
-            for key, values in items:
-                series = self._series.get(key)
-                if series is None:
-                    series = self._series[key] = [0] * (n + 1) + [0.0]
-                for v in values:
-                    series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
-                    series[n + 1] += v
+    def observe(self, series: list[Any], values: Iterable[float]) -> None:
+        """Add values to a list from `series`; the caller holds `lock`."""
+        bounds, total = self.bounds, len(self.bounds) + 1
+        for v in values:
+            series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
+            series[total] += v
 
     def describe(self) -> Iterator[Metric]:
         yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
 
     def collect(self) -> Iterator[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
-        with self._lock:
+        with self.lock:
             snapshot = [(k, list(v)) for k, v in self._series.items()]
         for key, series in snapshot:
             cumulative, buckets = 0, []
@@ -82,15 +85,17 @@ class _Counts:
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name, self.documentation, self.labels = name, documentation, list(labels)
-        self._counts: dict[tuple[str, ...], int] = {}
+        # suffix → key → count: a request adds its keys as they come, with no tuple built
+        self._counts: dict[tuple[str, ...], dict[tuple[str, ...], int]] = {}
         self._lock = threading.Lock()
 
     def add_batch(self, counts: Mapping[tuple[str, ...], int], *suffix: str) -> None:
         """Add each count under its key followed by the `suffix` labels."""
-        totals = self._counts
         with self._lock:
+            totals = self._counts.get(suffix)
+            if totals is None:
+                totals = self._counts[suffix] = {}
             for key, n in counts.items():
-                key = (*key, *suffix)
                 totals[key] = totals.get(key, 0) + n
 
     def describe(self) -> Iterator[Metric]:
@@ -99,7 +104,8 @@ class _Counts:
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
         with self._lock:
-            snapshot = list(self._counts.items())
+            snapshot = [((*key, *suffix), n) for suffix, totals in self._counts.items()
+                        for key, n in totals.items()]
         for key, n in snapshot:
             family.add_metric(list(key), n)
         yield family
@@ -144,20 +150,24 @@ class Metrics:
         self.rule_actions = _Counts(
             "rearrange_rule_actions", "Audit records by rule, phase, action, mode and profile",
             ["rule", "phase", "action", "mode", "profile"])
+        # The per-rule histograms share one lock: a request takes it once for all of them.
+        self._rule_lock = lock = threading.Lock()
         self.rule_seconds = _Histograms(
             "rearrange_rule_duration_seconds", "Time per rule call, applied or shadow",
-            ["rule", "phase", "mode"], RULE_BUCKETS)
+            ["rule", "phase", "mode"], RULE_BUCKETS, lock)
         self.position_change = _Histograms(
             "rearrange_rule_position_change",
             "Positions moved by each document in the top 10 after a rule that moved it "
-            "(shadow: would have moved)", ["rule", "mode", "direction"], POSITION_BUCKETS)
+            "(shadow: would have moved)", ["rule", "mode", "direction"], POSITION_BUCKETS, lock)
         self.score_change = _Histograms(
             "rearrange_rule_score_change", "Size of each rescore by a rule (shadow: would be)",
-            ["rule", "mode", "direction"], SCORE_BUCKETS)
+            ["rule", "mode", "direction"], SCORE_BUCKETS, lock)
         self.top_churn = _Histograms(
             "rearrange_rule_top10_churn",
             "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
-            ["rule", "mode"], CHURN_BUCKETS)
+            ["rule", "mode"], CHURN_BUCKETS, lock)
+        # (rule, phase, mode) → its duration and churn series, found with one dict probe
+        self._per_call: dict[tuple[str, Phase, str], tuple[list[Any], list[Any]]] = {}
         for collector in (self.rule_actions, self.rule_seconds, self.position_change,
                           self.score_change, self.top_churn):
             r.register(collector)  # type: ignore[arg-type]
@@ -253,27 +263,34 @@ class Metrics:
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
         """Record one served request: per-rule actions, times and deltas, fallback, latency.
 
-        Everything is summed per request first; each metric is then touched once per series
-        (the delta histograms once per request), so the cost grows with the number of rules,
-        not of documents.
+        The runner has already counted the audit records per rule call; each rule call then
+        costs one dict probe for its two series and a few list updates, under one lock for
+        the whole request (this runs on every request: ~20 us before, for 13 rule calls).
         """
         self.rule_actions.add_batch(outcome.actions, profile)
-        times, churn, moves, scores = [], [], [], []
-        for t in outcome.timings:
-            times.append(((t.rule, t.phase, t.mode), (t.seconds,)))
-            churn.append(((t.rule, t.mode), (t.churn,)))
-            if t.moves:
-                _split(moves, t.rule, t.mode, t.moves, "down", "up")
-            if t.records and t.phase is Phase.RERANK:  # only rerank rules rescore
-                deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
-                if deltas:
-                    _split(scores, t.rule, t.mode, deltas, "up", "down")
-        self.rule_seconds.add_batch(times)
-        self.top_churn.add_batch(churn)
-        if moves:
-            self.position_change.add_batch(moves)
-        if scores:
-            self.score_change.add_batch(scores)
+        per_call = self._per_call
+        seconds_bounds = self.rule_seconds.bounds
+        seconds_sum, churn_sum = len(seconds_bounds) + 1, TOP + 2
+        with self._rule_lock:
+            for t in outcome.timings:
+                key = (t.rule, t.phase, t.mode)
+                pair = per_call.get(key)
+                if pair is None:
+                    pair = per_call[key] = (self.rule_seconds.series(key),
+                                            self.top_churn.series((t.rule, t.mode)))
+                took, churn = pair
+                took[bisect_left(seconds_bounds, t.seconds)] += 1
+                took[seconds_sum] += t.seconds
+                n = t.churn  # 0 to TOP, and the bounds are 0, 1, ..., TOP: n is its index
+                churn[n if n <= TOP else TOP + 1] += 1
+                if n:
+                    churn[churn_sum] += n
+                if t.moves:
+                    _split(self.position_change, t.rule, t.mode, t.moves, "down", "up")
+                if t.records and t.phase is RERANK:  # only rerank rules rescore
+                    deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
+                    if deltas:
+                        _split(self.score_change, t.rule, t.mode, deltas, "up", "down")
         if outcome.fallback is not None:
             self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
         for skip in outcome.skipped:
@@ -311,15 +328,16 @@ class Metrics:
         child.inc()
 
 
-def _split(out: list[tuple[tuple[str, ...], list[float]]], rule: str, mode: str,
-           values: Sequence[float], positive: str, negative: str) -> None:
-    """Magnitudes under direction labels (a position +n is down, a score +x is up)."""
+def _split(histograms: _Histograms, rule: str, mode: str, values: Sequence[float],
+           positive: str, negative: str) -> None:
+    """Magnitudes under direction labels (a position +n is down, a score +x is up); the
+    caller holds the histograms' lock."""
     pos = [v for v in values if v > 0]
     neg = [-v for v in values if v < 0]
     if pos:
-        out.append(((rule, mode, positive), pos))
+        histograms.observe(histograms.series((rule, mode, positive)), pos)
     if neg:
-        out.append(((rule, mode, negative), neg))
+        histograms.observe(histograms.series((rule, mode, negative)), neg)
 
 
 class SignatureCacheCollector(Collector):
