@@ -253,6 +253,30 @@ def test_shadow_measures_what_the_rule_would_have_done_without_touching_the_page
     assert banlist.moves == (-1,) and banlist.churn == 0  # E moved up from 5th to 4th
 
 
+def test_a_rule_after_a_shadow_rule_is_measured_on_the_page_it_was_given():
+    """The runner keeps each page's sort for the next rescoring rule; a shadow rule's output
+    is dropped, so the rule after it must be judged as if the shadow rule had not run."""
+    rerank = b"    rerank: [spam_demotion]"
+    both = SEED_CONFIG.replace(rerank, b"    rerank: [spam_demotion, sandbox_damping]")
+    alone = SEED_CONFIG.replace(rerank, b"    rerank: [sandbox_damping]")
+    page = [doc("A", 10.0, position=1), doc("B", 9.0, spam_score=0.9, position=2),
+            doc("C", 8.0, position=3, domain_age_days=30.0), doc("D", 7.0, position=4),
+            doc("E", 6.0, position=5)]
+    base = seed_ctx()
+    ctx = Context(banlist=base.banlist, input_count=5, now=1.0,
+                  variants={"antispam_v7": "control"})
+    shadowed = load_bytes(both + EXPERIMENT).profiles["default"].run(page, ctx)
+    only = load_bytes(alone).profiles["default"].run(page, ctx)
+    spam = next(t for t in shadowed.timings if t.rule == "spam_demotion")
+    assert spam.mode == SHADOW and spam.moves  # B would have dropped below C and D
+    sandbox = next(t for t in shadowed.timings if t.rule == "sandbox_damping")
+    expected = next(t for t in only.timings if t.rule == "sandbox_damping")
+    # C: 8.0 -> 5.0 goes below D and E, who move up one each
+    assert sorted(sandbox.moves) == sorted(expected.moves) == [-1, -1, 2]
+    assert sandbox.churn == expected.churn == 0
+    assert ids(shadowed.docs) == ids(only.docs)
+
+
 def test_optional_rules_are_skipped_past_the_deadline_and_reported():
     config = SEED_CONFIG.replace(b"    diversify: [{host_crowding: {max_per_host: 1}}]",
                                  b"    diversify: [{host_crowding: {max_per_host: 1}}, "
