@@ -9,7 +9,9 @@ page through the default profile with a banlist of `--banlist` entries and the s
 config's experiment in shadow (the unit is in `control`, so spam_demotion runs in shadow).
 For each worker count and page size the two servers are measured alternately (bare,
 rearrange, bare, rearrange) and the better run of each is kept; the figures that matter
-are the ratios, since the machine is shared. Needs `wrk` (Debian package).
+are the ratios, since the machine is shared. wrk runs on the cores the workers leave
+free (1 or 2 threads, see `wrk_threads`), so it does not take the server's core. Needs
+`wrk` (Debian package).
 The issue's goal: Rearrange >= 0.6x the bare req/s and p99 <= 3x the bare p99.
 
 `--against REV` also serves Rearrange as of a git revision (checked out into a temporary
@@ -77,9 +79,22 @@ def start(target: list[str], env: dict[str, str], port: int, timeout: float = 30
     raise SystemExit(f"server on port {port} did not start: {' '.join(target)}")
 
 
-def wrk(port: int, path: str, script: Path, seconds: int, connections: int) -> dict[str, float]:
+def wrk_threads(workers: int, connections: int, cores: int | None = None) -> int:
+    """wrk's threads: the cores the server's workers leave free, 1 to 2 (and <= connections).
+
+    On this 2-core machine a 1-worker server with two wrk threads beside it shares its core
+    with the load generator, which showed as a wider p99 for the heavier server (1-worker,
+    500 documents: 2.6x and 7.2x the bare p99 with two threads, 2.0x and 2.2x with one)
+    while one wrk thread kept up with the bare app (15-17k req/s either way at 20 docs).
+    """
+    free = (cores or os.cpu_count() or 1) - workers
+    return max(1, min(2, free, connections))
+
+
+def wrk(port: int, path: str, script: Path, seconds: int, connections: int,
+        threads: int) -> dict[str, float]:
     out = subprocess.run(
-        ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{seconds}s", "--latency",
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
          "-s", str(script), f"http://127.0.0.1:{port}{path}"],
         capture_output=True, text=True, check=True).stdout
     m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+)", out)
@@ -169,6 +184,9 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
                "--log-level", "warning", "--no-access-log"]
     rows: list[dict] = []
     for n_workers in workers:
+        threads = wrk_threads(n_workers, args.connections)
+        print(f"{n_workers} worker(s): wrk runs {threads} thread(s), {args.connections} "
+              f"connections, on {os.cpu_count()} cores")
         bare_port, app_port, old_port = free_port(), free_port(), free_port()
         serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
         procs = [start([*uvicorn, "--workers", str(n_workers), "--port", str(bare_port),
@@ -188,14 +206,14 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
                     runs["against"] = []
                 for _ in range(2):
                     runs["bare"].append(wrk(bare_port, "/", script, args.seconds,
-                                            args.connections))
+                                            args.connections, threads))
                     runs["rearrange"].append(wrk(app_port, "/v1/rerank", script, args.seconds,
-                                                 args.connections))
+                                                 args.connections, threads))
                     if against is not None:
                         runs["against"].append(wrk(old_port, "/v1/rerank", script,
-                                                   args.seconds, args.connections))
+                                                   args.seconds, args.connections, threads))
                 best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
-                rows.append({"workers": n_workers, "documents": size,
+                rows.append({"workers": n_workers, "documents": size, "wrk_threads": threads,
                              "kib": body.stat().st_size / 1024, **{
                                  f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
                 print_row(rows[-1], header=len(rows) == 1)
