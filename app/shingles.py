@@ -113,11 +113,15 @@ def find_duplicates(
     # Written as a negated range so that NaN is rejected too.
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    return fold([shingles(text, width) if text else frozenset() for text in texts],
+                measure, threshold)
 
-    kept: list[tuple[int, frozenset[int]]] = []
+
+def fold(sets: Sequence[Set[int]], measure: str, threshold: float) -> list[tuple[int, int, float]]:
+    """find_duplicates on shingle sets already made (rank order; empty sets never match)."""
+    kept: list[tuple[int, Set[int]]] = []
     folded: list[tuple[int, int, float]] = []
-    for i, text in enumerate(texts):
-        sh = shingles(text, width) if text else frozenset()
+    for i, sh in enumerate(sets):
         if not sh:
             continue
         for j, target in kept:
