@@ -26,7 +26,7 @@ from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
-from app.rules.diversity import signature_caches
+from app.rules.diversity import shingle_caches, signature_caches
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates, HostStates, RedisStates
@@ -47,7 +47,8 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     config = ConfigHolder(settings.config)
     metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
     metrics.config_info.set_to_current_time()
-    metrics.track_signature_caches(lambda: signature_caches(config.engine.profiles))
+    metrics.track_caches("signature", lambda: signature_caches(config.engine.profiles))
+    metrics.track_caches("shingle", lambda: shingle_caches(config.engine.profiles))
     audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
              if settings.audit_log else None)
     service = Rearranger(settings, store, config, metrics, audit)

@@ -241,24 +241,26 @@ class Metrics:
             registry=r)
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r)
-        self._signature_caches: SignatureCacheCollector | None = None
+        self._caches: dict[str, CacheCollector] = {}
         self._latency: dict[str, Any] = {}
         self._ok: dict[str, Any] = {}
         self._assigned: dict[tuple[str, str], Any] = {}
         self._http: dict[tuple[str, str], Any] = {}
 
-    def track_signature_caches(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
-        """Export the near_duplicates signature caches that `caches()` lists at each scrape.
+    def track_caches(self, kind: str, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
 
-        `caches` yields (profile, cache) pairs from the config in use; read at scrape time,
-        so the request path does no metrics work for the cache and a reload (new rules,
-        new caches, counters from zero, as after a restart) needs no re-registration.
+        `kind` is "signature" or "shingle" (`CACHE_KINDS`). `caches` yields (profile,
+        cache) pairs from the config in use; read at scrape time, so the request path does
+        no metrics work for the caches and a reload (new rules, new caches, counters from
+        zero, as after a restart) needs no re-registration.
         """
-        if self._signature_caches is None:
-            self._signature_caches = SignatureCacheCollector(caches)
-            self.registry.register(self._signature_caches)
+        collector = self._caches.get(kind)
+        if collector is None:
+            collector = self._caches[kind] = CacheCollector(kind, caches)
+            self.registry.register(collector)
         else:
-            self._signature_caches.caches = caches
+            collector.caches = caches
 
     def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
         """Record one served request: per-rule actions, times and deltas, fallback, latency.
@@ -340,10 +342,19 @@ def _split(histograms: _Histograms, rule: str, mode: str, values: Sequence[float
         histograms.observe(histograms.series((rule, mode, negative)), neg)
 
 
-class SignatureCacheCollector(Collector):
-    """Hits, misses, evictions, entries and bytes of each profile's signature cache."""
+# kind → (what the cache holds, how a miss is computed), for the families' help texts
+CACHE_KINDS = {
+    "signature": ("near_duplicates signatures", "computed from text"),
+    "shingle": ("near_duplicates exact shingle sets", "shingled from text"),
+}
 
-    def __init__(self, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+
+class CacheCollector(Collector):
+    """Hits, misses, evictions, entries and bytes of each profile's caches of one kind:
+    `rearrange_<kind>_cache_*`."""
+
+    def __init__(self, kind: str, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self.kind = kind
         self.caches = caches
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
@@ -354,20 +365,17 @@ class SignatureCacheCollector(Collector):
             for n, value in enumerate((cache.hits, cache.misses, cache.evictions,
                                        len(cache), cache.bytes)):
                 t[n] += value
+        held, missed = CACHE_KINDS[self.kind]
+        name = f"rearrange_{self.kind}_cache"
         families = [
-            CounterMetricFamily("rearrange_signature_cache_hits",
-                                "near_duplicates signatures found in the cache",
+            CounterMetricFamily(f"{name}_hits", f"{held} found in the cache",
                                 labels=["profile"]),
-            CounterMetricFamily("rearrange_signature_cache_misses",
-                                "near_duplicates signatures computed from text",
-                                labels=["profile"]),
-            CounterMetricFamily("rearrange_signature_cache_evictions",
-                                "Signatures dropped to stay under cache_mb", labels=["profile"]),
-            GaugeMetricFamily("rearrange_signature_cache_entries", "Signatures held",
-                              labels=["profile"]),
-            GaugeMetricFamily("rearrange_signature_cache_bytes",
-                              "Approximate bytes held by the signature cache",
-                              labels=["profile"]),
+            CounterMetricFamily(f"{name}_misses", f"{held} {missed}", labels=["profile"]),
+            CounterMetricFamily(f"{name}_evictions", f"{held} dropped to stay under the "
+                                "cache's size", labels=["profile"]),
+            GaugeMetricFamily(f"{name}_entries", f"{held} held", labels=["profile"]),
+            GaugeMetricFamily(f"{name}_bytes", f"Approximate bytes held by the {self.kind} "
+                              "cache", labels=["profile"]),
         ]
         for profile, values in sorted(totals.items()):
             for family, value in zip(families, values, strict=True):

@@ -6,12 +6,14 @@ in template families, from tests/corpus.py), measured interleaved in one run:
   (a) `orjson.loads(body)` of the request carrying the texts: the yardstick;
   (b) `contract.decode` of that body, and of the same page carrying `minhash` signatures
       instead of texts (what precomputed signatures cost to travel and decode);
-  (c) the rule with `method: exact` (shingle sets, all pairs against kept documents);
+  (c) the rule with `method: exact` (shingle sets, all pairs against kept documents), with
+      no shingle-set cache, and with a warm one (every text seen before);
   (d) the rule with `method: minhash` and no cache (shingles + signatures + comparison);
   (e) the rule with `method: minhash` and a warm cache (every text seen before);
   (f) the rule on documents that bring precomputed signatures (no text).
 
-Then the crossover behind `exact_max_docs`: (c) and (d) for growing page sizes.
+Then the crossover behind `exact_max_docs`: (c) and (d) for growing page sizes, with (c)
+warm beside them.
 Each round calls every function once in a rotated order; the tables give the median,
 p99 in µs and the median's ratio to (a). Only ratios within one run compare across machines.
 
@@ -83,9 +85,11 @@ def main() -> None:
     text_body, signed_body = bodies(texts)
     text_docs, signed_docs = to_docs(text_body), to_docs(signed_body)
     ctx = Context()
-    exact, cold = rule(method="exact"), rule(method="minhash", cache_mb=0)
+    exact, cold = rule(method="exact", exact_cache_mb=0), rule(method="minhash", cache_mb=0)
     warm, signed = rule(method="minhash"), rule(method="minhash")
+    warm_exact = rule(method="exact")
     warm(text_docs, ctx)
+    warm_exact(text_docs, ctx)
     folded = {name: len(r(docs, ctx)[1]) for name, r, docs in (
         ("exact", exact, text_docs), ("minhash", cold, text_docs),
         ("signatures", signed, signed_docs))}
@@ -94,6 +98,7 @@ def main() -> None:
         "(b) contract.decode(body with texts)": lambda: contract.decode(text_body),
         "(b) contract.decode(body with signatures)": lambda: contract.decode(signed_body),
         "(c) rule, exact": lambda: exact(text_docs, ctx),
+        "(c) rule, exact, warm shingle-set cache": lambda: warm_exact(text_docs, ctx),
         "(d) rule, MinHash, cold (no cache)": lambda: cold(text_docs, ctx),
         "(e) rule, MinHash, warm cache": lambda: warm(text_docs, ctx),
         "(f) rule, precomputed signatures": lambda: signed(signed_docs, ctx),
@@ -112,14 +117,17 @@ def main() -> None:
         med = statistics.median(values)
         print(f"{name:45} {med:10.0f} {p99(values):10.0f} {med / base:9.2f}")
 
-    print("\ncrossover (cold cache): median µs of exact vs MinHash by documents with text")
-    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14}")
+    print("\ncrossover (cold caches): median µs of exact vs MinHash by documents with text;"
+          " exact with a warm shingle-set cache beside them")
+    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}")
     for n in (5, 10, 20, 30, 40, 60, 100):
         docs = to_docs(bodies(page(n, args.words, args.seed + n))[0])
+        warm_exact(docs, ctx)
         t = measure({"exact": lambda d=docs: exact(d, ctx),
-                     "minhash": lambda d=docs: cold(d, ctx)}, max(10, args.rounds // 3))
-        e, m = statistics.median(t["exact"]), statistics.median(t["minhash"])
-        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f}")
+                     "minhash": lambda d=docs: cold(d, ctx),
+                     "warm": lambda d=docs: warm_exact(d, ctx)}, max(10, args.rounds // 3))
+        e, m, w = (statistics.median(t[k]) for k in ("exact", "minhash", "warm"))
+        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f}")
 
 
 if __name__ == "__main__":

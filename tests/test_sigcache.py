@@ -1,4 +1,5 @@
-"""The signature cache: LRU by bytes in a slab of slots, hit and miss counts."""
+"""The caches of near_duplicates: signatures in a slab of slots, exact shingle sets packed;
+LRU by bytes, hit and miss counts."""
 from __future__ import annotations
 
 import gc
@@ -6,7 +7,15 @@ import gc
 import numpy as np
 import pytest
 
-from app.sigcache import ENTRY_OVERHEAD, SignatureCache, content_key
+from app import shingles
+from app.sigcache import (
+    ENTRY_OVERHEAD,
+    SET_OVERHEAD,
+    ShingleSetCache,
+    SignatureCache,
+    content_key,
+)
+from tests.test_shingles import KAZAN, PERM
 
 K = 16
 ENTRY = K * 8 + 8 + ENTRY_OVERHEAD
@@ -70,3 +79,50 @@ def test_content_key_is_stable_and_distinguishes_texts():
     assert content_key("доставка") == content_key("доставка")
     assert content_key("доставка") != content_key("доставка ")
     assert 0 <= content_key("x") < 2**128
+
+
+# --- the exact method's shingle-set cache ---
+
+
+def test_shingle_sets_come_back_equal_from_the_cache():
+    cache = ShingleSetCache(1 << 20, 10)
+    texts = [KAZAN, PERM, "Привет, мир: Ёлка и straße", "three short words", ""]
+    first = [cache.shingles(t) for t in texts]
+    assert first == [shingles.shingles(t, 10) for t in texts]
+    assert (cache.hits, cache.misses, len(cache)) == (0, 5, 5)
+    assert [cache.shingles(t) for t in texts] == first
+    assert (cache.hits, cache.misses) == (5, 5)
+    assert cache.bytes == sum(8 * len(s) + SET_OVERHEAD for s in first)
+    wide = ShingleSetCache(1 << 20, 3)  # the width is the cache's: a rule has one
+    assert wide.shingles(KAZAN) == shingles.shingles(KAZAN, 3) != first[0]
+
+
+def test_shingle_cache_evicts_the_least_recently_used_to_stay_under_its_bytes():
+    texts = [" ".join(f"w{n}x{i}" for i in range(20)) for n in range(4)]  # 11 shingles each
+    entry = 11 * 8 + SET_OVERHEAD
+    cache = ShingleSetCache(3 * entry, 10)
+    for t in texts[:3]:
+        cache.shingles(t)
+    cache.shingles(texts[0])  # now texts[1] is the least recently used
+    cache.shingles(texts[3])
+    assert (len(cache), cache.evictions, cache.bytes) == (3, 1, 3 * entry)
+    misses = cache.misses
+    cache.shingles(texts[0])
+    assert cache.misses == misses  # kept
+    cache.shingles(texts[1])
+    assert cache.misses == misses + 1  # evicted, shingled again
+    tiny = ShingleSetCache(entry - 1, 10)  # an entry over the whole budget is not kept
+    assert tiny.shingles(texts[0]) == shingles.shingles(texts[0], 10) and len(tiny) == 0
+    with pytest.raises(ValueError):
+        ShingleSetCache(-1, 10)
+
+
+def test_a_full_shingle_cache_adds_nothing_for_the_collector():
+    cache = ShingleSetCache(1 << 20, 10)
+    gc.collect()
+    before = len(gc.get_objects())
+    for n in range(200):
+        cache.shingles(f"{KAZAN} {n}")
+    gc.collect()
+    assert len(cache) == 200
+    assert len(gc.get_objects()) - before < 20  # the packed sets are bytes, never tracked

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import partial
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -9,9 +11,10 @@ from app import minhash, neardup, shingles
 from app.domains import registrable_domain
 from app.pipeline import APPLIED, AuditRecord, BaseRule, Context, Doc, Phase, Pipeline, RuleResult
 from app.rules.base import Params
-from app.sigcache import SignatureCache
+from app.sigcache import ShingleSetCache, SignatureCache
 
 DIVERSIFY = frozenset({Phase.DIVERSIFY})
+_NO_SHINGLES: frozenset[int] = frozenset()
 
 
 def collapse(docs: list[Doc], folded: dict[int, int],
@@ -87,6 +90,7 @@ class NearDuplicatesParams(Params):
     num_perm: int = Field(minhash.DEFAULT_K, ge=16, le=1024)
     seed: int = Field(minhash.DEFAULT_SEED, ge=0, le=2**64 - 1)
     cache_mb: int = Field(64, ge=0, le=65_536)  # 0 turns the signature cache off
+    exact_cache_mb: int = Field(32, ge=0, le=65_536)  # the exact method's shingle sets; 0: off
 
     @field_validator("measure")
     @classmethod
@@ -100,8 +104,9 @@ class NearDuplicates(BaseRule):
     """A document whose text is a near-duplicate of a higher one folds under it (seed 000).
 
     Small pages compare exact shingle sets; larger ones, or pages whose documents bring
-    precomputed MinHash signatures, compare signatures (app/neardup.py). The signature
-    cache lives as long as this rule object, i.e. until the config is reloaded.
+    precomputed MinHash signatures, compare signatures (app/neardup.py). Both methods
+    remember what they computed from a text (the signature cache, the exact method's
+    shingle-set cache) as long as this rule object lives, i.e. until the config is reloaded.
     """
 
     name = "near_duplicates"
@@ -116,6 +121,8 @@ class NearDuplicates(BaseRule):
             k=params.num_perm, seed=params.seed,
             cache=SignatureCache(params.cache_mb << 20, params.num_perm) if params.cache_mb
             else None)
+        self.exact_cache = (ShingleSetCache(params.exact_cache_mb << 20, params.shingle_words)
+                            if params.exact_cache_mb else None)
 
     @property
     def cache(self) -> SignatureCache | None:
@@ -138,8 +145,10 @@ class NearDuplicates(BaseRule):
             return docs, []
         method = self.method_for(docs)
         if method == "exact":
-            pairs = shingles.find_duplicates([doc.text for doc in docs], p.shingle_words,
-                                             p.measure, p.threshold)
+            shingle = (self.exact_cache.shingles if self.exact_cache is not None
+                       else partial(shingles.shingles, width=p.shingle_words))
+            sets = [shingle(doc.text) if doc.text else _NO_SHINGLES for doc in docs]
+            pairs = shingles.fold(sets, p.measure, p.threshold)
             how = ""
         else:
             pairs = self.matcher.minhash_pairs(docs)
@@ -156,9 +165,18 @@ class NearDuplicates(BaseRule):
 
 def signature_caches(profiles: Mapping[str, Pipeline]) -> Iterator[tuple[str, SignatureCache]]:
     """(profile, cache) of every near_duplicates rule with a cache (per-variant ones too)."""
+    return _caches(profiles, "cache")
+
+
+def shingle_caches(profiles: Mapping[str, Pipeline]) -> Iterator[tuple[str, ShingleSetCache]]:
+    """(profile, cache) of every near_duplicates rule's exact shingle-set cache."""
+    return _caches(profiles, "exact_cache")
+
+
+def _caches(profiles: Mapping[str, Pipeline], attribute: str) -> Iterator[tuple[str, Any]]:
     for profile, pipeline in profiles.items():
         for _, step in pipeline.rules():
             for rule in (step.rule, *step.variants.values()):
-                cache = rule.cache if isinstance(rule, NearDuplicates) else None
+                cache = getattr(rule, attribute) if isinstance(rule, NearDuplicates) else None
                 if cache is not None:
                     yield profile, cache

@@ -77,3 +77,18 @@ def test_signature_cache_hits_show_in_metrics(client):
     assert _metric(metrics, "rearrange_signature_cache_entries") == distinct
     assert _metric(metrics, "rearrange_signature_cache_bytes") > distinct * 128 * 8
     assert _metric(metrics, "rearrange_signature_cache_hits_total", "commercial") == 0
+
+
+def test_shingle_cache_hits_show_in_metrics(client):
+    texts = [t for _, t in corpus(12, seed=5)]  # 12 texts: the exact method
+    body = {"documents": [{"id": f"d{i}", "url": f"https://h{i}.example.com/", "score": 50 - i,
+                           "text": t} for i, t in enumerate(texts)]}
+    for _ in range(2):
+        assert client.post("/v1/rerank", json=body).status_code == 200
+    metrics = client.get("/metrics").text
+    distinct = len(set(texts))
+    assert _metric(metrics, "rearrange_shingle_cache_misses_total") == distinct
+    assert _metric(metrics, "rearrange_shingle_cache_hits_total") == 24 - distinct
+    assert _metric(metrics, "rearrange_shingle_cache_entries") == len(set(texts))
+    assert _metric(metrics, "rearrange_shingle_cache_bytes") > len(set(texts)) * 200
+    assert _metric(metrics, "rearrange_shingle_cache_hits_total", "commercial") == 0

@@ -7,7 +7,7 @@ from app import shingles
 from app.config import load_bytes
 from app.contract import MinHash
 from app.errors import ConfigError, FieldError
-from app.rules.diversity import NearDuplicates, signature_caches
+from app.rules.diversity import NearDuplicates, shingle_caches, signature_caches
 from app.sigcache import ENTRY_OVERHEAD
 from tests.corpus import corpus
 from tests.helpers import ctx, doc, ids, make
@@ -159,3 +159,35 @@ def test_a_variant_with_its_own_parameters_has_its_own_cache_in_metrics():
            b"      strict: {weight: 50, params: {near_duplicates: {threshold: 0.8}}}\n")
     caches = [cache for _, cache in signature_caches(load_bytes(raw).profiles)]
     assert len(caches) == 2 and caches[0] is not caches[1]
+
+
+def test_exact_sets_come_from_their_cache_on_the_next_page_with_the_same_results():
+    texts = corpus(25, seed=9)  # 25 documents with text: the exact method
+    docs = [doc(f"d{i}", position=i + 1, text=t) for i, (_, t) in enumerate(texts)]
+    cached, uncached = make(NearDuplicates), make(NearDuplicates, exact_cache_mb=0)
+    assert cached.method_for(docs) == "exact" and uncached.exact_cache is None
+    distinct = len({t for _, t in texts})
+    assert distinct < 25  # verbatim template copies: the page's own repeats hit already
+    first = cached(docs, ctx())
+    assert (cached.exact_cache.hits, cached.exact_cache.misses) == (25 - distinct, distinct)
+    assert len(cached.exact_cache) == distinct
+    second = cached(list(reversed(docs)), ctx())  # another page of the same texts
+    assert (cached.exact_cache.hits, cached.exact_cache.misses) == (50 - distinct, distinct)
+    for page, out in ((docs, first), (list(reversed(docs)), second)):
+        plain = uncached(page, ctx())
+        assert ids(out[0]) == ids(plain[0]) and len(out[1]) > 0
+        assert [r.reason for r in out[1]] == [r.reason for r in plain[1]]
+    assert cached.cache.hits == cached.cache.misses == 0  # no signature was needed
+
+
+def test_each_rule_gets_its_own_shingle_cache_and_zero_turns_it_off():
+    raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: {exact_cache_mb: 1}}]"
+           b"\n  other:\n    extends: default\n")
+    caches = dict(shingle_caches(load_bytes(raw).profiles))
+    assert set(caches) == {"default", "other"} and caches["default"] is not caches["other"]
+    assert caches["default"].max_bytes == 1 << 20 and caches["default"].width == 10
+    off = b"profiles:\n  default:\n    diversify: [{near_duplicates: {exact_cache_mb: 0}}]\n"
+    assert dict(shingle_caches(load_bytes(off).profiles)) == {}
+    with pytest.raises(ConfigError, match="exact_cache_mb"):
+        load_bytes(b"profiles:\n  default:\n    diversify: "
+                   b"[{near_duplicates: {exact_cache_mb: -1}}]\n")
