@@ -123,6 +123,8 @@ class NearDuplicates(BaseRule):
             else None)
         self.exact_cache = (ShingleSetCache(params.exact_cache_mb << 20, params.shingle_words)
                             if params.exact_cache_mb else None)
+        self._shingle = (self.exact_cache.shingles if self.exact_cache is not None
+                         else partial(shingles.shingles, width=params.shingle_words))
 
     @property
     def cache(self) -> SignatureCache | None:
@@ -145,8 +147,7 @@ class NearDuplicates(BaseRule):
             return docs, []
         method = self.method_for(docs)
         if method == "exact":
-            shingle = (self.exact_cache.shingles if self.exact_cache is not None
-                       else partial(shingles.shingles, width=p.shingle_words))
+            shingle = self._shingle
             sets = [shingle(doc.text) if doc.text else _NO_SHINGLES for doc in docs]
             pairs = shingles.fold(sets, p.measure, p.threshold)
             how = ""
