@@ -28,8 +28,13 @@ ENTRY_OVERHEAD = 120
 
 
 def content_key(text: str) -> int:
-    """A 128-bit MurmurHash3 of the text's UTF-8 bytes (collisions are out of practical reach)."""
-    return mmh3.hash128(text, seed=0, signed=False)
+    """A 128-bit MurmurHash3 of the text's UTF-8 bytes (collisions are out of practical reach).
+
+    Encoded here, with lone surrogates passed through: mmh3 given such a str crashes the
+    interpreter (mmh3 5.3, SIGSEGV). msgspec refuses them in a request, but a rule called
+    in process must not take the worker down; valid text hashes exactly as before.
+    """
+    return mmh3.hash128(text.encode("utf-8", "surrogatepass"), seed=0, signed=False)
 
 
 class SignatureCache:

@@ -3,7 +3,9 @@ LRU by bytes, hit and miss counts."""
 from __future__ import annotations
 
 import gc
+import threading
 
+import mmh3
 import numpy as np
 import pytest
 
@@ -126,3 +128,37 @@ def test_a_full_shingle_cache_adds_nothing_for_the_collector():
     gc.collect()
     assert len(cache) == 200
     assert len(gc.get_objects()) - before < 20  # the packed sets are bytes, never tracked
+
+
+def test_content_key_takes_any_str_and_keys_valid_text_as_its_utf8_bytes():
+    text = "Ёлка straße 漢字 🙂"
+    assert content_key(text) == mmh3.hash128(text.encode(), seed=0, signed=False)
+    # a lone surrogate (only an in-process caller can pass one: msgspec refuses it in JSON)
+    # crashed the interpreter inside mmh3; it must hash like any other text
+    odd = content_key("hello world foo \ud800")
+    assert odd != content_key("hello world foo ")
+    cache = ShingleSetCache(1 << 20, 2)
+    assert cache.shingles("hello world foo \ud800") == shingles.shingles("hello world foo", 2)
+
+
+def test_threads_sharing_a_shingle_cache_get_right_sets_and_keep_its_accounts():
+    texts = [" ".join(f"t{n % 7}w{i}" for i in range(12 + n % 5)) for n in range(30)]
+    expected = {t: shingles.shingles(t, 10) for t in texts}
+    cache = ShingleSetCache(6 * (8 * 7 + SET_OVERHEAD), 10)  # room for a few: constant eviction
+    wrong: list[str] = []
+
+    def work(seed: int) -> None:
+        for n in range(400):
+            text = texts[(seed * 7 + n * 13) % len(texts)]
+            if cache.shingles(text) != expected[text]:
+                wrong.append(text)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+    assert cache.hits + cache.misses == 1600
+    assert cache.bytes == sum(len(p) + SET_OVERHEAD for p in cache._sets.values())
+    assert cache.bytes <= cache.max_bytes
