@@ -267,7 +267,8 @@ class Metrics:
 
         The runner has already counted the audit records per rule call; each rule call then
         costs one dict probe for its two series and a few list updates, under one lock for
-        the whole request (this runs on every request: ~20 us before, for 13 rule calls).
+        the whole request (~12 us for 13 rule calls). The duration and churn updates are
+        `_Histograms.observe` written out for one value, since they run for every call.
         """
         self.rule_actions.add_batch(outcome.actions, profile)
         per_call = self._per_call

@@ -296,10 +296,10 @@ class Pipeline:
         ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
-                if step.experiment is None:  # most steps: not gated, no call to _mode
+                if step.experiment is None:  # most steps: not gated, applied as configured
                     mode, rule = APPLIED, step.rule
                 else:
-                    mode, rule = self._mode(step, ctx)
+                    mode, rule = self._gated(step, ctx)
                 if not rule.applies(ctx):
                     continue
                 started = clock()
@@ -351,10 +351,8 @@ class Pipeline:
         return Outcome(docs, audit, fallback, timings, skipped, actions)
 
     @staticmethod
-    def _mode(step: Step, ctx: Context) -> tuple[str, Rule]:
-        """Applied unless gated; gated rules apply only in treatment variants."""
-        if step.experiment is None:
-            return APPLIED, step.rule
+    def _gated(step: Step, ctx: Context) -> tuple[str, Rule]:
+        """A gated step's mode and rule: applied only in treatment variants, else shadow."""
         variant = ctx.variants.get(step.experiment)
         if variant is None or variant == CONTROL:
             return SHADOW, step.rule
