@@ -140,6 +140,13 @@ def make_page(rng: random.Random, n: int) -> Page:
     return Page(name, json.dumps(body, ensure_ascii=False).encode(), unit)
 
 
+def request_body(page: Page, user: int) -> bytes:
+    """The page's body as a frontend sends it: the unit placeholder filled with a user id."""
+    if not page.unit:
+        return page.body
+    return page.body.replace(UNIT.encode(), f"u-{user:05d}".encode(), 1)
+
+
 PAGES_BUILT = [make_page(random.Random(f"{os.environ.get('LOAD_SEED', '7')}:{n}"), n)
                for n in range(PAGES)]
 TARGETS = [t.strip().rstrip("/") for t in os.environ.get("REARRANGE_TARGETS", "").split(",")
@@ -170,9 +177,7 @@ class Frontend(TargetedUser):
     @task
     def rerank(self) -> None:
         page = random.choice(PAGES_BUILT)
-        body = page.body
-        if page.unit:
-            body = body.replace(UNIT.encode(), f"u-{random.randrange(USERS):05d}".encode(), 1)
+        body = request_body(page, random.randrange(USERS))
         with self.client.post("/v1/rerank", data=body, headers=JSON, name=page.name,
                               catch_response=True) as resp:
             if resp.status_code != 200:

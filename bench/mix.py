@@ -37,10 +37,7 @@ rng = random.Random(seed)
 with open(path, "wb") as out:
     for _ in range(count):
         page = lf.PAGES_BUILT[rng.randrange(len(lf.PAGES_BUILT))]
-        body = page.body
-        if page.unit:
-            body = body.replace(lf.UNIT.encode(), f"u-{rng.randrange(lf.USERS):05d}".encode(), 1)
-        out.write(body + b"\\n")
+        out.write(lf.request_body(page, rng.randrange(lf.USERS)) + b"\\n")
 """
 
 # Run with the side's tree as the working directory, so `app` is that tree's.
