@@ -2,6 +2,7 @@
 
 Usage: python -m bench.http [--sizes 20,100,500] [--workers 1,2] [--banlist 1000000]
                             [--seconds 8] [--connections 16] [--json PATH] [--against REV]
+                            [--ceiling]
 
 The bare limit is `bench/bare_app.py`: an ASGI app on the same uvicorn settings (uvloop,
 httptools) that parses the same body with orjson and echoes it. Rearrange serves the same
@@ -18,6 +19,11 @@ The issue's goal: Rearrange >= 0.6x the bare req/s and p99 <= 3x the bare p99.
 worktree, run on this virtualenv, with its own copy of the banlist log) and measures it in
 the same alternation: the `vs REV` column is this checkout's req/s over that revision's,
 the head-to-head figure for a change to the request path.
+
+`--ceiling` also serves Rearrange with a profile that runs only `depth` (`ceiling_config`:
+the same response size and experiments, no other rule) and adds its req/s over the bare
+app's: what the HTTP layer, decoding, building documents, the response and the metrics
+leave, i.e. the most that making the rules faster could reach.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+import yaml
 
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import load_file
@@ -131,6 +138,20 @@ def control_user() -> str:
     raise SystemExit("no user id falls in control of every experiment")
 
 
+def ceiling_config(sample: Path = ROOT / "config" / "rules.yaml") -> str:
+    """The --ceiling server's config: the sample's experiments and its default profile's depth
+    cut, no other rule, so the response is as large as the full profile's and every cost of a
+    request but the rules (routing, bucketing, exposures, metrics) remains."""
+    config = yaml.safe_load(sample.read_text())
+    depth = [r for r in config["profiles"]["default"]["trim"]
+             if r == "depth" or isinstance(r, dict) and "depth" in r]
+    ceiling = {"profiles": {"default": {"trim": depth}}}
+    if "experiments" in config:
+        ceiling["experiments"] = config["experiments"]
+    return "# bench.http --ceiling: the sample config with no rule but depth\n" + yaml.safe_dump(
+        ceiling, sort_keys=False)
+
+
 def prepare_banlist(tmp: Path, entries: int) -> tuple[Path, float]:
     """An embedded-store log of `entries` bans that every server replays at start."""
     seed = tmp / "seed.jsonl"
@@ -152,6 +173,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--against", metavar="REV",
                         help="also serve Rearrange at this git revision, head to head")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also serve Rearrange with only the depth rule (ceiling_config)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
@@ -180,6 +203,11 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
     against_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-against.jsonl")}
     if against is not None:  # its own copy: an embedded store appends to its log
         shutil.copyfile(log, against_env["REARRANGE_BANLIST_PATH"])
+    ceiling_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-ceiling.jsonl"),
+                   "REARRANGE_CONFIG": str(tmp / "ceiling.yaml")}
+    if args.ceiling:
+        shutil.copyfile(log, ceiling_env["REARRANGE_BANLIST_PATH"])
+        (tmp / "ceiling.yaml").write_text(ceiling_config())
     uvicorn = [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools",
                "--log-level", "warning", "--no-access-log"]
     rows: list[dict] = []
@@ -187,31 +215,30 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
         threads = wrk_threads(n_workers, args.connections)
         print(f"{n_workers} worker(s): wrk runs {threads} thread(s), {args.connections} "
               f"connections, on {os.cpu_count()} cores")
-        bare_port, app_port, old_port = free_port(), free_port(), free_port()
+        ports = {"bare": free_port(), "rearrange": free_port()}
         serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
-        procs = [start([*uvicorn, "--workers", str(n_workers), "--port", str(bare_port),
-                        "bench.bare_app:app"], env, bare_port),
-                 start([*serve, "--port", str(app_port)], env, app_port)]
+        procs = [start([*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
+                        "bench.bare_app:app"], env, ports["bare"]),
+                 start([*serve, "--port", str(ports["rearrange"])], env, ports["rearrange"])]
         if against is not None:
-            procs.append(start([*serve, "--port", str(old_port)], against_env, old_port,
-                               cwd=against))
+            ports["against"] = free_port()
+            procs.append(start([*serve, "--port", str(ports["against"])], against_env,
+                               ports["against"], cwd=against))
+        if args.ceiling:
+            ports["ceiling"] = free_port()
+            procs.append(start([*serve, "--port", str(ports["ceiling"])], ceiling_env,
+                               ports["ceiling"]))
         try:
             for size in sizes:
                 body = tmp / f"body-{size}.json"
                 body.write_bytes(orjson.dumps(make_serp(size, 2024, user, False)))
                 script = tmp / f"post-{size}.lua"
                 script.write_text(LUA.replace("{body}", str(body)))
-                runs: dict[str, list[dict[str, float]]] = {"bare": [], "rearrange": []}
-                if against is not None:
-                    runs["against"] = []
+                runs: dict[str, list[dict[str, float]]] = {k: [] for k in ports}
                 for _ in range(2):
-                    runs["bare"].append(wrk(bare_port, "/", script, args.seconds,
-                                            args.connections, threads))
-                    runs["rearrange"].append(wrk(app_port, "/v1/rerank", script, args.seconds,
-                                                 args.connections, threads))
-                    if against is not None:
-                        runs["against"].append(wrk(old_port, "/v1/rerank", script,
-                                                   args.seconds, args.connections, threads))
+                    for k, port in ports.items():
+                        runs[k].append(wrk(port, "/" if k == "bare" else "/v1/rerank", script,
+                                           args.seconds, args.connections, threads))
                 best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
                 rows.append({"workers": n_workers, "documents": size, "wrk_threads": threads,
                              "kib": body.stat().st_size / 1024, **{
@@ -225,19 +252,22 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
 
 
 def print_row(r: dict[str, float], header: bool) -> None:
-    against = "against_rps" in r
+    against, ceiling = "against_rps" in r, "ceiling_rps" in r
     if header:
         print(f"{'workers':>7} {'docs':>5} {'KiB':>6} | {'bare req/s':>10} {'p50':>6} "
               f"{'p99':>6} | {'rearr req/s':>11} {'p50':>6} {'p99':>6} {'err':>4} | "
               f"{'req/s x':>7} {'p99 x':>6}"
-              + (f" | {'REV req/s':>9} {'p99':>6} {'vs REV':>6}" if against else ""))
+              + (f" | {'REV req/s':>9} {'p99':>6} {'vs REV':>6}" if against else "")
+              + (f" | {'ceil req/s':>10} {'ceil x':>6}" if ceiling else ""))
     print(f"{r['workers']:>7} {r['documents']:>5} {r['kib']:>6.1f} | {r['bare_rps']:>10.0f} "
           f"{r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | {r['rearrange_rps']:>11.0f} "
           f"{r['rearrange_p50_ms']:>6.2f} {r['rearrange_p99_ms']:>6.2f} "
           f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps'] / r['bare_rps']:>7.2f} "
           f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}"
           + (f" | {r['against_rps']:>9.0f} {r['against_p99_ms']:>6.2f} "
-             f"{r['rearrange_rps'] / r['against_rps']:>6.2f}" if against else ""), flush=True)
+             f"{r['rearrange_rps'] / r['against_rps']:>6.2f}" if against else "")
+          + (f" | {r['ceiling_rps']:>10.0f} {r['ceiling_rps'] / r['bare_rps']:>6.2f}"
+             if ceiling else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""bench.http: the --against revision's worktree, and how many threads wrk gets."""
+"""bench.http: the --against revision's worktree, wrk's threads, the --ceiling config."""
 from __future__ import annotations
 
 import subprocess
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.http import revision_tree, wrk_threads
+from app.config import load_bytes, load_file
+from app.pipeline import Phase
+from bench.http import ceiling_config, revision_tree, wrk_threads
 from tests.conftest import ROOT
 
 
@@ -34,3 +36,22 @@ def test_wrk_gets_the_cores_the_workers_leave_free():
     assert wrk_threads(1, 16, cores=8) == 2  # at most two
     assert wrk_threads(2, 16, cores=3) == 1
     assert wrk_threads(1, 1, cores=8) == 1  # wrk needs a connection per thread
+
+
+def test_ceiling_config_is_the_sample_with_only_its_depth_cut_and_its_experiments():
+    sample = load_file(ROOT / "config" / "rules.yaml")
+    ceiling = load_bytes(ceiling_config().encode(), "ceiling")
+    (phase, step), = ceiling.profiles["default"].rules()
+    sample_depth = next(s for p, s in sample.profiles["default"].rules() if s.rule.name == "depth")
+    assert (phase, step.rule.name) == (Phase.TRIM, "depth")
+    assert step.rule.params == sample_depth.rule.params
+    assert [e.name for e in ceiling.experiments] == [e.name for e in sample.experiments] != []
+    assert [e.variants for e in ceiling.experiments] == [e.variants for e in sample.experiments]
+
+
+def test_ceiling_config_without_experiments_in_the_sample(tmp_path):
+    sample = tmp_path / "rules.yaml"
+    sample.write_text("profiles:\n  default:\n    pre-filter: [banlist]\n    trim: [depth]\n")
+    ceiling = load_bytes(ceiling_config(sample).encode(), "ceiling")
+    assert [s.rule.name for _, s in ceiling.profiles["default"].rules()] == ["depth"]
+    assert ceiling.experiments == ()
