@@ -43,11 +43,10 @@ from pathlib import Path
 
 import httpx
 import orjson
-import yaml
 
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import load_file
-from bench.pipeline import make_serp, write_banlist
+from bench.pipeline import ceiling_config, make_serp, write_banlist
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = """
@@ -136,20 +135,6 @@ def control_user() -> str:
         if got and all(a is not None and a[0] == "control" for a in got):
             return user
     raise SystemExit("no user id falls in control of every experiment")
-
-
-def ceiling_config(sample: Path = ROOT / "config" / "rules.yaml") -> str:
-    """The --ceiling server's config: the sample's experiments and its default profile's depth
-    cut, no other rule, so the response is as large as the full profile's and every cost of a
-    request but the rules (routing, bucketing, exposures, metrics) remains."""
-    config = yaml.safe_load(sample.read_text())
-    depth = [r for r in config["profiles"]["default"]["trim"]
-             if r == "depth" or isinstance(r, dict) and "depth" in r]
-    ceiling = {"profiles": {"default": {"trim": depth}}}
-    if "experiments" in config:
-        ceiling["experiments"] = config["experiments"]
-    return "# bench.http --ceiling: the sample config with no rule but depth\n" + yaml.safe_dump(
-        ceiling, sort_keys=False)
 
 
 def prepare_banlist(tmp: Path, entries: int) -> tuple[Path, float]:

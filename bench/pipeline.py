@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 import orjson
+import yaml
 
 from app import contract
 from app.experiments import assign
@@ -58,6 +59,20 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "rules.yaml"
 PROFILE = "default"
 EXPERIMENT_VARIANT = "treatment"  # so spam_demotion is applied, not shadowed
+
+def ceiling_config(sample: Path = CONFIG) -> str:
+    """The --ceiling config (here and in bench.http): the sample's experiments and its default
+    profile's depth cut, no other rule, so the response is as large as the full profile's and
+    every cost of a request but the rules (routing, bucketing, exposures, metrics) remains."""
+    config = yaml.safe_load(sample.read_text())
+    depth = [r for r in config["profiles"]["default"]["trim"]
+             if r == "depth" or isinstance(r, dict) and "depth" in r]
+    ceiling = {"profiles": {"default": {"trim": depth}}}
+    if "experiments" in config:
+        ceiling["experiments"] = config["experiments"]
+    return "# bench.http --ceiling: the sample config with no rule but depth\n" + yaml.safe_dump(
+        ceiling, sort_keys=False)
+
 
 # --- the page ------------------------------------------------------------------------------
 
@@ -275,7 +290,8 @@ def write_banlist(path: Path, n: int, seed: int) -> int:
     return len(lines)
 
 
-def build(banlist_entries: int, seed: int, max_documents: int) -> tuple[Rearranger, dict]:
+def build(banlist_entries: int, seed: int, max_documents: int,
+          config: Path = CONFIG) -> tuple[Rearranger, dict]:
     """The service as `rearrange run` builds it: in-memory banlist (no log file), no audit log."""
     with tempfile.TemporaryDirectory(prefix="rearrange-bench-") as tmp:
         seed_file = Path(tmp) / "banlist.jsonl"
@@ -283,7 +299,7 @@ def build(banlist_entries: int, seed: int, max_documents: int) -> tuple[Rearrang
         written = write_banlist(seed_file, banlist_entries, seed)
         wrote = time.perf_counter() - started
         settings = Settings(
-            config=CONFIG, banlist_seed=seed_file, audit_log=None, redis_url=None,
+            config=config, banlist_seed=seed_file, audit_log=None, redis_url=None,
             admin_tokens="", max_documents=max(1000, max_documents),
         ).model_copy(update={"banlist_path": None})  # the Path field refuses None; copy skips it
         started = time.perf_counter()
@@ -519,6 +535,8 @@ def print_header(env: dict[str, Any], seeding: dict[str, Any], user: str,
           f"msgspec {env['msgspec']}")
     print(f"machine {env['processor']}, {env['cpu_count']} CPUs, {env['platform']}")
     print(f"commit {env['commit']}")
+    if args.ceiling:
+        print("config: the ceiling (the sample's experiments and depth cut, no other rule)")
     print(f"banlist: {seeding['entries_indexed']:,} entries indexed ({args.banlist:,} generated "
           f"host/domain + {len(MATCHING_BANS)} matching the page); file written in "
           f"{seeding['write_seconds']:.2f} s, build_service (read, validate, index, load config) "
@@ -546,6 +564,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="give every page ~300 words of text (near_duplicates then works)")
     parser.add_argument("--seed", type=int, default=2024, help="page and banlist seed")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="serve the sample config with no rule but depth (ceiling_config)")
     args = parser.parse_args(argv)
     if not args.sizes or min(args.sizes) < 1 or args.iterations < 1 or args.warmup < 0:
         parser.error("sizes and iterations must be positive")
@@ -555,7 +575,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     env = environment()
-    service, seeding = build(args.banlist, args.seed, max(args.sizes))
+    with tempfile.TemporaryDirectory(prefix="rearrange-bench-config-") as tmp:
+        config = CONFIG
+        if args.ceiling:
+            config = Path(tmp) / "ceiling.yaml"
+            config.write_text(ceiling_config())
+        service, seeding = build(args.banlist, args.seed, max(args.sizes), config)
     user, _ = pick_user(service, EXPERIMENT_VARIANT)
     print_header(env, seeding, user, args)
     results = []
@@ -566,6 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_summary(results)
     if args.json is not None:
         report = {"environment": env, "banlist": seeding, "seed": args.seed, "text": args.text,
+                  "ceiling": args.ceiling,
                   "iterations": args.iterations, "warmup": args.warmup, "user_id": user,
                   "sizes": results}
         args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

@@ -1,6 +1,8 @@
-"""bench.http: the --against revision's worktree, wrk's threads, the --ceiling config."""
+"""bench.http: the --against revision's worktree, wrk's threads; the --ceiling config
+(bench.http and bench.pipeline)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,9 @@ import pytest
 
 from app.config import load_bytes, load_file
 from app.pipeline import Phase
-from bench.http import ceiling_config, revision_tree, wrk_threads
+from bench import pipeline as bench_pipeline
+from bench.http import revision_tree, wrk_threads
+from bench.pipeline import ceiling_config
 from tests.conftest import ROOT
 
 
@@ -55,3 +59,16 @@ def test_ceiling_config_without_experiments_in_the_sample(tmp_path):
     ceiling = load_bytes(ceiling_config(sample).encode(), "ceiling")
     assert [s.rule.name for _, s in ceiling.profiles["default"].rules()] == ["depth"]
     assert ceiling.experiments == ()
+
+
+@pytest.mark.parametrize("ceiling", [False, True])
+def test_bench_pipeline_runs_the_ceiling_config_only_when_asked(tmp_path, capsys, ceiling):
+    out = tmp_path / "figures.json"
+    argv = ["--sizes", "5", "--iterations", "2", "--warmup", "0", "--banlist", "10",
+            "--json", str(out)] + (["--ceiling"] if ceiling else [])
+    assert bench_pipeline.main(argv) == 0
+    report = json.loads(out.read_text())
+    rules = [r["rule"] for r in report["sizes"][0]["rules"]]
+    assert report["ceiling"] is ceiling
+    assert (rules == ["depth"]) is ceiling and "depth" in rules
+    assert ("config: the ceiling" in capsys.readouterr().out) is ceiling
