@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ import orjson
 from app.banlist.store import EmbeddedStore, read_specs
 from app.config import load_file
 from bench.pipeline import ceiling_config, make_serp, write_banlist
+from bench.replicas import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = """
@@ -59,12 +59,6 @@ done = function(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), summary.duration))
 end
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(target: list[str], env: dict[str, str], port: int, timeout: float = 300.0,

@@ -14,16 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.replicas import free_port
 from tests.conftest import ROOT
 
 PAGE = {"documents": [{"id": f"d{i}", "url": f"http://h{i}.example/{i}", "score": 20 - i}
                       for i in range(20)]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
