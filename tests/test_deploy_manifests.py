@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -22,19 +23,19 @@ from urllib.parse import urlsplit
 import httpx
 import kubernetes_validate
 import pytest
+import redis
 import yaml
 
 from app.config import load_file
 from app.settings import Settings
+from bench.replicas import free_port, wait_ready
 from bench.replicas import start as start_replicas
 from bench.replicas import stop as stop_replicas
-from bench.replicas import wait_ready
 from tests.conftest import ROOT
+from tests.redis_server import REDIS_SERVER
 
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-# Files the compose and Prometheus configs reference that the observability branch
-# (issue 4) adds. Delete this allowance when that branch is merged.
 START_COMMAND = ["rearrange", "serve"]
 # Kubernetes minor versions the manifests must be valid for: the oldest we support and the
 # newest the validator knows.
@@ -275,6 +276,44 @@ def redis_conf(service: dict[str, Any]) -> dict[str, str]:
                      and not line.startswith("#"))
             return {key: value.strip() for key, value in pairs}
     raise AssertionError(f"{conf_path} is not mounted")
+
+
+def test_every_redis_config_is_one_redis_server_accepts(compose, tmp_path):
+    """Parsing as text cannot catch what redis-server refuses (a comment after a value is
+    an argument to it): start each mounted config in a real server, on a free port."""
+    for name, service in compose["services"].items():
+        if not service.get("image", "").startswith("redis:"):
+            continue
+        conf_path = service["command"][-1]
+        (source,) = [s for s, t in bind_mounts(service) if t == conf_path]
+        data = tmp_path / name
+        data.mkdir()
+        # `dir /data` is applied as it is read (a chdir): point it here, change nothing else.
+        text, dirs = re.subn(r"^dir .*$", f"dir {data}", (DEPLOY / source).read_text(),
+                             flags=re.M)
+        assert dirs == 1, f"{source} sets its data directory once"
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(text)
+        port = free_port()
+        proc = subprocess.Popen(
+            [REDIS_SERVER, str(conf), "--port", str(port), "--bind", "127.0.0.1"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            client = redis.Redis(port=port, socket_timeout=1)
+            deadline = time.monotonic() + 10
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    assert client.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            else:
+                output = proc.stdout.read() if proc.poll() is not None else "(no answer)"
+                raise AssertionError(f"redis-server refused {source}: {output.strip()}")
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
 
 
 def test_load_balancer_sends_to_every_replica(compose):
