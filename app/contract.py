@@ -11,6 +11,8 @@ definition of the request, not two that can drift apart.
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -104,21 +106,58 @@ def decode(body: bytes) -> RerankRequest:
         if missing:
             path = f"{path}.{missing[1]}" if path else missing[1]
             problem = "required field is missing"
-        if path.endswith("[...]"):  # msgspec does not name the map key: find it ourselves
-            path = _name_map_key(body, path, problem)
+        if "[...]" in path:  # msgspec does not name a map key (or any step of some paths)
+            path = _locate(body, path, problem)
         raise FieldError(path or "body", problem) from None
     except msgspec.DecodeError as exc:
         raise FieldError("body", f"not valid JSON: {exc}", status=400) from None
+    except RecursionError:  # msgspec's guard: arrays and objects nested past Python's limit
+        raise FieldError("body", "JSON nested too deeply (arrays and objects within each "
+                         "other, about a thousand levels)", status=400) from None
 
 
 _JSON_TYPE = {str: "str", int: "int", float: "float", bool: "bool", list: "array",
               dict: "object", type(None): "null"}
 
 
-def _name_map_key(body: bytes, path: str, problem: str) -> str:
-    """Replace msgspec's `[...]` with the first key of that map whose value has the bad type."""
+def _locate(body: bytes, path: str, problem: str) -> str:
+    """msgspec's path with its `[...]` replaced by the key or index it means, where we can
+    find it; the path as msgspec gave it otherwise. Only runs on a refused body."""
+    try:
+        # The standard parser keeps what msgspec refuses to hold (1e400 is inf, huge ints
+        # stay ints), so the offending value is there to be found.
+        root = json.loads(body)
+        if problem.startswith("Number out of range"):  # msgspec names no step of the path
+            return _first_out_of_range(root) or path
+        return _name_map_key(root, path, problem)
+    except (ValueError, RecursionError, LookupError, TypeError):
+        return path
+
+
+def _first_out_of_range(root: Any) -> str | None:
+    """The path of the first number (in document order) a 64-bit int or a finite float
+    cannot hold."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(reversed([(v, f"{where}.{k}" if where else str(k))
+                                   for k, v in node.items()]))
+        elif isinstance(node, list):
+            stack.extend(reversed([(v, f"{where}[{i}]") for i, v in enumerate(node)]))
+        elif isinstance(node, float) and not math.isfinite(node) or (
+                isinstance(node, int) and not isinstance(node, bool)
+                and not -2**63 <= node <= _U64_MAX):
+            return where
+    return None
+
+
+def _name_map_key(root: Any, path: str, problem: str) -> str:
+    """Replace a trailing `[...]` with the first key of that map whose value has the bad type."""
+    if not path.endswith("[...]"):
+        return path
     got = re.search(r"got `(\w+)`", problem)
-    node: Any = msgspec.json.decode(body)
+    node = root
     for step in re.findall(r"[^.\[\]]+|\[\d+\]", path.removesuffix("[...]")):
         node = node[int(step[1:-1])] if step.startswith("[") else node[step]
     bound = re.search(r"Expected `\w+` (<=|>=) (\S+)", problem)

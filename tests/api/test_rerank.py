@@ -134,6 +134,15 @@ def test_bad_input_names_the_field(client, name, mutate, field, status):
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": NaN}]}', "body"),
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": Infinity}]}', "body"),
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1e999}]}', "documents[0].score"),
+    # msgspec names no step of an out-of-range number's path in a map: found in the body
+    (b'{"unit": {"user_id": "u", "team": 1e400}, "documents": []}', "unit.team"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "factors": {"link": 1,'
+     b' "text": -1e999}}]}', "documents[0].factors.text"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"x": {"y":'
+     b' [0, 1e999]}}}]}', "documents[0].attributes.x.y[1]"),
+    # past msgspec's recursion guard: a 400, not a RecursionError
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"a": '
+     + b"[" * 5000 + b"]" * 5000 + b"}}]}", "body"),
     (b'{"documents": [', "body"),
     (b"", "body"),
     (b"[]", "body"),
