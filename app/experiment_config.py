@@ -135,8 +135,10 @@ def _variants(place: str, raw: Any, rules: list[str]
             if overrides:
                 params[str(variant)] = _overrides(f"{vplace}.params", overrides, rules,
                                                   str(variant))
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-            raise ConfigError(vplace, "weight must be a percentage >= 0")
+        # `not 0 <= w <= 100` also refuses .nan, .inf and ints too large for a float
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
+                0 <= weight <= 100):
+            raise ConfigError(vplace, "weight must be a percentage from 0 to 100")
         if abs(weight * 100 - round(weight * 100)) > 1e-9:
             raise ConfigError(vplace, "weight must be a multiple of 0.01%")
         total += weight

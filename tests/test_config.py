@@ -59,6 +59,21 @@ def test_version_is_the_content_hash():
      "add up to 110, over 100"),
     (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
      b"variants: {a: 50}, rules: [nope]}]", "experiments[0] e.rules", "unknown rule 'nope'"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {control: .nan}, rules: [depth]}]", "experiments[0] e.variants.control",
+     "weight must be a percentage from 0 to 100"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {control: .inf}, rules: [depth]}]", "experiments[0] e.variants.control",
+     "weight must be a percentage from 0 to 100"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {control: -.inf}, rules: [depth]}]", "experiments[0] e.variants.control",
+     "weight must be a percentage from 0 to 100"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {control: 10000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000}, rules: [depth]}]", "experiments[0] e.variants.control",
+     "weight must be a percentage from 0 to 100"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {control: 101}, rules: [depth]}]", "experiments[0] e.variants.control",
+     "weight must be a percentage from 0 to 100"),
     (b"profiles: {default: {}}\nexperiments: [{name: e, unit: u, variants: {a: 5}, "
      b"rules: [depth]}, {name: f, unit: u, variants: {a: 5}, rules: [depth]}]",
      "experiments[1] f.rules", "already gated by e"),
