@@ -69,7 +69,8 @@ def test_version_is_the_content_hash():
      b"variants: {control: -.inf}, rules: [depth]}]", "experiments[0] e.variants.control",
      "weight must be a percentage from 0 to 100"),
     (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
-     b"variants: {control: 10000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000}, rules: [depth]}]", "experiments[0] e.variants.control",
+     b"variants: {control: 1" + b"0" * 400 + b"}, rules: [depth]}]",
+     "experiments[0] e.variants.control",
      "weight must be a percentage from 0 to 100"),
     (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
      b"variants: {control: 101}, rules: [depth]}]", "experiments[0] e.variants.control",
