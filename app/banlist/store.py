@@ -97,9 +97,10 @@ class EmbeddedStore:
                 yield [{"seq": int(e.id), "op": "add", "entry": e.as_dict(), "actor": actor,
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
-        self._write(batches(), len(entries))  # durable before any of it is applied
+        end = self._write(batches(), len(entries))  # durable before any of it is applied
         for entry in entries:
             self.index.add(entry)
+        self.version = end  # published once applied: a request never reports a version early
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -112,8 +113,9 @@ class EmbeddedStore:
             change = {"seq": self.version + 1, "op": "group", "name": key,
                       "domains": list(members), "actor": actor, "reason": why,
                       "at": iso(self.clock())}
-            self._commit(change)
+            end = self._commit(change)
             self.index.set_group(key, members)
+            self.version = end
         return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
@@ -123,9 +125,10 @@ class EmbeddedStore:
             entry = self.index.get(entry_id)
             if entry is None:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
-            self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
-                          "actor": actor, "reason": reason, "at": iso(self.clock())})
+            end = self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
+                                "actor": actor, "reason": reason, "at": iso(self.clock())})
             self.index.remove(entry_id)
+            self.version = end
         return entry
 
     def sweep(self) -> int:
@@ -136,11 +139,13 @@ class EmbeddedStore:
             if expired:  # one write and fsync, however many expired together; each line
                 # stands alone, so a crash mid-write leaves some expiries logged, which
                 # the next sweep would have logged anyway
-                self._commit(*({"seq": self.version + n, "op": "expire", "id": entry.id,
-                                "actor": "system", "reason": "ttl elapsed", "at": iso(now)}
-                               for n, entry in enumerate(expired, 1)), standalone=True)
+                end = self._commit(*({"seq": self.version + n, "op": "expire", "id": entry.id,
+                                      "actor": "system", "reason": "ttl elapsed",
+                                      "at": iso(now)} for n, entry in enumerate(expired, 1)),
+                                   standalone=True)
                 for entry in expired:
                     self.index.remove(entry.id)
+                self.version = end
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
@@ -175,13 +180,15 @@ class EmbeddedStore:
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
 
-    def _commit(self, *changes: dict[str, Any], standalone: bool = False) -> None:
+    def _commit(self, *changes: dict[str, Any], standalone: bool = False) -> int:
         """Persist changes (one transaction, one fsync) before the caller applies them."""
-        self._write(iter([list(changes)]), len(changes), standalone)
+        return self._write(iter([list(changes)]), len(changes), standalone)
 
     def _write(self, batches: Iterator[list[dict[str, Any]]], count: int,
-               standalone: bool = False) -> None:
-        """Make `count` changes after `version` durable as one transaction, then count them.
+               standalone: bool = False) -> int:
+        """Make `count` changes after `version` durable as one transaction; returns the
+        version they make, which the caller publishes once it has applied them (requests
+        read `version` without the lock and report it as the banlist they were matched on).
 
         `standalone`: one write and fsync, but no transaction mark (Changelog.transaction).
         """
@@ -196,7 +203,7 @@ class EmbeddedStore:
                     write(batch)
                     recent.extend(batch)
         self._tail.extend(recent)
-        self.version = end
+        return end
 
     def _apply(self, change: dict[str, Any]) -> None:
         if change["op"] == "add":

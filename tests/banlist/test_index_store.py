@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -218,3 +219,24 @@ def test_redefining_a_group_never_shows_members_that_stay_as_unbanned(monkeypatc
     index.set_group("acme", ("a.com", "b.com", "c.com"))
     assert seen == ["1"]  # mid-update, a.com is still banned
     assert check(index, "http://c.com/") == "1" and check(index, "http://a.com/") == "1"
+
+
+def test_a_reader_never_sees_a_version_whose_change_is_not_applied_yet():
+    """Requests read (index, version) without the store's lock and report the version as
+    the banlist they were matched on: a version must be published after its change."""
+    store = EmbeddedStore(None)
+    specs = [EntrySpec("host", f"h{i}.example", "spam") for i in range(20_000)]
+    early: list[int] = []
+    reads = 0
+    writer = threading.Thread(target=store.add_many, args=(specs, "t&s"))
+    writer.start()
+    while writer.is_alive() or reads == 0:
+        index, version = store.index, store.version
+        reads += 1
+        if version and index.get(str(version)) is None:
+            early.append(version)
+    writer.join()
+    assert store.version == len(specs) and store.index.get(str(len(specs))) is not None
+    assert not early, f"{len(early)} of {reads} reads saw a version before its entry"
+    store.remove("1", "t&s", "appeal")
+    assert store.version == len(specs) + 1 and store.index.get("1") is None
