@@ -26,6 +26,11 @@ from app.effects import TOP
 from app.pipeline import RERANK, Outcome, Phase
 from app.srm import srm
 
+RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
+# rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
+RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt")
+HOUSEKEEPING_TASKS = ("config", "sweep")  # rearrange_housekeeping_errors_total
+RERANK_ROUTE = "/v1/rerank"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
@@ -229,6 +234,13 @@ class Metrics:
             "rearrange_housekeeping_errors_total",
             "Unexpected errors of the background tasks (config poll, TTL sweep), by task",
             ["task"], registry=r)
+        # Series that alerts take increase() of exist at 0 from the start: a series born at 1
+        # has no earlier sample, so its first event (a refused reload) would never alert.
+        for counter, values in ((self.config_reloads, RELOAD_RESULTS),
+                                (self.banlist_resyncs, RESYNC_CAUSES),
+                                (self.housekeeping_errors, HOUSEKEEPING_TASKS)):
+            for value in values:
+                counter.labels(value)
         self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
                                      "Audit log lines dropped because the writer fell behind",
                                      registry=r)
@@ -246,6 +258,8 @@ class Metrics:
         self._ok: dict[str, Any] = {}
         self._assigned: dict[tuple[str, str], Any] = {}
         self._http: dict[tuple[str, str], Any] = {}
+        for code in ("2xx", "4xx", "5xx"):  # the server-errors alert's ratio, from the start
+            self.http_response_series(RERANK_ROUTE, code)
 
     def track_caches(self, kind: str, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
@@ -327,8 +341,13 @@ class Metrics:
         key = (route, f"{status // 100}xx")
         child = self._http.get(key)
         if child is None:
-            child = self._http[key] = self.http_responses.labels(*key)
+            child = self.http_response_series(*key)
         child.inc()
+
+    def http_response_series(self, route: str, code: str) -> Any:
+        """The counter child of (route, status class), remembered for the next response."""
+        child = self._http[(route, code)] = self.http_responses.labels(route, code)
+        return child
 
 
 def _split(histograms: _Histograms, rule: str, mode: str, values: Sequence[float],

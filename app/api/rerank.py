@@ -20,9 +20,10 @@ from app.api.deps import token_actor
 from app.api.observe import ClientGone, read_capped
 from app.contract import request_schema
 from app.errors import FieldError
+from app.metrics import RERANK_ROUTE
 from app.service import FORCE_HEADER, Rearranger
 
-PATH = "/v1/rerank"
+PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never sent
 router = APIRouter()
 _encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
