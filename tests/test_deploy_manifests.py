@@ -506,6 +506,8 @@ def test_service_hpa_and_pdb_select_the_deployment():
     assert (target["kind"], target["name"]) == ("Deployment", m["Deployment"]["metadata"]["name"])
     assert m["PodDisruptionBudget"]["spec"]["maxUnavailable"] < \
         m["HorizontalPodAutoscaler"]["spec"]["minReplicas"]
+    # The HPA owns the count: a `replicas` here resets a scaled-out Deployment on each apply.
+    assert "replicas" not in m["Deployment"]["spec"]
 
 
 def test_secrets_and_redis_come_from_the_sentinel_chart_values():
@@ -520,7 +522,35 @@ def test_secrets_and_redis_come_from_the_sentinel_chart_values():
     assert password["key"] == values["auth"]["existingSecretPasswordKey"]
     url = urlsplit(env["REDIS_URL"]["value"].replace("$(REDIS_PASSWORD)", "secret"))
     assert url.hostname == f"{values['fullnameOverride']}-master"
-    assert "appendonly yes" in values["commonConfiguration"]
+    conf = dict(line.split(None, 1) for line in values["commonConfiguration"].splitlines()
+                if line.strip() and not line.lstrip().startswith("#"))
+    assert conf["appendonly"] == "yes" and conf["appendfsync"] == "always"
+    assert conf["min-replicas-to-write"] == "1"  # as staging: a write is on two machines
+    # The -master Service needs RBAC to follow Sentinel (chart 20 refuses to install without)
+    assert values["rbac"]["create"] and values["serviceAccount"]["create"]
+    assert values["replica"]["automountServiceAccountToken"] is True
+
+
+@pytest.mark.parametrize("where", ["k8s", "staging"])
+def test_redis_never_evicts_and_has_a_cap_to_refuse_writes_at(where):
+    """noeviction only acts at maxmemory; with none set Redis grows until it is killed."""
+    if where == "k8s":
+        values = yaml.safe_load((K8S / "redis" / "values.yaml").read_text())
+        text = values["commonConfiguration"]
+        limit = values["replica"]["resources"]["limits"]["memory"]
+        assert limit.endswith("Gi")
+        limit_bytes = int(limit[:-2]) * 2**30
+    else:
+        text = (DEPLOY / "redis" / "primary.conf").read_text()
+        limit_bytes = None
+    conf = dict(line.split(None, 1) for line in text.splitlines()
+                if line.strip() and not line.lstrip().startswith("#"))
+    assert conf["maxmemory-policy"] == "noeviction"
+    cap = conf["maxmemory"]
+    assert re.fullmatch(r"\d+(gb|mb)", cap)
+    cap_bytes = int(cap[:-2]) * (2**30 if cap.endswith("gb") else 2**20)
+    if limit_bytes is not None:  # half for the data, half for a fork's copy-on-write
+        assert cap_bytes <= limit_bytes // 2
 
 
 def kubelet_write(directory: Path, files: dict[str, str], generation: int) -> None:
