@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
+from uvicorn.logging import DefaultFormatter
 
 from app.api import admin, banlist, experiments, health, rerank, sanctions
 from app.api.observe import BodyLimit, ResponseCounter
@@ -118,6 +119,7 @@ class RearrangeApp(FastAPI):
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ASGI app; reads the environment when no settings are given."""
     settings = settings or Settings()
+    configure_logging(settings.log_level)
     service = build_service(settings)
 
     @contextlib.asynccontextmanager
@@ -149,6 +151,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ResponseCounter, metrics=service.metrics)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def configure_logging(level: str) -> None:
+    """Our loggers ("rearrange" and the app.* modules) write to stderr as uvicorn's do.
+
+    uvicorn configures only its own loggers. Ours propagated to a root logger without a
+    handler, where Python's last resort printed warnings and errors and dropped every INFO
+    line (config reloaded, bans expired, resyncs). Where the root logger has a handler
+    (an embedding application, pytest's log capture) it is left to do the job.
+    """
+    if logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+    for name in ("rearrange", "app"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level.upper())
+        if not logger.handlers:
+            logger.addHandler(handler)
 
 
 async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:

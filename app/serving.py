@@ -1,7 +1,6 @@
 """`rearrange serve`: uvicorn with uvloop + httptools, and a drain before every stop."""
 from __future__ import annotations
 
-import os
 import threading
 from types import FrameType
 
@@ -39,7 +38,7 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
     options = dict(host=host or settings.host, port=port or settings.port, loop="uvloop",
                    http="httptools", proxy_headers=False, timeout_graceful_shutdown=10,
                    timeout_keep_alive=5, access_log=settings.access_log,
-                   log_level=os.environ.get("REARRANGE_LOG_LEVEL", "info"))
+                   log_level=settings.log_level)
     if workers > 1:
         # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
         uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,8 +39,15 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
     drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop
     access_log: bool = False  # uvicorn's line per request: off, the balancer logs requests
+    # Ours and uvicorn's; lower case, as uvicorn takes it
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     host: str = "127.0.0.1"
     port: int = 8080
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", mode="before")
     @classmethod

@@ -29,7 +29,7 @@ def server(tmp_path: Path):
     port = free_port()
     env = {**os.environ, "REARRANGE_CONFIG": str(config), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
            "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
-           "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "warning",
+           "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "INFO",
            "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5"}
     env.pop("REDIS_URL", None)
     log = tmp_path / "server.log"
@@ -69,6 +69,22 @@ def wait_for_new_version(base: str, old: str, timeout: float = 10.0) -> str:
             return version
         time.sleep(0.05)
     pytest.fail(f"config version stayed {old} for {timeout} s after the file changed")
+
+
+def test_our_info_lines_reach_stderr(server, tmp_path):
+    """uvicorn configures only its loggers: ours (a config reload, a refusal) must show too."""
+    base, config, _ = server
+    old = httpx.get(f"{base}/readyz").json()["config_version"]
+    write_atomically(config, "profiles: {default: {trim: [{depth: {k: 3}}]}}")
+    new = wait_for_new_version(base, old)
+    write_atomically(config, "profiles: {default: {trim: [{depth: {k: 0}}]}}")
+    log = tmp_path / "server.log"
+    deadline = time.monotonic() + 10
+    while "config reload refused" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = log.read_text()
+    assert f"INFO:     rearrange: config reloaded: now serving {new}" in text, text[-2000:]
+    assert f"ERROR:    rearrange: config reload refused, still serving {new}" in text
 
 
 def test_hot_reload_under_concurrent_requests(server):
