@@ -13,24 +13,29 @@ class DrainingServer(uvicorn.Server):
     """On SIGTERM, turn /readyz to 503 first and stop only after `drain_seconds`.
 
     A balancer polling readiness takes the replica out while it still answers, then
-    uvicorn's own shutdown lets in-flight requests finish. A second signal stops at once.
+    uvicorn's own shutdown lets in-flight requests finish. A second signal during the drain
+    cuts it short: the shutdown starts at once (in-flight requests still finish); one after
+    that is uvicorn's own (a second Ctrl-C forces the exit).
     """
 
     def __init__(self, config: uvicorn.Config, service: object, drain_seconds: float) -> None:
         super().__init__(config)
         self.service = service
         self.drain_seconds = drain_seconds
-        self._draining = False
+        self._drain: threading.Timer | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._draining or self.drain_seconds <= 0:
+        if self.drain_seconds <= 0 or self.should_exit:
             super().handle_exit(sig, frame)
             return
-        self._draining = True
+        if self._drain is not None:  # a second signal while draining: stop now
+            self._drain.cancel()  # else its later handle_exit would force the exit
+            super().handle_exit(sig, frame)
+            return
         self.service.draining = True  # type: ignore[attr-defined]
-        timer = threading.Timer(self.drain_seconds, super().handle_exit, (sig, frame))
-        timer.daemon = True
-        timer.start()
+        self._drain = threading.Timer(self.drain_seconds, super().handle_exit, (sig, frame))
+        self._drain.daemon = True
+        self._drain.start()
 
 
 def serve(settings: Settings, host: str | None, port: int | None, workers: int) -> None:

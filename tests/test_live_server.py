@@ -24,13 +24,22 @@ PAGE = {"documents": [{"id": f"d{i}", "url": f"http://h{i}.example/{i}", "score"
 @pytest.fixture
 def server(tmp_path: Path):
     """`rearrange serve` on a free port with its own config file, polled every 0.2 s."""
+    proc, base, config = start_server(tmp_path)
+    yield base, config, proc
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(10)
+
+
+def start_server(tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, str, Path]:
     config = tmp_path / "rules.yaml"
     config.write_text("profiles: {default: {trim: [{depth: {k: 5}}]}}")
     port = free_port()
     env = {**os.environ, "REARRANGE_CONFIG": str(config), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
            "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
            "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "INFO",
-           "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5"}
+           "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5",
+           **extra_env}
     env.pop("REDIS_URL", None)
     log = tmp_path / "server.log"
     with log.open("wb") as err:
@@ -47,10 +56,7 @@ def server(tmp_path: Path):
     else:
         proc.kill()
         pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
-    yield base, config, proc
-    if proc.poll() is None:
-        proc.terminate()
-        proc.wait(10)
+    return proc, base, config
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -187,3 +193,34 @@ def test_sigterm_turns_readiness_off_first_then_stops(server):
     assert httpx.post(f"{base}/v1/rerank", json=PAGE).status_code == 200  # still answering
     # ...and stops by itself after the drain (uvicorn re-raises the signal it captured)
     assert proc.wait(10) in (0, -signal.SIGTERM)
+
+
+def test_a_second_signal_cuts_the_drain_short_and_in_flight_requests_finish(tmp_path):
+    """Ctrl-C twice: the second ends the drain and starts the shutdown, which lets the request
+    in flight finish. The drain's timer must not fire later: a late handle_exit(SIGINT)
+    during the shutdown is uvicorn's "force exit", which would cut that request off."""
+    proc, base, _ = start_server(tmp_path, REARRANGE_DRAIN_SECONDS="1",
+                                 REARRANGE_BODY_TIMEOUT_SECONDS="10")
+    try:
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 5
+        while httpx.get(f"{base}/readyz").status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert httpx.get(f"{base}/readyz").status_code == 503
+        body = json.dumps(PAGE).encode()
+        with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as s:
+            s.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+                      b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10])
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)  # the drain had ~0.8 s to go
+            time.sleep(1.5)  # past the drain's end: a timer left running fires meanwhile
+            s.sendall(body[10:])
+            s.settimeout(10)
+            reply = s.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+        assert proc.wait(15) in (0, -signal.SIGINT)
+        assert "Application shutdown complete" in (tmp_path / "server.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
