@@ -49,8 +49,10 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     metrics.config_info.set_to_current_time()
     metrics.track_caches("signature", lambda: signature_caches(config.engine.profiles))
     metrics.track_caches("shingle", lambda: shingle_caches(config.engine.profiles))
-    audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
-             if settings.audit_log else None)
+    audit = None
+    if settings.audit_log:
+        audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
+        metrics.audit_failing.set_function(audit.failing)  # read at scrape time
     service = Rearranger(settings, store, config, metrics, audit)
     service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
     return service
