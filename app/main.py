@@ -134,10 +134,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            if service.audit_log is not None:
-                service.audit_log.close()
-            service.store.close()
-            service.quarantine.close()
+            with contextlib.ExitStack() as closing:  # each closes even if one before fails
+                closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
+                closing.callback(service.store.close)
+                if service.audit_log is not None:
+                    closing.callback(service.audit_log.close)
 
     app = RearrangeApp(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")

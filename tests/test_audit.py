@@ -1,8 +1,10 @@
 """The audit log on failing disks: every line is written whole or counted, none torn into
-the next. Real limits: RLIMIT_FSIZE, /dev/full, a FIFO that nobody reads."""
+the next, and shutdown goes on past it. Real limits: RLIMIT_FSIZE, /dev/full, a FIFO that
+nobody reads."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -14,7 +16,9 @@ import msgspec
 import pytest
 
 from app.audit import AuditLog
-from tests.conftest import ROOT
+from app.banlist import snapshot
+from tests.conftest import AUTH, ROOT, app_on
+from tests.sanctions.test_sanctions_redis import feed, until
 
 LIMIT = 100_000  # bytes: RLIMIT_FSIZE of the writing process
 SENT = [msgspec.json.encode({"i": i, "pad": "x" * 80}) for i in range(3000)]  # as LIMITED emits
@@ -135,3 +139,29 @@ def test_close_does_not_wait_past_its_timeout_for_a_stuck_writer(tmp_path, caplo
     good, bad, tail = split(data)
     assert bad == [] and tail == b"" and len(good) + sum(dropped) == 2000
 
+
+def test_shutdown_with_a_full_disk_still_closes_both_stores(redis_server, settings, caplog):
+    if not os.access("/dev/full", os.W_OK):
+        pytest.skip("no writable /dev/full")
+    caplog.set_level(logging.ERROR)
+    settings = settings.model_copy(update={"audit_log": "/dev/full"})
+    snapshots = [settings.banlist_path.with_name(name)
+                 for name in ("a.snapshot.json", "quarantine.snapshot.json")]
+
+    def seqs():
+        return [s.seq if (s := snapshot.read(path)) else None for path in snapshots]
+
+    with app_on(redis_server, settings, "a") as a:
+        until(lambda: seqs() == [0, 0])  # written at start; the next one only at shutdown
+        assert a.post("/v1/banlist/entries", headers=AUTH, json={
+            "scope": "host", "value": "bad.example", "reason": "spam"}).status_code == 201
+        feed(a, "grey.example", 0.75, 1)  # into the quarantine
+        page = {"documents": [{"id": "x", "url": "http://bad.example/1", "score": 1.0}]}
+        for _ in range(20):  # each removes a banned document: one audit line each
+            assert a.post("/v1/rerank", json=page).json()["documents"] == []
+        registry = a.app.state.service.metrics.registry
+        until(lambda: registry.get_sample_value("rearrange_audit_log_dropped_total") == 20)
+        assert registry.get_sample_value("rearrange_audit_log_failing") == 1
+        assert seqs() == [0, 0]
+    assert seqs() == [1, 1]  # the lifespan got past the audit log to both stores' close
+    assert not any("shutdown failed" in r.getMessage() for r in caplog.records)
