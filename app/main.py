@@ -50,8 +50,10 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     metrics.config_info.set_to_current_time()
     metrics.track_caches("signature", lambda: signature_caches(config.engine.profiles))
     metrics.track_caches("shingle", lambda: shingle_caches(config.engine.profiles))
-    audit = (AuditLog(settings.audit_log, metrics.audit_dropped.inc)
-             if settings.audit_log else None)
+    audit = None
+    if settings.audit_log:
+        audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
+        metrics.audit_failing.set_function(audit.failing)  # read at scrape time
     service = Rearranger(settings, store, config, metrics, audit)
     service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
     return service
@@ -134,10 +136,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            if service.audit_log is not None:
-                service.audit_log.close()
-            service.store.close()
-            service.quarantine.close()
+            with contextlib.ExitStack() as closing:  # each closes even if one before fails
+                closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
+                closing.callback(service.store.close)
+                if service.audit_log is not None:
+                    closing.callback(service.audit_log.close)
 
     app = RearrangeApp(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")

@@ -241,9 +241,14 @@ class Metrics:
                                 (self.housekeeping_errors, HOUSEKEEPING_TASKS)):
             for value in values:
                 counter.labels(value)
-        self.audit_dropped = Counter("rearrange_audit_log_dropped_total",
-                                     "Audit log lines dropped because the writer fell behind",
-                                     registry=r)
+        self.audit_dropped = Counter(
+            "rearrange_audit_log_dropped_total",
+            "Audit log lines dropped: writer behind, write failed, or still queued at close",
+            registry=r)
+        self.audit_failing = Gauge(
+            "rearrange_audit_log_failing",
+            "1 while the audit log's last write failed or its writer has stopped",
+            registry=r)
         self.sanction_transitions = Counter(
             "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
             ["from_state", "to_state"], registry=r)
