@@ -89,16 +89,14 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         if force is not None:  # QA override: never honoured without a token
             forced_by = token_actor(tokens, authorization, FORCE_HEADER)
             forced = parse_force(force)
-        try:
-            response = service.rerank(body, forced, forced_by, arrived)  # reads a bytearray
-        except FieldError:
-            service.metrics.requests.labels("", "invalid").inc()
-            raise
+        response = service.rerank(body, forced, forced_by, arrived)  # reads a bytearray
     except ClientGone:
         return GONE, b"", []
-    except FieldError as exc:
+    except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
+        service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
         return exc.status, _error(exc.status, exc.field, exc.problem), []
-    except HTTPException as exc:
+    except HTTPException as exc:  # the QA header: no token (401), read-only (403), malformed
+        service.metrics.requests.labels("", "invalid").inc()
         detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
         headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
         return exc.status_code, _error(exc.status_code, **{"field": None, **detail}), headers
@@ -111,11 +109,7 @@ async def _read_body(service: Rearranger, declared: bytes | None,
     limit = settings.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise FieldError("body", f"{int(declared)} bytes, over the limit of {limit}", 413)
-    try:
-        return await read_capped(receive, limit, settings.body_timeout_seconds)
-    except FieldError as exc:
-        service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
-        raise
+    return await read_capped(receive, limit, settings.body_timeout_seconds)
 
 
 def _error(status: int, field: str | None, problem: str) -> bytes:

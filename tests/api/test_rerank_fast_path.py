@@ -137,3 +137,31 @@ def test_behind_a_root_path_the_fast_path_still_answers(client, monkeypatch):
         assert behind.post("/api/rerank", json=page(1)).status_code == 404
     assert r.status_code == 200 and r.json()["request_id"] == "rp"
     assert served == ["/api/v1/rerank"]
+
+
+def _invalid(client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith('rearrange_requests_total{outcome="invalid",profile=""}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_every_refused_request_counts_as_invalid(client):
+    """Each refusal the frontend or QA can cause is one invalid request, whatever refused
+    it: the body's size, the body's content or the QA header."""
+    service = client.app.state.service
+    service.settings = service.settings.model_copy(update={"max_body_bytes": 2048})
+    json_head = {"content-type": "application/json"}
+    refusals = [
+        ({"content": json.dumps(page(40)).encode(), "headers": json_head}, 413),
+        ({"json": {"documents": 1}}, 422),
+        ({"json": page(2), "headers": {"X-Rearrange-Force-Variant": "antispam_v7=treatment"}},
+         401),
+        ({"json": page(2), "headers": {"X-Rearrange-Force-Variant": "antispam_v7", **AUTH}},
+         422),
+    ]
+    for n, (request, status) in enumerate(refusals, 1):
+        assert client.post("/v1/rerank", **request).status_code == status
+        assert _invalid(client) == n, (n, status)
+    assert client.post("/v1/rerank", json=page(2)).status_code == 200
+    assert _invalid(client) == len(refusals)
