@@ -92,15 +92,18 @@ class Rearranger:
         if assigned.counted:
             self.metrics.assigned(assigned.counted)
         self.metrics.observe(profile, outcome, clock() - started)
-        if self.audit_log is not None and (outcome.audit or assignments):
+        if self.audit_log is not None and (outcome.audit or assignments or outcome.skipped):
             # Every exposure is logged, not only requests that changed something: analysts
-            # join on what was served instead of recomputing buckets.
+            # join on what was served instead of recomputing buckets. A skipped rule is
+            # logged too: the page served is not what the profile says it would be.
             line = {
                 "ts": ctx.now, "request_id": response["request_id"], "profile": profile,
                 "config_version": engine.version, "banlist_version": banlist_version,
                 "experiments": assignments, "query": {"text": q.text, "region": ctx.region},
                 "audit": response["audit"],
             }
+            if outcome.skipped:
+                line["skipped"] = outcome.skipped
             if forced_by is not None:
                 line["forced_by"] = forced_by
             self.audit_log.emit(line)
