@@ -35,6 +35,15 @@ def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[s
         raise ConfigError(f"{place}.{unknown[0]}" if place else unknown[0], problem)
 
 
+class DeadlineExceeded(RearrangeError):
+    """An optional rule found the request's deadline passed while it ran, and gave up.
+
+    Raised from `Context.check_deadline`; the runner catches it for optional rules only
+    (the page goes on unchanged and the rule is reported in `skipped`), so from any other
+    rule it escapes as the bug it would be.
+    """
+
+
 class BanlistError(RearrangeError):
     """A refused banlist write (unknown scope, malformed value, unknown id)."""
 

@@ -228,7 +228,9 @@ class Metrics:
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
         self.rule_skipped = Counter(
-            "rearrange_rule_skipped_total", "Optional rules skipped (reason: deadline)",
+            "rearrange_rule_skipped_total",
+            "Optional rules skipped by the deadline: not started (reason: deadline) or "
+            "given up midway (reason: deadline (stopped while running))",
             ["rule", "phase", "reason"], registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",

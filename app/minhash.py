@@ -102,14 +102,17 @@ def signatures(sets: Sequence[Iterable[int]], k: int = DEFAULT_K,
     return matrix, sizes
 
 
-def agreements(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def agreements(matrix: np.ndarray, checkpoint: Callable[[], None] | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(i, j, count) for every pair of rows j < i agreeing in count > 0 of the k positions.
 
     Sorted by i, then j (the order the rule folds in). Each column is sorted once; in a
     sorted column, rows equal at distance d are equal at every smaller distance too, so
     growing d only narrows the set of cells, and the loop stops at the largest group of
     equal values. The work is O(k n log n) plus the agreements, not O(k n^2) as a
-    broadcast comparison (~5x slower at n = 100, k = 128).
+    broadcast comparison (~5x slower at n = 100, k = 128). `checkpoint`, when given, is
+    called once per distance and may raise to abandon the work: a page of many equal
+    signatures takes many distances.
     """
     n, k = matrix.shape
     none = np.empty(0, dtype=np.int64)
@@ -122,6 +125,8 @@ def agreements(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     found = []
     lag = 1
     while at.size:
+        if checkpoint is not None:
+            checkpoint()
         a, b = order[at], order[at + lag * k]
         found.append(np.maximum(a, b) * n + np.minimum(a, b))
         # equal at distance lag + 1 = equal at distance lag and the next row on is equal too

@@ -8,7 +8,7 @@ each document folded under the first kept higher one it matches, as the exact pa
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from app.sigcache import SignatureCache, content_key
 # Measured by bench/near_duplicates.py (README "The switch"): with 300-word texts and a
 # cold cache, MinHash overtakes exact pairs at about this many documents with text.
 EXACT_MAX_DOCS = 30
+_HITS_PER_CHECK = 4096  # matching pairs folded between two checkpoints
 
 
 class Matcher:
@@ -34,8 +35,14 @@ class Matcher:
         self.seed = seed
         self.cache = cache
 
-    def text_signatures(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(values, shingle counts) of texts: from the cache, else computed and cached."""
+    def text_signatures(self, texts: Sequence[str],
+                        checkpoint: Callable[[], None] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(values, shingle counts) of texts: from the cache, else computed and cached.
+
+        `checkpoint`, when given, is called before each text is signed and may raise to
+        abandon the work; what was signed by then stays cached for the next page.
+        """
         if self.cache is None:
             keys: list[int] = []
             values = np.empty((len(texts), self.k), dtype=np.uint64)
@@ -46,6 +53,8 @@ class Matcher:
             values, sizes, missing = self.cache.fetch(keys)
         done: dict[str, int] = {}  # the same text twice on a page is shingled once
         for n in missing:
+            if checkpoint is not None:
+                checkpoint()
             first = done.setdefault(texts[n], n)
             if first != n:
                 values[n], sizes[n] = values[first], sizes[first]
@@ -69,8 +78,13 @@ class Matcher:
             raise FieldError(f"{at}.seed", f"family seed {sent.seed}, but this profile's "
                              f"near_duplicates uses {self.seed}")
 
-    def minhash_pairs(self, docs: Sequence[Any]) -> list[tuple[int, int, float]]:
-        """(i, j, estimate) for each doc folded under the first kept higher doc j it matches."""
+    def minhash_pairs(self, docs: Sequence[Any], checkpoint: Callable[[], None] | None = None
+                      ) -> list[tuple[int, int, float]]:
+        """(i, j, estimate) for each doc folded under the first kept higher doc j it matches.
+
+        `checkpoint` (see text_signatures) is also called per distance while counting
+        agreements and per block of matching pairs while folding.
+        """
         where: list[int] = []
         sent, sent_at, texts, text_at = [], [], [], []
         for i, doc in enumerate(docs):
@@ -92,13 +106,14 @@ class Matcher:
             matrix[sent_at] = np.array([s.values for s in sent], dtype=np.uint64)
             sizes[sent_at] = [s.shingles for s in sent]
         if texts:
-            matrix[text_at], sizes[text_at] = self.text_signatures(texts)
+            matrix[text_at], sizes[text_at] = self.text_signatures(texts, checkpoint)
         if not sizes.all():  # texts without words (and signatures saying so) match nothing
             keep = np.flatnonzero(sizes)
             matrix, sizes, where = matrix[keep], sizes[keep], [where[n] for n in keep.tolist()]
             if len(where) < 2:
                 return []
-        lower, higher, agree = minhash.agreements(matrix)  # by lower-ranked doc, then higher
+        # by lower-ranked doc, then higher
+        lower, higher, agree = minhash.agreements(matrix, checkpoint)
         if lower.size == 0:
             return []
         jac = agree / self.k
@@ -108,9 +123,12 @@ class Matcher:
             values = jac
         hit = np.flatnonzero(values >= self.threshold)
         folded: dict[int, tuple[int, float]] = {}
-        for h in hit.tolist():
-            i, j = int(lower[h]), int(higher[h])
-            if i in folded or j in folded:  # i already placed, or j is not kept
-                continue
-            folded[i] = (j, float(values[h]))
+        for start in range(0, hit.size, _HITS_PER_CHECK):
+            if checkpoint is not None:
+                checkpoint()
+            for h in hit[start:start + _HITS_PER_CHECK].tolist():
+                i, j = int(lower[h]), int(higher[h])
+                if i in folded or j in folded:  # i already placed, or j is not kept
+                    continue
+                folded[i] = (j, float(values[h]))
         return [(where[i], where[j], value) for i, (j, value) in folded.items()]

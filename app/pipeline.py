@@ -13,6 +13,7 @@ import msgspec
 from pydantic import BaseModel
 
 from app.effects import by_score, compare_ranked, effect
+from app.errors import DeadlineExceeded
 from app.experiments import CONTROL
 
 
@@ -106,7 +107,18 @@ class Context:
     variants: Mapping[str, str] = field(default_factory=dict)  # experiment → variant
     quarantine: Any = None  # the sanctions quarantine list, a BanIndex like `banlist`
     relaxed_from: str | None = None
-    deadline: float | None = None  # perf_counter time after which optional rules are skipped
+    deadline: float | None = None  # a `clock` time past which optional rules stop or never start
+    # The clock `deadline` is on; the runner times rules with it too. Tests pass their own.
+    clock: Callable[[], float] = time.perf_counter
+
+    def check_deadline(self) -> None:
+        """Raise DeadlineExceeded once the deadline has passed.
+
+        Optional rules call it as they work (per document, per block of comparisons): one
+        clock read, so cheap enough per document, too dear per shingle.
+        """
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise DeadlineExceeded("the request's deadline passed")
 
 
 RuleResult = tuple[list[Doc], list[AuditRecord]]
@@ -132,7 +144,9 @@ class BaseRule:
     name: ClassVar[str]
     phases: ClassVar[frozenset[Phase]]
     Params: ClassVar[type[BaseModel]]
-    optional: ClassVar[bool] = False  # skipped (and reported) once the request's deadline passed
+    # Optional: not started once the request's deadline has passed, and free to give up when
+    # it passes midway (ctx.check_deadline); either way reported in `skipped`, page unchanged.
+    optional: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel, phase: Phase) -> None:
         self.params = params
@@ -229,6 +243,12 @@ def emptied(count: int) -> str:
 
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`
 
+# `skipped[].reason` of an optional rule: not started because the deadline had passed, or
+# started and given up when it passed. Fixed strings: clients match on them, and they are
+# the `reason` label of rearrange_rule_skipped_total (no request data in labels).
+SKIPPED_LATE = "deadline"
+STOPPED_LATE = "deadline (stopped while running)"
+
 
 _DISPLACED = "stable sort by score after rerank: displaced by rescored documents"
 
@@ -269,15 +289,16 @@ class Pipeline:
         """Every (phase, step) in run order."""
         return [(phase, step) for phase, steps in self.phases for step in steps]
 
-    def run(self, docs: list[Doc], ctx: Context,
-            clock: Callable[[], float] = time.perf_counter) -> Outcome:
-        """Run every phase in order; relax and rerun once if the fallback asks to."""
-        outcome = self._run_once(docs, ctx, clock)
+    def run(self, docs: list[Doc], ctx: Context) -> Outcome:
+        """Run every phase in order; relax and rerun once if the fallback asks to.
+
+        Rules are timed, and the deadline checked, on `ctx.clock`: the one the deadline is on.
+        """
+        outcome = self._run_once(docs, ctx)
         relax = next((r for r in outcome.audit if r.relax_to and r.mode == APPLIED), None)
         if relax is None:
             return outcome
-        rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to, relaxed_from=ctx.age_mode),
-                         clock)
+        rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to, relaxed_from=ctx.age_mode))
         fallback = rerun.fallback or {"rule": relax.rule, "action": "relax",
                                       "reason": relax.reason}
         # The first attempt's records describe a page nobody is shown: keep only the fallback.
@@ -287,7 +308,8 @@ class Pipeline:
                        outcome.timings + rerun.timings, outcome.skipped + rerun.skipped,
                        actions)
 
-    def _run_once(self, docs: list[Doc], ctx: Context, clock: Callable[[], float]) -> Outcome:
+    def _run_once(self, docs: list[Doc], ctx: Context) -> Outcome:
+        clock = ctx.clock
         audit: list[AuditRecord] = []
         timings: list[RuleTiming] = []
         actions: dict[ActionKey, int] = {}
@@ -305,9 +327,18 @@ class Pipeline:
                 started = clock()
                 if rule.optional and ctx.deadline is not None and started > ctx.deadline:
                     # The frontend's budget is spent: an optional rule is not worth the wait.
-                    skipped.append({"rule": rule.name, "phase": phase, "reason": "deadline"})
+                    skipped.append({"rule": rule.name, "phase": phase, "reason": SKIPPED_LATE})
                     continue
-                out, records = rule(docs, ctx)
+                try:
+                    out, records = rule(docs, ctx)
+                except DeadlineExceeded:
+                    if not rule.optional:
+                        raise
+                    # Given up midway: the page goes on as it came, with none of its records,
+                    # and its time still counts in the rule's duration (it was spent).
+                    skipped.append({"rule": rule.name, "phase": phase, "reason": STOPPED_LATE})
+                    timings.append(RuleTiming(rule.name, phase, mode, clock() - started, ()))
+                    continue
                 elapsed = clock() - started
                 timing = RuleTiming(rule.name, phase, mode, elapsed, records)
                 if records and phase is RERANK:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app import contract
@@ -24,8 +24,11 @@ class Rearranger:
     """Serves /v1/rerank (and `rearrange run`); holds no per-request state of its own."""
 
     def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
-                 metrics: Metrics, audit_log: AuditLog | None = None) -> None:
+                 metrics: Metrics, audit_log: AuditLog | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.settings = settings
+        # Arrival, the deadline, rule timings and latency are all read on this one clock.
+        self.clock = clock
         self.store = store
         self.config = config
         self.metrics = metrics
@@ -41,7 +44,8 @@ class Rearranger:
         `forced` (experiment → variant, from the QA header, the caller having checked the
         admin token of `forced_by`) overrides the bucketing for this request only.
         """
-        started = time.perf_counter() if arrived is None else arrived
+        clock = self.clock
+        started = clock() if arrived is None else arrived
         req = contract.decode(body)
         engine = self.config.engine  # one reference for the whole request, even across a reload
         if req.profile is not None:
@@ -69,6 +73,7 @@ class Rearranger:
             quarantine=self.quarantine.index if self.quarantine is not None else None,
             deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
             else None,
+            clock=clock,
         )
         outcome = engine.profiles[profile].run(docs, ctx)
         response = {
@@ -86,16 +91,19 @@ class Rearranger:
             response["skipped"] = outcome.skipped
         if assigned.counted:
             self.metrics.assigned(assigned.counted)
-        self.metrics.observe(profile, outcome, time.perf_counter() - started)
-        if self.audit_log is not None and (outcome.audit or assignments):
+        self.metrics.observe(profile, outcome, clock() - started)
+        if self.audit_log is not None and (outcome.audit or assignments or outcome.skipped):
             # Every exposure is logged, not only requests that changed something: analysts
-            # join on what was served instead of recomputing buckets.
+            # join on what was served instead of recomputing buckets. A skipped rule is
+            # logged too: the page served is not what the profile says it would be.
             line = {
                 "ts": ctx.now, "request_id": response["request_id"], "profile": profile,
                 "config_version": engine.version, "banlist_version": banlist_version,
                 "experiments": assignments, "query": {"text": q.text, "region": ctx.region},
                 "audit": response["audit"],
             }
+            if outcome.skipped:
+                line["skipped"] = outcome.skipped
             if forced_by is not None:
                 line["forced_by"] = forced_by
             self.audit_log.emit(line)

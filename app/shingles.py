@@ -12,7 +12,7 @@ tokenisation and the hash must stay identical between them and across processes.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 import mmh3
@@ -117,13 +117,20 @@ def find_duplicates(
                 measure, threshold)
 
 
-def fold(sets: Sequence[Set[int]], measure: str, threshold: float) -> list[tuple[int, int, float]]:
-    """find_duplicates on shingle sets already made (rank order; empty sets never match)."""
+def fold(sets: Sequence[Set[int]], measure: str, threshold: float,
+         checkpoint: Callable[[], None] | None = None) -> list[tuple[int, int, float]]:
+    """find_duplicates on shingle sets already made (rank order; empty sets never match).
+
+    `checkpoint`, when given, is called before each set is compared with the kept ones
+    above it, and may raise to abandon the work (the serve-time rule's deadline).
+    """
     kept: list[tuple[int, Set[int]]] = []
     folded: list[tuple[int, int, float]] = []
     for i, sh in enumerate(sets):
         if not sh:
             continue
+        if checkpoint is not None:
+            checkpoint()
         for j, target in kept:
             value = score(measure, sh, target)
             if value >= threshold:

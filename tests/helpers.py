@@ -27,3 +27,16 @@ def make(rule_cls: type, phase: Phase | None = None, **params: Any):
 
 def ids(docs: list[Doc]) -> list[str]:
     return [d.id for d in docs]
+
+
+class Ticking:
+    """A clock that reads 0, 1, 2, … (one per read), so a deadline passes at a known read."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.step = step
+        self.reads = 0
+
+    def __call__(self) -> float:
+        now = self.reads * self.step
+        self.reads += 1
+        return now

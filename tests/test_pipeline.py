@@ -5,6 +5,7 @@ from collections import Counter
 from operator import attrgetter
 
 import msgspec
+import pytest
 
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
@@ -15,7 +16,8 @@ from app.rules.diversity import HostCrowding
 from app.rules.filters import Banlist, SafeSearch
 from app.rules.labels import AdLabel
 from app.rules.trim import Depth
-from tests.helpers import doc, ids, make
+from tests.helpers import Ticking, doc, ids, make
+from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 SEED_CONFIG = b"""
 profiles:
@@ -291,3 +293,41 @@ def test_optional_rules_are_skipped_past_the_deadline_and_reported():
     assert late.skipped == [{"rule": "near_duplicates", "phase": "diversify",
                              "reason": "deadline"}]
     assert all(t.rule != "near_duplicates" for t in late.timings)  # not run at all
+
+
+NEAR_DUPLICATES_ONLY = b"""
+profiles:
+  default:
+    diversify: [{near_duplicates: {method: %s, cache_mb: 0, exact_cache_mb: 0}}]
+"""
+
+
+def template_page():
+    """Omsk's page holds 0.83 of Kazan's and of Perm's: both methods fold them under it."""
+    return [doc(name, 5.0 - n, position=n, text=text) for n, (name, text) in
+            enumerate([("omsk", OMSK), ("kazan", KAZAN), ("perm", PERM), ("returns", RETURNS)], 1)]
+
+
+@pytest.mark.parametrize("method", ["exact", "minhash"])
+def test_a_deadline_passing_while_near_duplicates_runs_leaves_the_page_as_it_came(method):
+    # Caches off, so every run reads the clock as often; Ticking reads 0, 1, 2, …
+    pipeline = load_bytes(NEAR_DUPLICATES_ONLY % method.encode()).profiles["default"]
+    page = template_page()
+    counted = Ticking()
+    done = pipeline.run(page, Context(input_count=4, deadline=1e9, clock=counted))
+    assert ids(done.docs) == ["omsk", "returns"] and done.skipped == []
+    checks = counted.reads - 2  # the runner reads the clock as the rule starts and ends
+    assert checks >= 4  # at least one per text
+    for passed_at in range(1, checks + 1):  # the check at this read finds the deadline passed
+        late = pipeline.run(page, Context(input_count=4, deadline=passed_at - 0.5,
+                                          clock=Ticking()))
+        assert late.docs == page and late.audit == [] and late.actions == {}
+        assert late.skipped == [{"rule": "near_duplicates", "phase": "diversify",
+                                 "reason": "deadline (stopped while running)"}]
+        [timing] = late.timings  # its time is still measured: from read 0 to the one after
+        assert (timing.rule, timing.seconds, timing.records) == (
+            "near_duplicates", passed_at + 1, ())
+    on_time = pipeline.run(page, Context(input_count=4, deadline=checks + 0.5,
+                                         clock=Ticking()))  # the last check is on time
+    assert ids(on_time.docs) == ["omsk", "returns"] and on_time.skipped == []
+    assert [r.doc_id for r in on_time.audit] == ["kazan", "perm"]

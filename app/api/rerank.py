@@ -9,7 +9,6 @@ serves it when the fast path is switched off (`RearrangeApp.fast_rerank`).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 
 import msgspec
@@ -74,7 +73,7 @@ async def serve(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scop
 async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scope: Scope,
                  receive: Receive) -> tuple[int, bytes, Headers]:
     """(status, JSON body, extra headers) for one request; errors name the field."""
-    arrived = time.perf_counter()  # the deadline for optional rules counts from here
+    arrived = service.clock()  # the deadline for optional rules counts from here
     declared = force = authorization = None
     for name, value in scope["headers"]:
         if name == b"content-length":

@@ -142,17 +142,30 @@ class NearDuplicates(BaseRule):
         return "exact" if with_text <= p.exact_max_docs else "minhash"
 
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        """Fold near-duplicates; DeadlineExceeded if the request's deadline passes meanwhile.
+
+        The deadline is checked per text shingled or signed and per block of comparisons,
+        and nothing is folded until all of them are done, so a rule cut short changes
+        nothing; what it computed by then stays in its caches for the next page.
+        """
         p = self.params
         if sum(1 for d in docs if d.text or d.signature is not None) < 2:
             return docs, []
+        check = ctx.check_deadline
         method = self.method_for(docs)
         if method == "exact":
             shingle = self._shingle
-            sets = [shingle(doc.text) if doc.text else _NO_SHINGLES for doc in docs]
-            pairs = shingles.fold(sets, p.measure, p.threshold)
+            sets: list[frozenset[int]] = []
+            for doc in docs:
+                if doc.text:
+                    check()
+                    sets.append(shingle(doc.text))
+                else:
+                    sets.append(_NO_SHINGLES)
+            pairs = shingles.fold(sets, p.measure, p.threshold, check)
             how = ""
         else:
-            pairs = self.matcher.minhash_pairs(docs)
+            pairs = self.matcher.minhash_pairs(docs, check)
             how = f" (MinHash estimate, k={p.num_perm})"
         folded, records = {}, []
         for i, j, value in pairs:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AUTH
+from tests.helpers import Ticking
 
 
 def page(n: int = 5, **extra):
@@ -190,3 +191,46 @@ def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
     assert all(r["rule"] != "near_duplicates" for r in late["audit"])
     assert ('rearrange_rule_skipped_total{phase="diversify",reason="deadline",'
             'rule="near_duplicates"} 1.0') in client.get("/metrics").text
+
+
+def test_near_duplicates_cut_by_the_deadline_while_running_is_said(client, settings):
+    """A clock that moves 1 ms per read: the rules before near_duplicates take a few reads,
+    then it reads once per text it signs, so the 100 ms deadline passes midway."""
+    service = client.app.state.service
+    docs = [{"id": f"d{i}", "url": f"https://h{i}.example.com/", "score": 500.0 - i,
+             "text": " ".join(f"word{j}of{i}" for j in range(12))}  # no shingle shared
+            for i in range(300)]
+    docs[1]["text"] = docs[0]["text"]  # d1 folds under d0 when the rule finishes
+    body = {"query": {"text": "q"}, "depth": 300, "documents": docs, "request_id": "cut"}
+    service.clock = lambda: 0.0  # time stands still: the rule finishes
+    full = client.post("/v1/rerank", json=body).json()
+    assert "skipped" not in full and [c["id"] for c in full["documents"][0]["collapsed"]] == ["d1"]
+    service.clock = Ticking(step=0.001)
+    late = client.post("/v1/rerank", json={**body, "documents": [
+        {**d, "text": d["text"] + " again"} for d in docs]}).json()  # not cached: signed anew
+    assert late["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
+                                "reason": "deadline (stopped while running)"}]
+    assert [d["id"] for d in late["documents"]] == [d["id"] for d in docs]
+    assert all(d["collapsed"] == [] for d in late["documents"])
+    assert all(r["rule"] != "near_duplicates" for r in late["audit"])
+    assert ('rearrange_rule_skipped_total{phase="diversify",'
+            'reason="deadline (stopped while running)",rule="near_duplicates"} 1.0'
+            ) in client.get("/metrics").text
+    service.audit_log.close()
+    lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]
+    assert lines[-1]["request_id"] == "cut" and lines[-1]["skipped"] == late["skipped"]
+
+
+def test_a_request_whose_only_event_is_a_skipped_rule_is_audit_logged(client, settings):
+    service = client.app.state.service
+    body = page(2, request_id="only-skipped")
+    body["documents"][0]["text"] = "one text of more than ten words that is not repeated anywhere"
+    body["documents"][1]["text"] = "another text of more than ten words, different from the first"
+    service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
+    out = client.post("/v1/rerank", json=body).json()
+    assert out["audit"] == [] and out["experiments"] == []
+    service.audit_log.close()
+    lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]
+    assert lines[-1]["request_id"] == "only-skipped"
+    assert lines[-1]["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
+                                     "reason": "deadline"}]

@@ -6,11 +6,11 @@ import pytest
 from app import shingles
 from app.config import load_bytes
 from app.contract import MinHash
-from app.errors import ConfigError, FieldError
+from app.errors import ConfigError, DeadlineExceeded, FieldError
 from app.rules.diversity import NearDuplicates, shingle_caches, signature_caches
 from app.sigcache import ENTRY_OVERHEAD
 from tests.corpus import corpus
-from tests.helpers import ctx, doc, ids, make
+from tests.helpers import Ticking, ctx, doc, ids, make
 from tests.minhash_reference import signature as reference_signature
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
@@ -191,3 +191,38 @@ def test_each_rule_gets_its_own_shingle_cache_and_zero_turns_it_off():
     with pytest.raises(ConfigError, match="exact_cache_mb"):
         load_bytes(b"profiles:\n  default:\n    diversify: "
                    b"[{near_duplicates: {exact_cache_mb: -1}}]\n")
+
+
+# --- the request's deadline -----------------------------------------------------------
+
+
+def test_signatures_made_before_the_deadline_stay_cached_for_the_next_page():
+    rule = make(NearDuplicates, method="minhash")
+    page = omsk_first(text=str)
+    # One clock read per text signed: reads 0 and 1 are on time, read 2 is past 1.5.
+    with pytest.raises(DeadlineExceeded):
+        rule(page, ctx(deadline=1.5, clock=Ticking()))
+    assert len(rule.cache) == 2
+    out, records = rule(page, ctx())
+    assert (rule.cache.hits, len(rule.cache)) == (2, 4)
+    assert ids(out) == ["omsk", "returns"] and len(records) == 2
+
+
+def test_shingle_sets_made_before_the_deadline_stay_cached_for_the_next_page():
+    rule = make(NearDuplicates, method="exact")
+    with pytest.raises(DeadlineExceeded):
+        rule(seed_docs(), ctx(deadline=2.5, clock=Ticking()))
+    assert len(rule.exact_cache) == 3
+    out, _ = rule(seed_docs(), ctx())
+    assert rule.exact_cache.hits == 3 and ids(out) == ["kazan", "returns"]
+
+
+def test_with_precomputed_signatures_the_deadline_still_stops_the_comparisons():
+    # Nothing to sign: every clock read is while comparing (many equal signatures take
+    # one pass per distance, then the matching pairs are folded).
+    docs = [doc(f"d{i}", position=i + 1, signature=sent(KAZAN)) for i in range(40)]
+    rule = make(NearDuplicates, cache_mb=0)
+    out, records = rule(docs, ctx(deadline=1e9, clock=Ticking()))
+    assert ids(out) == ["d0"] and len(records) == 39
+    with pytest.raises(DeadlineExceeded):
+        rule(docs, ctx(deadline=0.5, clock=Ticking()))
