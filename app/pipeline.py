@@ -165,15 +165,24 @@ class BaseRule:
     # returned as it came, which is most pages for most rules.
 
     def removing(self, docs: list[Doc], removals: list[tuple[int, str]]) -> RuleResult:
-        """The page without docs[i] for each (i, reason), i ascending; one record each."""
+        """The page without docs[i] for each (i, reason), i ascending; one record each, and
+        one for each document collapsed under it, which goes with it (a post-filter runs
+        after diversify: without a record it would vanish from the response unexplained)."""
         if not removals:
             return docs, []
         kept = docs.copy()
         for i, _ in reversed(removals):
             del kept[i]
         name, phase = self.name, self.phase
-        return kept, [AuditRecord(name, phase, docs[i].id, "remove", reason, None, APPLIED)
-                      for i, reason in removals]
+        records = []
+        for i, reason in removals:
+            doc = docs[i]
+            records.append(AuditRecord(name, phase, doc.id, "remove", reason, None, APPLIED))
+            if doc.collapsed:
+                why = f"collapsed under {doc.id}, removed with it: {reason}"
+                records.extend(AuditRecord(name, phase, c["id"], "remove", why, None, APPLIED)
+                               for c in doc.collapsed)
+        return kept, records
 
     def rescoring(self, docs: list[Doc],
                   changes: list[tuple[int, float, float, str]]) -> RuleResult:

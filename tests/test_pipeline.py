@@ -57,6 +57,29 @@ def test_seed_worked_example():
     assert out.fallback is None
 
 
+def test_a_post_filter_removal_takes_what_was_collapsed_under_it_with_a_record():
+    """A post-filter runs after diversify: a document it removes may lead others. They go
+    with it, each with its own applied record, so every request document is still in the
+    page, under a document of it, or in a record that says where it went."""
+    pipeline = load_bytes(b"""
+profiles:
+  default:
+    pre-filter: [safe_search]
+    diversify: [{host_crowding: {max_per_host: 1}}]
+    post-filter: [{safe_search: {thresholds: {strict: 0.3, moderate: 0.5}}}]
+""").profiles["default"]
+    page = [doc("a", 2.0, host="x.example", adult_score=0.6, position=1),
+            doc("b", 1.0, host="x.example", position=2),
+            doc("c", 0.5, host="y.example", position=3)]
+    out = pipeline.run(page, Context(input_count=3))
+    assert ids(out.docs) == ["c"]
+    removed = {r.doc_id: r for r in out.audit if r.action == "remove" and r.mode == APPLIED}
+    assert set(removed) == {"a", "b"}
+    assert removed["b"].rule == "safe_search" and removed["b"].phase == Phase.POST_FILTER
+    assert removed["b"].reason.startswith("collapsed under a, removed with it: ")
+    assert removed["b"].reason.endswith(removed["a"].reason)
+
+
 def test_every_difference_is_explained_by_an_applied_record():
     pipeline = load_bytes(SEED_CONFIG).profiles["default"]
     page = seed_page()
