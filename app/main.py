@@ -86,7 +86,8 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     own = list_name == "banlist"
     if not settings.redis_url:
         path = settings.banlist_path
-        return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"))
+        return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"),
+                             read_only=settings.banlist_read_only)
     snapshot = settings.banlist_snapshot_path
     if not own and snapshot is not None:
         snapshot = snapshot.with_name(f"{list_name}.snapshot.json")

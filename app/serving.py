@@ -45,6 +45,13 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
                    timeout_keep_alive=5, access_log=settings.access_log,
                    log_level=settings.log_level)
     if workers > 1:
+        if not settings.redis_url and not settings.banlist_read_only:
+            # Each worker is its own process: with the embedded store each would hold its own
+            # copy of the list and append to the one log, and a ban would reach one worker.
+            raise SystemExit(
+                f"--workers {workers} needs REDIS_URL: the embedded banlist belongs to one "
+                "process. Run one worker per replica (the deployment's way), point the workers "
+                "at Redis, or set REARRANGE_BANLIST_READ_ONLY=true to serve a frozen list.")
         # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
         uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
         return

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     audit_log: str | None = None
     banlist_path: Path = Path("var/banlist.jsonl")
     banlist_seed: Path | None = None
+    # Embedded store only: replay the log, take no writes (409), hold no lock on it, so
+    # several processes (uvicorn workers) can serve the same frozen list
+    banlist_read_only: bool = False
     banlist_snapshot_path: Path | None = Path("var/banlist.snapshot.json")
     banlist_redis_prefix: str = "rearrange:"
     banlist_retention_seconds: float = Field(default=86400.0, gt=0)

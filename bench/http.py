@@ -176,7 +176,10 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
     user = control_user()
     print(f"banlist: {args.banlist:,} entries seeded in {seeded:.1f} s (not measured); "
           f"unit {user} is in control of every experiment (gated rules run in shadow)")
+    # read-only: the 2-worker rows serve one embedded log from two processes, which a
+    # writable store refuses (each worker would append to it on its own)
     env = {**os.environ, "REARRANGE_BANLIST_PATH": str(log), "REARRANGE_LOG_LEVEL": "warning",
+           "REARRANGE_BANLIST_READ_ONLY": "true",
            "REARRANGE_CONFIG_POLL_SECONDS": "1", "REARRANGE_MAX_DOCUMENTS": "1000"}
     env.pop("REDIS_URL", None)
     against_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-against.jsonl")}

@@ -224,3 +224,36 @@ def test_a_second_signal_cuts_the_drain_short_and_in_flight_requests_finish(tmp_
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_several_workers_need_redis_or_a_read_only_list(tmp_path):
+    """Each uvicorn worker is a process: on one embedded log they would split the banlist."""
+    port = free_port()
+    env = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
+           "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_ADMIN_TOKENS": "tns:t"}
+    env.pop("REDIS_URL", None)
+    serve = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"]
+    refused = subprocess.run(serve, cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0
+    assert "--workers 2 needs REDIS_URL" in refused.stderr
+    proc = subprocess.Popen(serve, cwd=ROOT, env={**env, "REARRANGE_BANLIST_READ_ONLY": "true"},
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("two read-only workers did not start")
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/banlist/entries",
+                       json={"scope": "host", "value": "a.example", "reason": "spam"},
+                       headers={"Authorization": "Bearer t"})
+        assert r.status_code == 409 and "read-only" in r.json()["problem"]
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/rerank", json=PAGE).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(15)

@@ -1,15 +1,18 @@
 """The embedded banlist store: an index in memory, an append-only change log on disk."""
 from __future__ import annotations
 
+import fcntl
 import gc
 import itertools
 import json
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
 from app.banlist.changelog import ChangeLog
@@ -34,10 +37,17 @@ class EmbeddedStore:
     """
 
     def __init__(self, path: Path | None, clock: Callable[[], float] = time.time,
-                 tail: int | None = None) -> None:
+                 tail: int | None = None, read_only: bool = False) -> None:
         tail = TAIL if tail is None else tail
         self.path = path
         self.clock = clock
+        # A log has one writer: a second process (say, a second uvicorn worker) appending to
+        # it would hand out the same seqs and leave a log no start can replay. A read-only
+        # store (a frozen list: benchmarks, several workers without Redis) takes no lock.
+        self.read_only = read_only
+        owner = _lock(path) if path is not None and not read_only else None
+        # released by close(), or when the store is collected (a test's "restart")
+        self._release = weakref.finalize(self, owner.close) if owner is not None else None
         self.version = 0
         self.index = BanIndex()
         self.changelog = ChangeLog(path) if path is not None else None
@@ -56,7 +66,9 @@ class EmbeddedStore:
         """Nothing runs in the background: every write is applied where it is made."""
 
     def close(self) -> None:
-        """Nothing to release: each write closes the log file it appended to."""
+        """Let another process own the log (each write closes the log file it appended to)."""
+        if self._release is not None:
+            self._release()
 
     def refresh(self) -> None:
         """Nothing to catch up on: this store is its own source of truth."""
@@ -81,6 +93,7 @@ class EmbeddedStore:
 
     def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
         """Validate every spec first, then commit all as one transaction (all or nothing)."""
+        self._writable()
         with self._lock:
             return self._add_all(specs, actor)
 
@@ -109,6 +122,7 @@ class EmbeddedStore:
         key = group_name(name)
         members = group_domains(domains)
         why = require_reason(reason, "a group definition")
+        self._writable()
         with self._lock:
             change = {"seq": self.version + 1, "op": "group", "name": key,
                       "domains": list(members), "actor": actor, "reason": why,
@@ -121,6 +135,7 @@ class EmbeddedStore:
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal); the removal is itself a logged change."""
         reason = require_reason(reason, "a removal")
+        self._writable()
         with self._lock:
             entry = self.index.get(entry_id)
             if entry is None:
@@ -132,7 +147,11 @@ class EmbeddedStore:
         return entry
 
     def sweep(self) -> int:
-        """Drop expired entries, logging each expiry as a change; returns how many."""
+        """Drop expired entries, logging each expiry as a change; returns how many.
+
+        A read-only store logs nothing: expired entries stop matching all the same."""
+        if self.read_only:
+            return 0
         now = self.clock()
         with self._lock:  # writers run in the thread pool: never iterate the index unlocked
             expired = self.index.expired(now)
@@ -159,6 +178,7 @@ class EmbeddedStore:
         with self._lock:
             if self.version or not items:
                 return 0
+            self._writable()
             count = len(self._add_all(items, actor))
         gc.freeze()
         return count
@@ -179,6 +199,12 @@ class EmbeddedStore:
                 return list(itertools.islice(self._tail, skip, skip + limit))
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise BanlistError("banlist", "this replica's banlist is read-only "
+                               "(REARRANGE_BANLIST_READ_ONLY): write through Redis, or run "
+                               "one writable process", status=409)
 
     def _commit(self, *changes: dict[str, Any], standalone: bool = False) -> int:
         """Persist changes (one transaction, one fsync) before the caller applies them."""
@@ -216,6 +242,28 @@ class EmbeddedStore:
     def _undo(self, ids: list[str]) -> None:
         for entry_id in ids:
             self.index.remove(entry_id)
+
+
+def _lock(path: Path) -> IO[str]:
+    """Own the log for this process (a POSIX lock on `<log>.lock`, released at exit)."""
+    lock_path = path.with_name(path.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(lock_path, "a+")  # noqa: SIM115 (held open while the store lives)
+    try:
+        fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise BanlistError("banlist", f"the banlist log {path} is in use by {holder}: an "
+                           "embedded banlist belongs to one process. Run one worker, several "
+                           "against Redis (REDIS_URL), or set REARRANGE_BANLIST_READ_ONLY=true "
+                           "to serve a frozen list", status=503) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}\n")
+    fh.flush()
+    return fh
 
 
 def read_specs(path: Path) -> list[EntrySpec]:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -11,6 +13,7 @@ from app.banlist.index import BanIndex
 from app.banlist.model import Entry, normalize
 from app.banlist.store import EmbeddedStore, EntrySpec
 from app.errors import BanlistError
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(("scope", "value", "key"), [
@@ -240,3 +243,46 @@ def test_a_reader_never_sees_a_version_whose_change_is_not_applied_yet():
     assert not early, f"{len(early)} of {reads} reads saw a version before its entry"
     store.remove("1", "t&s", "appeal")
     assert store.version == len(specs) + 1 and store.index.get("1") is None
+
+
+HOLD = """
+import sys
+from pathlib import Path
+from app.banlist.store import EmbeddedStore
+store = EmbeddedStore(Path(sys.argv[1]))
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_log_has_one_writing_process_and_read_only_stores_share_it(tmp_path):
+    """A second process appending to the same log (a second uvicorn worker) would hand out
+    the same seqs: it is refused at start; a read-only store replays it beside the owner."""
+    path = tmp_path / "banlist.jsonl"
+    writer = EmbeddedStore(path)
+    writer.add(EntrySpec("host", "a.example", "spam"), "t&s")
+    writer.close()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(BanlistError) as info:
+            EmbeddedStore(path)
+        assert f"in use by pid {holder.pid}" in info.value.problem
+        assert "REDIS_URL" in info.value.problem and info.value.status == 503
+        frozen = EmbeddedStore(path, read_only=True)
+        assert frozen.version == 1 and frozen.index.get("1") is not None
+        for write in (lambda: frozen.add(EntrySpec("host", "b.example", "spam"), "t&s"),
+                      lambda: frozen.remove("1", "t&s", "appeal"),
+                      lambda: frozen.define_group("acme", ["acme.example"], "t&s", "org")):
+            with pytest.raises(BanlistError) as info:
+                write()
+            assert info.value.status == 409 and "read-only" in info.value.problem
+        assert frozen.sweep() == 0 and frozen.version == 1
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    again = EmbeddedStore(path)  # the holder is gone: the log can be owned again
+    assert again.version == 1
+    again.add(EntrySpec("host", "b.example", "spam"), "t&s")
+    assert again.version == 2
