@@ -35,7 +35,7 @@ _SB_PATH_PREFIXES = 4
 _CLEAN = re.compile(
     r"[a-z][a-z0-9+.\-]*://"
     r"(?P<host>[a-z][a-z0-9_\-]*(?:\.[a-z0-9_\-]+)*)"
-    r"(?P<path>(?:/(?!\.\.?(?:[/?]|\Z))[^/?%#\x00-\x20\x7f]+)*/?)"
+    r"(?P<path>(?:/(?!\.\.?(?:[/?]|\Z))[^/?%#\\\x00-\x20\x7f]+)*/?)"
     r"(?:\?[^%#\x00-\x20\x7f]*)?"
 )
 
@@ -262,7 +262,7 @@ def _canonicalize_raw(raw: bytes) -> str:
     raw = raw.translate(None, b"\t\r\n")
     if not raw:
         raise InvalidURL("empty URL")
-    raw = _unescape_fully(raw)
+    raw = _unescape_fully(_as_browsers_split(raw))
     scheme_match = _SCHEME.match(raw)
     if scheme_match is None:
         scheme, rest = "http", raw
@@ -277,6 +277,34 @@ def _canonicalize_raw(raw: bytes) -> str:
         raise InvalidURL("no host")
     url = f"{scheme}://{_canonical_host(hostish)}{_canonical_path(slash + path)}"
     return f"{url}?{_escape(query)}" if question else url
+
+
+_SPECIAL = frozenset((b"http", b"https", b"ws", b"wss", b"ftp"))  # WHATWG "special" schemes
+
+
+def _as_browsers_split(raw: bytes) -> bytes:
+    """The URL with its authority split where a browser splits it, before any unescaping.
+
+    Safe Browsing unescapes the whole URL first, so `http://good.example%2F@evil.example/`
+    would have host good.example, and `http://evil.example\\@good.example/` too, while a
+    browser (WHATWG URL) goes to evil.example for both: a domain ban would be evaded. So,
+    as a browser does, a backslash before the query is a slash in http(s) URLs, and the
+    userinfo (everything up to the authority's last raw '@') is dropped here, where the
+    authority still ends at the first raw '/'. URLs without '\\' or '@' are unchanged.
+    """
+    if b"\\" not in raw and b"@" not in raw:
+        return raw
+    scheme = _SCHEME.match(raw)
+    start = scheme.end() if scheme is not None else 0
+    rest, question, query = raw[start:].partition(b"?")
+    if scheme is None or scheme[1].lower() in _SPECIAL:
+        rest = rest.replace(b"\\", b"/")
+    lead = b"//" if scheme is not None or rest.startswith(b"//") else b""
+    if not rest.startswith(lead):
+        return raw  # "scheme:" without "//": refused later with its own message
+    authority, slash, path = rest[len(lead):].partition(b"/")
+    host = authority.rpartition(b"@")[2]
+    return raw[:start] + lead + host + slash + path + question + query
 
 
 def _canonical_host(hostish: bytes) -> str:

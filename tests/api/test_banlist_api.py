@@ -40,6 +40,19 @@ def test_bad_entries_name_the_field(client):
         assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
 
 
+def test_a_domain_ban_holds_for_urls_that_hide_the_host_a_browser_goes_to(client):
+    """Browsers go to evil.example for both URLs; unescaping before splitting saw good.example."""
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "domain", "value": "evil.example", "reason": "malware"})
+    urls = ["http://good.example%2F@evil.example/", "http://evil.example\\@good.example/"]
+    for url in urls:
+        assert client.get("/v1/banlist/lookup", params={"url": url}).json()["banned"] is True
+    page = {"documents": [{"id": f"d{i}", "url": url, "score": 1.0}
+                          for i, url in enumerate(urls)]}
+    r = client.post("/v1/rerank", json=page).json()
+    assert r["documents"] == [] and {x["id"] for x in r["removed"]} == {"d0", "d1"}
+
+
 def test_lookup_explains_why_a_site_disappeared(client):
     client.post("/v1/banlist/entries", headers=AUTH,
                 json={"scope": "domain", "value": "shop.com", "reason": "legal removal",

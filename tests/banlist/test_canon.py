@@ -108,6 +108,7 @@ MORE_URLS = [
     "http://a-b_c.example/x/y?q=a/b//c",
     "ftp://files.example/",
     "http://x9.example/",
+    "http://evil.example/a\\b",  # a backslash is a slash to browsers: never the fast path
 ]
 
 
@@ -142,6 +143,11 @@ def test_clean_url_is_returned_unchanged():
     ("http://a.com/%09%0a#%", "http://a.com/%09%0A"),
     ("http://пример．рф。/", "http://xn--e1afmkfd.xn--p1ai/"),  # UTS 46 dots, trailing one dropped
     ("http://1。/", "http://0.0.0.1/"),
+    # the authority is split where a browser splits it, before anything is unescaped
+    ("http://good.example%2F@evil.example/", "http://evil.example/"),
+    ("http://evil.example\\@good.example/", "http://evil.example/@good.example/"),
+    ("https://evil.example/a\\b?q=\\", "https://evil.example/a/b?q=\\"),  # query kept
+    ("http://x%40y@host.example/p@q?r=s@t", "http://host.example/p@q?r=s@t"),
 ])
 def test_canonicalize_more(url, expected):
     assert canonicalize(url) == expected
