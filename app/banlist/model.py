@@ -13,6 +13,8 @@ from app.errors import BanlistError
 
 SCOPES = ("url", "prefix", "host", "domain", "org")
 _GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+# a canonical host name: lowercase labels of letters, digits, "-" and "_" (punycode included)
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,13 @@ def normalize(scope: str, value: str) -> str:
     except canon.InvalidURL as exc:
         raise BanlistError("value", f"{raw!r} is not a valid {scope}: {exc}") from exc
     host, path, query = canon.split(url)
+    is_ip = host.startswith("[") or canon.is_ipv4(host)
+    if not is_ip and not _HOST_NAME.fullmatch(host):
+        # what canonicalization keeps escaped ('*', spaces, bytes IDNA refuses) is no name a
+        # result URL can have: the entry would be accepted and never match
+        raise BanlistError("value", f"{host!r} is not a host name (letters, digits, '-', "
+                           "'_' and dots; IDN hosts are written as they are or in punycode; "
+                           "no wildcards: a domain entry covers every subdomain)")
     if scope == "url":
         return url_key(url)
     if scope == "prefix":
@@ -93,6 +102,9 @@ def normalize(scope: str, value: str) -> str:
         return host + path
     if path != "/" or query or "/" in raw.split("://")[-1].rstrip("/"):
         raise BanlistError("value", f"a {scope} is a bare host name, got {raw!r}")
+    if scope == "domain" and is_ip:
+        raise BanlistError("value", f"{host} is an IP address, which has no subdomains: "
+                           "ban it with scope host")
     if scope == "domain" and is_public_suffix(host):
         raise BanlistError("value", f"{host} is a public suffix: banning it would ban "
                            "every site registered under it")

@@ -35,6 +35,13 @@ def test_normalize(scope, value, key):
     ("domain", "github.io", "value", "public suffix"),
     ("prefix", "a.com/x?y=1", "value", "without a query"),
     ("url", "  ", "value", "empty"),
+    # accepted before, and never matched anything: what canonicalization keeps escaped
+    ("host", "*.wild.example", "value", "not a host name"),
+    ("domain", "exa mple.com", "value", "not a host name"),
+    ("prefix", "*.x.example/a/", "value", "not a host name"),
+    # an IP has no subdomains (the IPv6 one was refused as "a public suffix")
+    ("domain", "[2001:db8::1]", "value", "ban it with scope host"),
+    ("domain", "10.0.0.1", "value", "ban it with scope host"),
 ])
 def test_normalize_refuses(scope, value, field, problem):
     with pytest.raises(BanlistError) as info:
