@@ -130,7 +130,8 @@ def add_parser(sub: Any) -> None:
     res = cmds.add_parser("reseed", help="write this replica's copy back into Redis")
     res.add_argument("--reason", required=True)
     res.add_argument("--force", action="store_true",
-                     help="overwrite Redis even if it holds another history (epoch)")
+                     help="overwrite Redis even if it holds another history (epoch) or "
+                          "changes this replica has not applied")
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:

@@ -101,7 +101,10 @@ return out
 # Put a replica's copy back (after Redis lost it). The entries and groups were written to
 # the staging keys KEYS[6], KEYS[7]; this swaps them in, unless Redis moved on meanwhile.
 # ARGV: epoch, seq of the copy, what Redis held when the reseed was checked (epoch, seq),
-# actor, reason. The reseed is itself a change (seq + 1) so every replica notices it.
+# actor, reason, the stream id of the copy's last change. The reseed is itself a change, so
+# every replica notices it: numbered past both the copy and Redis's own seq in that epoch
+# (a replica that followed changes written after a rewind must not see Redis go backwards),
+# and naming its `base`: a replica whose last change is that one holds the copy already.
 RESEED = r"""
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local cur_epoch = redis.call('GET', KEYS[4]) or ''
@@ -113,11 +116,13 @@ end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 if redis.call('EXISTS', KEYS[6]) == 1 then redis.call('RENAME', KEYS[6], KEYS[1]) end
 if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('RENAME', KEYS[7], KEYS[2]) end
-local seq = tonumber(ARGV[2]) + 1
+local seq = tonumber(ARGV[2])
+if cur_epoch == ARGV[1] then seq = math.max(seq, tonumber(cur_seq)) end
+seq = seq + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
-  'payload', '', 'actor', ARGV[5], 'reason', ARGV[6])
+  'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 return seq
 """
 

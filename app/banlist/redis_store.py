@@ -4,8 +4,9 @@ Writes are Lua scripts (entry + INCR seq + XADD to the changelog, atomically, so
 order is stream order). A background thread tails the stream (`XREAD BLOCK`) and applies
 each change when its seq is exactly last + 1 and its epoch is ours; anything else is a gap
 and triggers a full resync, built aside and swapped in as one reference. A Redis whose
-history went backwards (restarted empty, older seq, another epoch) is refused: the replica
-keeps serving its copy and says so. Requests only ever read `index` and `version`.
+history went backwards (restarted empty, older seq, another epoch) or was rewritten after
+going backwards (a fork: other changes under seqs the replica applied) is refused: the
+replica keeps serving its copy and says so. Requests only ever read `index` and `version`.
 """
 from __future__ import annotations
 
@@ -249,17 +250,23 @@ class RedisStore:
         try:
             cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
             cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
-            if cur_epoch == str(rep.epoch) and int(cur_seq) >= rep.version:
+            same = cur_epoch == str(rep.epoch)
+            if same and int(cur_seq) >= rep.version and rep.diverged is None:
                 raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
                                    f"{cur_seq}, replica {rep.version}): nothing to reseed",
                                    status=409)
-            if cur_epoch and cur_epoch != str(rep.epoch) and not force:
+            if cur_epoch and not same and not force:
                 raise BanlistError("force", f"Redis holds another history (epoch {cur_epoch}, "
                                    f"replica {rep.epoch}); pass force to overwrite it",
                                    status=409)
+            if same and not force and self.client.xrange(
+                    self.keys.stream, min=f"({rep.stream_id}", count=1):
+                raise BanlistError("force", f"Redis holds changes this replica has not applied "
+                                   f"(Redis seq {cur_seq}, replica {rep.version}: written after "
+                                   f"a rewind?); pass force to overwrite them", status=409)
             with rep.lock:
                 entries, groups = list(rep.index), dict(rep.index.groups)
-                epoch, seq = rep.epoch, rep.version
+                epoch, seq, base = rep.epoch, rep.version, rep.stream_id
             self.client.delete(self.keys.stage_entries, self.keys.stage_groups)
             for start in range(0, len(entries), 5000):
                 mapping = {}
@@ -272,7 +279,7 @@ class RedisStore:
                     k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
             new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
                                          self.keys.stage_groups],
-                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why])
+                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why, base])
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:

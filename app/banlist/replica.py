@@ -1,4 +1,22 @@
-"""Following Redis: tail the changelog, detect gaps and rewinds, resync aside, keep a local copy."""
+"""Following Redis: tail the changelog, detect gaps, rewinds and forks, resync aside, keep a copy.
+
+A fork: Redis lost changes this replica applied (a restart without AOF, a failover to a
+lagging Redis replica, an `adopt` elsewhere) and new changes took their seqs. Two checks find
+it, both against `stream_id`, the stream record this replica applied last:
+
+- every round asks for the record at or before `stream_id` along with `epoch` and `seq`:
+  one older than it, with ours gone, means Redis no longer holds our last change (trimming
+  removes the oldest records first, so it cannot leave older ones and take ours);
+- a record after `stream_id` whose seq this replica already applied was written over a
+  rewind. (A record at or before `stream_id` is one a writer's catch-up applied while this
+  thread's XREAD was under way: skipped.)
+
+When trimming took our record and everything before it, the stream cannot tell a history
+that moved on from one rewritten more than the retention ago. A replica that follows Redis
+then resyncs on the gap, as it always did; a replica that already refused Redis stays
+refused: only proof that Redis holds its history (our record, followed by the next seq, or
+an operator's reseed after it) lifts a refusal.
+"""
 from __future__ import annotations
 
 import gc
@@ -44,6 +62,12 @@ def _stream_pos(stream_id: str) -> tuple[int, int]:
     return int(ms), int(n or 0)
 
 
+def _forked(epoch: int, version: int) -> str:
+    return (f"Redis's history was rewritten after a rewind: its changelog no longer continues "
+            f"this replica's copy at seq {version} (epoch {epoch}); the two hold different "
+            f"changes under the same seqs")
+
+
 def _apply(index: BanIndex, f: dict[str, str]) -> None:
     op, key = f["op"], f["key"]
     if op == "add":
@@ -52,8 +76,8 @@ def _apply(index: BanIndex, f: dict[str, str]) -> None:
         index.set_group(key, tuple(orjson.loads(f["payload"])))
     elif op in ("remove", "expire"):
         index.remove(key)
-    # "reseed" at seq = ours + 1 in our epoch: Redis now holds exactly our copy, nothing to do;
-    # "seed" starts an epoch, so a replica meets it only as a reason to resync
+    # "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
+    # resync; a seed starts an epoch)
 
 
 class Replicator:
@@ -135,9 +159,12 @@ class Replicator:
     # ---- one round: check where Redis is, read what is new --------------------------------
     def poll(self, block: bool) -> None:
         checked = self.clock()
-        known = (self.epoch, self.version)  # before the read: a writer may apply more meanwhile
-        epoch_r, seq_r = self.client.mget(self.keys.epoch, self.keys.seq)
-        if not self._accept(epoch_r, seq_r, known):
+        known = (self.epoch, self.version, self.stream_id)  # a writer may apply more meanwhile
+        pipe = self.client.pipeline(transaction=False)
+        pipe.mget(self.keys.epoch, self.keys.seq)
+        pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
+        (epoch_r, seq_r), mine = pipe.execute()
+        if not self._accept(epoch_r, seq_r, mine, known):
             self.connected, self.problem = True, None  # reachable, but refused
             if block:
                 self._stop.wait(self.block_ms / 1000)
@@ -158,20 +185,22 @@ class Replicator:
         records = got[0][1] if got else []
         with self.lock:
             self._apply_records(records, observe=True)
-        if self._resync_cause is None and self.version >= int(seq_r or 0):
+        if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
             self._confirmed(self.clock() if block and not records else checked)
 
     def _confirmed(self, at: float) -> None:
         """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
         self.synced_at, self.connected, self.problem = at, True, None
 
-    def _accept(self, epoch_r: str | None, seq_r: str | None, known: tuple[int, int]) -> bool:
+    def _accept(self, epoch_r: str | None, seq_r: str | None, mine: list[Any],
+                known: tuple[int, int, str]) -> bool:
         """False (and alert) when Redis's banlist is older than or diverges from this copy.
 
-        `known` is (epoch, seq) of this copy taken before Redis was read: anything applied
-        by then was committed in Redis before the read, so a lower seq there is a rewind.
+        `known` is (epoch, seq, stream id) of this copy taken before Redis was read: anything
+        applied by then was committed in Redis before the read, so a lower seq there is a
+        rewind. `mine` is Redis's stream record at or before that stream id (XREVRANGE).
         """
-        epoch, version = known
+        epoch, version, sid = known
         if not epoch:
             return True
         if epoch_r is None:
@@ -185,20 +214,46 @@ class Replicator:
         elif int(seq_r or 0) < version:
             why = (f"Redis went backwards: seq {seq_r} < this replica's {version} "
                    f"(epoch {epoch})")
-        else:
-            if self.diverged:
-                log.warning("banlist: Redis caught up with this replica again; following it")
-                self.diverged = None
+        elif sid != "0-0" and mine and mine[0][0] != sid:  # ours is gone, an older one is not
+            why = _forked(epoch, version)
+        elif self.diverged and not (why := self._why_still_refused(mine, known, seq_r)):
+            log.warning("banlist: Redis caught up with this replica again; following it")
+            self.diverged = None
             return True
-        if (self.epoch, self.version) != known:
+        elif not self.diverged:
+            return True
+        if (self.epoch, self.version, self.stream_id) != known:
             return False  # the copy changed under us (a write, an adopt): judge next round
+        self._refuse(why)
+        return False
+
+    def _refuse(self, why: str) -> None:
         if self.diverged != why:
-            log.error("banlist: refusing to go backwards, still serving seq %d: %s. Run "
-                      "`rearrange banlist reseed` against a replica with a good copy.",
-                      self.version, why)
+            log.error("banlist: refusing Redis's banlist, still serving seq %d: %s. Run "
+                      "`rearrange banlist reseed` against the replica with the copy to keep, "
+                      "or adopt Redis's (POST /v1/admin/banlist/adopt).", self.version, why)
             self.metrics.banlist_backward_refused.inc()
             self.diverged = why
-        return False
+
+    def _why_still_refused(self, mine: list[Any], known: tuple[int, int, str],
+                           seq_r: str) -> str:
+        """Why a refused copy may not follow Redis yet ('' once Redis provably holds it)."""
+        epoch, version, sid = known
+        if mine:  # our last record is there: the one after it must not reuse a seq of ours
+            after = self.client.xrange(self.keys.stream, min=f"({sid}", count=1)
+            return _forked(epoch, version) if after and int(after[0][1]["seq"]) <= version else ""
+        if self._reseed_after(str(epoch), sid):
+            return ""  # an operator put a copy back after our last change: the stream says which
+        return (f"Redis is back at seq {seq_r} but its changelog no longer reaches this "
+                f"replica's seq {version} (epoch {epoch}; trimmed): whether it still holds "
+                f"this replica's history cannot be told")
+
+    def _reseed_after(self, epoch_r: str, sid: str) -> bool:
+        """True when the stream starts with a `reseed` of `epoch_r` newer than `sid`."""
+        head = self.client.xrange(self.keys.stream, count=1)
+        return bool(head and head[0][1].get("op") == "reseed"
+                    and head[0][1].get("epoch") == epoch_r
+                    and _stream_pos(head[0][0]) > _stream_pos(sid))
 
     def _reseeded_over(self, epoch_r: str) -> bool:
         """True when an operator forced a reseed into Redis after our last change: follow it.
@@ -207,10 +262,7 @@ class Replicator:
         than anything this replica applied is a deliberate override; an older one (say, at
         the head of a lagging Redis replica promoted by a failover) is not.
         """
-        head = self.client.xrange(self.keys.stream, count=1)
-        if not head or head[0][1].get("op") != "reseed" or head[0][1].get("epoch") != epoch_r:
-            return False
-        if _stream_pos(head[0][0]) <= _stream_pos(self.stream_id):
+        if not self._reseed_after(epoch_r, self.stream_id):
             return False
         if self._resync_cause != "reseed":
             log.warning("banlist: Redis was reseeded over this replica's history (epoch %s); "
@@ -220,21 +272,33 @@ class Replicator:
         return True
 
     def _apply_records(self, records: list[Any], observe: bool) -> None:
-        """Apply records in order; a gap or a foreign epoch asks for a resync instead."""
+        """Apply records in order; a gap, a foreign epoch or a reseed asks for a resync instead,
+        a seq this replica already holds after its last record is a fork (refused)."""
         now = self.clock()
+        last = _stream_pos(self.stream_id)
         for sid, f in records:
+            if _stream_pos(sid) <= last:
+                continue  # applied by a writer's catch-up while this XREAD was under way
             seq, epoch = int(f["seq"]), int(f["epoch"])
             if epoch != self.epoch and not (self.version == 0 and not self.epoch and seq == 1):
                 self._resync_cause = "epoch"
                 return
-            if seq <= self.version:  # already applied (our own write, or a replay): idempotent
-                self.stream_id = sid
+            if f["op"] == "reseed":
+                if f.get("base") != self.stream_id:  # a copy other than ours was put back
+                    self._resync_cause = "reseed"
+                    return
+                self.version, self.stream_id = seq, sid  # Redis now holds exactly our copy
+                last = _stream_pos(sid)
                 continue
+            if seq <= self.version:  # written after a rewind, over changes we applied
+                self._refuse(_forked(self.epoch, self.version))
+                return
             if seq != self.version + 1:
                 self._resync_cause = "gap"
                 return
             _apply(self.index, f)
             self.version, self.stream_id, self.epoch = seq, sid, epoch
+            last = _stream_pos(sid)
             if observe:
                 lag = now - int(sid.partition("-")[0]) / 1000
                 self.metrics.banlist_lag.observe(max(lag, 0.0))
@@ -256,11 +320,12 @@ class Replicator:
     def resync(self, cause: str, accept_backward: bool = False) -> None:
         """Load Redis's whole banlist aside, replay what changed meanwhile, swap it in."""
         for _ in range(3):
-            known = (self.epoch, self.version)
+            known = (self.epoch, self.version, self.stream_id)
             pipe = self.client.pipeline(transaction=True)
             pipe.get(self.keys.epoch).get(self.keys.seq).xrevrange(self.keys.stream, count=1)
-            epoch_r, seq_r, last = pipe.execute()
-            if not accept_backward and not self._accept(epoch_r, seq_r, known):
+            pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
+            epoch_r, seq_r, last, mine = pipe.execute()
+            if not accept_backward and not self._accept(epoch_r, seq_r, mine, known):
                 return
             if epoch_r is None:
                 with self.lock:
@@ -276,7 +341,7 @@ class Replicator:
             at = (int(seq_r or 0), last[0][0] if last else "0-0")
             at = self._replay(new, epoch, *at)  # changes committed while we scanned
             if at is None:
-                continue  # the stream was trimmed past our starting point meanwhile: again
+                continue  # not just the next changes (trimmed past us, a reseed): again
             with self.lock:
                 at = self._replay(new, epoch, *at)  # and the last few, with writers held off
                 if at is None:
@@ -290,14 +355,11 @@ class Replicator:
                 sid: str) -> tuple[int, str] | None:
         while True:
             page = self.client.xrange(self.keys.stream, min=f"({sid}", count=PAGE)
-            for rid, f in page:
-                rseq = int(f["seq"])
-                if rseq <= seq:
-                    continue
-                if rseq != seq + 1 or int(f["epoch"]) != epoch:
-                    return None
+            for rid, f in page:  # only the next change; a reseed, a rewind or a gap changed
+                if int(f["seq"]) != seq + 1 or int(f["epoch"]) != epoch or f["op"] == "reseed":
+                    return None  # what was scanned: start over
                 _apply(index, f)
-                seq, sid = rseq, rid
+                seq, sid = seq + 1, rid
             if len(page) < PAGE:
                 return seq, sid
 

@@ -95,6 +95,8 @@ def test_concurrent_writers_on_two_replicas_lose_no_update(replicas):
     assert len(set(ids)) == 200 and sorted(map(int, ids)) == list(range(1, 201))
     wait_for(lambda: a.version == b.version == 200)
     assert state_of(a) == state_of(b) and len(a) == 200
+    # each one's tailing read raced its own writes' catch-ups: a replay, never a fork
+    assert a.sync_state().diverged is b.sync_state().diverged is None
     seqs = [c["seq"] for c in a.changes_since(0, 1000)]
     assert seqs == list(range(1, 201))
     assert [c["seq"] for c in b.changes_since(150, 10)] == list(range(151, 161))
