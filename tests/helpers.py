@@ -1,7 +1,10 @@
 """Plain-data builders shared by the tests."""
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import httpx
 
 from app.pipeline import Context, Doc, Phase
 
@@ -40,3 +43,15 @@ class Ticking:
         now = self.reads * self.step
         self.reads += 1
         return now
+
+
+def answers(url: str, timeout: float) -> bool:
+    """Whether GET `url` answers 200 within `timeout` seconds (a server starting up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            time.sleep(0.1)
+    return False

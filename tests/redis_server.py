@@ -11,10 +11,10 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import redis
 
 from bench.replicas import free_port
+from tests.helpers import answers
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -80,13 +80,8 @@ class ServeProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
                 cwd=root, env=full, stderr=err)
-        deadline = time.monotonic() + 60  # a loaded shared machine starts slowly
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
+        if answers(f"{self.base}/healthz", 60):  # a loaded shared machine starts slowly
+            return
         self.stop()
         raise RuntimeError(f"server did not start: {self.log.read_text()[-2000:]}")
 

@@ -16,6 +16,7 @@ import pytest
 
 from bench.replicas import free_port
 from tests.conftest import ROOT
+from tests.helpers import answers
 
 PAGE = {"documents": [{"id": f"d{i}", "url": f"http://h{i}.example/{i}", "score": 20 - i}
                       for i in range(20)]}
@@ -46,14 +47,7 @@ def start_server(tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, st
         proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
                                 cwd=ROOT, env=env, stderr=err)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
+    if not answers(f"{base}/readyz", 20):
         proc.kill()
         pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
     return proc, base, config
@@ -240,14 +234,7 @@ def test_several_workers_need_redis_or_a_read_only_list(tmp_path):
     proc = subprocess.Popen(serve, cwd=ROOT, env={**env, "REARRANGE_BANLIST_READ_ONLY": "true"},
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
+        if not answers(f"http://127.0.0.1:{port}/readyz", 30):
             pytest.fail("two read-only workers did not start")
         r = httpx.post(f"http://127.0.0.1:{port}/v1/banlist/entries",
                        json={"scope": "host", "value": "a.example", "reason": "spam"},
