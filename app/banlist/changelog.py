@@ -39,12 +39,13 @@ class ChangeLog:
         self.broken: str | None = None  # a failed write that could not be undone
 
     def replay(self, apply: Callable[[Change], None],
-               undo: Callable[[list[str]], None]) -> int:
+               undo: Callable[[list[str]], None], repair: bool = True) -> int:
         """Apply every committed change in order; returns the last seq.
 
         A torn last line and an unfinished last transaction (a crash mid-commit) are cut
-        off the file; `undo` gets the ids of the unfinished transaction's adds, already
-        applied, to take them out again.
+        off the file (left in it, without `repair`: a read-only store never writes);
+        `undo` gets the ids of the unfinished transaction's adds, already applied, to take
+        them out again.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
@@ -87,7 +88,8 @@ class ChangeLog:
             while self.marks and self.marks[-1] >= cut:
                 self.marks.pop()
         if cut is not None:
-            self._truncate(cut)
+            if repair:
+                self._truncate(cut)
             offset = cut
         self.size = offset
         return seq

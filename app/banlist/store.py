@@ -41,13 +41,14 @@ class EmbeddedStore:
         tail = TAIL if tail is None else tail
         self.path = path
         self.clock = clock
-        # A log has one writer: a second process (say, a second uvicorn worker) appending to
-        # it would hand out the same seqs and leave a log no start can replay. A read-only
-        # store (a frozen list: benchmarks, several workers without Redis) takes no lock.
+        # A log has one writer: a second one (say, a second uvicorn worker) appending to it
+        # would hand out the same seqs and leave a log no start can replay. Read-only stores
+        # (a frozen list: benchmarks, several workers without Redis) share the log with each
+        # other, never with a writer.
         self.read_only = read_only
-        owner = _lock(path) if path is not None and not read_only else None
+        held = _lock(path, read_only) if path is not None else None
         # released by close(), or when the store is collected (a test's "restart")
-        self._release = weakref.finalize(self, owner.close) if owner is not None else None
+        self._release = weakref.finalize(self, held.close) if held is not None else None
         self.version = 0
         self.index = BanIndex()
         self.changelog = ChangeLog(path) if path is not None else None
@@ -55,7 +56,8 @@ class EmbeddedStore:
         self.loaded_at = clock()
         self._lock = threading.Lock()
         if self.changelog is not None:
-            self.version = self.changelog.replay(self._apply, self._undo)
+            self.version = self.changelog.replay(self._apply, self._undo,
+                                                 repair=not read_only)
             self._tail.extend(self.changelog.read(self.version - tail, tail, self.changelog.size))
         gc.freeze()  # the index is long-lived: keep it out of every future collection
 
@@ -111,9 +113,11 @@ class EmbeddedStore:
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
         end = self._write(batches(), len(entries))  # durable before any of it is applied
-        for entry in entries:
-            self.index.add(entry)
-        self.version = end  # published once applied: a request never reports a version early
+        try:
+            for entry in entries:
+                self.index.add(entry)
+        finally:  # published once applied (a request never reports a version early), and
+            self.version = end  # whatever happens, past what the log holds: never reused
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -128,8 +132,10 @@ class EmbeddedStore:
                       "domains": list(members), "actor": actor, "reason": why,
                       "at": iso(self.clock())}
             end = self._commit(change)
-            self.index.set_group(key, members)
-            self.version = end
+            try:
+                self.index.set_group(key, members)
+            finally:
+                self.version = end
         return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
@@ -142,8 +148,10 @@ class EmbeddedStore:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
             end = self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
                                 "actor": actor, "reason": reason, "at": iso(self.clock())})
-            self.index.remove(entry_id)
-            self.version = end
+            try:
+                self.index.remove(entry_id)
+            finally:
+                self.version = end
         return entry
 
     def sweep(self) -> int:
@@ -162,9 +170,11 @@ class EmbeddedStore:
                                       "actor": "system", "reason": "ttl elapsed",
                                       "at": iso(now)} for n, entry in enumerate(expired, 1)),
                                    standalone=True)
-                for entry in expired:
-                    self.index.remove(entry.id)
-                self.version = end
+                try:
+                    for entry in expired:
+                        self.index.remove(entry.id)
+                finally:
+                    self.version = end
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
@@ -244,25 +254,32 @@ class EmbeddedStore:
             self.index.remove(entry_id)
 
 
-def _lock(path: Path) -> IO[str]:
-    """Own the log for this process (a POSIX lock on `<log>.lock`, released at exit)."""
+def _lock(path: Path, shared: bool) -> IO[str]:
+    """Hold the log against other processes: exclusively to write it, shared to read it.
+
+    A POSIX lock on `<log>.lock`, released at exit however the process ends. It is the
+    process's (two stores on one log in one process are not told apart, and closing one
+    releases it): what it guards against is a second process, such as a second worker.
+    """
     lock_path = path.with_name(path.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(lock_path, "a+")  # noqa: SIM115 (held open while the store lives)
     try:
-        fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fh, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError:
         fh.seek(0)
         holder = fh.read().strip() or "another process"
         fh.close()
         raise BanlistError("banlist", f"the banlist log {path} is in use by {holder}: an "
-                           "embedded banlist belongs to one process. Run one worker, several "
-                           "against Redis (REDIS_URL), or set REARRANGE_BANLIST_READ_ONLY=true "
-                           "to serve a frozen list", status=503) from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()}\n")
-    fh.flush()
+                           "embedded banlist has one writer, and read-only stores share it "
+                           "only with each other. Run one worker, several against Redis "
+                           "(REDIS_URL), or set REARRANGE_BANLIST_READ_ONLY=true on every "
+                           "process to serve a frozen list", status=503) from None
+    if not shared:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
     return fh
 
 

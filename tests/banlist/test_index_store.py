@@ -1,6 +1,7 @@
 """Banlist values per scope, the index's matching, and the embedded store's persistence."""
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -256,27 +257,42 @@ HOLD = """
 import sys
 from pathlib import Path
 from app.banlist.store import EmbeddedStore
-store = EmbeddedStore(Path(sys.argv[1]))
+store = EmbeddedStore(Path(sys.argv[1]), read_only=sys.argv[2] == "read-only")
 print("holding", flush=True)
 sys.stdin.read()
 """
 
 
-def test_a_log_has_one_writing_process_and_read_only_stores_share_it(tmp_path):
+@contextlib.contextmanager
+def held(path, mode):
+    """Another process holding the log, as a writer or read-only, until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path), mode], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        yield holder
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+        holder.stdout.close()
+
+
+def test_a_log_has_one_writing_process_or_any_number_of_read_only_ones(tmp_path):
     """A second process appending to the same log (a second uvicorn worker) would hand out
-    the same seqs: it is refused at start; a read-only store replays it beside the owner."""
+    the same seqs: refused at start. Read-only stores share the log, with each other only."""
     path = tmp_path / "banlist.jsonl"
     writer = EmbeddedStore(path)
     writer.add(EntrySpec("host", "a.example", "spam"), "t&s")
     writer.close()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], cwd=ROOT,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "holding"
-        with pytest.raises(BanlistError) as info:
+    with held(path, "write") as holder:
+        for read_only in (False, True):
+            with pytest.raises(BanlistError) as info:
+                EmbeddedStore(path, read_only=read_only)
+            assert f"in use by pid {holder.pid}" in info.value.problem
+            assert "REDIS_URL" in info.value.problem and info.value.status == 503
+    with held(path, "read-only"):
+        with pytest.raises(BanlistError):
             EmbeddedStore(path)
-        assert f"in use by pid {holder.pid}" in info.value.problem
-        assert "REDIS_URL" in info.value.problem and info.value.status == 503
         frozen = EmbeddedStore(path, read_only=True)
         assert frozen.version == 1 and frozen.index.get("1") is not None
         for write in (lambda: frozen.add(EntrySpec("host", "b.example", "spam"), "t&s"),
@@ -286,10 +302,23 @@ def test_a_log_has_one_writing_process_and_read_only_stores_share_it(tmp_path):
                 write()
             assert info.value.status == 409 and "read-only" in info.value.problem
         assert frozen.sweep() == 0 and frozen.version == 1
-    finally:
-        holder.stdin.close()
-        holder.wait(10)
-    again = EmbeddedStore(path)  # the holder is gone: the log can be owned again
+        frozen.close()
+    again = EmbeddedStore(path)  # nobody holds it: the log can be owned again
     assert again.version == 1
     again.add(EntrySpec("host", "b.example", "spam"), "t&s")
     assert again.version == 2
+
+
+def test_a_read_only_store_never_writes_the_log_it_replays(tmp_path):
+    """A writable store cuts a torn tail off at start; a read-only one only reads past it."""
+    path = tmp_path / "banlist.jsonl"
+    store = EmbeddedStore(path)
+    store.add(EntrySpec("host", "a.example", "spam"), "t&s")
+    store.close()
+    with path.open("ab") as fh:
+        fh.write(b'{"seq": 2, "op": "add", "ent')  # a crash mid-write
+    size = path.stat().st_size
+    frozen = EmbeddedStore(path, read_only=True)
+    assert frozen.version == 1 and path.stat().st_size == size
+    frozen.close()
+    assert EmbeddedStore(path).version == 1 and path.stat().st_size < size
