@@ -166,23 +166,28 @@ class BaseRule:
 
     def removing(self, docs: list[Doc], removals: list[tuple[int, str]]) -> RuleResult:
         """The page without docs[i] for each (i, reason), i ascending; one record each, and
-        one for each document collapsed under it, which goes with it (a post-filter runs
-        after diversify: without a record it would vanish from the response unexplained)."""
+        one for each document collapsed under it (`dropped`)."""
         if not removals:
             return docs, []
         kept = docs.copy()
         for i, _ in reversed(removals):
             del kept[i]
-        name, phase = self.name, self.phase
-        records = []
+        records: list[AuditRecord] = []
         for i, reason in removals:
-            doc = docs[i]
-            records.append(AuditRecord(name, phase, doc.id, "remove", reason, None, APPLIED))
-            if doc.collapsed:
-                why = f"collapsed under {doc.id}, removed with it: {reason}"
-                records.extend(AuditRecord(name, phase, c["id"], "remove", why, None, APPLIED)
-                               for c in doc.collapsed)
+            self.dropped(records, docs[i], "remove", reason)
         return kept, records
+
+    def dropped(self, records: list[AuditRecord], doc: Doc, action: str, reason: str) -> None:
+        """Records for a document dropped from the page (`remove`, `trim`) and for each one
+        collapsed under it, which goes with it: without its own record it would vanish from
+        the response unexplained (a post-filter or a trim runs after diversify)."""
+        name, phase = self.name, self.phase
+        records.append(AuditRecord(name, phase, doc.id, action, reason, None, APPLIED))
+        if doc.collapsed:
+            verb = "trimmed" if action == "trim" else "removed"
+            why = f"collapsed under {doc.id}, {verb} with it: {reason}"
+            records.extend(AuditRecord(name, phase, c["id"], action, why, None, APPLIED)
+                           for c in doc.collapsed)
 
     def rescoring(self, docs: list[Doc],
                   changes: list[tuple[int, float, float, str]]) -> RuleResult:

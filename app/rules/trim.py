@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from app.pipeline import APPLIED, AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
+from app.pipeline import AuditRecord, BaseRule, Context, Doc, Phase, RuleResult
 from app.rules.base import Params
 
 TRIM = frozenset({Phase.TRIM})
@@ -11,14 +11,10 @@ TRIM = frozenset({Phase.TRIM})
 
 def trimmed(rule: BaseRule, docs: list[Doc], reason: str) -> list[AuditRecord]:
     """Trim records for the documents and for each one collapsed under them, which go with
-    them (otherwise they would vanish from the response with no record saying where)."""
-    name, phase = rule.name, rule.phase
-    records = []
+    them (`BaseRule.dropped`)."""
+    records: list[AuditRecord] = []
     for doc in docs:
-        records.append(AuditRecord(name, phase, doc.id, "trim", reason, None, APPLIED))
-        if doc.collapsed:
-            records.extend(rule.record(c["id"], "trim", f"collapsed under {doc.id}, trimmed "
-                                       f"with it: {reason}") for c in doc.collapsed)
+        rule.dropped(records, doc, "trim", reason)
     return records
 
 
