@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -120,9 +122,15 @@ _JSON_TYPE = {str: "str", int: "int", float: "float", bool: "bool", list: "array
               dict: "object", type(None): "null"}
 
 
+LOCATE_MAX_BYTES = 1 << 20  # a refused body bigger than this keeps msgspec's path
+
+
 def _locate(body: bytes, path: str, problem: str) -> str:
     """msgspec's path with its `[...]` replaced by the key or index it means, where we can
-    find it; the path as msgspec gave it otherwise. Only runs on a refused body."""
+    find it; the path as msgspec gave it otherwise. Only runs on a refused body, and only
+    on one of at most LOCATE_MAX_BYTES: it parses the body again."""
+    if len(body) > LOCATE_MAX_BYTES:
+        return path
     try:
         # The standard parser keeps what msgspec refuses to hold (1e400 is inf, huge ints
         # stay ints), so the offending value is there to be found.
@@ -134,21 +142,43 @@ def _locate(body: bytes, path: str, problem: str) -> str:
         return path
 
 
+def _out_of_range(node: Any) -> bool:
+    """A number no float holds (msgspec keeps ints of any size where the type is Any)."""
+    if isinstance(node, float):
+        return not math.isfinite(node)
+    return isinstance(node, int) and not isinstance(node, bool) and abs(node) > sys.float_info.max
+
+
 def _first_out_of_range(root: Any) -> str | None:
-    """The path of the first number (in document order) a 64-bit int or a finite float
-    cannot hold."""
-    stack: list[tuple[Any, str]] = [(root, "")]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(reversed([(v, f"{where}.{k}" if where else str(k))
-                                   for k, v in node.items()]))
-        elif isinstance(node, list):
-            stack.extend(reversed([(v, f"{where}[{i}]") for i, v in enumerate(node)]))
-        elif isinstance(node, float) and not math.isfinite(node) or (
-                isinstance(node, int) and not isinstance(node, bool)
-                and not -2**63 <= node <= _U64_MAX):
-            return where
+    """The path of the first out-of-range number in document order; the path is built only
+    for the one found (a few MiB of JSON hold a million nodes)."""
+    top = _children(root)
+    if top is None:
+        return None
+    keys: list[str | int] = []
+    levels = [top]
+    while levels:
+        for key, value in levels[-1]:
+            if _out_of_range(value):
+                return "".join(f"[{k}]" if isinstance(k, int) else f".{k}"
+                               for k in (*keys, key)).lstrip(".")
+            below = _children(value)
+            if below is not None:
+                keys.append(key)
+                levels.append(below)
+                break
+        else:
+            levels.pop()
+            if keys:
+                keys.pop()
+    return None
+
+
+def _children(node: Any) -> Iterator[tuple[str | int, Any]] | None:
+    if isinstance(node, dict):
+        return iter(node.items())
+    if isinstance(node, list):
+        return iter(enumerate(node))
     return None
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app import contract
 from tests.conftest import AUTH
 from tests.helpers import Ticking
 
@@ -141,6 +142,9 @@ def test_bad_input_names_the_field(client, name, mutate, field, status):
      b' "text": -1e999}}]}', "documents[0].factors.text"),
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"x": {"y":'
      b' [0, 1e999]}}}]}', "documents[0].attributes.x.y[1]"),
+    # ints of any size are fine where the type is Any: only the float is out of range
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"big": 1'
+     + b"0" * 40 + b', "x": 1e400}}]}', "documents[0].attributes.x"),
     # past msgspec's recursion guard: a 400, not a RecursionError
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"a": '
      + b"[" * 5000 + b"]" * 5000 + b"}}]}", "body"),
@@ -234,3 +238,19 @@ def test_a_request_whose_only_event_is_a_skipped_rule_is_audit_logged(client, se
     assert lines[-1]["request_id"] == "only-skipped"
     assert lines[-1]["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
                                      "reason": "deadline"}]
+
+
+def test_a_large_refused_body_is_not_parsed_again_to_name_the_field(client):
+    """Naming an out-of-range number in a map parses the body a second time: only up to
+    LOCATE_MAX_BYTES. Past it the 4xx keeps msgspec's own path."""
+    filler = [{"id": f"d{i}", "url": f"http://h{i}.example/", "score": 1.0,
+               "attributes": {"pad": "x" * 2000}} for i in range(600)]
+    body = json.dumps({"documents": filler, "unit": {"u": "v"}}).encode()
+    body = body.replace(b'"unit": {"u": "v"}', b'"unit": {"u": "v", "n": 1e400}')
+    assert len(body) > contract.LOCATE_MAX_BYTES
+    small = b'{"documents": [], "unit": {"u": "v", "n": 1e400}}'
+    head = {"content-type": "application/json"}
+    large = client.post("/v1/rerank", content=body, headers=head)
+    assert large.status_code == 422 and "[...]" in large.json()["field"]  # msgspec's own
+    r = client.post("/v1/rerank", content=small, headers=head)
+    assert r.status_code == 422 and r.json()["field"] == "unit.n"
