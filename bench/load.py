@@ -136,7 +136,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers per replica")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="uvicorn workers per replica (more than 1 needs REDIS_URL)")
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--soak", action="store_true",
                         help=f"{SOAK_SECONDS // 60} minutes and the flat-memory check "
@@ -149,6 +150,9 @@ def main() -> int:
     parser.add_argument("--rss-growth-mib", type=float, default=32)
     parser.add_argument("--rss-growth-pct", type=float, default=5)
     args = parser.parse_args()
+    if args.workers > 1 and not os.environ.get("REDIS_URL"):
+        parser.error("--workers above 1 needs REDIS_URL: with the embedded banlist each worker "
+                     "would keep its own copy while the T&S writer changes one of them")
     soak = args.soak or os.environ.get("SOAK", "") not in ("", "0")
     seconds = SOAK_SECONDS if soak else args.seconds
     warm_at = min(60.0, seconds * 0.2)  # caches and pools fill first: memory is judged after
