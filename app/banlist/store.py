@@ -1,6 +1,7 @@
 """The embedded banlist store: an index in memory, an append-only change log on disk."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import itertools
@@ -112,12 +113,9 @@ class EmbeddedStore:
                 yield [{"seq": int(e.id), "op": "add", "entry": e.as_dict(), "actor": actor,
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
-        end = self._write(batches(), len(entries))  # durable before any of it is applied
-        try:
+        with self._publishing(self._write(batches(), len(entries))):  # durable, then applied
             for entry in entries:
                 self.index.add(entry)
-        finally:  # published once applied (a request never reports a version early), and
-            self.version = end  # whatever happens, past what the log holds: never reused
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -131,11 +129,8 @@ class EmbeddedStore:
             change = {"seq": self.version + 1, "op": "group", "name": key,
                       "domains": list(members), "actor": actor, "reason": why,
                       "at": iso(self.clock())}
-            end = self._commit(change)
-            try:
+            with self._publishing(self._commit(change)):
                 self.index.set_group(key, members)
-            finally:
-                self.version = end
         return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
@@ -146,12 +141,10 @@ class EmbeddedStore:
             entry = self.index.get(entry_id)
             if entry is None:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
-            end = self._commit({"seq": self.version + 1, "op": "remove", "id": entry_id,
-                                "actor": actor, "reason": reason, "at": iso(self.clock())})
-            try:
+            with self._publishing(self._commit({
+                    "seq": self.version + 1, "op": "remove", "id": entry_id, "actor": actor,
+                    "reason": reason, "at": iso(self.clock())})):
                 self.index.remove(entry_id)
-            finally:
-                self.version = end
         return entry
 
     def sweep(self) -> int:
@@ -170,11 +163,9 @@ class EmbeddedStore:
                                       "actor": "system", "reason": "ttl elapsed",
                                       "at": iso(now)} for n, entry in enumerate(expired, 1)),
                                    standalone=True)
-                try:
+                with self._publishing(end):
                     for entry in expired:
                         self.index.remove(entry.id)
-                finally:
-                    self.version = end
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
@@ -209,6 +200,17 @@ class EmbeddedStore:
                 return list(itertools.islice(self._tail, skip, skip + limit))
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
+
+    @contextlib.contextmanager
+    def _publishing(self, end: int) -> Iterator[None]:
+        """Publish `end` as the version once the block has applied the changes up to it:
+        requests read `version` without the lock and report it as the banlist they were
+        matched on, so never early; and whatever the block raises, since the log already
+        holds those seqs and the next commit must not reuse them."""
+        try:
+            yield
+        finally:
+            self.version = end
 
     def _writable(self) -> None:
         if self.read_only:

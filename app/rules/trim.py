@@ -55,8 +55,7 @@ class HostQuota(BaseRule):
             n = seen.get(doc.host, 0) + 1
             seen[doc.host] = n
             if n > limit:
-                records.extend(trimmed(self, [doc],
-                                       f"host {doc.host} is past its quota of {limit}"))
+                self.dropped(records, doc, "trim", f"host {doc.host} is past its quota of {limit}")
             else:
                 kept.append(doc)
         return kept, records
