@@ -165,7 +165,7 @@ def test_image_copies_only_what_exists_and_is_in_the_context():
             for source in sources:
                 assert (ROOT / source).exists(), source
                 assert not dockerignored(source), f"{source} is excluded by .dockerignore"
-    for heavy in (".venv", ".git", "var", "tests", "bench", "deploy"):
+    for heavy in (".venv", ".git", "var", "tests", "bench", "deploy", "target"):
         assert dockerignored(heavy), f"{heavy} would be sent to the Docker daemon"
 
 
