@@ -4,6 +4,7 @@
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
 pub mod contract;
+pub mod json;
 
 use pyo3::prelude::*;
 
