@@ -1,19 +1,21 @@
 """HTTP throughput and latency with wrk: Rearrange vs the bare limit, side by side in one run.
 
 Usage: python -m bench.http [--sizes 20,100,500] [--workers 1,2] [--banlist 1000000]
-                            [--seconds 8] [--connections 16] [--json PATH] [--against REV]
-                            [--ceiling]
+                            [--profiles default,commercial] [--seconds 8] [--connections 32]
+                            [--json PATH] [--against REV] [--ceiling]
 
 The bare limit is `bench/bare_app.py`: an ASGI app on the same uvicorn settings (uvloop,
 httptools) that parses the same body with orjson and echoes it. Rearrange serves the same
-page through the default profile with a banlist of `--banlist` entries and the sample
-config's experiment in shadow (the unit is in `control`, so spam_demotion runs in shadow).
-For each worker count and page size the two servers are measured alternately (bare,
-rearrange, bare, rearrange) and the better run of each is kept; the figures that matter
+page through each profile of `--profiles` (forced by the body's `profile`) with a banlist
+of `--banlist` entries and the sample config's experiment in shadow (the unit is in
+`control`, so spam_demotion runs in shadow). For each worker count, profile and page
+size the two servers are measured alternately (bare, rearrange, bare, rearrange) and the
+better run of each is kept; the figures that matter
 are the ratios, since the machine is shared. wrk runs on the cores the workers leave
 free (1 or 2 threads, see `wrk_threads`), so it does not take the server's core. Needs
 `wrk` (Debian package).
-The issue's goal: Rearrange >= 0.6x the bare req/s and p99 <= 3x the bare p99.
+The goal (issue 14): Rearrange >= 0.8x the bare req/s and p99 <= 1.5x the bare p99 at
+100 documents, both profiles, 1 worker; >= 0.7x at 20 and 500 documents.
 
 `--against REV` also serves Rearrange as of a git revision (checked out into a temporary
 worktree, run on this virtualenv, with its own copy of the banlist log) and measures it in
@@ -148,7 +150,9 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--banlist", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=int, default=8)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--profiles", default="default,commercial",
+                        help="profiles to serve the page through, each its own row")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--against", metavar="REV",
                         help="also serve Rearrange at this git revision, head to head")
@@ -211,10 +215,11 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
             procs.append(start([*serve, "--port", str(ports["ceiling"])], ceiling_env,
                                ports["ceiling"]))
         try:
-            for size in sizes:
-                body = tmp / f"body-{size}.json"
-                body.write_bytes(orjson.dumps(make_serp(size, 2024, user, False)))
-                script = tmp / f"post-{size}.lua"
+            for profile, size in [(p, s) for p in args.profiles.split(",") for s in sizes]:
+                body = tmp / f"body-{profile}-{size}.json"
+                page = make_serp(size, 2024, user, False)
+                body.write_bytes(orjson.dumps({**page, "profile": profile}))
+                script = tmp / f"post-{profile}-{size}.lua"
                 script.write_text(LUA.replace("{body}", str(body)))
                 runs: dict[str, list[dict[str, float]]] = {k: [] for k in ports}
                 for _ in range(2):
@@ -222,7 +227,8 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
                         runs[k].append(wrk(port, "/" if k == "bare" else "/v1/rerank", script,
                                            args.seconds, args.connections, threads))
                 best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
-                rows.append({"workers": n_workers, "documents": size, "wrk_threads": threads,
+                rows.append({"workers": n_workers, "profile": profile, "documents": size,
+                             "wrk_threads": threads,
                              "kib": body.stat().st_size / 1024, **{
                                  f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
                 print_row(rows[-1], header=len(rows) == 1)
@@ -236,13 +242,14 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
 def print_row(r: dict[str, float], header: bool) -> None:
     against, ceiling = "against_rps" in r, "ceiling_rps" in r
     if header:
-        print(f"{'workers':>7} {'docs':>5} {'KiB':>6} | {'bare req/s':>10} {'p50':>6} "
-              f"{'p99':>6} | {'rearr req/s':>11} {'p50':>6} {'p99':>6} {'err':>4} | "
+        print(f"{'workers':>7} {'profile':>10} {'docs':>5} {'KiB':>6} | {'bare req/s':>10} "
+              f"{'p50':>6} {'p99':>6} | {'rearr req/s':>11} {'p50':>6} {'p99':>6} {'err':>4} | "
               f"{'req/s x':>7} {'p99 x':>6}"
               + (f" | {'REV req/s':>9} {'p99':>6} {'vs REV':>6}" if against else "")
               + (f" | {'ceil req/s':>10} {'ceil x':>6}" if ceiling else ""))
-    print(f"{r['workers']:>7} {r['documents']:>5} {r['kib']:>6.1f} | {r['bare_rps']:>10.0f} "
-          f"{r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | {r['rearrange_rps']:>11.0f} "
+    print(f"{r['workers']:>7} {r['profile']:>10} {r['documents']:>5} {r['kib']:>6.1f} | "
+          f"{r['bare_rps']:>10.0f} {r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | "
+          f"{r['rearrange_rps']:>11.0f} "
           f"{r['rearrange_p50_ms']:>6.2f} {r['rearrange_p99_ms']:>6.2f} "
           f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps'] / r['bare_rps']:>7.2f} "
           f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}"
