@@ -111,11 +111,19 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int,
 def revision_tree(rev: str, where: Path) -> Iterator[Path]:
     """This repository at `rev`, checked out (detached) into `where`, removed afterwards.
 
-    `python -m app.cli` run from that directory imports its `app`, not this checkout's.
+    `python -m app.cli` run from that directory imports its `app`, not this checkout's; a
+    revision with the Rust engine gets its own build of it, in place in that tree.
     """
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
                     str(where), rev], check=True)
     try:
+        if (where / "crates").is_dir():
+            maturin = Path(sys.executable).with_name("maturin")
+            subprocess.run([str(maturin), "develop", "--release", "--skip-install", "--quiet"],
+                           cwd=where, check=True,
+                           # this checkout's target dir: the dependencies are built already
+                           env={**os.environ, "VIRTUAL_ENV": str(Path(sys.prefix)),
+                                "CARGO_TARGET_DIR": str(ROOT / "target")})
         yield where
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)],

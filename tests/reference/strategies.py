@@ -1,0 +1,176 @@
+"""Hypothesis strategies for the engine's property tests: configs, pages and banlists.
+
+They draw from small pools (hosts, topics, regions, words, users) so that what the rules
+look for actually happens: hosts repeat (crowding, quotas), bans hit, regions match,
+texts share shingles (near-duplicates), users fall in both variants of an experiment.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.example.net",
+         "banned.example", "sub.banned.example", "xn--e1afmkfd.xn--p1ai", "пример.рф",
+         "blog.example.co.uk", "203.0.113.7", "evil.example", "WWW.Evil.Example")
+PATHS = ("/", "/a", "/a/b", "/forum/", "/forum/t?id=3", "/p%41th", "/x/../y", "/q?")
+TOPICS = ("furniture", "gambling", "news", "health", "crypto")
+REGIONS = ("RU", "KZ", "DE")
+WORDS = tuple("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split())
+CLASSES = ("commercial", "ymyl", "news", "navigational")
+USERS = tuple(f"u-{i}" for i in range(40))
+FACTORS = ("text", "link", "behav", "quality")
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+probability = st.one_of(st.sampled_from((0.0, 0.3, 0.5, 0.8, 0.95, 1.0)),
+                        st.floats(0.0, 1.0, allow_nan=False))
+texts = st.lists(st.sampled_from(WORDS), min_size=0, max_size=40).map(" ".join)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), finite,
+                      st.text(max_size=8))
+attributes = st.dictionaries(st.text(min_size=1, max_size=6), st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6), max_size=3)
+
+
+@st.composite
+def urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(("http", "https", "HTTP")))
+    return f"{scheme}://{draw(st.sampled_from(HOSTS))}{draw(st.sampled_from(PATHS))}"
+
+
+@st.composite
+def documents(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": f"d{index}", "url": draw(urls()), "score": draw(finite)}
+    optional = {
+        "factors": st.dictionaries(st.sampled_from(FACTORS), finite, max_size=4),
+        "spam_score": probability,
+        "adult_score": probability,
+        "domain_age_days": st.one_of(st.none(), st.floats(0, 1000, allow_nan=False)),
+        "is_ad": st.booleans(),
+        "topics": st.lists(st.sampled_from(TOPICS), max_size=2),
+        "blocked_regions": st.lists(st.sampled_from(REGIONS + ("ru",)), max_size=2),
+        "text": st.one_of(st.none(), texts),
+        "attributes": attributes,
+    }
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            doc[key] = draw(strategy)
+    return doc
+
+
+@st.composite
+def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[str, Any]:
+    """A /v1/rerank body: 0 to 25 documents with unique ids, a query, a unit."""
+    n = draw(st.integers(0, 25))
+    body: dict[str, Any] = {
+        "request_id": "prop",
+        "query": {"text": draw(texts), "classes": draw(st.lists(st.sampled_from(CLASSES),
+                                                                max_size=2)),
+                  "age_mode": draw(st.sampled_from(("strict", "moderate", "off")))},
+        "documents": [draw(documents(i)) for i in range(n)],
+    }
+    region = draw(st.one_of(st.none(), st.sampled_from(REGIONS + ("kz",))))
+    if region is not None:
+        body["query"]["region"] = region
+    if draw(st.booleans()):
+        body["unit"] = {"user_id": draw(st.sampled_from(USERS))}
+    if draw(st.booleans()):
+        body["depth"] = draw(st.integers(1, 12))
+    if draw(st.booleans()):
+        body["profile"] = draw(st.sampled_from(profiles))
+    return body
+
+
+def _step(draw: st.DrawFn, rule: str) -> Any:
+    """A rule as the config writes it: a bare name or {name: {parameters}}."""
+    params: dict[str, Any] = {
+        "safe_search": {"thresholds": {"strict": draw(probability),
+                                       "moderate": draw(probability)}},
+        "spam_ban": {"threshold": draw(probability)},
+        "topic_filter": {"blocked_topics": draw(st.lists(st.sampled_from(TOPICS), max_size=3,
+                                                         unique=True))},
+        "anti_seo_reset": {"blocks": draw(st.lists(st.sampled_from(FACTORS), min_size=1,
+                                                   max_size=3, unique=True))},
+        "spam_demotion": {"theta_low": 0.2, "theta_high": draw(st.sampled_from((0.5, 0.9))),
+                          "lambda": draw(st.sampled_from((0.0, 1.0, 5.0, 2.5)))},
+        "sandbox_damping": {"t_sandbox_days": draw(st.sampled_from((30, 120, 365))),
+                            "beta": draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)))},
+        "host_crowding": {"max_per_host": draw(st.integers(1, 3)),
+                          "key": draw(st.sampled_from(("host", "domain")))},
+        "near_duplicates": {"shingle_words": draw(st.integers(1, 4)),
+                            "measure": draw(st.sampled_from(("containment", "jaccard"))),
+                            "threshold": draw(st.sampled_from((0.3, 0.5, 0.9, 1.0)))},
+        "depth": {"k": draw(st.integers(1, 12))},
+        "host_quota": {"max_per_host": draw(st.integers(1, 3))},
+        "age_label": {"threshold": draw(probability)},
+        "empty_result_fallback": {"strategy": draw(st.sampled_from(("relax", "message"))),
+                                  "min_age_mode": draw(st.sampled_from(
+                                      ("strict", "moderate", "off")))},
+    }.get(rule)
+    if params is None or not draw(st.booleans()):
+        return rule
+    return {rule: params}
+
+
+PHASE_RULES = {
+    "pre-filter": ("banlist", "regional_removals", "topic_filter", "safe_search", "spam_ban"),
+    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping"),
+    "diversify": ("host_crowding", "near_duplicates"),
+    "trim": ("depth", "host_quota"),
+    "annotate": ("ad_label", "age_label"),
+    "post-filter": ("safe_search", "empty_result_fallback"),
+}
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> str:
+    """A valid rules YAML: a default profile, maybe a second one extending it, routing, and
+    maybe an experiment gating one rule with a parameter override."""
+    def profile() -> dict[str, Any]:
+        out = {}
+        for phase, rules in PHASE_RULES.items():
+            chosen = draw(st.lists(st.sampled_from(rules), max_size=len(rules), unique=True))
+            if chosen:
+                out[phase] = [_step(draw, r) for r in chosen]
+        return out
+
+    config: dict[str, Any] = {"profiles": {"default": profile()}}
+    if draw(st.booleans()):
+        second = profile()
+        second["extends"] = "default"
+        config["profiles"]["commercial"] = second
+        config["routing"] = {"commercial": "commercial", "ymyl": "commercial"}
+    used = sorted({(s if isinstance(s, str) else next(iter(s)))
+                   for p in config["profiles"].values() for k, steps in p.items()
+                   if k != "extends" for s in steps})
+    gateable = [r for r in used if r not in ("banlist", "empty_result_fallback")]
+    if gateable and draw(st.booleans()):
+        rule = draw(st.sampled_from(gateable))
+        experiment: dict[str, Any] = {"name": "exp_a", "unit": "user_id",
+                                      "variants": {"control": 50, "treatment": 50},
+                                      "rules": [rule]}
+        if rule == "spam_demotion" and draw(st.booleans()):
+            experiment["params"] = {"treatment": {"spam_demotion": {"lambda": 9.0}}}
+        config["experiments"] = [experiment]
+    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
+@st.composite
+def bans(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Banlist entry specs on the pool's hosts and paths (some regional, some expired)."""
+    specs = []
+    for i in range(draw(st.integers(0, 6))):
+        scope = draw(st.sampled_from(("url", "prefix", "host", "domain")))
+        host = draw(st.sampled_from(HOSTS)).lower()
+        if scope == "domain" and host[0].isdigit():
+            scope = "host"  # a domain ban on an IP address is refused: use host
+        value = {"url": f"http://{host}{draw(st.sampled_from(PATHS))}",
+                 "prefix": f"{host}{draw(st.sampled_from(('/forum/', '/a', '/')))}",
+                 "host": host, "domain": host}[scope]
+        spec: dict[str, Any] = {"scope": scope, "value": value, "reason": f"reason {i}"}
+        if draw(st.booleans()):
+            spec["regions"] = draw(st.lists(st.sampled_from(REGIONS), min_size=1, max_size=2,
+                                            unique=True))
+        specs.append(spec)
+    return specs
