@@ -8,7 +8,9 @@ output is a failure of that rule (errors.RefusedOutput), handled by the step's `
 """
 from __future__ import annotations
 
+import datetime as dt
 import importlib
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -101,7 +103,9 @@ def build_python_rule(place: str, cls: type, params: dict[str, Any], phase: Phas
     """Validate a step's parameters (reserved keys already out) and build `cls(params)`."""
     model = getattr(cls, "Params", None)
     validated: Any = dict(params)
-    if model is not None:
+    if model is None:
+        jsonable(place, validated)  # the compiled spec carries them: refuse NaN here
+    else:
         known = known_params(cls) or set()
         unknown = sorted(str(k) for k in params if k not in known)
         if unknown:
@@ -116,6 +120,31 @@ def build_python_rule(place: str, cls: type, params: dict[str, Any], phase: Phas
         raise ConfigError(place, f"building the rule failed: {type(exc).__name__}: "
                           f"{exc}") from exc
     return PythonRule(cls.name, phase, instance, validated, profile)
+
+
+def jsonable(place: str, value: Any) -> Any:
+    """`value` in JSON's own types: sets as sorted lists, tuples as lists, times as RFC 3339
+    text; ConfigError at `place` for what JSON cannot hold (NaN, an object)."""
+    if value is None or isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(place, f"parameter value {value} is not a finite number")
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(place, v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        items = [jsonable(place, v) for v in value]
+        if all(isinstance(v, str) for v in items):
+            return sorted(items)
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, list | tuple):
+        return [jsonable(place, v) for v in value]
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return jsonable(place, value.model_dump(by_alias=True))
+    raise ConfigError(place, f"parameter value of type {type(value).__name__} has no JSON form")
 
 
 def doc_dict(doc: Doc) -> dict[str, Any]:

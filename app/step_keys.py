@@ -7,6 +7,7 @@ them, checks them here and hands the runner a StepPolicy.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from app.errors import ConfigError
 
 OPEN, CLOSED = "open", "closed"
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)?\Z")
 RESERVED = frozenset({"on_error", "enabled", "valid_from", "valid_until"})
 # Legal and safety rules fail closed: serving a page they could not vouch for is worse
 # than serving none. Every other phase shapes the page and may be skipped.
@@ -74,14 +76,15 @@ def _time(place: str, key: str, raw: Any) -> float | None:
         return None
     when = raw
     if isinstance(raw, str):
-        text = raw.strip()
-        try:
-            # fromisoformat takes more than RFC 3339 (a date alone, a week date): the
-            # 'T' or ' ' between date and time and the offset are what RFC 3339 asks.
-            when = dt.datetime.fromisoformat(text.replace("z", "Z"))
-        except ValueError:
-            when = None
-        if when is None or len(text) < 16 or text[10] not in "Tt ":
+        # RFC 3339's shape (fromisoformat alone takes more: week dates, a date alone);
+        # the offset is optional here so that a naive time gets its own message below.
+        when = None
+        if _RFC3339.match(raw):
+            try:
+                when = dt.datetime.fromisoformat(raw.upper())
+            except ValueError:  # the right shape, an impossible date (2027-02-30)
+                when = None
+        if when is None:
             raise ConfigError(place, f"parameter {key!r}: {raw!r} is not an RFC 3339 time "
                               "(e.g. 2027-01-01T00:00:00Z)")
     if isinstance(raw, dt.date) and not isinstance(raw, dt.datetime):
