@@ -223,7 +223,8 @@ class PythonRule:
         if self.phase is RERANK:
             # The stable sort by score after rerank orders the page; a rerank rule's own
             # order is not kept (the built-in ones never reorder either).
-            page.sort(key={d.id: i for i, d in enumerate(docs)}.__getitem__)
+            order = {d.id: i for i, d in enumerate(docs)}
+            page.sort(key=lambda d: order[d.id])
         else:
             self._check_moves(docs, page, said)
         records.extend(self._went_along(docs, kept, said))
