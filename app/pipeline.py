@@ -13,7 +13,7 @@ import msgspec
 from pydantic import BaseModel
 
 from app.effects import by_score, compare_ranked, effect
-from app.errors import DeadlineExceeded, RefusedOutput, RuleFailed
+from app.errors import DeadlineExceeded, FieldError, RefusedOutput, RuleFailed
 from app.experiments import CONTROL
 from app.step_keys import CLOSED, StepPolicy, default_on_error
 
@@ -335,7 +335,12 @@ class Pipeline:
         relax = next((r for r in outcome.audit if r.relax_to and r.mode == APPLIED), None)
         if relax is None:
             return outcome
-        rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to, relaxed_from=ctx.age_mode))
+        try:
+            rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to,
+                                           relaxed_from=ctx.age_mode))
+        except RuleFailed as exc:  # the first attempt's open failures are counted too
+            exc.errors[:0] = outcome.errors
+            raise
         fallback = rerun.fallback or {"rule": relax.rule, "action": "relax",
                                       "reason": relax.reason}
         # The first attempt's records describe a page nobody is shown: keep only the fallback.
@@ -372,6 +377,8 @@ class Pipeline:
                     continue
                 try:
                     out, records = rule(docs, ctx)
+                except FieldError:  # bad input a rule found (a signature of the wrong k): 4xx
+                    raise
                 except Exception as exc:  # the failure policy decides; nothing is swallowed
                     # The page goes on as it came, with none of the rule's records, and its
                     # time still counts in the rule's duration (it was spent).
