@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import orjson
 
 from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
-from app.errors import ConfigError, FieldError
+from app.errors import ConfigError, FieldError, RuleFailed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +128,8 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{args.file}: invalid: {exc}", file=sys.stderr)
         return 1
     for name, pipeline in engine.profiles.items():
-        rules = ", ".join(f"{phase.value}:{step.rule.name}" for phase, step in pipeline.rules())
+        rules = ", ".join(f"{phase.value}:{step.rule.name}{_marks(step)}"
+                          for phase, step in pipeline.rules())
         print(f"profile {name}: {rules}")
     for exp in engine.experiments:
         layer = f", layer {exp.layer} slots {list(exp.slots)}" if exp.layer else ""
@@ -138,6 +140,20 @@ def _check(args: argparse.Namespace) -> int:
         print(f"holdout: unit {engine.holdout.unit}, buckets [0, {engine.holdout.upper})")
     print(f"{args.file}: ok, config_version {engine.version}")
     return 0
+
+
+def _marks(step: Any) -> str:
+    """What check-config adds to a step that is not a plain built-in, always-on one."""
+    from app.plugins import PythonRule
+
+    policy, marks = step.policy, []
+    if isinstance(step.rule, PythonRule):
+        marks.append("python")
+    if not policy.enabled:
+        marks.append("disabled")
+    if policy.valid_from is not None or policy.valid_until is not None:
+        marks.append("windowed")
+    return f" ({', '.join(marks)})" if marks else ""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -159,6 +175,9 @@ def _run(args: argparse.Namespace) -> int:
     except FieldError as exc:
         print(f"request: {exc.field}: {exc.problem}", file=sys.stderr)
         return 2
+    except RuleFailed as exc:
+        print(f"rule_failed: {exc.rule} in {exc.phase}: {exc.problem}", file=sys.stderr)
+        return 3
     pretty = msgspec.json.format(msgspec.json.encode(response), indent=2)
     sys.stdout.buffer.write(pretty + b"\n")
     return 0

@@ -10,11 +10,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.errors import ConfigError, refuse_unknown_keys
+from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
 from app.experiment_config import check_rebucketing, parse_experiments, parse_holdout
 from app.experiments import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
-from app.pipeline import PHASES, Phase, Pipeline, Step
+from app.pipeline import PHASES, Phase, Pipeline, Rule, Step
+from app.plugins import build_python_rule, load_plugins
 from app.rules import RULES
+from app.step_keys import split_reserved
 
 DEFAULT_PROFILE = "default"
 _PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
@@ -30,6 +32,7 @@ class Engine:
     experiments: tuple[Experiment, ...]
     source: str = ""
     holdout: Holdout | None = None
+    plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
 
     def designs(self) -> dict[str, dict[str, int]]:
         """Experiment → variant → buckets it owns: the split an SRM check expects."""
@@ -66,18 +69,30 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
     if not isinstance(doc, dict):
         raise ConfigError(source, "the top level must be a mapping with `profiles`")
-    refuse_unknown_keys("", doc, {"profiles", "routing", "experiments", "holdout"},
-                        "unknown top-level key (expected profiles, routing, experiments, holdout)")
-    experiments = parse_experiments(doc.get("experiments") or [])
+    refuse_unknown_keys("", doc, {"plugins", "profiles", "routing", "experiments", "holdout"},
+                        "unknown top-level key (expected plugins, profiles, routing, "
+                        "experiments, holdout)")
+    plugins = load_plugins(doc.get("plugins"), RULES)
+    registry: dict[str, Any] = {**RULES, **plugins}
+    experiments = parse_experiments(doc.get("experiments") or [], registry)
     holdout = parse_holdout(doc.get("holdout"))
     gates = {rule: exp for exp in experiments for rule in exp.rules}
-    profiles = _profiles(doc.get("profiles"), gates)
+    profiles = _profiles(doc.get("profiles"), _Build(gates, registry))
     routing = _routing(doc.get("routing") or {}, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
-    return Engine(version, profiles, routing, experiments, source, holdout)
+    return Engine(version, profiles, routing, experiments, source, holdout,
+                  tuple(doc.get("plugins") or ()))
 
 
-def _profiles(raw: Any, gates: Mapping[str, Experiment]) -> dict[str, Pipeline]:
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """What building a step needs beside its place: experiment gates and the rule table."""
+
+    gates: Mapping[str, Experiment]
+    registry: Mapping[str, Any]  # the built-in RULES and the plugins' classes by name
+
+
+def _profiles(raw: Any, gates: _Build) -> dict[str, Pipeline]:
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("profiles", "a mapping of at least one profile is required")
     if DEFAULT_PROFILE not in raw:
@@ -114,19 +129,20 @@ def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, A
     return {**_resolve(parent, raw, [*chain, name]), **phases}
 
 
-def _pipeline(name: str, phases: Mapping[str, Any], gates: Mapping[str, Experiment]) -> Pipeline:
+def _pipeline(name: str, phases: Mapping[str, Any], build: _Build) -> Pipeline:
     built = []
     for phase in PHASES:
         items = phases.get(phase.value) or []
         place = f"profiles.{name}.{phase.value}"
         if not isinstance(items, list):
             raise ConfigError(place, "must be a list of rules")
-        steps = [_step(f"{place}[{i}]", item, phase, gates) for i, item in enumerate(items)]
+        steps = [_step(f"{place}[{i}]", item, phase, build, name)
+                 for i, item in enumerate(items)]
         built.append((phase, steps))
     return Pipeline(name, built)
 
 
-def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, Experiment]) -> Step:
+def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> Step:
     if isinstance(item, str):
         rule_name, params = item, {}
     elif isinstance(item, dict) and len(item) == 1:
@@ -134,43 +150,39 @@ def _step(place: str, item: Any, phase: Phase, gates: Mapping[str, Experiment]) 
         params = {} if params is None else params
     else:
         raise ConfigError(place, "a rule is a name or a one-key mapping of name to parameters")
-    cls = RULES.get(rule_name)
+    cls = build.registry.get(rule_name)
     if cls is None:
-        raise ConfigError(place, f"unknown rule {rule_name!r} (known: {', '.join(RULES)})")
+        raise ConfigError(place, f"unknown rule {rule_name!r} "
+                          f"(known: {', '.join(build.registry)})")
     place = f"{place} {rule_name}"
     if phase not in cls.phases:
         allowed = ", ".join(p.value for p in PHASES if p in cls.phases)
         raise ConfigError(place, f"cannot run in {phase.value} (it runs in {allowed})")
     if not isinstance(params, dict):
         raise ConfigError(place, "parameters must be a mapping")
+    policy, params = split_reserved(place, params, phase)
+    rule = _rule(place, cls, params, phase, profile)
+    exp = build.gates.get(rule_name)
+    if exp is None:
+        return Step(rule, policy=policy)
+    by_variant = {}
+    for variant, overrides in exp.params.items():
+        if rule_name in overrides:  # built once here, never per request
+            by_variant[variant] = _rule(
+                f"{place} with experiments {exp.name} variant {variant}", cls,
+                {**params, **overrides[rule_name]}, phase, profile)
+    return Step(rule, exp.name, by_variant, policy)
+
+
+def _rule(place: str, cls: Any, params: dict[str, Any], phase: Phase, profile: str) -> Rule:
+    """A built-in rule built from its validated Params, or a Python rule's adapter."""
+    if RULES.get(cls.name) is not cls:
+        return build_python_rule(place, cls, params, phase, profile)
     try:
         validated = cls.Params.model_validate(params)
     except ValidationError as exc:
         raise ConfigError(place, pydantic_problem(exc)) from exc
-    exp = gates.get(rule_name)
-    if exp is None:
-        return Step(cls(validated, phase))
-    by_variant = {}
-    for variant, overrides in exp.params.items():
-        if rule_name not in overrides:
-            continue
-        try:
-            merged = cls.Params.model_validate({**params, **overrides[rule_name]})
-        except ValidationError as exc:
-            raise ConfigError(f"{place} with experiments {exp.name} variant {variant}",
-                              pydantic_problem(exc)) from exc
-        by_variant[variant] = cls(merged, phase)  # built once here, never per request
-    return Step(cls(validated, phase), exp.name, by_variant)
-
-
-def pydantic_problem(exc: ValidationError) -> str:
-    """The first pydantic error as one line naming the parameter."""
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    msg = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        return f"unknown parameter {where!r}"
-    return f"parameter {where!r}: {msg}" if where else msg
+    return cls(validated, phase)
 
 
 def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:

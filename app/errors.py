@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 
 class RearrangeError(Exception):
     """Base of the errors the core raises on purpose."""
@@ -33,6 +35,35 @@ def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[s
     unknown = sorted(str(k) for k in set(mapping) - set(known))
     if unknown:
         raise ConfigError(f"{place}.{unknown[0]}" if place else unknown[0], problem)
+
+
+def pydantic_problem(exc: ValidationError) -> str:
+    """The first pydantic error as one line naming the parameter."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        return f"unknown parameter {where!r}"
+    return f"parameter {where!r}: {msg}" if where else msg
+
+
+class RuleFailed(RearrangeError):
+    """A rule whose `on_error` is `closed` failed: no page is served (the API answers 503).
+
+    `errors` holds every failure of the request up to this one (RuleError of the pipeline),
+    so the service counts and logs the open ones before it as well.
+    """
+
+    def __init__(self, rule: str, phase: str, problem: str, errors: list[Any]) -> None:
+        super().__init__(f"{rule} in {phase} failed: {problem}")
+        self.rule = rule
+        self.phase = phase
+        self.problem = problem
+        self.errors = errors
+
+
+class RefusedOutput(RearrangeError):  # noqa: N818 (a refusal of what a rule gave back)
+    """What a Python rule returned breaks the contract; the message names the problem."""
 
 
 class DeadlineExceeded(RearrangeError):

@@ -18,7 +18,9 @@ from app.experiments import (
     holdout_rebucketing,
     rebucketing,
 )
+from app.plugins import known_params
 from app.rules import RULES
+from app.step_keys import RESERVED
 
 if TYPE_CHECKING:
     from app.config import Engine
@@ -27,8 +29,12 @@ if TYPE_CHECKING:
 _EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots"}
 
 
-def parse_experiments(raw: Any) -> tuple[Experiment, ...]:
-    """Validate the experiments list; layers, slots, salts and variant overrides included."""
+def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
+                      ) -> tuple[Experiment, ...]:
+    """Validate the experiments list; layers, slots, salts and variant overrides included.
+
+    `registry` is every rule the config may name: the built-ins and its plugins' rules.
+    """
     if not isinstance(raw, list):
         raise ConfigError("experiments", "must be a list")
     built: list[Experiment] = []
@@ -53,12 +59,13 @@ def parse_experiments(raw: Any) -> tuple[Experiment, ...]:
         if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
             raise ConfigError(f"{place}.rules", "must be a list of rule names")
         for rule in rules:
-            if rule not in RULES:
+            if rule not in registry:
                 raise ConfigError(f"{place}.rules", f"unknown rule {rule!r}")
             if rule in owner:
                 raise ConfigError(f"{place}.rules", f"{rule} is already gated by {owner[rule]}")
             owner[rule] = name
-        weights, params = _variants(f"{place}.variants", item.get("variants"), rules)
+        weights, params = _variants(f"{place}.variants", item.get("variants"), rules,
+                                    registry)
         salt = _salt(f"{place}.salt", item.get("salt"))
         layer, slots = _layer(place, item, name, unit, built)
         built.append(Experiment.from_weights(name, unit, weights, tuple(rules), salt=salt,
@@ -113,7 +120,7 @@ def _is_percent(x: Any) -> bool:
             and abs(x * 100 - round(x * 100)) < 1e-9)
 
 
-def _variants(place: str, raw: Any, rules: list[str]
+def _variants(place: str, raw: Any, rules: list[str], registry: Mapping[str, Any]
               ) -> tuple[dict[str, float], dict[str, dict[str, dict[str, Any]]]]:
     """Weights per variant, and per-variant parameter overrides of the gated rules.
 
@@ -134,7 +141,7 @@ def _variants(place: str, raw: Any, rules: list[str]
             overrides = spec.get("params") or {}
             if overrides:
                 params[str(variant)] = _overrides(f"{vplace}.params", overrides, rules,
-                                                  str(variant))
+                                                  str(variant), registry)
         # `not 0 <= w <= 100` also refuses .nan, .inf and ints too large for a float
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
                 0 <= weight <= 100):
@@ -148,8 +155,8 @@ def _variants(place: str, raw: Any, rules: list[str]
     return weights, params
 
 
-def _overrides(place: str, raw: Any, rules: list[str], variant: str
-               ) -> dict[str, dict[str, Any]]:
+def _overrides(place: str, raw: Any, rules: list[str], variant: str,
+               registry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if variant == CONTROL:
         raise ConfigError(place, "control runs its rules in shadow with the profile's "
                           "parameters; overrides belong to treatment variants")
@@ -162,9 +169,14 @@ def _overrides(place: str, raw: Any, rules: list[str], variant: str
                               f"(it gates {', '.join(rules) or 'none'})")
         if not isinstance(values, dict) or not values:
             raise ConfigError(f"{place}.{rule}", "a mapping of parameter to value is required")
-        known = RULES[rule].Params.model_fields
+        known = known_params(registry[rule])  # None: a Python rule without Params takes any
         for key in values:
-            if key not in known and not any(f.alias == key for f in known.values()):
+            if key in RESERVED:
+                # A variant changes what a rule computes, not whether it runs or how its
+                # failure is handled: those belong to the step, the same in every variant.
+                raise ConfigError(f"{place}.{rule}", f"{key!r} is a reserved step key; set "
+                                  "it on the step in the profile, not per variant")
+            if known is not None and key not in known:
                 raise ConfigError(f"{place}.{rule}", f"unknown parameter {key!r}")
         out[str(rule)] = dict(values)
     return out

@@ -229,9 +229,14 @@ class Metrics:
                                  "When the config in use was loaded", registry=r)
         self.rule_skipped = Counter(
             "rearrange_rule_skipped_total",
-            "Optional rules skipped by the deadline: not started (reason: deadline) or "
-            "given up midway (reason: deadline (stopped while running))",
+            "Rules skipped on a request: optional ones by the deadline, not started (reason: "
+            "deadline) or given up midway (reason: deadline (stopped while running)); failed "
+            "ones with on_error: open or in shadow (reason: error)",
             ["rule", "phase", "reason"], registry=r)
+        self.rule_errors = Counter(
+            "rearrange_rule_errors_total",
+            "Rule failures (raised, or a Python rule's output refused), whatever the policy",
+            ["rule", "phase"], registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
             "Unexpected errors of the background tasks (config poll, TTL sweep), by task",
@@ -325,6 +330,13 @@ class Metrics:
             self._ok[profile] = self.requests.labels(profile, "ok")
         latency.observe(seconds)
         self._ok[profile].inc()
+
+    def rule_failed(self, profile: str, errors: Sequence[Any], closed: bool) -> None:
+        """Count a request's rule failures; `closed`: one of them answered it 503."""
+        for error in errors:
+            self.rule_errors.labels(error.rule, error.phase).inc()
+        if closed:
+            self.requests.labels(profile, "rule_failed").inc()
 
     def assigned(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Count one request's (experiment, variant) assignments."""

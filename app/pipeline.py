@@ -13,8 +13,9 @@ import msgspec
 from pydantic import BaseModel
 
 from app.effects import by_score, compare_ranked, effect
-from app.errors import DeadlineExceeded
+from app.errors import DeadlineExceeded, FieldError, RefusedOutput, RuleFailed
 from app.experiments import CONTROL
+from app.step_keys import CLOSED, StepPolicy, default_on_error
 
 
 class Phase(StrEnum):
@@ -110,6 +111,7 @@ class Context:
     deadline: float | None = None  # a `clock` time past which optional rules stop or never start
     # The clock `deadline` is on; the runner times rules with it too. Tests pass their own.
     clock: Callable[[], float] = time.perf_counter
+    query: Any = None  # the request's query (contract.Query), as Python rules are given it
 
     def check_deadline(self) -> None:
         """Raise DeadlineExceeded once the deadline has passed.
@@ -215,6 +217,7 @@ class Step:
     rule: Rule
     experiment: str | None = None
     variants: Mapping[str, Rule] = field(default_factory=dict)
+    policy: StepPolicy = StepPolicy()  # reserved keys: on_error, enabled, validity window
 
 
 class RuleTiming(msgspec.Struct, gc=False):
@@ -236,6 +239,24 @@ class RuleTiming(msgspec.Struct, gc=False):
 ActionKey = tuple[str, Phase, str, str]  # (rule, phase, action, mode) of an audit record
 
 
+@dataclass(frozen=True, slots=True)
+class RuleError:
+    """One failure of a rule on one request: for the error counter and the log line."""
+
+    rule: str
+    phase: Phase
+    problem: str
+    cause: BaseException
+
+
+def problem_of(exc: BaseException) -> str:
+    """The failure as the 503 body and the skipped list say it: a refused output by its
+    message, anything else raised by its type and message."""
+    if isinstance(exc, RefusedOutput):
+        return f"returned output the runner refuses: {exc}"
+    return f"raised {type(exc).__name__}: {exc}"
+
+
 @dataclass(slots=True)
 class Outcome:
     """The result of a run: final documents, every audit record, the fallback if any."""
@@ -244,10 +265,11 @@ class Outcome:
     audit: list[AuditRecord]
     fallback: dict[str, str] | None
     timings: list[RuleTiming]
-    skipped: list[dict[str, str]] = field(default_factory=list)  # optional rules past deadline
+    skipped: list[dict[str, str]] = field(default_factory=list)  # deadline, or failed open
     # The records of `audit` counted by ActionKey, as the runner made them (the metrics
     # need the counts; one tally per rule call beats keying every record again).
     actions: dict[ActionKey, int] = field(default_factory=dict)
+    errors: list[RuleError] = field(default_factory=list)  # rules that failed, open or shadow
 
 
 def emptied(count: int) -> str:
@@ -262,6 +284,7 @@ SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rer
 # the `reason` label of rearrange_rule_skipped_total (no request data in labels).
 SKIPPED_LATE = "deadline"
 STOPPED_LATE = "deadline (stopped while running)"
+FAILED = "error"  # a rule that failed with `on_error: open`, or in shadow
 
 
 _DISPLACED = "stable sort by score after rerank: displaced by rescored documents"
@@ -312,7 +335,12 @@ class Pipeline:
         relax = next((r for r in outcome.audit if r.relax_to and r.mode == APPLIED), None)
         if relax is None:
             return outcome
-        rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to, relaxed_from=ctx.age_mode))
+        try:
+            rerun = self.run(docs, replace(ctx, age_mode=relax.relax_to,
+                                           relaxed_from=ctx.age_mode))
+        except RuleFailed as exc:  # the first attempt's open failures are counted too
+            exc.errors[:0] = outcome.errors
+            raise
         fallback = rerun.fallback or {"rule": relax.rule, "action": "relax",
                                       "reason": relax.reason}
         # The first attempt's records describe a page nobody is shown: keep only the fallback.
@@ -320,7 +348,7 @@ class Pipeline:
         _count(actions, (relax.rule, relax.phase, relax.action, relax.mode), 1)
         return Outcome(rerun.docs, [relax, *rerun.audit], fallback,
                        outcome.timings + rerun.timings, outcome.skipped + rerun.skipped,
-                       actions)
+                       actions, outcome.errors + rerun.errors)
 
     def _run_once(self, docs: list[Doc], ctx: Context) -> Outcome:
         clock = ctx.clock
@@ -329,9 +357,13 @@ class Pipeline:
         actions: dict[ActionKey, int] = {}
         fallback = None
         skipped: list[dict[str, str]] = []
+        errors: list[RuleError] = []
         ranked: tuple[list[Doc], list[Doc]] | None = None  # (page, page by score) in rerank
         for phase, steps in self.phases:
             for step in steps:
+                policy = step.policy
+                if not policy.always and not policy.runs_at(ctx.now):
+                    continue  # `enabled: false`, or outside valid_from..valid_until
                 if step.experiment is None:  # most steps: not gated, applied as configured
                     mode, rule = APPLIED, step.rule
                 else:
@@ -345,13 +377,21 @@ class Pipeline:
                     continue
                 try:
                     out, records = rule(docs, ctx)
-                except DeadlineExceeded:
-                    if not rule.optional:
-                        raise
-                    # Given up midway: the page goes on as it came, with none of its records,
-                    # and its time still counts in the rule's duration (it was spent).
-                    skipped.append({"rule": rule.name, "phase": phase, "reason": STOPPED_LATE})
+                except FieldError:  # bad input a rule found (a signature of the wrong k): 4xx
+                    raise
+                except Exception as exc:  # the failure policy decides; nothing is swallowed
+                    # The page goes on as it came, with none of the rule's records, and its
+                    # time still counts in the rule's duration (it was spent).
                     timings.append(RuleTiming(rule.name, phase, mode, clock() - started, ()))
+                    if rule.optional and isinstance(exc, DeadlineExceeded):
+                        skipped.append({"rule": rule.name, "phase": phase,
+                                        "reason": STOPPED_LATE})
+                        continue
+                    error = RuleError(rule.name, phase, problem_of(exc), exc)
+                    errors.append(error)
+                    if mode == APPLIED and (policy.on_error or default_on_error(phase)) == CLOSED:
+                        raise RuleFailed(rule.name, phase, error.problem, errors) from exc
+                    skipped.append({"rule": rule.name, "phase": phase, "reason": FAILED})
                     continue
                 elapsed = clock() - started
                 timing = RuleTiming(rule.name, phase, mode, elapsed, records)
@@ -393,7 +433,7 @@ class Pipeline:
             audit.append(rec)
             _count(actions, ("pipeline", POST_FILTER, "fallback", APPLIED), 1)
             fallback = {"rule": "pipeline", "action": "empty", "reason": reason}
-        return Outcome(docs, audit, fallback, timings, skipped, actions)
+        return Outcome(docs, audit, fallback, timings, skipped, actions, errors)
 
     @staticmethod
     def _gated(step: Step, ctx: Context) -> tuple[str, Rule]:

@@ -1,6 +1,8 @@
 """The request path: decode, route, assign experiments, run the pipeline, build the response."""
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -10,14 +12,41 @@ from app import contract
 from app.audit import AuditLog
 from app.banlist.base import BanStore
 from app.config import ConfigHolder
-from app.errors import FieldError
+from app.errors import FieldError, RuleFailed
 from app.experiments import Experiment, assign
 from app.metrics import Metrics
-from app.pipeline import APPLIED, Context, Doc, Outcome
+from app.pipeline import APPLIED, Context, Doc, Outcome, RuleError
 from app.settings import Settings
 
 _REMOVING = frozenset({"remove", "trim"})
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
+log = logging.getLogger("rearrange.rules")
+
+
+class FailureLog:
+    """One log line per (rule, phase) per `interval` seconds, with the cause and how many
+    failures the quiet time held: a rule failing on every request must not flood the log."""
+
+    def __init__(self, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # → (logged at, held back)
+        self._lock = threading.Lock()
+
+    def failed(self, profile: str, error: RuleError, closed: bool) -> None:
+        """Log this failure, or count it until the rule's next line is due."""
+        key, now = (error.rule, str(error.phase)), self.clock()
+        with self._lock:
+            logged, held = self._last.get(key, (None, 0))
+            if logged is not None and now - logged < self.interval:
+                self._last[key] = (logged, held + 1)
+                return
+            self._last[key] = (now, 0)
+        since = f" ({held} more since the last line)" if held else ""
+        log.error("rule %s in %s (profile %s) failed, %s: %s%s", error.rule, error.phase,
+                  profile, "request answered 503" if closed else "page served without it",
+                  error.problem, since, exc_info=error.cause)
 
 
 class Rearranger:
@@ -36,6 +65,7 @@ class Rearranger:
         self.quarantine: BanStore | None = None  # set by build_service with sanctions
         self.sanctions: Any = None
         self.draining = False  # set on shutdown so /readyz turns false before the last request
+        self.failures = FailureLog()
 
     def rerank(self, body: bytes, forced: Mapping[str, str] | None = None,
                forced_by: str | None = None, arrived: float | None = None) -> dict[str, Any]:
@@ -73,9 +103,15 @@ class Rearranger:
             quarantine=self.quarantine.index if self.quarantine is not None else None,
             deadline=started + self.settings.deadline_ms / 1000 if self.settings.deadline_ms
             else None,
-            clock=clock,
+            clock=clock, query=q,
         )
-        outcome = engine.profiles[profile].run(docs, ctx)
+        try:
+            outcome = engine.profiles[profile].run(docs, ctx)
+        except RuleFailed as exc:  # a closed rule failed: no page (the API answers 503)
+            self._failed(profile, exc.errors, closed=True)
+            raise
+        if outcome.errors:
+            self._failed(profile, outcome.errors, closed=False)
         response = {
             "request_id": req.request_id or uuid.uuid4().hex,
             "profile": profile,
@@ -108,6 +144,12 @@ class Rearranger:
                 line["forced_by"] = forced_by
             self.audit_log.emit(line)
         return response
+
+
+    def _failed(self, profile: str, errors: list[RuleError], closed: bool) -> None:
+        self.metrics.rule_failed(profile, errors, closed)
+        for i, error in enumerate(errors):
+            self.failures.failed(profile, error, closed and i == len(errors) - 1)
 
 
 def _check_forced(experiments: tuple[Experiment, ...], forced: Mapping[str, str]) -> None:

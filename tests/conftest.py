@@ -46,3 +46,13 @@ def app_on(redis_server, settings: Settings, name: str) -> TestClient:
     return TestClient(create_app(settings.model_copy(update={
         "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
         "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
+
+
+PLUGINS = ROOT / "tests" / "plugins"
+
+
+@pytest.fixture
+def plugin_path(monkeypatch):
+    """tests/plugins on sys.path, as PYTHONPATH would put a team's rule modules."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    return PLUGINS

@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from app.api.deps import token_actor
 from app.api.observe import ClientGone, read_capped
 from app.contract import request_schema
-from app.errors import FieldError
+from app.errors import FieldError, RuleFailed
 from app.metrics import RERANK_ROUTE
 from app.service import FORCE_HEADER, Rearranger
 
@@ -91,6 +91,8 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         response = service.rerank(body, forced, forced_by, arrived)  # reads a bytearray
     except ClientGone:
         return GONE, b"", []
+    except RuleFailed as exc:  # CONTRACT "When a rule fails": closed means no page
+        return 503, rule_failed(exc), []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
         service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
         return exc.status, _error(exc.status, exc.field, exc.problem), []
@@ -116,6 +118,13 @@ def _error(status: int, field: str | None, problem: str) -> bytes:
     return json.dumps({"error": "invalid_request" if status < 500 else "error",
                        "field": field, "problem": problem},
                       ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def rule_failed(exc: RuleFailed) -> bytes:
+    """The 503 body of a failed closed rule: which rule, in which phase, and why."""
+    return json.dumps({"error": "rule_failed", "rule": exc.rule, "phase": str(exc.phase),
+                       "problem": exc.problem}, ensure_ascii=False,
+                      separators=(",", ":")).encode()
 
 
 def parse_force(header: str) -> dict[str, str]:

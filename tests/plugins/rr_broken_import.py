@@ -1,0 +1,2 @@
+"""A plugin whose import fails."""
+raise ImportError("needs a package that is not installed")

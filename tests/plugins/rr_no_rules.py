@@ -1,0 +1,2 @@
+"""A plugin module that forgot RULES."""
+RULE = []
