@@ -4,7 +4,13 @@
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
 pub mod contract;
+pub mod doc;
+pub mod effects;
+pub mod fmt;
 pub mod json;
+pub mod record;
+pub mod rules;
+pub mod runner;
 
 use pyo3::prelude::*;
 
