@@ -14,7 +14,8 @@ pub trait Canon {
 /// An entry that matched: what an audit reason says about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hit {
-    pub id: u64,
+    /// As the store spells it (the audit reason shows it as `[entry <id>]`).
+    pub id: String,
     pub scope: String,
     pub value: String,
     pub reason: String,

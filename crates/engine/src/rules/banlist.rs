@@ -55,7 +55,7 @@ mod tests {
     impl Lookup for Bans {
         fn lookup(&self, _: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
             (host == "evil.example" && region != Some("DE") && now < 2_000.0).then(|| Hit {
-                id: 7,
+                id: "7".into(),
                 scope: "domain".into(),
                 value: "evil.example".into(),
                 reason: "legal removal".into(),

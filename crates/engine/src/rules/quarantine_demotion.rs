@@ -77,7 +77,7 @@ mod tests {
     impl Lookup for Q {
         fn lookup(&self, _: &str, host: &str, _: Option<&str>, _: f64) -> Option<Hit> {
             (host == "h2.example").then(|| Hit {
-                id: 3,
+                id: "3".into(),
                 scope: "host".into(),
                 value: "h2.example".into(),
                 reason: "spam".into(),
