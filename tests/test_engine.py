@@ -269,3 +269,34 @@ def test_metrics_snapshot_counts_what_the_request_did() -> None:
     assert sum(counts) == 1 and len(counts) == len(snap["bounds"]
                                                    ["rearrange_rule_duration_seconds"]) + 1
     assert EngineMetrics.buckets()["rearrange_rule_top10_churn"] == [float(n) for n in range(11)]
+
+
+def test_the_collector_exports_the_engine_series_at_scrape() -> None:
+    from prometheus_client import generate_latest
+
+    from app.metrics import (
+        CHURN_BUCKETS,
+        LATENCY_BUCKETS,
+        POSITION_BUCKETS,
+        RULE_BUCKETS,
+        SCORE_BUCKETS,
+        Metrics,
+    )
+
+    shared = EngineMetrics()
+    metrics = Metrics(engine_metrics=shared)
+    run(engine(metrics=shared), page(unit={"user_id": "u-1"}))
+    metrics.requests.labels("", "timeout").inc()
+    text = generate_latest(metrics.registry).decode()
+    assert ('rearrange_rule_actions_total{action="remove",mode="applied",phase="pre-filter",'
+            'profile="default",rule="banlist"} 1.0') in text
+    assert 'rearrange_requests_total{outcome="timeout",profile=""} 1.0' in text
+    assert 'rearrange_request_duration_seconds_count{profile="default"} 1.0' in text
+    assert 'rearrange_rule_top10_churn_bucket{le="10.0",mode="applied",rule="depth"}' in text
+    assert metrics.assignment_counts() == {("antispam_v7", "treatment"): 1.0}
+    buckets = EngineMetrics.buckets()
+    assert buckets["rearrange_request_duration_seconds"] == list(LATENCY_BUCKETS)
+    assert buckets["rearrange_rule_duration_seconds"] == list(RULE_BUCKETS)
+    assert buckets["rearrange_rule_position_change"] == [float(b) for b in POSITION_BUCKETS]
+    assert buckets["rearrange_rule_score_change"] == [float(b) for b in SCORE_BUCKETS]
+    assert buckets["rearrange_rule_top10_churn"] == [float(b) for b in CHURN_BUCKETS]
