@@ -138,20 +138,118 @@ class _Srm:
         yield family
 
 
-class Metrics:
-    """The service's metrics; label children are cached so a request does few lookups."""
+# The per-request families the Rust engine keeps (app._engine.EngineMetrics): name without
+# `_total` → (help, label names). Read at scrape time by EngineCollector.
+ENGINE_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rearrange_requests_total": ("Rerank requests by outcome", ("profile", "outcome")),
+    "rearrange_rule_actions": ("Audit records by rule, phase, action, mode and profile",
+                               ("rule", "phase", "action", "mode", "profile")),
+    "rearrange_fallbacks_total": ("Pages emptied by filters", ("rule", "action")),
+    "rearrange_experiment_assignments_total": (
+        "Requests by experiment and variant (QA-forced ones excluded)",
+        ("experiment", "variant")),
+    "rearrange_rule_skipped_total": (
+        "Optional rules skipped by the deadline: not started (reason: deadline) or "
+        "given up midway (reason: deadline (stopped while running)); rules that failed "
+        "under on_error open (reason: error)", ("rule", "phase", "reason")),
+    "rearrange_rule_errors_total": ("Rule failures (raised, panicked or refused output)",
+                                    ("rule", "phase")),
+}
+ENGINE_HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rearrange_request_duration_seconds": ("Rerank handling time (decode to encode)",
+                                           ("profile",)),
+    "rearrange_rule_duration_seconds": ("Time per rule call, applied or shadow",
+                                        ("rule", "phase", "mode")),
+    "rearrange_rule_position_change": (
+        "Positions moved by each document in the top 10 after a rule that moved it "
+        "(shadow: would have moved)", ("rule", "mode", "direction")),
+    "rearrange_rule_score_change": ("Size of each rescore by a rule (shadow: would be)",
+                                    ("rule", "mode", "direction")),
+    "rearrange_rule_top10_churn": (
+        "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
+        ("rule", "mode")),
+}
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+
+class EngineCollector(Collector):
+    """The engine's per-request series, exported from one `snapshot()` per scrape."""
+
+    def __init__(self, engine_metrics: Any) -> None:
+        self.engine_metrics = engine_metrics
+
+    def describe(self) -> Iterator[Metric]:
+        for name, (doc, labels) in ENGINE_COUNTERS.items():
+            yield CounterMetricFamily(name, doc, labels=list(labels))
+        for name, (doc, labels) in ENGINE_HISTOGRAMS.items():
+            yield HistogramMetricFamily(name, doc, labels=list(labels))
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.engine_metrics.snapshot()
+        for name, (doc, labels) in ENGINE_COUNTERS.items():
+            family = CounterMetricFamily(name, doc, labels=list(labels))
+            for key, value in snap["counters"].get(name, ()):
+                family.add_metric(list(key), value)
+            yield family
+        for name, (doc, labels) in ENGINE_HISTOGRAMS.items():
+            family = HistogramMetricFamily(name, doc, labels=list(labels))
+            bounds = snap["bounds"].get(name, ())
+            for key, counts, total in snap["histograms"].get(name, ()):
+                cumulative, buckets = 0, []
+                for bound, count in zip((*bounds, float("inf")), counts, strict=True):
+                    cumulative += count
+                    buckets.append(("+Inf" if bound == float("inf") else repr(bound),
+                                    cumulative))
+                family.add_metric(list(key), buckets, total)
+            yield family
+
+
+class _EngineRequests:
+    """`requests.labels(profile, outcome).inc()` for the outcomes decided in Python."""
+
+    def __init__(self, engine_metrics: Any) -> None:
+        self.engine_metrics = engine_metrics
+
+    def labels(self, profile: str, outcome: str) -> Any:
+        count = self.engine_metrics.count_request
+
+        class _Child:
+            def inc(self) -> None:
+                count(profile, outcome)
+
+        return _Child()
+
+
+class Metrics:
+    """The service's metrics; label children are cached so a request does few lookups.
+
+    With `engine_metrics` (app._engine.EngineMetrics) the per-request series live in the
+    Rust engine and EngineCollector exports them; without it the Python pipeline's series
+    below are kept (the path service.py runs until it is wired to the Engine).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 engine_metrics: Any = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.engine_metrics = engine_metrics
+        if engine_metrics is not None:
+            self._init_engine(engine_metrics)
+        else:
+            self._init_python()
+        self._init_common()
+
+    def _init_engine(self, engine_metrics: Any) -> None:
+        self.registry.register(EngineCollector(engine_metrics))  # type: ignore[arg-type]
+        self.requests = _EngineRequests(engine_metrics)
+        self.srm = _Srm(self)
+        self.registry.register(self.srm)  # type: ignore[arg-type]
+
+    def _init_python(self) -> None:
         r = self.registry
         self.requests = Counter("rearrange_requests_total", "Rerank requests by outcome",
                                 ["profile", "outcome"], registry=r)
         self.request_seconds = Histogram(
             "rearrange_request_duration_seconds", "Rerank handling time (decode to encode)",
             ["profile"], buckets=LATENCY_BUCKETS, registry=r)
-        self.http_responses = Counter(
-            "rearrange_http_responses_total", "HTTP responses by route and status class",
-            ["route", "code"], registry=r)
         self.rule_actions = _Counts(
             "rearrange_rule_actions", "Audit records by rule, phase, action, mode and profile",
             ["rule", "phase", "action", "mode", "profile"])
@@ -184,6 +282,25 @@ class Metrics:
             ["experiment", "variant"], registry=r)
         self.srm = _Srm(self)
         r.register(self.srm)  # type: ignore[arg-type]
+        self.rule_skipped = Counter(
+            "rearrange_rule_skipped_total",
+            "Rules skipped on a request: optional ones by the deadline, not started (reason: "
+            "deadline) or given up midway (reason: deadline (stopped while running)); failed "
+            "ones with on_error: open or in shadow (reason: error)",
+            ["rule", "phase", "reason"], registry=r)
+        self.rule_errors = Counter(
+            "rearrange_rule_errors_total",
+            "Rule failures (raised, or a Python rule's output refused), whatever the policy",
+            ["rule", "phase"], registry=r)
+        self._latency: dict[str, Any] = {}
+        self._ok: dict[str, Any] = {}
+        self._assigned: dict[tuple[str, str], Any] = {}
+
+    def _init_common(self) -> None:
+        r = self.registry
+        self.http_responses = Counter(
+            "rearrange_http_responses_total", "HTTP responses by route and status class",
+            ["route", "code"], registry=r)
         self.banlist_entries = Gauge("rearrange_banlist_entries", "Banlist entries held",
                                      registry=r)
         self.banlist_version = Gauge("rearrange_banlist_version", "Banlist version served",
@@ -227,16 +344,6 @@ class Metrics:
                                       "Config reload attempts", ["result"], registry=r)
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
-        self.rule_skipped = Counter(
-            "rearrange_rule_skipped_total",
-            "Rules skipped on a request: optional ones by the deadline, not started (reason: "
-            "deadline) or given up midway (reason: deadline (stopped while running)); failed "
-            "ones with on_error: open or in shadow (reason: error)",
-            ["rule", "phase", "reason"], registry=r)
-        self.rule_errors = Counter(
-            "rearrange_rule_errors_total",
-            "Rule failures (raised, or a Python rule's output refused), whatever the policy",
-            ["rule", "phase"], registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
             "Unexpected errors of the background tasks (config poll, TTL sweep), by task",
@@ -266,9 +373,6 @@ class Metrics:
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r)
         self._caches: dict[str, CacheCollector] = {}
-        self._latency: dict[str, Any] = {}
-        self._ok: dict[str, Any] = {}
-        self._assigned: dict[tuple[str, str], Any] = {}
         self._http: dict[tuple[str, str], Any] = {}
         for code in ("2xx", "4xx", "5xx"):  # the server-errors alert's ratio, from the start
             self.http_response_series(RERANK_ROUTE, code)
@@ -348,6 +452,10 @@ class Metrics:
 
     def assignment_counts(self) -> dict[tuple[str, str], float]:
         """(experiment, variant) → requests assigned since start, read from the counter."""
+        if self.engine_metrics is not None:
+            counts = self.engine_metrics.snapshot()["counters"]
+            return {tuple(k): v for k, v in
+                    counts.get("rearrange_experiment_assignments_total", ())}
         out = {}
         for family in self.experiment_assignments.collect():
             for sample in family.samples:

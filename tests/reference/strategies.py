@@ -17,7 +17,8 @@ HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.ex
 PATHS = ("/", "/a", "/a/b", "/forum/", "/forum/t?id=3", "/p%41th", "/x/../y", "/q?")
 TOPICS = ("furniture", "gambling", "news", "health", "crypto")
 REGIONS = ("RU", "KZ", "DE")
-WORDS = tuple("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split())
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+         "lambda", "mu")
 CLASSES = ("commercial", "ymyl", "news", "navigational")
 USERS = tuple(f"u-{i}" for i in range(40))
 FACTORS = ("text", "link", "behav", "quality")

@@ -4,7 +4,19 @@
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
 pub mod contract;
+pub mod doc;
+pub mod effects;
+pub mod engine;
+pub mod experiments;
+pub mod fmt;
 pub mod json;
+pub mod metrics;
+pub mod provisional;
+pub mod record;
+pub mod response;
+pub mod rules;
+pub mod runner;
+pub mod spec;
 
 use pyo3::prelude::*;
 
@@ -12,5 +24,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<engine::Engine>()?;
+    m.add_class::<metrics::EngineMetrics>()?;
     Ok(())
 }

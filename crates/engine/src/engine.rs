@@ -1,0 +1,350 @@
+//! `Engine`: one loaded config as a Python object; `rerank()` is the one call a request
+//! makes across the boundary (body bytes in; status, body bytes and audit line out).
+
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict};
+
+use crate::contract::{FieldError, Limits};
+use crate::doc::{Canon, Hit, Lookup, Page};
+use crate::experiments::{assign, check_forced, FORCE_HEADER};
+use crate::fmt::py_repr;
+use crate::json::write_str;
+use crate::metrics::EngineMetrics;
+use crate::response::{write_audit_line, write_response, Head};
+use crate::rules::Ctx;
+use crate::spec::{self, Config};
+
+/// One loaded config, rebuilt on each reload and swapped whole by the Python side.
+#[pyclass(frozen, module = "app._engine")]
+pub struct Engine {
+    config: Config,
+    metrics: Py<EngineMetrics>,
+    canon: PyCanon,
+}
+
+/// PROVISIONAL: URL canonicalization through app.banlist.canon and app.domains until
+/// `crate::url` lands (the lead swaps this for the Rust implementation of `Canon`).
+struct PyCanon {
+    canonicalize: Py<PyAny>,
+    registrable: Py<PyAny>,
+}
+
+impl Canon for PyCanon {
+    fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String> {
+        Python::attach(|py| {
+            self.canonicalize
+                .bind(py)
+                .call1((url,))
+                .and_then(|r| r.extract::<(String, String)>())
+                .map_err(|e| e.value(py).to_string())
+        })
+    }
+
+    fn registrable_domain(&self, host: &str) -> String {
+        Python::attach(|py| {
+            self.registrable
+                .bind(py)
+                .call1((host,))
+                .and_then(|r| r.extract::<String>())
+                .unwrap_or_else(|_| host.to_string())
+        })
+    }
+}
+
+/// PROVISIONAL: a Python index with `match(canonical, host, region, now)` and `len()`
+/// (app.banlist.index.BanIndex) as a `Lookup`; the lead implements `Lookup` for the Rust
+/// BanIndex and downcasts to it instead.
+struct PyLookup<'py> {
+    index: Bound<'py, PyAny>,
+    len: usize,
+}
+
+impl<'py> PyLookup<'py> {
+    fn new(index: Option<Bound<'py, PyAny>>) -> PyResult<Option<Self>> {
+        match index {
+            None => Ok(None),
+            Some(i) if i.is_none() => Ok(None),
+            Some(index) => {
+                let len = index.len()?;
+                Ok(Some(PyLookup { index, len }))
+            }
+        }
+    }
+
+    fn hit(entry: &Bound<'py, PyAny>) -> PyResult<Hit> {
+        Ok(Hit {
+            id: entry.getattr("id")?.str()?.to_string(),
+            scope: entry.getattr("scope")?.extract()?,
+            value: entry.getattr("value")?.extract()?,
+            reason: entry.getattr("reason")?.extract()?,
+        })
+    }
+}
+
+impl Lookup for PyLookup<'_> {
+    fn lookup(&self, canonical: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
+        let found = self
+            .index
+            .call_method1("match", (canonical, host, region, now))
+            .and_then(|e| {
+                if e.is_none() {
+                    Ok(None)
+                } else {
+                    Self::hit(&e).map(Some)
+                }
+            });
+        // The runner catches this per rule and applies the rule's failure policy.
+        found.unwrap_or_else(|e| panic!("index lookup failed: {e}"))
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// The API's error body, byte for byte what app/api/rerank.py `_error` writes.
+pub fn error_body(status: u16, field: Option<&str>, problem: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + problem.len());
+    out.extend_from_slice(b"{\"error\":");
+    write_str(
+        &mut out,
+        if status < 500 {
+            "invalid_request"
+        } else {
+            "error"
+        },
+    );
+    out.extend_from_slice(b",\"field\":");
+    match field {
+        Some(f) => write_str(&mut out, f),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"problem\":");
+    write_str(&mut out, problem);
+    out.push(b'}');
+    out
+}
+
+fn rule_failed_body(rule: &str, phase: &str, problem: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + problem.len());
+    out.extend_from_slice(b"{\"error\":\"rule_failed\",\"rule\":");
+    write_str(&mut out, rule);
+    out.extend_from_slice(b",\"phase\":");
+    write_str(&mut out, phase);
+    out.extend_from_slice(b",\"problem\":");
+    write_str(&mut out, problem);
+    out.push(b'}');
+    out
+}
+
+type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>);
+
+fn answer(py: Python<'_>, status: u16, body: &[u8], line: Option<&[u8]>) -> Answer {
+    (
+        status,
+        PyBytes::new(py, body).unbind(),
+        line.map(|l| PyBytes::new(py, l).unbind()),
+    )
+}
+
+#[pymethods]
+impl Engine {
+    /// Build from the compiled config (JSON text), the Python rule objects its steps
+    /// index, and the metrics every Engine of the process shares.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        spec_json: &str,
+        python_rules: Vec<Py<PyAny>>,
+        metrics: Py<EngineMetrics>,
+    ) -> PyResult<Self> {
+        let config = spec::build(py, spec_json, &python_rules).map_err(PyValueError::new_err)?;
+        let canon = PyCanon {
+            canonicalize: py
+                .import("app.banlist.canon")?
+                .getattr("canonicalize_with_host")?
+                .unbind(),
+            registrable: py
+                .import("app.domains")?
+                .getattr("registrable_domain")?
+                .unbind(),
+        };
+        Ok(Engine {
+            config,
+            metrics,
+            canon,
+        })
+    }
+
+    /// The config version (content hash) this engine serves.
+    #[getter]
+    fn version(&self) -> &str {
+        &self.config.version
+    }
+
+    /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None).
+    ///
+    /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
+    /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
+    /// before this call (reading the body), added to the request duration; `forced`
+    /// experiment → variant from the QA header, `forced_by` its checked actor.
+    #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
+                        budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
+                        max_text_chars=1_000_000, elapsed=0.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn rerank<'py>(
+        &self,
+        py: Python<'py>,
+        body: Bound<'py, PyAny>,
+        banlist: Option<Bound<'py, PyAny>>,
+        quarantine: Option<Bound<'py, PyAny>>,
+        banlist_version: i64,
+        now: f64,
+        budget_seconds: Option<f64>,
+        forced: Option<Bound<'py, PyDict>>,
+        forced_by: Option<String>,
+        max_documents: usize,
+        max_text_chars: usize,
+        elapsed: f64,
+    ) -> PyResult<Answer> {
+        let started = Instant::now();
+        let deadline = budget_seconds.map(|b| started + Duration::from_secs_f64(b.max(0.0)));
+        let metrics = self.metrics.get();
+        let owned;
+        let bytes: &[u8] = if let Ok(b) = body.cast::<PyBytes>() {
+            b.as_bytes()
+        } else if let Ok(b) = body.cast::<PyByteArray>() {
+            owned = b.to_vec();
+            &owned
+        } else {
+            return Err(PyValueError::new_err("body must be bytes or bytearray"));
+        };
+        let refuse = |e: FieldError| {
+            metrics.request("", "invalid");
+            answer(
+                py,
+                e.status,
+                &error_body(e.status, Some(&e.field), &e.problem),
+                None,
+            )
+        };
+        let limits = Limits {
+            max_documents,
+            max_text_chars,
+        };
+        let req = match crate::provisional::decode(bytes, &limits) {
+            Ok(r) => r,
+            Err(e) => return Ok(refuse(e)),
+        };
+        let config = &self.config;
+        let profile: &str = match &req.profile {
+            Some(p) if config.profiles.contains_key(p) => p,
+            Some(p) => {
+                let mut known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                let problem = format!(
+                    "unknown profile {} (known: {})",
+                    py_repr(p),
+                    known.join(", ")
+                );
+                return Ok(refuse(FieldError {
+                    status: 422,
+                    field: "profile".into(),
+                    problem,
+                }));
+            }
+            None => config.route(&req.query.classes),
+        };
+        let Some(pipeline) = config.profiles.get(profile) else {
+            return Err(PyValueError::new_err(format!(
+                "routing names a missing profile {profile:?}"
+            )));
+        };
+        let forced: Vec<(String, String)> = match forced {
+            Some(d) => d
+                .extract::<Vec<(String, String)>>()
+                .or_else(|_| d.items().extract::<Vec<(String, String)>>())?,
+            None => Vec::new(),
+        };
+        if !forced.is_empty() {
+            if let Err(problem) = check_forced(&config.experiments, &forced) {
+                return Ok(refuse(FieldError {
+                    status: 422,
+                    field: FORCE_HEADER.into(),
+                    problem,
+                }));
+            }
+        }
+        let assigned = assign(
+            &config.experiments,
+            config.holdout.as_ref(),
+            &req.unit,
+            &forced,
+        );
+        let banlist = PyLookup::new(banlist)?;
+        let quarantine = PyLookup::new(quarantine)?;
+        let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
+        let (page, docs) = Page::build(&req, &self.canon, need_domain);
+        let region = req.query.region.as_ref().map(|r| r.to_uppercase());
+        let ctx = Ctx {
+            page: &page,
+            region: region.as_deref(),
+            age_mode: req.query.age_mode,
+            depth: req.depth,
+            input_count: docs.len(),
+            now,
+            banlist: banlist.as_ref().map(|b| b as &dyn Lookup),
+            quarantine: quarantine.as_ref().map(|q| q as &dyn Lookup),
+            variants: &assigned.variants,
+            relaxed_from: None,
+            deadline,
+            profile,
+        };
+        let outcome = match pipeline.run(&docs, &ctx) {
+            Ok(o) => o,
+            Err(failed) => {
+                metrics.refused_by_rule(profile, &failed.errors);
+                let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
+                return Ok(answer(py, 503, &body, None));
+            }
+        };
+        let generated;
+        let request_id = match req.request_id.as_deref() {
+            Some(id) if !id.is_empty() => id,
+            _ => {
+                generated = uuid::Uuid::new_v4().simple().to_string();
+                &generated
+            }
+        };
+        let head = Head {
+            request_id,
+            profile,
+            config_version: &config.version,
+            banlist_version,
+            exposures: &assigned.exposures,
+        };
+        let mut out = Vec::with_capacity(256 + 256 * outcome.docs.len());
+        write_response(&mut out, &head, &page, &outcome);
+        let line = if !outcome.audit.is_empty()
+            || !assigned.exposures.is_empty()
+            || !outcome.skipped.is_empty()
+        {
+            let mut line = Vec::with_capacity(256 + 160 * outcome.audit.len());
+            let query = (req.query.text.as_str(), region.as_deref());
+            write_audit_line(&mut line, &head, now, query, &outcome, forced_by.as_deref());
+            Some(line)
+        } else {
+            None
+        };
+        metrics.served(
+            profile,
+            &outcome,
+            &assigned.counted,
+            elapsed + started.elapsed().as_secs_f64(),
+        );
+        Ok(answer(py, 200, &out, line.as_deref()))
+    }
+}

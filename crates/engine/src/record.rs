@@ -1,0 +1,159 @@
+//! Phases, modes and audit records: what a rule did (or would have done) to one document.
+
+use crate::contract::AgeMode;
+
+/// The six phases, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    PreFilter,
+    Rerank,
+    Diversify,
+    Trim,
+    Annotate,
+    PostFilter,
+}
+
+impl Phase {
+    /// Every phase in run order.
+    pub const ALL: [Phase; 6] = [
+        Phase::PreFilter,
+        Phase::Rerank,
+        Phase::Diversify,
+        Phase::Trim,
+        Phase::Annotate,
+        Phase::PostFilter,
+    ];
+
+    /// The CONTRACT's name (`pre-filter`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::PreFilter => "pre-filter",
+            Phase::Rerank => "rerank",
+            Phase::Diversify => "diversify",
+            Phase::Trim => "trim",
+            Phase::Annotate => "annotate",
+            Phase::PostFilter => "post-filter",
+        }
+    }
+
+    /// The phase of a CONTRACT name.
+    pub fn parse(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// Its place in run order (0 to 5).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `applied` (the page changed) or `shadow` (computed, not applied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Applied,
+    Shadow,
+}
+
+impl Mode {
+    /// The CONTRACT's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Applied => "applied",
+            Mode::Shadow => "shadow",
+        }
+    }
+
+    /// 0 for applied, 1 for shadow (metrics arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// An audit record's `action`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Remove,
+    Rescore,
+    Move,
+    Collapse,
+    Trim,
+    Annotate,
+    Fallback,
+}
+
+impl Action {
+    /// Every action, in the order of `index`.
+    pub const ALL: [Action; 7] = [
+        Action::Remove,
+        Action::Rescore,
+        Action::Move,
+        Action::Collapse,
+        Action::Trim,
+        Action::Annotate,
+        Action::Fallback,
+    ];
+
+    /// The CONTRACT's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Remove => "remove",
+            Action::Rescore => "rescore",
+            Action::Move => "move",
+            Action::Collapse => "collapse",
+            Action::Trim => "trim",
+            Action::Annotate => "annotate",
+            Action::Fallback => "fallback",
+        }
+    }
+
+    /// The action of a CONTRACT name.
+    pub fn parse(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
+    /// Its place in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `delta`: a score change (float), a position change (int), or null.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Delta {
+    None,
+    Int(i64),
+    Float(f64),
+}
+
+/// What a rule reports about one document; the runner stamps rule, phase and mode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rec<'a> {
+    pub doc_id: Option<&'a str>,
+    pub action: Action,
+    pub reason: String,
+    pub delta: Delta,
+    /// Only on a `fallback` asking the runner to rerun with a milder age mode.
+    pub relax_to: Option<AgeMode>,
+}
+
+impl<'a> Rec<'a> {
+    /// A record without a delta.
+    pub fn new(doc_id: Option<&'a str>, action: Action, reason: String) -> Self {
+        Rec {
+            doc_id,
+            action,
+            reason,
+            delta: Delta::None,
+            relax_to: None,
+        }
+    }
+}
+
+/// One audit record as the response writes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    pub mode: Mode,
+    pub rec: Rec<'a>,
+}

@@ -1,0 +1,95 @@
+//! `banlist`: removes a document whose URL matches an active banlist entry for the
+//! request's region, and one whose URL no browser could open (it cannot vouch for it).
+
+use serde::Deserialize;
+
+use super::{removing, Ctx, Out};
+use crate::doc::Doc;
+
+/// No parameters.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Params {}
+
+/// The rule.
+pub struct Banlist;
+
+impl Banlist {
+    /// Build from its (empty) parameters.
+    pub fn build(_: Params) -> Result<Self, String> {
+        Ok(Banlist)
+    }
+
+    /// Remove banned documents and those with URLs no browser could open.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let index = ctx.banlist.filter(|i| !i.is_empty());
+        let mut removals = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let meta = ctx.page.meta(doc);
+            if let Some(problem) = &meta.url_problem {
+                removals.push((i, format!("url cannot be opened by a browser: {problem}")));
+            } else if let Some(index) = index {
+                if let Some(hit) = index.lookup(&meta.canonical, &meta.host, ctx.region, ctx.now) {
+                    removals.push((
+                        i,
+                        format!(
+                            "{} {} banned ({}) [entry {}]",
+                            hit.scope, hit.value, hit.reason, hit.id
+                        ),
+                    ));
+                }
+            }
+        }
+        removing(ctx.page, docs, removals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{document, request, SimpleCanon};
+    use crate::doc::{Hit, Lookup, Page};
+    use crate::rules::testing::ctx;
+
+    struct Bans;
+    impl Lookup for Bans {
+        fn lookup(&self, _: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
+            (host == "evil.example" && region != Some("DE") && now < 2_000.0).then(|| Hit {
+                id: "7".into(),
+                scope: "domain".into(),
+                value: "evil.example".into(),
+                reason: "legal removal".into(),
+            })
+        }
+        fn len(&self) -> usize {
+            1
+        }
+    }
+
+    #[test]
+    fn removes_matches_for_the_region_and_unopenable_urls() {
+        let req = request(vec![
+            document("a", "http://ok.example/", 3.0),
+            document("b", "http://evil.example/x", 2.0),
+            document("c", "not a url", 1.0),
+        ]);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let mut c = ctx(&page);
+        c.banlist = Some(&Bans);
+        let out = Banlist.apply(&docs, &c);
+        let kept: Vec<u32> = out.docs.unwrap().iter().map(|d| d.at).collect();
+        assert_eq!(kept, vec![0]);
+        assert_eq!(
+            out.recs[0].reason,
+            "domain evil.example banned (legal removal) [entry 7]"
+        );
+        assert_eq!(
+            out.recs[1].reason,
+            "url cannot be opened by a browser: no host"
+        );
+        c.region = Some("DE");
+        assert_eq!(Banlist.apply(&docs, &c).recs.len(), 1);
+        c.banlist = None;
+        assert_eq!(Banlist.apply(&docs, &c).recs.len(), 1);
+    }
+}

@@ -1,0 +1,94 @@
+//! `depth`: keeps the top k; the request's `depth` overrides k.
+
+use serde::Deserialize;
+
+use super::{dropped, Ctx, Out};
+use crate::doc::Doc;
+use crate::record::Action;
+
+/// `k: 10`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default = "ten")]
+    pub k: u64,
+}
+
+fn ten() -> u64 {
+    10
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params { k: ten() }
+    }
+}
+
+/// The rule.
+pub struct Depth {
+    k: usize,
+}
+
+impl Depth {
+    /// Build from its parameters.
+    pub fn build(p: Params) -> Result<Self, String> {
+        if p.k < 1 {
+            return Err("k must be >= 1".into());
+        }
+        Ok(Depth { k: p.k as usize })
+    }
+
+    /// Trim below k, with a record for each document trimmed and each folded under it.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let k = ctx.depth.map_or(self.k, |d| d as usize);
+        if docs.len() <= k {
+            return Out::unchanged();
+        }
+        let reason = format!("below depth {k}");
+        let mut recs = Vec::with_capacity(docs.len() - k);
+        for doc in &docs[k..] {
+            dropped(ctx.page, &mut recs, doc, Action::Trim, &reason);
+        }
+        Out {
+            docs: Some(docs[..k].to_vec()),
+            recs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::doc::{Folded, Page};
+    use crate::rules::testing::ctx;
+
+    #[test]
+    fn keeps_k_and_trims_the_folds_of_what_goes() {
+        let req = request(docs(4));
+        let (page, mut docs) = Page::build(&req, &SimpleCanon, false);
+        docs[3].collapsed.push(Folded {
+            at: 1,
+            rule: "host_crowding",
+        });
+        let mut c = ctx(&page);
+        let rule = Depth::build(Params { k: 2 }).unwrap();
+        let out = rule.apply(&docs, &c);
+        assert_eq!(out.docs.unwrap().len(), 2);
+        let reasons: Vec<_> = out
+            .recs
+            .iter()
+            .map(|r| (r.doc_id.unwrap(), r.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                ("d3", "below depth 2"),
+                ("d4", "below depth 2"),
+                ("d2", "collapsed under d4, trimmed with it: below depth 2")
+            ]
+        );
+        c.depth = Some(4);
+        assert!(rule.apply(&docs, &c).docs.is_none());
+    }
+}

@@ -1,0 +1,60 @@
+//! `regional_removals`: removes a document whose `blocked_regions` holds `query.region`.
+
+use serde::Deserialize;
+
+use super::{removing, Ctx, Out};
+use crate::doc::Doc;
+
+/// No parameters.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Params {}
+
+/// The rule (applies only when the query has a region).
+pub struct RegionalRemovals;
+
+impl RegionalRemovals {
+    /// Build from its (empty) parameters.
+    pub fn build(_: Params) -> Result<Self, String> {
+        Ok(RegionalRemovals)
+    }
+
+    /// Remove the documents blocked in the query's region.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let Some(region) = ctx.region else {
+            return Out::unchanged();
+        };
+        let reason = format!("blocked in region {region}");
+        let removals = docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| ctx.page.meta(d).blocked_regions.iter().any(|r| r == region))
+            .map(|(i, _)| (i, reason.clone()))
+            .collect();
+        removing(ctx.page, docs, removals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::doc::Page;
+    use crate::rules::testing::ctx;
+
+    #[test]
+    fn removes_documents_blocked_in_the_region_case_blind() {
+        let mut d = docs(3);
+        d[1].blocked_regions = vec!["de".into(), "FR".into()];
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let mut c = ctx(&page);
+        c.region = Some("DE");
+        let out = RegionalRemovals.apply(&docs, &c);
+        assert_eq!(out.docs.unwrap().len(), 2);
+        assert_eq!(out.recs[0].doc_id, Some("d2"));
+        assert_eq!(out.recs[0].reason, "blocked in region DE");
+        c.region = Some("RU");
+        assert!(RegionalRemovals.apply(&docs, &c).docs.is_none());
+    }
+}

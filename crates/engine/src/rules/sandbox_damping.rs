@@ -1,0 +1,116 @@
+//! `sandbox_damping` (seed 002 §16.3): score ·= 1 − β·(1 − trust(age)), trust =
+//! min(1, age / T): young domains are muted, not punished.
+//!
+//! Documents with no `domain_age_days` are left alone (no history is not a new domain),
+//! and so are non-positive scores: damping a negative score would raise it.
+
+use serde::Deserialize;
+
+use super::{rescoring, Ctx, Out};
+use crate::doc::Doc;
+use crate::fmt::{fixed, g};
+
+/// `t_sandbox_days: 120`, `beta: 0.5`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default = "t")]
+    pub t_sandbox_days: f64,
+    #[serde(default = "beta")]
+    pub beta: f64,
+}
+
+fn t() -> f64 {
+    120.0
+}
+fn beta() -> f64 {
+    0.5
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            t_sandbox_days: t(),
+            beta: beta(),
+        }
+    }
+}
+
+/// trust = min(1, age / T_sandbox).
+pub fn sandbox_trust(age_days: f64, t: f64) -> f64 {
+    (age_days / t).min(1.0)
+}
+
+/// The rule.
+pub struct SandboxDamping {
+    p: Params,
+}
+
+impl SandboxDamping {
+    /// Build from its parameters.
+    pub fn build(p: Params) -> Result<Self, String> {
+        if p.t_sandbox_days <= 0.0 || !(0.0..=1.0).contains(&p.beta) {
+            return Err("t_sandbox_days must be > 0 and beta in [0, 1]".into());
+        }
+        Ok(SandboxDamping { p })
+    }
+
+    /// Damp each young domain's positive score.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let (t, beta) = (self.p.t_sandbox_days, self.p.beta);
+        if beta == 0.0 {
+            return Out::unchanged();
+        }
+        let mut changes = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let Some(age) = ctx.page.src(doc).domain_age_days else {
+                continue;
+            };
+            if age >= t || doc.score <= 0.0 {
+                continue;
+            }
+            let trust = sandbox_trust(age, t);
+            let new = doc.score * (1.0 - beta * (1.0 - trust));
+            let reason = format!(
+                "domain age {} days: trust {}, beta {}",
+                g(age),
+                fixed(trust, 3),
+                g(beta)
+            );
+            changes.push((i, new, new - doc.score, reason));
+        }
+        rescoring(ctx.page, docs, changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::doc::Page;
+    use crate::record::Delta;
+    use crate::rules::testing::ctx;
+
+    #[test]
+    fn damps_young_positive_scores() {
+        let mut d = docs(4);
+        d[0].domain_age_days = Some(30.0); // score 4
+        d[1].domain_age_days = Some(120.0);
+        d[2].domain_age_days = None;
+        d[3].domain_age_days = Some(10.0);
+        d[3].score = -1.0;
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = SandboxDamping::build(Params::default())
+            .unwrap()
+            .apply(&docs, &ctx(&page));
+        assert_eq!(out.recs.len(), 1);
+        let new = 4.0 * (1.0 - 0.5 * (1.0 - 0.25));
+        assert_eq!(out.docs.unwrap()[0].score, new);
+        assert_eq!(out.recs[0].delta, Delta::Float(new - 4.0));
+        assert_eq!(
+            out.recs[0].reason,
+            "domain age 30 days: trust 0.250, beta 0.5"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! `spam_ban`: removes a document with spam_score above the threshold (the switch, not
+//! the rheostat).
+
+use serde::Deserialize;
+
+use super::{removing, Ctx, Out};
+use crate::doc::Doc;
+use crate::fmt::g;
+
+/// `threshold: 0.95`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default = "threshold")]
+    pub threshold: f64,
+}
+
+fn threshold() -> f64 {
+    0.95
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            threshold: threshold(),
+        }
+    }
+}
+
+/// The rule.
+pub struct SpamBan {
+    threshold: f64,
+}
+
+impl SpamBan {
+    /// Build from its parameters.
+    pub fn build(p: Params) -> Result<Self, String> {
+        if !(0.0..=1.0).contains(&p.threshold) {
+            return Err(format!("threshold: {} is outside [0, 1]", p.threshold));
+        }
+        Ok(SpamBan {
+            threshold: p.threshold,
+        })
+    }
+
+    /// Remove the documents strictly above the threshold.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let t = self.threshold;
+        let removals = docs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| {
+                let s = ctx.page.src(d).spam_score;
+                (s > t).then(|| (i, format!("spam_score {} > {}", g(s), g(t))))
+            })
+            .collect();
+        removing(ctx.page, docs, removals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::doc::Page;
+    use crate::rules::testing::ctx;
+
+    #[test]
+    fn strictly_above_the_threshold() {
+        let mut d = docs(2);
+        d[0].spam_score = 0.95;
+        d[1].spam_score = 0.96;
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = SpamBan::build(Params::default())
+            .unwrap()
+            .apply(&docs, &ctx(&page));
+        assert_eq!(out.recs.len(), 1);
+        assert_eq!(out.recs[0].doc_id, Some("d2"));
+        assert_eq!(out.recs[0].reason, "spam_score 0.96 > 0.95");
+    }
+}

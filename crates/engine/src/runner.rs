@@ -1,0 +1,456 @@
+//! The phase runner: gating, shadow, reserved step keys, the deadline, the failure policy,
+//! the stable sort after rerank, the fallback and the one relax rerun.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use crate::contract::AgeMode;
+use crate::doc::Doc;
+use crate::effects::{ats, by_score, compare_ranked, effect};
+use crate::fmt::push_g;
+use crate::record::{Action, Delta, Mode, Phase, Rec, Record};
+use crate::rules::empty_result_fallback::emptied;
+use crate::rules::{Ctx, Failure, Rule};
+
+/// The runner's own name for the stable sort that closes `rerank`.
+pub const SORT_RULE: &str = "sort";
+/// The fallback's rule when the profile has no `empty_result_fallback`.
+pub const PIPELINE_RULE: &str = "pipeline";
+/// `skipped[].reason`: an optional rule not started because the deadline had passed.
+pub const SKIPPED_LATE: &str = "deadline";
+/// `skipped[].reason`: an optional rule given up when the deadline passed midway.
+pub const STOPPED_LATE: &str = "deadline (stopped while running)";
+/// `skipped[].reason`: a rule that failed under `on_error: open` (or in shadow).
+pub const FAILED: &str = "error";
+/// The experiment variant that runs gated rules in shadow.
+pub const CONTROL: &str = "control";
+
+const DISPLACED: &str = "stable sort by score after rerank: displaced by rescored documents";
+
+/// What a failing step does to the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// The page continues as the rule received it; the rule is listed in `skipped`.
+    Open,
+    /// The request is answered 503.
+    Closed,
+}
+
+/// A configured rule in a phase with its reserved keys and experiment gate.
+pub struct Step {
+    pub rule: Rule,
+    pub phase: Phase,
+    pub on_error: OnError,
+    pub enabled: bool,
+    /// Epoch seconds; outside [valid_from, valid_until) the step does not run.
+    pub valid_from: Option<f64>,
+    pub valid_until: Option<f64>,
+    pub experiment: Option<String>,
+    /// The rule built with a treatment variant's parameters; other variants run `rule`.
+    pub variants: Vec<(String, Rule)>,
+}
+
+impl Step {
+    fn in_window(&self, now: f64) -> bool {
+        self.enabled
+            && self.valid_from.map_or(true, |f| now >= f)
+            && self.valid_until.map_or(true, |u| now < u)
+    }
+
+    fn gated(&self, ctx: &Ctx) -> (Mode, &Rule) {
+        let Some(exp) = &self.experiment else {
+            return (Mode::Applied, &self.rule);
+        };
+        match ctx.variants.iter().rev().find(|(e, _)| e == exp) {
+            None => (Mode::Shadow, &self.rule),
+            Some((_, v)) if v == CONTROL => (Mode::Shadow, &self.rule),
+            Some((_, v)) => {
+                let rule = self
+                    .variants
+                    .iter()
+                    .find(|(n, _)| n == v)
+                    .map_or(&self.rule, |(_, r)| r);
+                (Mode::Applied, rule)
+            }
+        }
+    }
+}
+
+/// One profile: its steps in phase order.
+pub struct Pipeline {
+    pub profile: String,
+    pub steps: Vec<Step>,
+}
+
+/// What the runner observed of one rule call, for the metrics.
+#[derive(Debug, Clone)]
+pub struct Timing<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    pub mode: Mode,
+    pub seconds: f64,
+    /// Position changes of the documents in the top 10 after it.
+    pub moves: Vec<i64>,
+    /// Documents in the top 10 after it that were not before.
+    pub churn: usize,
+    /// Its non-zero rescore deltas (rerank only).
+    pub deltas: Vec<f64>,
+}
+
+/// A rule that did not run to completion (`skipped` of the response).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skip<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    pub reason: &'static str,
+}
+
+/// `fallback` of the response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback<'a> {
+    pub rule: &'a str,
+    pub action: &'static str,
+    pub reason: String,
+}
+
+/// (rule, phase, action, mode) of audit records, and how many.
+pub type ActionCount<'a> = ((&'a str, Phase, Action, Mode), u64);
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct Outcome<'a> {
+    pub docs: Vec<Doc>,
+    pub audit: Vec<Record<'a>>,
+    pub fallback: Option<Fallback<'a>>,
+    pub timings: Vec<Timing<'a>>,
+    pub skipped: Vec<Skip<'a>>,
+    pub actions: Vec<ActionCount<'a>>,
+    /// (rule, phase) of every failure, for rearrange_rule_errors_total.
+    pub errors: Vec<(&'a str, Phase)>,
+}
+
+/// A rule failed under `on_error: closed`: the request gets a 503.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleFailed<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    pub problem: String,
+    /// Every failure of the request, this one included.
+    pub errors: Vec<(&'a str, Phase)>,
+}
+
+fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
+    match actions.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, c)) => *c += n,
+        None => actions.push((key, n)),
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("panicked: {text}")
+}
+
+/// Stable sort by score, best first, with a `move` record for every document that moved.
+pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a>>) {
+    let mut order: Vec<usize> = (0..docs.len()).collect();
+    order.sort_by(|&a, &b| {
+        docs[b]
+            .score
+            .partial_cmp(&docs[a].score)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    if order.iter().enumerate().all(|(i, &j)| i == j) {
+        return (docs, Vec::new());
+    }
+    let mut recs = Vec::new();
+    for (after, &before) in order.iter().enumerate() {
+        let delta = after as i64 - before as i64;
+        if delta != 0 {
+            let doc = &docs[before];
+            let original = ctx.page.src(doc).score;
+            let reason = if doc.score == original {
+                DISPLACED.to_string()
+            } else {
+                let mut r = String::from("stable sort by score after rerank: score ");
+                push_g(&mut r, original);
+                r.push_str(" -> ");
+                push_g(&mut r, doc.score);
+                r
+            };
+            recs.push(Rec {
+                delta: Delta::Int(delta),
+                ..Rec::new(Some(ctx.page.id(doc)), Action::Move, reason)
+            });
+        }
+    }
+    let sorted = order.into_iter().map(|i| docs[i].clone()).collect();
+    (sorted, recs)
+}
+
+impl Pipeline {
+    /// Run every phase in order; relax and rerun once if the fallback asks to.
+    pub fn run<'a>(&'a self, docs: &[Doc], ctx: &Ctx<'a>) -> Result<Outcome<'a>, RuleFailed<'a>> {
+        let outcome = self.run_once(docs.to_vec(), ctx)?;
+        let relax = outcome
+            .audit
+            .iter()
+            .find(|r| r.rec.relax_to.is_some() && r.mode == Mode::Applied)
+            .cloned();
+        let Some(relax) = relax else {
+            return Ok(outcome);
+        };
+        let milder: AgeMode = relax.rec.relax_to.unwrap_or(ctx.age_mode);
+        let again = Ctx {
+            age_mode: milder,
+            relaxed_from: Some(ctx.age_mode),
+            ..*ctx
+        };
+        let mut rerun = match self.run(docs, &again) {
+            Ok(r) => r,
+            Err(mut failed) => {
+                failed.errors.splice(0..0, outcome.errors);
+                return Err(failed);
+            }
+        };
+        let fallback = rerun.fallback.take().unwrap_or_else(|| Fallback {
+            rule: relax.rule,
+            action: "relax",
+            reason: relax.rec.reason.clone(),
+        });
+        // The first attempt's records describe a page nobody is shown: keep the fallback.
+        let mut actions = rerun.actions;
+        count(
+            &mut actions,
+            (relax.rule, relax.phase, relax.rec.action, relax.mode),
+            1,
+        );
+        let mut audit = Vec::with_capacity(rerun.audit.len() + 1);
+        audit.push(relax);
+        audit.extend(rerun.audit);
+        let mut timings = outcome.timings;
+        timings.extend(rerun.timings);
+        let mut skipped = outcome.skipped;
+        skipped.extend(rerun.skipped);
+        let mut errors = outcome.errors;
+        errors.extend(rerun.errors);
+        Ok(Outcome {
+            docs: rerun.docs,
+            audit,
+            fallback: Some(fallback),
+            timings,
+            skipped,
+            actions,
+            errors,
+        })
+    }
+
+    fn run_once<'a>(
+        &'a self,
+        mut docs: Vec<Doc>,
+        ctx: &Ctx<'a>,
+    ) -> Result<Outcome<'a>, RuleFailed<'a>> {
+        let mut audit: Vec<Record<'a>> = Vec::new();
+        let mut timings = Vec::new();
+        let mut actions = Vec::new();
+        let mut skipped = Vec::new();
+        let mut errors = Vec::new();
+        let mut phase_at = 0;
+        for phase in Phase::ALL {
+            while phase_at < self.steps.len() && self.steps[phase_at].phase == phase {
+                let step = &self.steps[phase_at];
+                phase_at += 1;
+                if !step.in_window(ctx.now) {
+                    continue;
+                }
+                let (mode, rule) = step.gated(ctx);
+                if !rule.applies(ctx) {
+                    continue;
+                }
+                let name = rule.name();
+                let started = Instant::now();
+                if rule.optional() && ctx.deadline.is_some_and(|d| started > d) {
+                    skipped.push(Skip {
+                        rule: name,
+                        phase,
+                        reason: SKIPPED_LATE,
+                    });
+                    continue;
+                }
+                let result = catch_unwind(AssertUnwindSafe(|| rule.apply(&docs, ctx, phase)))
+                    .unwrap_or_else(|payload| {
+                        Err(Failure::Failed(panic_message(payload.as_ref())))
+                    });
+                let seconds = started.elapsed().as_secs_f64();
+                let out = match result {
+                    Ok(out) => out,
+                    Err(failure) => {
+                        let reason = match failure {
+                            Failure::Stopped if rule.optional() => STOPPED_LATE,
+                            Failure::Stopped => {
+                                errors.push((name, phase));
+                                if mode == Mode::Applied && step.on_error == OnError::Closed {
+                                    return Err(RuleFailed {
+                                        rule: name,
+                                        phase,
+                                        problem: "stopped by the deadline".into(),
+                                        errors,
+                                    });
+                                }
+                                FAILED
+                            }
+                            Failure::Failed(problem) => {
+                                errors.push((name, phase));
+                                if mode == Mode::Applied && step.on_error == OnError::Closed {
+                                    return Err(RuleFailed {
+                                        rule: name,
+                                        phase,
+                                        problem,
+                                        errors,
+                                    });
+                                }
+                                FAILED
+                            }
+                        };
+                        // Given up: the page goes on as it came, with none of its records;
+                        // its time still counts in the rule's duration (it was spent).
+                        skipped.push(Skip {
+                            rule: name,
+                            phase,
+                            reason,
+                        });
+                        timings.push(Timing {
+                            rule: name,
+                            phase,
+                            mode,
+                            seconds,
+                            moves: vec![],
+                            churn: 0,
+                            deltas: vec![],
+                        });
+                        continue;
+                    }
+                };
+                let mut timing = Timing {
+                    rule: name,
+                    phase,
+                    mode,
+                    seconds,
+                    moves: vec![],
+                    churn: 0,
+                    deltas: vec![],
+                };
+                if !out.recs.is_empty() {
+                    let after = out.docs.as_deref().unwrap_or(&docs);
+                    (timing.moves, timing.churn) = if phase == Phase::Rerank {
+                        compare_ranked(&by_score(&docs), &by_score(after))
+                    } else {
+                        effect(&ats(&docs), &ats(after))
+                    };
+                    if phase == Phase::Rerank {
+                        timing.deltas = out
+                            .recs
+                            .iter()
+                            .filter(|r| r.action == Action::Rescore)
+                            .filter_map(|r| match r.delta {
+                                Delta::Float(x) if x != 0.0 => Some(x),
+                                Delta::Int(n) if n != 0 => Some(n as f64),
+                                _ => None,
+                            })
+                            .collect();
+                    }
+                }
+                if mode == Mode::Applied {
+                    if let Some(new) = out.docs {
+                        docs = new;
+                    }
+                }
+                timings.push(timing);
+                for rec in out.recs {
+                    count(&mut actions, (name, phase, rec.action, mode), 1);
+                    audit.push(Record {
+                        rule: name,
+                        phase,
+                        mode,
+                        rec,
+                    });
+                }
+            }
+            if phase == Phase::Rerank {
+                let (sorted, moves) = sort_by_score(ctx, docs);
+                docs = sorted;
+                if !moves.is_empty() {
+                    count(
+                        &mut actions,
+                        (SORT_RULE, Phase::Rerank, Action::Move, Mode::Applied),
+                        moves.len() as u64,
+                    );
+                    audit.extend(moves.into_iter().map(|rec| Record {
+                        rule: SORT_RULE,
+                        phase,
+                        mode: Mode::Applied,
+                        rec,
+                    }));
+                }
+            }
+        }
+        let mut fallback = None;
+        for r in &audit {
+            if r.rec.action == Action::Fallback
+                && r.mode == Mode::Applied
+                && r.rec.relax_to.is_none()
+            {
+                fallback = Some(Fallback {
+                    rule: r.rule,
+                    action: "empty",
+                    reason: r.rec.reason.clone(),
+                });
+            }
+        }
+        let asks_relax = audit
+            .iter()
+            .any(|r| r.rec.relax_to.is_some() && r.mode == Mode::Applied);
+        if docs.is_empty() && ctx.input_count > 0 && fallback.is_none() && !asks_relax {
+            // A profile without empty_result_fallback must still never return a silent empty page.
+            let reason = format!("{}; nothing safe was found", emptied(ctx.input_count));
+            audit.push(Record {
+                rule: PIPELINE_RULE,
+                phase: Phase::PostFilter,
+                mode: Mode::Applied,
+                rec: Rec::new(None, Action::Fallback, reason.clone()),
+            });
+            count(
+                &mut actions,
+                (
+                    PIPELINE_RULE,
+                    Phase::PostFilter,
+                    Action::Fallback,
+                    Mode::Applied,
+                ),
+                1,
+            );
+            fallback = Some(Fallback {
+                rule: PIPELINE_RULE,
+                action: "empty",
+                reason,
+            });
+        }
+        Ok(Outcome {
+            docs,
+            audit,
+            fallback,
+            timings,
+            skipped,
+            actions,
+            errors,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "runner_tests.rs"]
+mod tests;

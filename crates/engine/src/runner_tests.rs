@@ -1,0 +1,286 @@
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::*;
+use crate::doc::testing::{docs, request, SimpleCanon};
+use crate::doc::Page;
+use crate::rules::testing::{ctx, Behaviour, TestRule};
+
+fn step(name: &str, params: serde_json::Value, phase: Phase) -> Step {
+    Step {
+        rule: Rule::build(name, &params).unwrap(),
+        phase,
+        on_error: OnError::Open,
+        enabled: true,
+        valid_from: None,
+        valid_until: None,
+        experiment: None,
+        variants: vec![],
+    }
+}
+
+fn test_step(behaviour: Behaviour, optional: bool, on_error: OnError, phase: Phase) -> Step {
+    Step {
+        rule: Rule::Test(TestRule {
+            name: "test_rule",
+            optional,
+            behaviour,
+        }),
+        on_error,
+        ..step("ad_label", json!({}), phase)
+    }
+}
+
+fn pipeline(steps: Vec<Step>) -> Pipeline {
+    Pipeline {
+        profile: "default".into(),
+        steps,
+    }
+}
+
+#[test]
+fn sort_after_rerank_records_each_move() {
+    let mut d = docs(3); // scores 3, 2, 1
+    d[0].spam_score = 0.9; // 3 - 5 = -2
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![step("spam_demotion", json!({}), Phase::Rerank)]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    assert_eq!(
+        out.docs.iter().map(|d| d.at).collect::<Vec<_>>(),
+        vec![1, 2, 0]
+    );
+    let moves: Vec<_> = out
+        .audit
+        .iter()
+        .filter(|r| r.rule == SORT_RULE)
+        .map(|r| (r.rec.doc_id.unwrap(), r.rec.delta, r.rec.reason.as_str()))
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            ("d2", Delta::Int(-1), DISPLACED),
+            ("d3", Delta::Int(-1), DISPLACED),
+            (
+                "d1",
+                Delta::Int(2),
+                "stable sort by score after rerank: score 3 -> -2"
+            ),
+        ]
+    );
+    assert_eq!(out.timings[0].deltas, vec![-5.0]);
+    assert_eq!(out.timings[0].moves, vec![-1, -1, 2]);
+}
+
+#[test]
+fn gated_steps_shadow_outside_treatment_and_take_variant_params() {
+    let req = request(docs(12));
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let mut s = step("depth", json!({"k": 10}), Phase::Trim);
+    s.experiment = Some("exp".into());
+    s.variants = vec![(
+        "wide".into(),
+        Rule::build("depth", &json!({"k": 11})).unwrap(),
+    )];
+    let p = pipeline(vec![s]);
+    let mut c = ctx(&page);
+    let out = p.run(&docs, &c).unwrap();
+    assert_eq!(out.docs.len(), 12);
+    assert!(out.audit.iter().all(|r| r.mode == Mode::Shadow));
+    let control = vec![("exp".to_string(), "control".to_string())];
+    c.variants = &control;
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 12);
+    let treatment = vec![("exp".to_string(), "treatment".to_string())];
+    c.variants = &treatment;
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 10);
+    let wide = vec![("exp".to_string(), "wide".to_string())];
+    c.variants = &wide;
+    let out = p.run(&docs, &c).unwrap();
+    assert_eq!(out.docs.len(), 11);
+    assert_eq!(
+        out.actions,
+        vec![(("depth", Phase::Trim, Action::Trim, Mode::Applied), 1)]
+    );
+}
+
+#[test]
+fn failures_open_closed_shadow_and_panics() {
+    let req = request(docs(3));
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let c = ctx(&page);
+    for behaviour in [Behaviour::Fail, Behaviour::Panic] {
+        let open = pipeline(vec![test_step(
+            behaviour,
+            false,
+            OnError::Open,
+            Phase::Trim,
+        )]);
+        let out = open.run(&docs, &c).unwrap();
+        assert_eq!(out.docs.len(), 3);
+        assert_eq!(
+            out.skipped,
+            vec![Skip {
+                rule: "test_rule",
+                phase: Phase::Trim,
+                reason: FAILED
+            }]
+        );
+        assert_eq!(out.errors, vec![("test_rule", Phase::Trim)]);
+        let closed = pipeline(vec![test_step(
+            behaviour,
+            false,
+            OnError::Closed,
+            Phase::PreFilter,
+        )]);
+        let failed = closed.run(&docs, &c).unwrap_err();
+        assert_eq!(failed.rule, "test_rule");
+        assert_eq!(failed.phase, Phase::PreFilter);
+        let expected = if matches!(behaviour, Behaviour::Fail) {
+            "it broke"
+        } else {
+            "panicked: test rule panicked"
+        };
+        assert_eq!(failed.problem, expected);
+        let mut shadow = test_step(behaviour, false, OnError::Closed, Phase::PreFilter);
+        shadow.experiment = Some("exp".into());
+        let shadowed = pipeline(vec![shadow]);
+        let out = shadowed.run(&docs, &c).unwrap();
+        assert_eq!(out.docs.len(), 3);
+        assert_eq!(out.errors.len(), 1);
+    }
+}
+
+#[test]
+fn optional_rules_and_the_deadline() {
+    let req = request(docs(3));
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let mut c = ctx(&page);
+    let p = pipeline(vec![test_step(
+        Behaviour::CheckDeadline,
+        true,
+        OnError::Open,
+        Phase::Diversify,
+    )]);
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 2);
+    c.deadline = Some(Instant::now() - Duration::from_millis(1));
+    let out = p.run(&docs, &c).unwrap();
+    assert_eq!(out.docs.len(), 3);
+    assert_eq!(out.skipped[0].reason, SKIPPED_LATE);
+    assert!(out.timings.is_empty());
+    // A deadline that passes while the rule runs: stopped, page unchanged, time counted.
+    c.deadline = Some(Instant::now() + Duration::from_millis(1));
+    std::thread::sleep(Duration::from_millis(2));
+    let started = Instant::now();
+    let late = Ctx {
+        deadline: Some(started + Duration::from_secs(3600)),
+        ..c
+    };
+    assert_eq!(p.run(&docs, &late).unwrap().skipped.len(), 0);
+}
+
+#[test]
+fn disabled_and_out_of_window_steps_never_run() {
+    let req = request(docs(12));
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let c = ctx(&page); // now = 1000
+    let mut off = step("depth", json!({}), Phase::Trim);
+    off.enabled = false;
+    let p = pipeline(vec![off]);
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 12);
+    let mut later = step("depth", json!({}), Phase::Trim);
+    later.valid_from = Some(1000.5);
+    let p = pipeline(vec![later]);
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 12);
+    let mut over = step("depth", json!({}), Phase::Trim);
+    over.valid_until = Some(1000.0);
+    let p = pipeline(vec![over]);
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 12);
+    let mut inside = step("depth", json!({}), Phase::Trim);
+    inside.valid_from = Some(999.0);
+    inside.valid_until = Some(1001.0);
+    let p = pipeline(vec![inside]);
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 10);
+}
+
+#[test]
+fn relax_reruns_once_and_keeps_only_the_fallback_record() {
+    let mut d = docs(2);
+    d[0].adult_score = 0.6;
+    d[1].adult_score = 0.7;
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let mut c = ctx(&page);
+    c.age_mode = AgeMode::Strict;
+    let p = pipeline(vec![
+        Step {
+            on_error: OnError::Closed,
+            ..step("safe_search", json!({}), Phase::PreFilter)
+        },
+        step("empty_result_fallback", json!({}), Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &c).unwrap();
+    assert_eq!(out.docs.len(), 2);
+    assert_eq!(out.audit.len(), 1);
+    assert_eq!(out.audit[0].rec.relax_to, Some(AgeMode::Moderate));
+    let fb = out.fallback.unwrap();
+    assert_eq!((fb.rule, fb.action), ("empty_result_fallback", "relax"));
+    assert_eq!(
+        fb.reason,
+        "filters removed all 2 documents under age_mode strict; reran with age_mode moderate"
+    );
+}
+
+#[test]
+fn an_emptied_page_without_a_fallback_rule_says_so() {
+    let mut d = docs(2);
+    d[0].spam_score = 1.0;
+    d[1].spam_score = 1.0;
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![step("spam_ban", json!({}), Phase::PreFilter)]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    let fb = out.fallback.unwrap();
+    assert_eq!((fb.rule, fb.action), (PIPELINE_RULE, "empty"));
+    assert_eq!(
+        fb.reason,
+        "filters removed all 2 documents; nothing safe was found"
+    );
+    assert_eq!(out.audit.last().unwrap().rule, PIPELINE_RULE);
+}
+
+#[test]
+fn a_post_filter_removal_takes_the_collapsed_with_it() {
+    let mut d = docs(3);
+    d[0].url = "http://x.example/1".into();
+    d[1].url = "http://x.example/2".into();
+    d[0].adult_score = 0.9;
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![
+        step(
+            "host_crowding",
+            json!({"max_per_host": 1}),
+            Phase::Diversify,
+        ),
+        step("safe_search", json!({}), Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    assert_eq!(out.docs.len(), 1);
+    let removed: Vec<_> = out
+        .audit
+        .iter()
+        .filter(|r| r.rec.action == Action::Remove)
+        .map(|r| (r.rec.doc_id.unwrap(), r.rec.reason.as_str()))
+        .collect();
+    assert_eq!(
+        removed,
+        vec![
+            ("d1", "adult_score 0.9 >= 0.8 (age_mode moderate)"),
+            (
+                "d2",
+                "collapsed under d1, removed with it: adult_score 0.9 >= 0.8 (age_mode moderate)"
+            ),
+        ]
+    );
+}
