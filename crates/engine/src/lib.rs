@@ -3,6 +3,7 @@
 //! Everything one `/v1/rerank` touches lives here; the control plane (config, stores,
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
+pub mod banlist;
 pub mod contract;
 pub mod json;
 
@@ -12,5 +13,6 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    banlist::register(m)?;
     Ok(())
 }
