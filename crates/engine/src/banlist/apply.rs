@@ -59,29 +59,27 @@ fn meta_hash(m: &Meta) -> u64 {
 impl Writer {
     /// Apply `changes` in order to `data` (a copy of the published snapshot, or a new one).
     pub fn apply(&mut self, data: &mut IndexData, changes: Vec<Change>) -> Result<(), String> {
-        let large = changes.len() >= 4096;
-        let mut touched = Vec::new();
         for change in changes {
             match change {
-                Change::Add(entry) => {
-                    if let Some(s) = self.add(data, entry)? {
-                        if large {
-                            touched.push(s);
-                        }
-                    }
-                }
+                Change::Add(entry) => self.add(data, entry)?,
                 Change::Remove(id) => {
                     remove(data, &id);
                 }
                 Change::Group(name, domains) => set_group(data, name, domains),
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
-        for s in touched {
-            Arc::make_mut(&mut data.shards[s]).shrink();
-        }
         Ok(())
+    }
+
+    /// Give back the spare capacity of the shards this batch copied (after a large batch:
+    /// what growing by doubling left over); shards shared with the last snapshot are as
+    /// they were.
+    pub fn settle(data: &mut IndexData) {
+        for shard in data.shards.iter_mut() {
+            if let Some(shard) = Arc::get_mut(shard) {
+                shard.shrink();
+            }
+        }
     }
 
     fn intern(&mut self, data: &mut IndexData, meta: Meta) -> Result<u32, String> {
@@ -112,7 +110,7 @@ impl Writer {
         Ok(i)
     }
 
-    fn add(&mut self, data: &mut IndexData, e: NewEntry) -> Result<Option<usize>, String> {
+    fn add(&mut self, data: &mut IndexData, e: NewEntry) -> Result<(), String> {
         let code = match numeric_id(&e.id) {
             Some(n) => {
                 data.max_number = data.max_number.max(n as i64);
@@ -173,7 +171,7 @@ impl Writer {
         data.next_ord += 1;
         data.counts[e.scope as usize] += 1;
         data.len += 1;
-        Ok(Some(s))
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::names::{path_of, prefix_keys, suffixes, url_key};
+use super::names::{any_suffix, path_of, prefix_keys, suffixes, url_key};
 use super::shard::{RowData, RowRef, Shard};
 use super::table::Table;
 use super::{hash_str, shard_of, tag_of, Scope, SCOPES, SHARDS};
@@ -247,6 +247,7 @@ impl IndexData {
         rows
     }
 
+    #[inline]
     fn best_of(
         &self,
         scope: Scope,
@@ -254,7 +255,18 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<(u32, RowRef)> {
-        let h = hash_str(key);
+        self.best_hashed(scope, key, hash_str(key), region, now)
+    }
+
+    #[inline]
+    fn best_hashed(
+        &self,
+        scope: Scope,
+        key: &str,
+        h: u64,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<(u32, RowRef)> {
         let s = shard_of(h);
         let mut best = None;
         for row in self.shards[s].rows(scope, key, tag_of(scope, h)) {
@@ -274,7 +286,11 @@ impl IndexData {
 
     /// Whether url (bit 1) and prefix (bit 2) entries lie under `host`.
     pub fn under(&self, host: &str) -> u8 {
-        let h = hash_str(host);
+        self.under_hashed(hash_str(host))
+    }
+
+    #[inline]
+    fn under_hashed(&self, h: u64) -> u8 {
         match self.shards[shard_of(h)].marks.get(&h) {
             Some([url, prefix]) => u8::from(*url > 0) | (u8::from(*prefix > 0) << 1),
             None => 0,
@@ -295,13 +311,17 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> (Option<RowRef>, bool) {
-        let under = self.under(host) != 0;
-        (self.covering(host, region, now), under)
+        let h = hash_str(host);
+        (
+            self.covering(host, h, region, now),
+            self.under_hashed(h) != 0,
+        )
     }
 
-    fn covering(&self, host: &str, region: Option<&str>, now: f64) -> Option<RowRef> {
+    /// `h`: the host's hash (a host is its own host key, and maybe its own domain key).
+    fn covering(&self, host: &str, h: u64, region: Option<&str>, now: f64) -> Option<RowRef> {
         if self.counts[Scope::Host as usize] > 0 {
-            if let Some((_, at)) = self.best_of(Scope::Host, host, region, now) {
+            if let Some((_, at)) = self.best_hashed(Scope::Host, host, h, region, now) {
                 return Some(at);
             }
         }
@@ -310,10 +330,17 @@ impl IndexData {
         if !domains && !orgs {
             return None;
         }
-        for suffix in suffixes(host, self.labels) {
+        let mut found = None;
+        any_suffix(host, self.labels, |suffix| {
             if domains {
-                if let Some((_, at)) = self.best_of(Scope::Domain, suffix, region, now) {
-                    return Some(at);
+                let hs = if suffix.len() == host.len() {
+                    h
+                } else {
+                    hash_str(suffix)
+                };
+                if let Some((_, at)) = self.best_hashed(Scope::Domain, suffix, hs, region, now) {
+                    found = Some(at);
+                    return true;
                 }
             }
             if orgs {
@@ -323,12 +350,14 @@ impl IndexData {
                         .filter_map(|name| self.best_of(Scope::Org, name, region, now))
                         .min_by_key(|(ord, _)| *ord);
                     if let Some((_, at)) = best {
-                        return Some(at);
+                        found = Some(at);
+                        return true;
                     }
                 }
             }
-        }
-        None
+            false
+        });
+        found
     }
 
     /// The first active url entry of the URL, else its most specific active prefix entry;
@@ -340,7 +369,21 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
-        let under = self.under(host);
+        self.match_under(canonical, host, self.under(host), region, now)
+    }
+
+    #[inline]
+    fn match_under(
+        &self,
+        canonical: &str,
+        host: &str,
+        under: u8,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        if under == 0 {
+            return None;
+        }
         if under & 1 != 0 {
             if let Some((_, at)) = self.best_of(Scope::Url, url_key(canonical), region, now) {
                 return Some(at);
@@ -365,8 +408,9 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
-        self.match_url(canonical, host, region, now)
-            .or_else(|| self.covering(host, region, now))
+        let h = hash_str(host);
+        self.match_under(canonical, host, self.under_hashed(h), region, now)
+            .or_else(|| self.covering(host, h, region, now))
     }
 
     /// The entry the banlist rule removes a document for: the host's (or a parent's) host,

@@ -100,6 +100,36 @@ pub fn suffixes(host: &str, limit: usize) -> Vec<&str> {
     found
 }
 
+/// `suffixes` without allocating (the request path): calls `f` on each, most specific
+/// first, until it returns true; whether one did.
+#[inline]
+pub fn any_suffix<'h>(host: &'h str, limit: usize, mut f: impl FnMut(&'h str) -> bool) -> bool {
+    const MOST: usize = 16;
+    if limit > MOST || host.starts_with('[') || is_ipv4(host) {
+        return suffixes(host, limit).into_iter().any(f);
+    }
+    let bytes = host.as_bytes();
+    let mut starts = [0usize; MOST];
+    let (mut found, mut pos, mut whole) = (0, bytes.len(), false);
+    while found < limit {
+        match bytes[..pos].iter().rposition(|&b| b == b'.') {
+            Some(dot) => {
+                starts[found] = dot + 1;
+                found += 1;
+                pos = dot;
+            }
+            None => {
+                whole = true;
+                break;
+            }
+        }
+    }
+    if whole && f(host) {
+        return true;
+    }
+    (2..=found).rev().any(|k| f(&host[starts[k - 1]..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +151,21 @@ mod tests {
         assert_eq!(suffixes("a.b.c", 1), Vec::<&str>::new());
         assert_eq!(suffixes("1.2.3.4", 9), ["1.2.3.4"]);
         assert_eq!(suffixes("[::1]", 9), ["[::1]"]);
+        for (host, limit) in [
+            ("a.b.c.d", 2),
+            ("a.b.c.d", 9),
+            ("c.d", 2),
+            ("localhost", 1),
+            ("a.b.c", 1),
+            ("1.2.3.4", 3),
+        ] {
+            let mut seen = Vec::new();
+            any_suffix(host, limit, |s| {
+                seen.push(s);
+                false
+            });
+            assert_eq!(seen, suffixes(host, limit));
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@ use super::{Scope, SCOPES};
 
 /// Entries parsed per chunk while building (bounds what a build holds besides the index).
 const CHUNK: usize = 65_536;
+/// A batch this large is followed by giving back the spare capacity of what it copied.
+const LARGE: usize = 4096;
 
 static ENTRY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static MATCH: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -49,6 +51,36 @@ impl BanIndex {
     }
 
     // Waits detached from the interpreter: a writer holding the lock may need it back.
+    /// An empty index.
+    pub fn empty() -> Self {
+        BanIndex {
+            current: ArcSwap::from_pointee(IndexData::default()),
+            writer: Mutex::default(),
+        }
+    }
+
+    /// Apply a stream of changes as one batch, `CHUNK` at a time to one copy published at
+    /// the end (a build or a resync: never a whole copy per chunk).
+    pub fn apply_iter(&self, changes: impl IntoIterator<Item = Change>) -> Result<(), String> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| "the banlist writer panicked".to_string())?;
+        let mut data = IndexData::clone(&self.current.load());
+        let mut changes = changes.into_iter().peekable();
+        let mut total = 0;
+        while changes.peek().is_some() {
+            let chunk: Vec<Change> = changes.by_ref().take(CHUNK).collect();
+            total += chunk.len();
+            writer.apply(&mut data, chunk)?;
+        }
+        if total >= LARGE {
+            Writer::settle(&mut data);
+        }
+        self.current.store(Arc::new(data));
+        Ok(())
+    }
+
     fn lock(&self, py: Python<'_>) -> PyResult<std::sync::MutexGuard<'_, Writer>> {
         self.writer
             .lock_py_attached(py)
@@ -75,8 +107,10 @@ impl BanIndex {
         let mut writer = self.lock(py)?;
         let mut data = IndexData::clone(&self.current.load());
         let mut chunk = Vec::with_capacity(CHUNK);
+        let mut total = 0;
         for item in changes.try_iter()? {
             chunk.push(parse(&item?)?);
+            total += 1;
             if chunk.len() == CHUNK {
                 let batch = std::mem::take(&mut chunk);
                 let w: &mut Writer = &mut writer;
@@ -87,6 +121,9 @@ impl BanIndex {
         let w: &mut Writer = &mut writer;
         py.detach(|| w.apply(&mut data, chunk))
             .map_err(PyValueError::new_err)?;
+        if total >= LARGE {
+            py.detach(|| Writer::settle(&mut data));
+        }
         self.current.store(Arc::new(data));
         Ok(())
     }
