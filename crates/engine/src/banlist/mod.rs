@@ -127,3 +127,133 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py::EntryIter>()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(id: &str, scope: Scope, value: &str, regions: &[&str], expires: Option<f64>) -> Change {
+        Change::Add(NewEntry {
+            id: id.into(),
+            scope,
+            value: value.into(),
+            reason: "legal removal".into(),
+            actor: "tns".into(),
+            created: 0.0,
+            expires,
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn lookup_gives_the_rules_verdict_and_reason() {
+        let index = BanIndex::empty();
+        let changes = vec![
+            add("1", Scope::Domain, "example.org", &[], None),
+            add("2", Scope::Url, "www.example.org/a", &["DE"], None),
+            add("3", Scope::Prefix, "www.example.org/f/", &[], Some(5.0)),
+            add("4", Scope::Host, "h.example.net", &[], None),
+            Change::Group("acme".into(), vec!["acme.com".into()]),
+            add("5", Scope::Org, "acme", &[], None),
+        ];
+        index.apply_iter(changes).unwrap();
+        let snap = index.snapshot();
+        assert_eq!(snap.len(), 5);
+        let hit = |url: &str, host: &str, region: Option<&str>, now: f64| {
+            snap.lookup(url, host, region, now).map(|h| h.describe())
+        };
+        let www = "www.example.org";
+        assert_eq!(
+            hit("http://www.example.org/a", www, Some("DE"), 1.0).as_deref(),
+            Some("url www.example.org/a banned (legal removal) [entry 2]")
+        );
+        assert_eq!(
+            hit("http://www.example.org/a", www, Some("FR"), 1.0).as_deref(),
+            Some("domain example.org banned (legal removal) [entry 1]")
+        );
+        let prefix = snap
+            .lookup("http://www.example.org/f/x", www, None, 1.0)
+            .unwrap();
+        assert_eq!(
+            (prefix.id, prefix.scope, prefix.value),
+            (3, "prefix", "www.example.org/f/")
+        );
+        assert_eq!(
+            snap.lookup("http://www.example.org/f/x", www, None, 5.0)
+                .unwrap()
+                .id,
+            1
+        );
+        assert_eq!(
+            snap.lookup("http://x.h.example.net/", "x.h.example.net", None, 1.0)
+                .map(|h| h.id),
+            None
+        );
+        assert_eq!(
+            snap.lookup("http://h.example.net/", "h.example.net", None, 1.0)
+                .unwrap()
+                .id,
+            4
+        );
+        assert_eq!(
+            snap.lookup("http://a.acme.com/", "a.acme.com", None, 1.0)
+                .unwrap()
+                .scope,
+            "org"
+        );
+        // a later batch does not change the snapshot a reader holds
+        index.apply_iter(vec![Change::Remove("1".into())]).unwrap();
+        assert_eq!(
+            snap.lookup("http://b.example.org/", "b.example.org", None, 1.0)
+                .unwrap()
+                .id,
+            1
+        );
+        assert!(index
+            .snapshot()
+            .lookup("http://b.example.org/", "b.example.org", None, 1.0)
+            .is_none());
+    }
+
+    #[test]
+    fn a_tag_collision_is_verified_against_the_value() {
+        let index = BanIndex::empty();
+        index
+            .apply_iter(vec![add("1", Scope::Domain, "evil.com", &[], None)])
+            .unwrap();
+        let mut data = IndexData::clone(&index.snapshot());
+        // forge a row of another value under clean.com's tag in clean.com's shard
+        let h = hash_str("clean.com");
+        let shard = std::sync::Arc::make_mut(&mut data.shards[shard_of(h)]);
+        let tag = tag_of(Scope::Domain, h);
+        let row_data = shard::RowData {
+            id: 2,
+            created: 0.0,
+            expires: f64::NAN,
+            scope: Scope::Domain,
+            meta: 0,
+            ord: 9,
+        };
+        let row = shard.push("other.com", row_data).unwrap();
+        shard
+            .keys
+            .insert(u64::from(tag), shard::key_slot(tag, row), shard::slot_tag);
+        assert_eq!(
+            shard
+                .keys
+                .probe(u64::from(tag))
+                .filter(|&s| shard::slot_tag(s) == u64::from(tag))
+                .count(),
+            1
+        );
+        assert!(data
+            .lookup("http://clean.com/", "clean.com", None, 1.0)
+            .is_none());
+        assert_eq!(
+            data.lookup("http://evil.com/", "evil.com", None, 1.0)
+                .unwrap()
+                .id,
+            1
+        );
+    }
+}
