@@ -62,6 +62,17 @@ class Entry:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An entry that matches a URL, and through which expression."""
+
+    entry: Entry
+    expression: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {**self.entry.as_dict(), "matched_by": self.expression}
+
+
 def iso(ts: float) -> str:
     """Epoch seconds as ISO 8601 UTC with milliseconds."""
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace(

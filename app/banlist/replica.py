@@ -68,16 +68,18 @@ def _forked(epoch: int, version: int) -> str:
             f"changes under the same seqs")
 
 
-def _apply(index: BanIndex, f: dict[str, str]) -> None:
+def _change(f: dict[str, str]) -> tuple[Any, ...] | None:
+    """A stream record as a change for `BanIndex.apply` (None: nothing to apply)."""
     op, key = f["op"], f["key"]
     if op == "add":
-        index.add(Entry.from_dict({"id": key, **orjson.loads(f["payload"])}))
-    elif op == "group":
-        index.set_group(key, tuple(orjson.loads(f["payload"])))
-    elif op in ("remove", "expire"):
-        index.remove(key)
+        return ("add", Entry.from_dict({"id": key, **orjson.loads(f["payload"])}))
+    if op == "group":
+        return ("group", key, tuple(orjson.loads(f["payload"])))
+    if op in ("remove", "expire"):
+        return ("remove", key)
     # "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
     # resync; a seed starts an epoch)
+    return None
 
 
 class Replicator:
@@ -273,35 +275,49 @@ class Replicator:
 
     def _apply_records(self, records: list[Any], observe: bool) -> None:
         """Apply records in order; a gap, a foreign epoch or a reseed asks for a resync instead,
-        a seq this replica already holds after its last record is a fork (refused)."""
+        a seq this replica already holds after its last record is a fork (refused).
+
+        The records' changes go to the index as one batch (one swap), and only then is the
+        position they reach published: requests read `version` without the lock and report
+        it as the banlist they were matched on, so never early.
+        """
         now = self.clock()
-        last = _stream_pos(self.stream_id)
+        version, stream_id, epoch = self.version, self.stream_id, self.epoch
+        last = _stream_pos(stream_id)
+        batch: list[tuple[Any, ...]] = []
+        lags: list[float] = []
         for sid, f in records:
             if _stream_pos(sid) <= last:
                 continue  # applied by a writer's catch-up while this XREAD was under way
-            seq, epoch = int(f["seq"]), int(f["epoch"])
-            if epoch != self.epoch and not (self.version == 0 and not self.epoch and seq == 1):
+            seq, rec_epoch = int(f["seq"]), int(f["epoch"])
+            if rec_epoch != epoch and not (version == 0 and not epoch and seq == 1):
                 self._resync_cause = "epoch"
-                return
+                break
             if f["op"] == "reseed":
-                if f.get("base") != self.stream_id:  # a copy other than ours was put back
+                if f.get("base") != stream_id:  # a copy other than ours was put back
                     self._resync_cause = "reseed"
-                    return
-                self.version, self.stream_id = seq, sid  # Redis now holds exactly our copy
+                    break
+                version, stream_id = seq, sid  # Redis now holds exactly our copy
                 last = _stream_pos(sid)
                 continue
-            if seq <= self.version:  # written after a rewind, over changes we applied
-                self._refuse(_forked(self.epoch, self.version))
-                return
-            if seq != self.version + 1:
+            if seq <= version:  # written after a rewind, over changes we applied
+                self._refuse(_forked(epoch, version))
+                break
+            if seq != version + 1:
                 self._resync_cause = "gap"
-                return
-            _apply(self.index, f)
-            self.version, self.stream_id, self.epoch = seq, sid, epoch
+                break
+            change = _change(f)
+            if change is not None:
+                batch.append(change)
+            version, stream_id, epoch = seq, sid, rec_epoch
             last = _stream_pos(sid)
             if observe:
-                lag = now - int(sid.partition("-")[0]) / 1000
-                self.metrics.banlist_lag.observe(max(lag, 0.0))
+                lags.append(now - int(sid.partition("-")[0]) / 1000)
+        if batch:
+            self.index.apply(batch)
+        self.version, self.stream_id, self.epoch = version, stream_id, epoch
+        for lag in lags:
+            self.metrics.banlist_lag.observe(max(lag, 0.0))
 
     def catch_up(self) -> None:
         """Apply everything committed so far (after our own write: read-your-writes)."""
@@ -334,9 +350,9 @@ class Replicator:
                 return
             groups = {k: tuple(orjson.loads(v))
                       for k, v in self.client.hgetall(self.keys.groups).items()}
-            new = BanIndex(groups=groups)
-            for key, payload in self.client.hscan_iter(self.keys.entries, count=PAGE):
-                new.add(Entry.from_dict({"id": key, **orjson.loads(payload)}))
+            new = BanIndex((Entry.from_dict({"id": key, **orjson.loads(payload)})
+                            for key, payload in self.client.hscan_iter(self.keys.entries,
+                                                                       count=PAGE)), groups)
             epoch = int(epoch_r)
             at = (int(seq_r or 0), last[0][0] if last else "0-0")
             at = self._replay(new, epoch, *at)  # changes committed while we scanned
@@ -355,11 +371,14 @@ class Replicator:
                 sid: str) -> tuple[int, str] | None:
         while True:
             page = self.client.xrange(self.keys.stream, min=f"({sid}", count=PAGE)
+            batch = []
             for rid, f in page:  # only the next change; a reseed, a rewind or a gap changed
                 if int(f["seq"]) != seq + 1 or int(f["epoch"]) != epoch or f["op"] == "reseed":
                     return None  # what was scanned: start over
-                _apply(index, f)
+                if (change := _change(f)) is not None:
+                    batch.append(change)
                 seq, sid = seq + 1, rid
+            index.apply(batch)
             if len(page) < PAGE:
                 return seq, sid
 

@@ -57,8 +57,10 @@ class EmbeddedStore:
         self.loaded_at = clock()
         self._lock = threading.Lock()
         if self.changelog is not None:
+            self._pending: list[tuple[Any, ...]] = []  # replayed changes, applied in batches
             self.version = self.changelog.replay(self._apply, self._undo,
                                                  repair=not read_only)
+            self._flush()
             self._tail.extend(self.changelog.read(self.version - tail, tail, self.changelog.size))
         gc.freeze()  # the index is long-lived: keep it out of every future collection
 
@@ -114,8 +116,7 @@ class EmbeddedStore:
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
         with self._publishing(self._write(batches(), len(entries))):  # durable, then applied
-            for entry in entries:
-                self.index.add(entry)
+            self.index.add_many(entries)  # one batch: a request sees all of it or none
         return entries
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -164,8 +165,7 @@ class EmbeddedStore:
                                       "at": iso(now)} for n, entry in enumerate(expired, 1)),
                                    standalone=True)
                 with self._publishing(end):
-                    for entry in expired:
-                        self.index.remove(entry.id)
+                    self.index.apply([("remove", entry.id) for entry in expired])
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
@@ -244,16 +244,23 @@ class EmbeddedStore:
         return end
 
     def _apply(self, change: dict[str, Any]) -> None:
+        """A replayed change, queued: the index takes them BATCH at a time (one swap each)."""
         if change["op"] == "add":
-            self.index.add(Entry.from_dict(change["entry"]))
+            self._pending.append(("add", Entry.from_dict(change["entry"])))
         elif change["op"] == "group":
-            self.index.set_group(change["name"], tuple(change["domains"]))
+            self._pending.append(("group", change["name"], tuple(change["domains"])))
         else:
-            self.index.remove(change["id"])
+            self._pending.append(("remove", change["id"]))
+        if len(self._pending) >= BATCH:
+            self._flush()
 
     def _undo(self, ids: list[str]) -> None:
-        for entry_id in ids:
-            self.index.remove(entry_id)
+        self._pending.extend(("remove", entry_id) for entry_id in ids)
+
+    def _flush(self) -> None:
+        if self._pending:
+            self.index.apply(self._pending)
+            self._pending = []
 
 
 def _lock(path: Path, shared: bool) -> IO[str]:

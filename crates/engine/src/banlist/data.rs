@@ -1,0 +1,686 @@
+//! One immutable snapshot of the index, and everything a reader asks of it.
+
+use std::sync::Arc;
+
+use super::names::{any_suffix, path_of, prefix_keys, suffixes, url_key};
+use super::shard::{RowData, RowRef, Shard};
+use super::table::Table;
+use super::{hash_str, shard_of, tag_of, Scope, SCOPES, SHARDS};
+
+/// Bit set in the id code of an id that is not a plain decimal number.
+pub const NAMED: u64 = 1 << 63;
+const META_CHUNK: usize = 1024;
+
+/// What repeats across entries: interned once, a row holds its number.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Meta {
+    /// Why the entry was made.
+    pub reason: Box<str>,
+    /// Who made it.
+    pub actor: Box<str>,
+    /// Where it applies, sorted; empty: everywhere.
+    pub regions: Box<[Box<str>]>,
+}
+
+impl Meta {
+    /// Whether an entry with this meta applies in `region`.
+    #[inline]
+    pub fn covers(&self, region: Option<&str>) -> bool {
+        self.regions.is_empty() || region.is_some_and(|r| self.regions.iter().any(|x| &**x == r))
+    }
+}
+
+/// Ids that are not plain decimals (tests, hand-made indexes): a code each.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    /// Code index -> the id.
+    pub names: Vec<Box<str>>,
+    /// The id -> its code.
+    pub codes: hashbrown::HashMap<Box<str>, u64>,
+}
+
+/// The org groups: name -> member domains, in definition order; and the reverse.
+#[derive(Clone, Debug, Default)]
+pub struct Groups {
+    /// Every group, in the order first defined.
+    pub order: Vec<(Box<str>, Vec<Box<str>>)>,
+    /// A member domain -> the groups holding it.
+    pub members: hashbrown::HashMap<Box<str>, Vec<Box<str>>>,
+}
+
+/// A snapshot of the whole index (see the module doc of `banlist`).
+#[derive(Clone, Debug)]
+pub struct IndexData {
+    pub(super) shards: Vec<Arc<Shard>>,
+    pub(super) ids: Vec<Arc<Table>>,
+    pub(super) metas: Vec<Arc<Vec<Meta>>>,
+    pub(super) metas_len: usize,
+    pub(super) names: Arc<Names>,
+    pub(super) groups: Arc<Groups>,
+    pub(super) counts: [usize; 5],
+    pub(super) len: usize,
+    pub(super) labels: usize,
+    pub(super) next_ord: u32,
+    pub(super) max_number: i64,
+}
+
+impl Default for IndexData {
+    fn default() -> Self {
+        let shard = Arc::new(Shard::default());
+        let table = Arc::new(Table::default());
+        IndexData {
+            shards: vec![shard; SHARDS],
+            ids: vec![table; SHARDS],
+            metas: Vec::new(),
+            metas_len: 0,
+            names: Arc::default(),
+            groups: Arc::default(),
+            counts: [0; 5],
+            len: 0,
+            labels: 1,
+            next_ord: 0,
+            max_number: -1,
+        }
+    }
+}
+
+/// An entry that matched, borrowed from the snapshot it was found in.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit<'a> {
+    /// The entry's id code: the id itself when it is a plain decimal (as the stores' are).
+    pub id: u64,
+    /// Its scope's name.
+    pub scope: &'a str,
+    /// Its value.
+    pub value: &'a str,
+    /// Where it is.
+    pub at: RowRef,
+    data: &'a IndexData,
+}
+
+impl Hit<'_> {
+    /// The audit reason the banlist rule writes: `domain example.org banned (legal) [entry 12]`.
+    pub fn describe(&self) -> String {
+        let reason = &self.data.meta(self.at).reason;
+        let id = self.data.id_text(self.id);
+        format!(
+            "{} {} banned ({reason}) [entry {id}]",
+            self.scope, self.value
+        )
+    }
+
+    /// The entry's id as written.
+    pub fn id_text(&self) -> String {
+        self.data.id_text(self.id)
+    }
+
+    /// The entry's reason.
+    pub fn reason(&self) -> &str {
+        &self.data.meta(self.at).reason
+    }
+}
+
+/// An entry that covers a URL, active or not, and the expression it covers it through.
+#[derive(Clone, Debug)]
+pub struct Match {
+    /// Where the entry is.
+    pub at: RowRef,
+    /// `url …`, `prefix … covers path …`, `host …`, `domain … (…)`, `org …: member domain …`.
+    pub expression: String,
+}
+
+/// The smallest-ord active row among `rows` (the first in insertion order).
+#[inline]
+fn first_active(
+    data: &IndexData,
+    best: &mut Option<(u32, RowRef)>,
+    at: RowRef,
+    region: Option<&str>,
+    now: f64,
+) {
+    let shard = &data.shards[at.shard as usize];
+    let ord = shard.ord(at.row);
+    if best.is_some_and(|(o, _)| o <= ord) {
+        return;
+    }
+    if data.active(at, region, now) {
+        *best = Some((ord, at));
+    }
+}
+
+impl IndexData {
+    /// How many entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Entries per scope, in [`SCOPES`] order.
+    pub fn counts(&self) -> [usize; 5] {
+        self.counts
+    }
+
+    /// The org groups.
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    /// The value and fields of a row.
+    pub fn row(&self, at: RowRef) -> (&str, RowData) {
+        let shard = &self.shards[at.shard as usize];
+        (shard.value(at.row), shard.data(at.row))
+    }
+
+    /// The meta of a row.
+    #[inline]
+    pub fn meta(&self, at: RowRef) -> &Meta {
+        let i = self.shards[at.shard as usize].meta(at.row) as usize;
+        &self.metas[i / META_CHUNK][i % META_CHUNK]
+    }
+
+    /// The meta numbered `i` (writers check whether an interned meta is still the same).
+    pub fn meta_at(&self, i: u32) -> &Meta {
+        let i = i as usize;
+        &self.metas[i / META_CHUNK][i % META_CHUNK]
+    }
+
+    /// Unexpired at `now`, and global or covering `region`.
+    #[inline]
+    pub fn active(&self, at: RowRef, region: Option<&str>, now: f64) -> bool {
+        let expires = self.shards[at.shard as usize].expires(at.row);
+        unexpired(expires, now) && self.meta(at).covers(region)
+    }
+
+    /// An id code as the id's text.
+    pub fn id_text(&self, code: u64) -> String {
+        if code & NAMED != 0 {
+            let i = (code & !NAMED) as usize;
+            self.names
+                .names
+                .get(i)
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        } else {
+            code.to_string()
+        }
+    }
+
+    /// The code of an id, if the index has ever seen it (numeric ids always have one).
+    pub fn code_of(&self, id: &str) -> Option<u64> {
+        match numeric_id(id) {
+            Some(n) => Some(n),
+            None => self.names.codes.get(id).copied(),
+        }
+    }
+
+    /// Where the entry with this id code is.
+    pub fn find_code(&self, code: u64) -> Option<RowRef> {
+        let h = id_hash(code);
+        self.ids[shard_of(h)]
+            .probe(h)
+            .map(id_ref)
+            .find(|at| self.shards[at.shard as usize].id(at.row) == code)
+    }
+
+    /// Where the entry with this id is.
+    pub fn find(&self, id: &str) -> Option<RowRef> {
+        self.find_code(self.code_of(id)?)
+    }
+
+    /// Rows of `scope` keyed exactly `key`, in insertion order.
+    pub fn rows_for(&self, scope: Scope, key: &str) -> Vec<RowRef> {
+        let h = hash_str(key);
+        let s = shard_of(h);
+        let shard = &self.shards[s];
+        let mut rows: Vec<RowRef> = shard
+            .rows(scope, key, tag_of(scope, h))
+            .map(|row| RowRef {
+                shard: s as u32,
+                row,
+            })
+            .collect();
+        rows.sort_unstable_by_key(|at| shard.ord(at.row));
+        rows
+    }
+
+    #[inline]
+    fn best_of(
+        &self,
+        scope: Scope,
+        key: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<(u32, RowRef)> {
+        self.best_hashed(scope, key, hash_str(key), region, now)
+    }
+
+    #[inline]
+    fn best_hashed(
+        &self,
+        scope: Scope,
+        key: &str,
+        h: u64,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<(u32, RowRef)> {
+        let s = shard_of(h);
+        let mut best = None;
+        for row in self.shards[s].rows(scope, key, tag_of(scope, h)) {
+            first_active(
+                self,
+                &mut best,
+                RowRef {
+                    shard: s as u32,
+                    row,
+                },
+                region,
+                now,
+            );
+        }
+        best
+    }
+
+    /// Whether url (bit 1) and prefix (bit 2) entries lie under `host`.
+    pub fn under(&self, host: &str) -> u8 {
+        self.under_hashed(hash_str(host))
+    }
+
+    #[inline]
+    fn under_hashed(&self, h: u64) -> u8 {
+        match self.shards[shard_of(h)].marks.get(&h) {
+            Some([url, prefix]) => u8::from(*url > 0) | (u8::from(*prefix > 0) << 1),
+            None => 0,
+        }
+    }
+
+    /// The names a domain or org ban of this host is looked up under, most specific first.
+    pub fn domain_keys<'h>(&self, host: &'h str) -> Vec<&'h str> {
+        suffixes(host, self.labels)
+    }
+
+    /// The first active host, domain or org entry covering `host` (the host's own first,
+    /// then each parent's domain entries, then its org entries), and whether url or
+    /// prefix entries lie under the host.
+    pub fn host_verdict(
+        &self,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> (Option<RowRef>, bool) {
+        let h = hash_str(host);
+        (
+            self.covering(host, h, region, now),
+            self.under_hashed(h) != 0,
+        )
+    }
+
+    /// `h`: the host's hash (a host is its own host key, and maybe its own domain key).
+    fn covering(&self, host: &str, h: u64, region: Option<&str>, now: f64) -> Option<RowRef> {
+        if self.counts[Scope::Host as usize] > 0 {
+            if let Some((_, at)) = self.best_hashed(Scope::Host, host, h, region, now) {
+                return Some(at);
+            }
+        }
+        let domains = self.counts[Scope::Domain as usize] > 0;
+        let orgs = self.counts[Scope::Org as usize] > 0 && !self.groups.members.is_empty();
+        if !domains && !orgs {
+            return None;
+        }
+        let mut found = None;
+        any_suffix(host, self.labels, |suffix| {
+            if domains {
+                let hs = if suffix.len() == host.len() {
+                    h
+                } else {
+                    hash_str(suffix)
+                };
+                if let Some((_, at)) = self.best_hashed(Scope::Domain, suffix, hs, region, now) {
+                    found = Some(at);
+                    return true;
+                }
+            }
+            if orgs {
+                if let Some(names) = self.groups.members.get(suffix) {
+                    let best = names
+                        .iter()
+                        .filter_map(|name| self.best_of(Scope::Org, name, region, now))
+                        .min_by_key(|(ord, _)| *ord);
+                    if let Some((_, at)) = best {
+                        found = Some(at);
+                        return true;
+                    }
+                }
+            }
+            false
+        });
+        found
+    }
+
+    /// The first active url entry of the URL, else its most specific active prefix entry;
+    /// nothing is looked at when no url or prefix entry lies under `host`.
+    pub fn match_url(
+        &self,
+        canonical: &str,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        self.match_under(canonical, host, self.under(host), region, now)
+    }
+
+    #[inline]
+    fn match_under(
+        &self,
+        canonical: &str,
+        host: &str,
+        under: u8,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        if under == 0 {
+            return None;
+        }
+        if under & 1 != 0 {
+            if let Some((_, at)) = self.best_of(Scope::Url, url_key(canonical), region, now) {
+                return Some(at);
+            }
+        }
+        if under & 2 != 0 {
+            let path = path_of(canonical)?;
+            for key in prefix_keys(host, path) {
+                if let Some((_, at)) = self.best_of(Scope::Prefix, &key, region, now) {
+                    return Some(at);
+                }
+            }
+        }
+        None
+    }
+
+    /// The most specific active entry for a canonical URL: url, prefix, host, domain, org.
+    pub fn match_any(
+        &self,
+        canonical: &str,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        let h = hash_str(host);
+        self.match_under(canonical, host, self.under_hashed(h), region, now)
+            .or_else(|| self.covering(host, h, region, now))
+    }
+
+    /// The entry the banlist rule removes a document for: the host's (or a parent's) host,
+    /// domain or org entry, overridden by a more specific url or prefix entry under the
+    /// host; region-scoped entries only in their regions; expired entries never.
+    pub fn lookup(
+        &self,
+        canonical: &str,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<Hit<'_>> {
+        self.match_any(canonical, host, region, now)
+            .map(|at| self.hit(at))
+    }
+
+    /// The row as a [`Hit`].
+    pub fn hit(&self, at: RowRef) -> Hit<'_> {
+        let shard = &self.shards[at.shard as usize];
+        Hit {
+            id: shard.id(at.row),
+            scope: shard.scope(at.row).name(),
+            value: shard.value(at.row),
+            at,
+            data: self,
+        }
+    }
+
+    /// Every entry, active or not, whose value covers the URL, with the expression.
+    pub fn explain(&self, canonical: &str, host: &str) -> Vec<Match> {
+        let mut out = Vec::new();
+        let key = url_key(canonical);
+        for at in self.rows_for(Scope::Url, key) {
+            out.push(Match {
+                at,
+                expression: format!("url {key}"),
+            });
+        }
+        if self.under(host) & 2 != 0 {
+            if let Some(path) = path_of(canonical) {
+                for key in prefix_keys(host, path) {
+                    for at in self.rows_for(Scope::Prefix, &key) {
+                        let value = self.shards[at.shard as usize].value(at.row);
+                        out.push(Match {
+                            at,
+                            expression: format!("prefix {value} covers path {path}"),
+                        });
+                    }
+                }
+            }
+        }
+        for at in self.rows_for(Scope::Host, host) {
+            out.push(Match {
+                at,
+                expression: format!("host {host}"),
+            });
+        }
+        for suffix in suffixes(host, self.labels) {
+            let how = if suffix == host {
+                "the domain itself".to_string()
+            } else {
+                format!("a parent of {host}")
+            };
+            for at in self.rows_for(Scope::Domain, suffix) {
+                out.push(Match {
+                    at,
+                    expression: format!("domain {suffix} ({how})"),
+                });
+            }
+            if let Some(names) = self.groups.members.get(suffix) {
+                let mut rows: Vec<RowRef> = names
+                    .iter()
+                    .flat_map(|n| self.rows_for(Scope::Org, n))
+                    .collect();
+                rows.sort_unstable_by_key(|at| self.shards[at.shard as usize].ord(at.row));
+                for at in rows {
+                    let name = self.shards[at.shard as usize].value(at.row);
+                    out.push(Match {
+                        at,
+                        expression: format!("org {name}: member domain {suffix} ({how})"),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Every row, in insertion order (oldest first).
+    pub fn all_rows(&self) -> Vec<RowRef> {
+        self.rows_where(|_, _| true)
+    }
+
+    /// Rows for which `keep(shard, row)` holds, in insertion order.
+    pub fn rows_where(&self, keep: impl Fn(&Shard, u32) -> bool) -> Vec<RowRef> {
+        let mut rows: Vec<(u32, RowRef)> = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            for row in 0..shard.len() as u32 {
+                if keep(shard, row) {
+                    rows.push((
+                        shard.ord(row),
+                        RowRef {
+                            shard: s as u32,
+                            row,
+                        },
+                    ));
+                }
+            }
+        }
+        rows.sort_unstable_by_key(|(ord, _)| *ord);
+        rows.into_iter().map(|(_, at)| at).collect()
+    }
+
+    /// Entries expired at `now`, oldest first.
+    pub fn expired(&self, now: f64) -> Vec<RowRef> {
+        let mut rows: Vec<(u32, RowRef)> = Vec::new();
+        for (s, shard) in self
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, sh)| sh.expiring > 0)
+        {
+            for row in 0..shard.len() as u32 {
+                if shard.expires(row) <= now {
+                    rows.push((
+                        shard.ord(row),
+                        RowRef {
+                            shard: s as u32,
+                            row,
+                        },
+                    ));
+                }
+            }
+        }
+        rows.sort_unstable_by_key(|(ord, _)| *ord);
+        rows.into_iter().map(|(_, at)| at).collect()
+    }
+
+    /// How many entries are unexpired at `now`.
+    pub fn active_count(&self, now: f64) -> usize {
+        let gone: usize = self
+            .shards
+            .iter()
+            .filter(|sh| sh.expiring > 0)
+            .map(|sh| {
+                (0..sh.len() as u32)
+                    .filter(|&r| sh.expires(r) <= now)
+                    .count()
+            })
+            .sum();
+        self.len - gone
+    }
+
+    /// Up to `limit` unexpired entries after id `after`, and whether more follow: numeric
+    /// ids by number, then the other ids by string.
+    pub fn page(&self, after: Option<&str>, limit: usize, now: f64) -> (Vec<RowRef>, bool) {
+        let want = limit + 1;
+        let number = after
+            .map(|a| numeric_id(a).map_or(-1, |n| n as i64))
+            .unwrap_or(-1);
+        let mut rows = if after.is_none() || number >= 0 {
+            self.numbered(number, want, now)
+        } else {
+            Vec::new()
+        };
+        if rows.len() < want {
+            let mut named: Vec<(&str, RowRef)> = self
+                .names
+                .codes
+                .iter()
+                .filter(|(name, _)| {
+                    after.is_none() || number >= 0 || after.is_some_and(|a| &***name > a)
+                })
+                .filter_map(|(name, &code)| Some((&**name, self.find_code(code)?)))
+                .filter(|(_, at)| unexpired(self.shards[at.shard as usize].expires(at.row), now))
+                .collect();
+            named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            rows.extend(named.into_iter().take(want - rows.len()).map(|(_, at)| at));
+        }
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        (rows, more)
+    }
+
+    fn numbered(&self, after: i64, want: usize, now: f64) -> Vec<RowRef> {
+        let live = |at: RowRef| unexpired(self.shards[at.shard as usize].expires(at.row), now);
+        let mut rows = Vec::new();
+        let (mut n, mut budget) = (after + 1, 8 * want + 1024);
+        while n <= self.max_number && rows.len() < want && budget > 0 {
+            if let Some(at) = self.find_code(n as u64).filter(|&at| live(at)) {
+                rows.push(at);
+            }
+            n += 1;
+            budget -= 1;
+        }
+        if budget > 0 {
+            return rows;
+        }
+        // wide gaps: one pass over the ids instead
+        let mut found: Vec<(u64, RowRef)> = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            for row in 0..shard.len() as u32 {
+                let id = shard.id(row);
+                let at = RowRef {
+                    shard: s as u32,
+                    row,
+                };
+                if id & NAMED == 0 && id as i64 > after && live(at) {
+                    found.push((id, at));
+                }
+            }
+        }
+        found.sort_unstable_by_key(|(id, _)| *id);
+        found.into_iter().take(want).map(|(_, at)| at).collect()
+    }
+
+    /// Bytes the snapshot's own structures hold (capacities; the allocator's overhead aside).
+    pub fn bytes(&self) -> usize {
+        let shards: usize = self.shards.iter().map(|s| s.bytes()).sum();
+        let ids: usize = self.ids.iter().map(|t| t.bytes()).sum();
+        shards + ids + self.metas_len * std::mem::size_of::<Meta>()
+    }
+
+    /// The scope counts as (name, count) pairs.
+    pub fn named_counts(&self) -> impl Iterator<Item = (&'static str, usize)> + '_ {
+        SCOPES.iter().map(|s| (s.name(), self.counts[*s as usize]))
+    }
+}
+
+/// Not expired at `now`: the expiry is NaN (never) or later (`not expires <= now`).
+#[inline]
+pub fn unexpired(expires: f64, now: f64) -> bool {
+    !matches!(
+        expires.partial_cmp(&now),
+        Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+    )
+}
+
+/// `columns.numeric_id`: a plain decimal of at most 18 digits without a leading zero.
+pub fn numeric_id(id: &str) -> Option<u64> {
+    let b = id.as_bytes();
+    if b.is_empty()
+        || b.len() > 18
+        || !b.iter().all(u8::is_ascii_digit)
+        || (b[0] == b'0' && b.len() > 1)
+    {
+        return None;
+    }
+    id.parse().ok()
+}
+
+/// The hash an id code is placed by in the id tables.
+#[inline]
+pub fn id_hash(code: u64) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x1D5).hash_one(code)
+}
+
+const ID_SHIFT: u32 = 40;
+
+/// An id table's slot for a row.
+#[inline]
+pub fn id_slot(at: RowRef) -> u64 {
+    (u64::from(at.shard) << ID_SHIFT) | (u64::from(at.row) + 1)
+}
+
+/// The row an id table's slot points at.
+#[inline]
+pub fn id_ref(slot: u64) -> RowRef {
+    RowRef {
+        shard: (slot >> ID_SHIFT) as u32,
+        row: ((slot & ((1 << ID_SHIFT) - 1)) - 1) as u32,
+    }
+}

@@ -1,0 +1,259 @@
+//! The banlist index: what a URL is matched against on the request path.
+//!
+//! The stores (embedded, Redis) stay in Python and hand their changes to [`BanIndex`] in
+//! batches. The index is one immutable snapshot ([`IndexData`]) behind an `ArcSwap`: a
+//! batch is applied to a copy and published with one pointer swap, so a reader sees every
+//! change of a batch or none, and a request keeps the snapshot it started with.
+//!
+//! Copying 10 M entries per change would be absurd, so the copy is copy-on-write by shard:
+//! entries are spread over [`SHARDS`] shards by the hash of their key (ids over as many id
+//! shards), a snapshot is two vectors of `Arc`s, and a batch clones only the shards it
+//! touches (`Arc::make_mut`). One change thus costs two shard copies (about a thousandth of
+//! the index), a seed or a resync builds its index aside with nothing shared to copy.
+//!
+//! Layout per entry: its value in its shard's arena (length-prefixed), and columns of u32
+//! and u64/f64 (offset, id, created, expires, scope + meta, insertion order); what repeats
+//! (reason, actor, regions) is interned once as a meta. Keys are found through tables of
+//! `u64` slots (32 bits of the key's hash and the row), a hit verified against the value.
+
+mod apply;
+mod data;
+mod names;
+mod py;
+mod shard;
+mod table;
+
+pub use apply::{Change, NewEntry};
+pub use data::{Hit, IndexData, Match};
+pub use py::BanIndex;
+pub use shard::RowRef;
+
+use pyo3::prelude::*;
+
+/// Shards of entries (and of ids): a power of two.
+pub const SHARD_BITS: u32 = 10;
+/// How many shards.
+pub const SHARDS: usize = 1 << SHARD_BITS;
+
+/// What an entry covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Scope {
+    /// One canonical URL (without its scheme).
+    Url = 0,
+    /// A host and path prefix.
+    Prefix = 1,
+    /// One host.
+    Host = 2,
+    /// A domain and every subdomain.
+    Domain = 3,
+    /// An org group: its member domains and their subdomains.
+    Org = 4,
+}
+
+/// Every scope, in the order `counts` lists them.
+pub const SCOPES: [Scope; 5] = [
+    Scope::Url,
+    Scope::Prefix,
+    Scope::Host,
+    Scope::Domain,
+    Scope::Org,
+];
+
+impl Scope {
+    /// The scope's name as entries and responses write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Url => "url",
+            Scope::Prefix => "prefix",
+            Scope::Host => "host",
+            Scope::Domain => "domain",
+            Scope::Org => "org",
+        }
+    }
+
+    /// The scope named `name`.
+    pub fn parse(name: &str) -> Option<Scope> {
+        SCOPES.into_iter().find(|s| s.name() == name)
+    }
+
+    fn from_bits(bits: u32) -> Scope {
+        SCOPES.get(bits as usize).copied().unwrap_or(Scope::Url)
+    }
+
+    /// The string an entry is matched by: a prefix without its trailing slashes.
+    pub fn key_of(self, value: &str) -> &str {
+        if self == Scope::Prefix {
+            value.trim_end_matches('/')
+        } else {
+            value
+        }
+    }
+
+    // Mixed into a key's tag, so `a.com` as a host and as a domain take different slots
+    fn salt(self) -> u32 {
+        [
+            0x4F6C_DD1D,
+            0x4C95_7F2D,
+            0xF767_814F,
+            0xFE94_F82B,
+            0x9E37_79B9,
+        ][self as usize]
+    }
+}
+
+/// The hash of a key or host (fixed seed: the same name always lands in the same place).
+#[inline]
+pub fn hash_str(text: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5EED_BA11).hash_one(text)
+}
+
+/// The shard a key (or a host's marks) lives in.
+#[inline]
+pub fn shard_of(hash: u64) -> usize {
+    (hash >> (64 - SHARD_BITS)) as usize
+}
+
+/// The tag of a key of `scope` whose hash is `hash`.
+#[inline]
+pub fn tag_of(scope: Scope, hash: u64) -> u32 {
+    (hash as u32) ^ scope.salt()
+}
+
+/// Registers the `BanIndex` class on the Python module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<BanIndex>()?;
+    m.add_class::<py::EntryIter>()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(id: &str, scope: Scope, value: &str, regions: &[&str], expires: Option<f64>) -> Change {
+        Change::Add(NewEntry {
+            id: id.into(),
+            scope,
+            value: value.into(),
+            reason: "legal removal".into(),
+            actor: "tns".into(),
+            created: 0.0,
+            expires,
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn lookup_gives_the_rules_verdict_and_reason() {
+        let index = BanIndex::empty();
+        let changes = vec![
+            add("1", Scope::Domain, "example.org", &[], None),
+            add("2", Scope::Url, "www.example.org/a", &["DE"], None),
+            add("3", Scope::Prefix, "www.example.org/f/", &[], Some(5.0)),
+            add("4", Scope::Host, "h.example.net", &[], None),
+            Change::Group("acme".into(), vec!["acme.com".into()]),
+            add("5", Scope::Org, "acme", &[], None),
+        ];
+        index.apply_iter(changes).unwrap();
+        let snap = index.snapshot();
+        assert_eq!(snap.len(), 5);
+        let hit = |url: &str, host: &str, region: Option<&str>, now: f64| {
+            snap.lookup(url, host, region, now).map(|h| h.describe())
+        };
+        let www = "www.example.org";
+        assert_eq!(
+            hit("http://www.example.org/a", www, Some("DE"), 1.0).as_deref(),
+            Some("url www.example.org/a banned (legal removal) [entry 2]")
+        );
+        assert_eq!(
+            hit("http://www.example.org/a", www, Some("FR"), 1.0).as_deref(),
+            Some("domain example.org banned (legal removal) [entry 1]")
+        );
+        let prefix = snap
+            .lookup("http://www.example.org/f/x", www, None, 1.0)
+            .unwrap();
+        assert_eq!(
+            (prefix.id, prefix.scope, prefix.value),
+            (3, "prefix", "www.example.org/f/")
+        );
+        assert_eq!(
+            snap.lookup("http://www.example.org/f/x", www, None, 5.0)
+                .unwrap()
+                .id,
+            1
+        );
+        assert_eq!(
+            snap.lookup("http://x.h.example.net/", "x.h.example.net", None, 1.0)
+                .map(|h| h.id),
+            None
+        );
+        assert_eq!(
+            snap.lookup("http://h.example.net/", "h.example.net", None, 1.0)
+                .unwrap()
+                .id,
+            4
+        );
+        assert_eq!(
+            snap.lookup("http://a.acme.com/", "a.acme.com", None, 1.0)
+                .unwrap()
+                .scope,
+            "org"
+        );
+        // a later batch does not change the snapshot a reader holds
+        index.apply_iter(vec![Change::Remove("1".into())]).unwrap();
+        assert_eq!(
+            snap.lookup("http://b.example.org/", "b.example.org", None, 1.0)
+                .unwrap()
+                .id,
+            1
+        );
+        assert!(index
+            .snapshot()
+            .lookup("http://b.example.org/", "b.example.org", None, 1.0)
+            .is_none());
+    }
+
+    #[test]
+    fn a_tag_collision_is_verified_against_the_value() {
+        let index = BanIndex::empty();
+        index
+            .apply_iter(vec![add("1", Scope::Domain, "evil.com", &[], None)])
+            .unwrap();
+        let mut data = IndexData::clone(&index.snapshot());
+        // forge a row of another value under clean.com's tag in clean.com's shard
+        let h = hash_str("clean.com");
+        let shard = std::sync::Arc::make_mut(&mut data.shards[shard_of(h)]);
+        let tag = tag_of(Scope::Domain, h);
+        let row_data = shard::RowData {
+            id: 2,
+            created: 0.0,
+            expires: f64::NAN,
+            scope: Scope::Domain,
+            meta: 0,
+            ord: 9,
+        };
+        let row = shard.push("other.com", row_data).unwrap();
+        shard
+            .keys
+            .insert(u64::from(tag), shard::key_slot(tag, row), shard::slot_tag);
+        assert_eq!(
+            shard
+                .keys
+                .probe(u64::from(tag))
+                .filter(|&s| shard::slot_tag(s) == u64::from(tag))
+                .count(),
+            1
+        );
+        assert!(data
+            .lookup("http://clean.com/", "clean.com", None, 1.0)
+            .is_none());
+        assert_eq!(
+            data.lookup("http://evil.com/", "evil.com", None, 1.0)
+                .unwrap()
+                .id,
+            1
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! `app._engine.BanIndex`: the index as the Python stores and rules use it.
+//!
+//! Entries cross as `app.banlist.model.Entry` objects (made on demand, for a hit or an
+//! iteration: the index holds none), matches of `explain` as `model.Match`.
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::{MutexExt, PyOnceLock};
+use pyo3::types::{PyDict, PyFrozenSet, PyTuple, PyType};
+
+use super::apply::{self, Change, NewEntry, Writer};
+use super::data::IndexData;
+use super::shard::RowRef;
+use super::{Scope, SCOPES};
+
+/// Entries parsed per chunk while building (bounds what a build holds besides the index).
+const CHUNK: usize = 65_536;
+/// A batch this large is followed by giving back the spare capacity of what it copied.
+const LARGE: usize = 4096;
+
+static ENTRY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static MATCH: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The banlist index: a snapshot swapped whole by every batch of changes.
+#[pyclass(frozen, module = "app._engine")]
+pub struct BanIndex {
+    current: ArcSwap<IndexData>,
+    writer: Mutex<Writer>,
+}
+
+impl BanIndex {
+    /// The current snapshot: a request matches its whole page against one.
+    pub fn snapshot(&self) -> Arc<IndexData> {
+        self.current.load_full()
+    }
+
+    /// Apply a batch of changes: readers see all of it or none of it. On an error nothing
+    /// is applied.
+    pub fn apply_changes(&self, changes: Vec<Change>) -> Result<(), String> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| "the banlist writer panicked".to_string())?;
+        let mut data = IndexData::clone(&self.current.load());
+        writer.apply(&mut data, changes)?;
+        self.current.store(Arc::new(data));
+        Ok(())
+    }
+
+    // Waits detached from the interpreter: a writer holding the lock may need it back.
+    /// An empty index.
+    pub fn empty() -> Self {
+        BanIndex {
+            current: ArcSwap::from_pointee(IndexData::default()),
+            writer: Mutex::default(),
+        }
+    }
+
+    /// Apply a stream of changes as one batch, `CHUNK` at a time to one copy published at
+    /// the end (a build or a resync: never a whole copy per chunk).
+    pub fn apply_iter(&self, changes: impl IntoIterator<Item = Change>) -> Result<(), String> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| "the banlist writer panicked".to_string())?;
+        let mut data = IndexData::clone(&self.current.load());
+        let mut changes = changes.into_iter().peekable();
+        let mut total = 0;
+        while changes.peek().is_some() {
+            let chunk: Vec<Change> = changes.by_ref().take(CHUNK).collect();
+            total += chunk.len();
+            writer.apply(&mut data, chunk)?;
+        }
+        if total >= LARGE {
+            Writer::settle(&mut data);
+        }
+        self.current.store(Arc::new(data));
+        Ok(())
+    }
+
+    fn lock(&self, py: Python<'_>) -> PyResult<std::sync::MutexGuard<'_, Writer>> {
+        self.writer
+            .lock_py_attached(py)
+            .map_err(|_| PyRuntimeError::new_err("the banlist writer panicked"))
+    }
+
+    fn apply_py(&self, py: Python<'_>, changes: Vec<Change>) -> PyResult<()> {
+        let mut writer = self.lock(py)?;
+        let mut data = IndexData::clone(&self.current.load());
+        writer
+            .apply(&mut data, changes)
+            .map_err(PyValueError::new_err)?;
+        self.current.store(Arc::new(data));
+        Ok(())
+    }
+
+    /// Apply changes parsed from Python chunk by chunk to one copy, published at the end.
+    fn apply_stream(
+        &self,
+        py: Python<'_>,
+        changes: &Bound<'_, PyAny>,
+        parse: fn(&Bound<'_, PyAny>) -> PyResult<Change>,
+    ) -> PyResult<()> {
+        let mut writer = self.lock(py)?;
+        let mut data = IndexData::clone(&self.current.load());
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut total = 0;
+        for item in changes.try_iter()? {
+            chunk.push(parse(&item?)?);
+            total += 1;
+            if chunk.len() == CHUNK {
+                let batch = std::mem::take(&mut chunk);
+                let w: &mut Writer = &mut writer;
+                py.detach(|| w.apply(&mut data, batch))
+                    .map_err(PyValueError::new_err)?;
+            }
+        }
+        let w: &mut Writer = &mut writer;
+        py.detach(|| w.apply(&mut data, chunk))
+            .map_err(PyValueError::new_err)?;
+        if total >= LARGE {
+            py.detach(|| Writer::settle(&mut data));
+        }
+        self.current.store(Arc::new(data));
+        Ok(())
+    }
+}
+
+fn entry_of(obj: &Bound<'_, PyAny>) -> PyResult<NewEntry> {
+    let scope: String = obj.getattr("scope")?.extract()?;
+    let scope = Scope::parse(&scope)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown scope {scope:?}")))?;
+    let expires = obj.getattr("expires_at")?;
+    let mut regions: Vec<String> = Vec::new();
+    for region in obj.getattr("regions")?.try_iter()? {
+        regions.push(region?.extract()?);
+    }
+    Ok(NewEntry {
+        id: obj.getattr("id")?.extract()?,
+        scope,
+        value: obj.getattr("value")?.extract()?,
+        reason: obj.getattr("reason")?.extract()?,
+        actor: obj.getattr("actor")?.extract()?,
+        created: obj.getattr("created_at")?.extract()?,
+        expires: if expires.is_none() {
+            None
+        } else {
+            Some(expires.extract()?)
+        },
+        regions,
+    })
+}
+
+fn add_of(obj: &Bound<'_, PyAny>) -> PyResult<Change> {
+    Ok(Change::Add(entry_of(obj)?))
+}
+
+fn group_of(name: &Bound<'_, PyAny>, domains: &Bound<'_, PyAny>) -> PyResult<Change> {
+    let mut members = Vec::new();
+    for d in domains.try_iter()? {
+        members.push(d?.extract()?);
+    }
+    Ok(Change::Group(name.extract()?, members))
+}
+
+fn change_of(obj: &Bound<'_, PyAny>) -> PyResult<Change> {
+    let parts = obj.cast::<PyTuple>()?;
+    let op: String = parts.get_item(0)?.extract()?;
+    match op.as_str() {
+        "add" => add_of(&parts.get_item(1)?),
+        "remove" => Ok(Change::Remove(parts.get_item(1)?.extract()?)),
+        "group" => group_of(&parts.get_item(1)?, &parts.get_item(2)?),
+        _ => Err(PyValueError::new_err(format!(
+            "unknown change {op:?} (add, remove or group)"
+        ))),
+    }
+}
+
+/// The row as an `Entry`.
+fn make_entry<'py>(py: Python<'py>, data: &IndexData, at: RowRef) -> PyResult<Bound<'py, PyAny>> {
+    let (value, row) = data.row(at);
+    let meta = data.meta(at);
+    let regions = PyFrozenSet::new(py, meta.regions.iter().map(|r| &**r))?;
+    let expires = if row.expires.is_nan() {
+        None
+    } else {
+        Some(row.expires)
+    };
+    ENTRY.import(py, "app.banlist.model", "Entry")?.call1((
+        data.id_text(row.id),
+        row.scope.name(),
+        value,
+        &*meta.reason,
+        &*meta.actor,
+        row.created,
+        expires,
+        regions,
+    ))
+}
+
+fn entries<'py>(
+    py: Python<'py>,
+    data: &IndexData,
+    rows: &[RowRef],
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    rows.iter().map(|&at| make_entry(py, data, at)).collect()
+}
+
+fn maybe<'py>(
+    py: Python<'py>,
+    data: &IndexData,
+    at: Option<RowRef>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    at.map(|at| make_entry(py, data, at)).transpose()
+}
+
+#[pymethods]
+impl BanIndex {
+    /// `BanIndex(entries=(), groups=None)`: built aside from an iterable of entries and a
+    /// mapping of org group name -> domains.
+    #[new]
+    #[pyo3(signature = (entries = None, groups = None))]
+    fn new(
+        py: Python<'_>,
+        entries: Option<&Bound<'_, PyAny>>,
+        groups: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let index = BanIndex {
+            current: ArcSwap::from_pointee(IndexData::default()),
+            writer: Mutex::default(),
+        };
+        if let Some(groups) = groups {
+            let changes = groups
+                .iter()
+                .map(|(k, v)| group_of(&k, &v))
+                .collect::<PyResult<Vec<_>>>()?;
+            index.apply_py(py, changes)?;
+        }
+        if let Some(entries) = entries {
+            index.apply_stream(py, entries, add_of)?;
+        }
+        Ok(index)
+    }
+
+    /// Org group name -> its member domains (a copy).
+    #[getter]
+    fn groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let data = self.current.load();
+        let out = PyDict::new(py);
+        for (name, domains) in &data.groups().order {
+            out.set_item(&**name, PyTuple::new(py, domains.iter().map(|d| &**d))?)?;
+        }
+        Ok(out)
+    }
+
+    /// Entries per scope (a copy).
+    #[getter]
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (name, n) in self.current.load().named_counts() {
+            out.set_item(name, n)?;
+        }
+        Ok(out)
+    }
+
+    /// Define or redefine an org group; entries banning it follow the new members at once.
+    fn set_group(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        domains: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.apply_py(py, vec![group_of(name, domains)?])
+    }
+
+    /// Index an entry (replacing one with the same id).
+    fn add(&self, py: Python<'_>, entry: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.apply_py(py, vec![add_of(entry)?])
+    }
+
+    /// Index many entries as one batch.
+    fn add_many(&self, py: Python<'_>, entries: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.apply_stream(py, entries, add_of)
+    }
+
+    /// Drop an entry by id; returns it, or None if it was not there.
+    fn remove<'py>(&self, py: Python<'py>, entry_id: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let _writer = self.lock(py)?;
+        let base = self.current.load_full();
+        let Some(at) = base.find(entry_id) else {
+            return Ok(None);
+        };
+        let entry = make_entry(py, &base, at)?;
+        let mut data = IndexData::clone(&base);
+        drop(base);
+        apply::remove(&mut data, entry_id);
+        self.current.store(Arc::new(data));
+        Ok(Some(entry))
+    }
+
+    /// Apply a batch of changes atomically: `("add", entry)`, `("remove", id)`,
+    /// `("group", name, domains)`, in order; a reader sees all of them or none.
+    fn apply(&self, py: Python<'_>, changes: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.apply_stream(py, changes, change_of)
+    }
+
+    fn __len__(&self) -> usize {
+        self.current.load().len()
+    }
+
+    /// Every entry, oldest first, as of this call.
+    fn __iter__(&self) -> EntryIter {
+        self.frozen()
+    }
+
+    /// Every entry as of this call, made one at a time while writers go on.
+    fn frozen(&self) -> EntryIter {
+        let data = self.current.load_full();
+        let rows = data.all_rows();
+        EntryIter { data, rows, at: 0 }
+    }
+
+    /// The entry with this id.
+    fn get<'py>(&self, py: Python<'py>, entry_id: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        maybe(py, &data, data.find(entry_id))
+    }
+
+    /// Every entry written for exactly this scope and value, oldest first.
+    fn by_value<'py>(
+        &self,
+        py: Python<'py>,
+        scope: &str,
+        value: &str,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let data = self.current.load();
+        let rows = match Scope::parse(scope) {
+            Some(s) => data
+                .rows_for(s, s.key_of(value))
+                .into_iter()
+                .filter(|&at| data.row(at).0 == value)
+                .collect(),
+            None => Vec::new(),
+        };
+        PyTuple::new(py, entries(py, &data, &rows)?)
+    }
+
+    /// Entries expired at `now`, oldest first.
+    fn expired<'py>(&self, py: Python<'py>, now: f64) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        entries(py, &data, &data.expired(now))
+    }
+
+    /// Up to `limit` unexpired entries after id `after` (numbers by number, then other ids
+    /// by string), and whether more follow.
+    #[pyo3(signature = (after, limit, now))]
+    fn page<'py>(
+        &self,
+        py: Python<'py>,
+        after: Option<&str>,
+        limit: usize,
+        now: f64,
+    ) -> PyResult<(Vec<Bound<'py, PyAny>>, bool)> {
+        let data = self.current.load();
+        let (rows, more) = data.page(after, limit, now);
+        Ok((entries(py, &data, &rows)?, more))
+    }
+
+    /// How many entries are unexpired at `now`.
+    fn active_count(&self, now: f64) -> usize {
+        self.current.load().active_count(now)
+    }
+
+    /// The most specific active entry for a canonical URL (url, prefix, host, domain, org).
+    #[pyo3(name = "match", signature = (canonical, host, region, now))]
+    fn match_<'py>(
+        &self,
+        py: Python<'py>,
+        canonical: &str,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        maybe(py, &data, data.match_any(canonical, host, region, now))
+    }
+
+    /// The active url or prefix entry for a URL: what depends on more than the host.
+    #[pyo3(signature = (canonical, host, region, now))]
+    fn match_url<'py>(
+        &self,
+        py: Python<'py>,
+        canonical: &str,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        maybe(py, &data, data.match_url(canonical, host, region, now))
+    }
+
+    /// The active host, domain or org entry for a host, most specific first.
+    #[pyo3(signature = (host, region, now))]
+    fn match_host<'py>(
+        &self,
+        py: Python<'py>,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        maybe(py, &data, data.host_verdict(host, region, now).0)
+    }
+
+    /// (match_host's entry, whether a url or prefix entry exists under the host).
+    #[pyo3(signature = (host, region, now))]
+    fn host_verdict<'py>(
+        &self,
+        py: Python<'py>,
+        host: &str,
+        region: Option<&str>,
+        now: f64,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, bool)> {
+        let data = self.current.load();
+        let (at, under) = data.host_verdict(host, region, now);
+        Ok((maybe(py, &data, at)?, under))
+    }
+
+    /// The names a domain or org ban of this host is looked up under, most specific first.
+    fn domain_keys<'py>(&self, py: Python<'py>, host: &str) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.current.load().domain_keys(host))
+    }
+
+    /// Every entry, active or not, whose value covers the URL, with the expression.
+    fn explain<'py>(
+        &self,
+        py: Python<'py>,
+        canonical: &str,
+        host: &str,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let data = self.current.load();
+        let cls = MATCH.import(py, "app.banlist.model", "Match")?;
+        data.explain(canonical, host)
+            .into_iter()
+            .map(|m| cls.call1((make_entry(py, &data, m.at)?, m.expression)))
+            .collect()
+    }
+
+    /// Bytes the index's own structures hold (what `bench` reports beside RSS).
+    fn nbytes(&self) -> usize {
+        self.current.load().bytes()
+    }
+
+    fn __repr__(&self) -> String {
+        let data = self.current.load();
+        let counts: Vec<String> = SCOPES
+            .iter()
+            .map(|s| format!("{}={}", s.name(), data.counts()[*s as usize]))
+            .collect();
+        format!("BanIndex({} entries: {})", data.len(), counts.join(", "))
+    }
+}
+
+/// An iterator over the entries of one snapshot, oldest first.
+#[pyclass(module = "app._engine")]
+pub struct EntryIter {
+    data: Arc<IndexData>,
+    rows: Vec<RowRef>,
+    at: usize,
+}
+
+#[pymethods]
+impl EntryIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(&at) = self.rows.get(self.at) else {
+            return Ok(None);
+        };
+        self.at += 1;
+        make_entry(py, &self.data, at).map(Some)
+    }
+}
