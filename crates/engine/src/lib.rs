@@ -5,6 +5,7 @@
 
 pub mod contract;
 pub mod json;
+pub mod neardup;
 
 use pyo3::prelude::*;
 
@@ -12,5 +13,6 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    neardup::python::register(m)?;
     Ok(())
 }
