@@ -6,7 +6,8 @@ which characters `\\w` matches, what `str.lower` maps each character to, and the
 properties its final-sigma rule reads (Case_Ignorable, Cased), read off `str.lower` itself.
 tests/test_neardup_engine.py checks the file against the running Python.
 
-Run from the repository root: `python -m tests.data.gen_word_tables > crates/engine/src/neardup/tables.rs`.
+Run from the repository root:
+`python -m tests.data.gen_word_tables > crates/engine/src/neardup/tables.rs`.
 """
 from __future__ import annotations
 
