@@ -8,7 +8,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 const NONE: u32 = u32::MAX;
 
-/// Hashes a u128 key by its low 64 bits (the keys are uniformly distributed already).
+/// Hashes a u128 key by its low 64 bits, a u64 as itself: the keys are MurmurHash3
+/// outputs, uniformly distributed already.
 #[derive(Default)]
 pub struct KeyHasher(u64);
 
@@ -23,6 +24,9 @@ impl Hasher for KeyHasher {
     }
     fn write_u128(&mut self, key: u128) {
         self.0 = key as u64;
+    }
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
     }
 }
 

@@ -38,11 +38,22 @@ impl Family {
 
     /// The signature values of a set of shingle hashes, written into `out` (k long).
     pub fn sign(&self, set: &[u64], out: &mut [u64]) {
-        out.fill(EMPTY);
-        for &x in set {
-            for ((o, &a), &b) in out.iter_mut().zip(&self.a).zip(&self.b) {
-                *o = (*o).min(a.wrapping_mul(x).wrapping_add(b));
+        // One function at a time over the whole set, four running minima: the minima stay
+        // in registers and the four chains of compares overlap.
+        for ((o, &a), &b) in out.iter_mut().zip(&self.a).zip(&self.b) {
+            let h = |x: u64| a.wrapping_mul(x).wrapping_add(b);
+            let mut m = [EMPTY; 4];
+            let mut quads = set.chunks_exact(4);
+            for q in &mut quads {
+                for lane in 0..4 {
+                    m[lane] = m[lane].min(h(q[lane]));
+                }
             }
+            let rest = quads
+                .remainder()
+                .iter()
+                .fold(EMPTY, |acc, &x| acc.min(h(x)));
+            *o = m[0].min(m[1]).min(m[2]).min(m[3]).min(rest);
         }
     }
 }

@@ -41,6 +41,22 @@ fn neardup_content_key(text: &str) -> u128 {
     super::cache::content_key(text)
 }
 
+/// A page converted once, so that a benchmark times the matching, not the conversion.
+#[pyclass(frozen, name = "NearDupPage")]
+struct PyPage {
+    docs: Vec<Doc>,
+    sigs: Vec<Option<MinHashIn>>,
+}
+
+#[pymethods]
+impl PyPage {
+    #[new]
+    fn new(docs: Vec<Doc>) -> Self {
+        let sigs = signatures(&docs);
+        PyPage { docs, sigs }
+    }
+}
+
 /// A `Matcher` (one configured near_duplicates rule with its caches).
 #[pyclass(frozen, name = "NearDupMatcher")]
 struct PyMatcher(Matcher);
@@ -174,6 +190,15 @@ impl PyMatcher {
         Ok((pairs, used_name(used)))
     }
 
+    /// `pairs` of a converted page, without a check, the GIL released.
+    fn pairs_page(&self, py: Python<'_>, page: &PyPage) -> PyResult<(Pairs, &'static str)> {
+        let docs = inputs(&page.docs, &page.sigs);
+        let (pairs, used) = py
+            .detach(|| self.0.pairs(&docs, &mut || Ok(())))
+            .map_err(|Stopped| PyValueError::new_err("stopped"))?;
+        Ok((pairs, used_name(used)))
+    }
+
     /// "exact" or "minhash" for this page.
     fn method_for(&self, docs: Vec<Doc>) -> &'static str {
         let sigs = signatures(&docs);
@@ -211,6 +236,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minhash_signature, m)?)?;
     m.add_function(wrap_pyfunction!(neardup_content_key, m)?)?;
     m.add_class::<PyMatcher>()?;
+    m.add_class::<PyPage>()?;
     m.add("NEARDUP_UNICODE_VERSION", super::tables::UNICODE_VERSION)?;
     Ok(())
 }

@@ -4,6 +4,10 @@
 //! the sizes are what Python's frozensets give, so every value is the same quotient of the
 //! same two integers (an integer division in Python is correctly rounded, as f64's is).
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use super::lru::KeyHasher;
 use super::murmur3;
 use super::unicode::Words;
 use super::{Measure, Pairs, Stopped};
@@ -30,8 +34,9 @@ pub fn shingles(text: &str, width: usize, words: &mut Words) -> Vec<u64> {
     out
 }
 
-/// |a ∩ b| of two sorted, deduplicated sets.
-pub fn intersection(a: &[u64], b: &[u64]) -> usize {
+/// |a ∩ b| of two sorted, deduplicated sets (the plain merge `fold` is checked against).
+#[cfg(test)]
+fn intersection(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut both) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
@@ -49,7 +54,8 @@ pub fn intersection(a: &[u64], b: &[u64]) -> usize {
 
 /// The lower-ranked set a scored against the higher b: containment is the share of a
 /// inside b, Jaccard |a ∩ b| / |a ∪ b|; 0 when the denominator is.
-pub fn score(measure: Measure, a: &[u64], b: &[u64]) -> f64 {
+#[cfg(test)]
+fn score(measure: Measure, a: &[u64], b: &[u64]) -> f64 {
     let both = intersection(a, b);
     let over = match measure {
         Measure::Containment => a.len(),
@@ -65,6 +71,10 @@ pub fn score(measure: Measure, a: &[u64], b: &[u64]) -> f64 {
 /// Each set folded under the first higher kept one it matches: (i, j, score), as
 /// `shingles.fold`. Empty sets never match; `check` is called before each non-empty
 /// set is compared.
+///
+/// The intersections with every kept set are counted at once through an index from
+/// shingle to the kept sets holding it, so a set costs its size plus the shingles it
+/// shares, not a merge with every kept set; the values are then the same quotients.
 pub fn fold<S: AsRef<[u64]>>(
     sets: &[S],
     measure: Measure,
@@ -72,6 +82,8 @@ pub fn fold<S: AsRef<[u64]>>(
     check: &mut dyn FnMut() -> Result<(), Stopped>,
 ) -> Result<Pairs, Stopped> {
     let mut kept: Vec<usize> = Vec::new();
+    let mut holding: HashMap<u64, Vec<u32>, BuildHasherDefault<KeyHasher>> = HashMap::default();
+    let mut both: Vec<usize> = Vec::new(); // |set ∩ kept[n]|
     let mut folded = Vec::new();
     for (i, set) in sets.iter().enumerate() {
         let set = set.as_ref();
@@ -79,13 +91,33 @@ pub fn fold<S: AsRef<[u64]>>(
             continue;
         }
         check()?;
-        let leader = kept.iter().find_map(|&j| {
-            let value = score(measure, set, sets[j].as_ref());
+        both.clear();
+        both.resize(kept.len(), 0);
+        for x in set {
+            for &n in holding.get(x).map_or(&[][..], Vec::as_slice) {
+                both[n as usize] += 1;
+            }
+        }
+        let leader = kept.iter().zip(&both).find_map(|(&j, &shared)| {
+            let over = match measure {
+                Measure::Containment => set.len(),
+                Measure::Jaccard => set.len() + sets[j].as_ref().len() - shared,
+            };
+            let value = if over == 0 {
+                0.0
+            } else {
+                shared as f64 / over as f64
+            };
             (value >= threshold).then_some((j, value))
         });
         match leader {
             Some((j, value)) => folded.push((i, j, value)),
-            None => kept.push(i),
+            None => {
+                for &x in set {
+                    holding.entry(x).or_default().push(kept.len() as u32);
+                }
+                kept.push(i);
+            }
         }
     }
     Ok(folded)

@@ -13,10 +13,10 @@ use super::tables::{CASED, CASE_IGNORABLE, LOWER, WORD};
 /// hashes for a shingle (`b" ".join(words)`), with no allocation per window.
 #[derive(Default)]
 pub struct Words {
-    /// The words, each followed by one space but the last.
-    pub joined: String,
+    /// The words in UTF-8, each followed by one space but the last.
+    joined: Vec<u8>,
     /// Byte offset in `joined` just past each word.
-    pub ends: Vec<usize>,
+    ends: Vec<usize>,
     in_word: bool,
 }
 
@@ -26,12 +26,26 @@ impl Words {
         self.joined.clear();
         self.ends.clear();
         self.in_word = false;
-        for (at, c) in text.char_indices() {
-            if c.is_ascii() {
-                self.push(c.to_ascii_lowercase());
-            } else if c == '\u{3A3}' {
-                // 'Σ' is two bytes in UTF-8
-                self.push(sigma(&text[..at], &text[at + 2..]));
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            let b = bytes[at];
+            if b < 0x80 {
+                let low = b.to_ascii_lowercase();
+                if low.is_ascii_alphanumeric() || low == b'_' {
+                    self.start_word();
+                    self.joined.push(low);
+                } else {
+                    self.end_word();
+                }
+                at += 1;
+                continue;
+            }
+            let Some(c) = text[at..].chars().next() else {
+                break;
+            };
+            if c == '\u{3A3}' {
+                self.push(sigma(&text[..at], &text[at + c.len_utf8()..]));
             } else {
                 let (first, second) = lower(c);
                 self.push(first);
@@ -39,6 +53,7 @@ impl Words {
                     self.push(second);
                 }
             }
+            at += c.len_utf8();
         }
         self.end_word();
     }
@@ -55,26 +70,29 @@ impl Words {
         } else {
             self.ends[from - 1] + 1
         };
-        &self.joined.as_bytes()[start..self.ends[to - 1]]
+        &self.joined[start..self.ends[to - 1]]
     }
 
     /// The words, each as a `&str` (for tests and the Python binding).
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        (0..self.len()).map(|n| {
-            let start = if n == 0 { 0 } else { self.ends[n - 1] + 1 };
-            &self.joined[start..self.ends[n]]
-        })
+        (0..self.len()).map(|n| std::str::from_utf8(self.window(n, n + 1)).unwrap_or_default())
+    }
+
+    fn start_word(&mut self) {
+        if !self.in_word {
+            if !self.ends.is_empty() {
+                self.joined.push(b' ');
+            }
+            self.in_word = true;
+        }
     }
 
     fn push(&mut self, c: char) {
         if is_word(c) {
-            if !self.in_word {
-                if !self.ends.is_empty() {
-                    self.joined.push(' ');
-                }
-                self.in_word = true;
-            }
-            self.joined.push(c);
+            self.start_word();
+            let mut buf = [0; 4];
+            self.joined
+                .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         } else {
             self.end_word();
         }
@@ -94,10 +112,49 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
     after > 0 && c <= ranges[after - 1].1
 }
 
+/// Characters below this (Latin, Greek, Cyrillic, Armenian, Hebrew, Arabic: one or two
+/// bytes of UTF-8) are looked up directly; the rest by binary search of the tables.
+const DIRECT: usize = 0x800;
+
+/// `\w` of each character below DIRECT, one bit each.
+static WORD_BITS: [u64; DIRECT / 64] = word_bits();
+/// The lowercase of each character below DIRECT (all single characters but U+0130's).
+static LOWER_DIRECT: [u16; DIRECT] = lower_direct();
+
+const fn word_bits() -> [u64; DIRECT / 64] {
+    let mut bits = [0u64; DIRECT / 64];
+    let mut n = 0;
+    while n < WORD.len() && (WORD[n].0 as usize) < DIRECT {
+        let mut c = WORD[n].0 as usize;
+        while c <= WORD[n].1 as usize && c < DIRECT {
+            bits[c / 64] |= 1 << (c % 64);
+            c += 1;
+        }
+        n += 1;
+    }
+    bits
+}
+
+const fn lower_direct() -> [u16; DIRECT] {
+    let mut out = [0u16; DIRECT];
+    let mut c = 0;
+    while c < DIRECT {
+        out[c] = c as u16;
+        c += 1;
+    }
+    let mut n = 0;
+    while n < LOWER.len() && (LOWER[n].0 as usize) < DIRECT {
+        out[LOWER[n].0 as usize] = LOWER[n].1 as u16; // U+0130's second half: see lower()
+        n += 1;
+    }
+    out
+}
+
 /// Whether Python's `\w` matches c.
 pub fn is_word(c: char) -> bool {
-    if c.is_ascii() {
-        c.is_ascii_alphanumeric() || c == '_'
+    let n = c as usize;
+    if n < DIRECT {
+        WORD_BITS[n / 64] >> (n % 64) & 1 == 1
     } else {
         in_ranges(&WORD, c)
     }
@@ -105,6 +162,14 @@ pub fn is_word(c: char) -> bool {
 
 /// What `str.lower` makes of c (one character, or two for U+0130), capital sigma aside.
 fn lower(c: char) -> (char, Option<char>) {
+    let n = c as usize;
+    if n < DIRECT && n != 0x130 {
+        // below DIRECT every lowercase is below 0x800 too, so a valid char
+        return (
+            char::from_u32(u32::from(LOWER_DIRECT[n])).unwrap_or(c),
+            None,
+        );
+    }
     match LOWER.binary_search_by_key(&(c as u32), |&(from, _, _)| from) {
         Ok(n) => {
             let (_, first, second) = LOWER[n];
