@@ -58,11 +58,15 @@ impl Family {
     }
 }
 
+/// A column with at most this many shared values finds their rows by scanning it.
+const SCANNED_RUNS: usize = 4;
+
 /// (i, j, count) for every pair of rows j < i of `rows` (n signatures of k values, row
 /// major) agreeing in count > 0 positions, sorted by i then j.
 ///
 /// As app.minhash.agreements: each column sorted once; at distance d, the rows equal to the
-/// row d places on in a column; `check` is called once per distance that has any.
+/// row d places on in a column (within a run of equal values, whatever their order);
+/// `check` is called once per distance that has any.
 pub fn agreements(
     rows: &[u64],
     n: usize,
@@ -72,25 +76,48 @@ pub fn agreements(
     if n < 2 || k == 0 {
         return Ok(Vec::new());
     }
-    // Runs of equal values in the sorted columns: (offset into `order`, length >= 2).
-    let mut order: Vec<u32> = Vec::with_capacity(n * k);
+    // Runs of equal values in the sorted columns: (offset into `order`, length >= 2), and
+    // the rows of each run in `order`. Values alone are sorted (most are unique); the rows
+    // of the few values shared are then found by a scan of their column.
+    let mut order: Vec<u32> = Vec::new();
     let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut column: Vec<(u64, u32)> = Vec::with_capacity(n);
-    for c in 0..k {
-        column.clear();
-        column.extend((0..n).map(|r| (rows[r * k + c], r as u32)));
-        // np.argsort may order equal values otherwise; a run yields all its pairs either way
-        column.sort_unstable();
-        let base = order.len();
-        order.extend(column.iter().map(|&(_, r)| r));
-        let mut start = 0;
-        for r in 1..=n {
-            if r == n || column[r].0 != column[start].0 {
-                if r - start >= 2 {
-                    runs.push((base + start, r - start));
-                }
-                start = r;
+    let mut columns: Vec<u64> = vec![0; n * k]; // column major: a column is contiguous
+    for (r, row) in rows.chunks_exact(k).enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            columns[c * n + r] = v;
+        }
+    }
+    let mut sorted: Vec<u64> = Vec::with_capacity(n);
+    let mut shared: Vec<(u64, usize)> = Vec::new(); // (value, rows) of one column's runs
+    let mut ranked: Vec<(u64, u32)> = Vec::new();
+    for column in columns.chunks_exact(n) {
+        sorted.clear();
+        sorted.extend_from_slice(column);
+        sorted.sort_unstable();
+        shared.clear();
+        shared.extend(
+            sorted
+                .chunk_by(|x, y| x == y)
+                .filter(|run| run.len() >= 2)
+                .map(|run| (run[0], run.len())),
+        );
+        if shared.len() <= SCANNED_RUNS {
+            for &(value, len) in &shared {
+                runs.push((order.len(), len));
+                order.extend((0..n as u32).filter(|&r| column[r as usize] == value));
             }
+            continue;
+        }
+        // many shared values: rank the rows with the values rather than scan per value
+        ranked.clear();
+        ranked.extend(column.iter().zip(0..n as u32).map(|(&v, r)| (v, r)));
+        ranked.sort_unstable();
+        for run in ranked
+            .chunk_by(|x, y| x.0 == y.0)
+            .filter(|run| run.len() >= 2)
+        {
+            runs.push((order.len(), run.len()));
+            order.extend(run.iter().map(|&(_, r)| r));
         }
     }
     let mut counts = Counts::new(n);
@@ -196,6 +223,28 @@ mod tests {
         });
         assert_eq!(found.ok(), Some(vec![(1, 0, 1), (2, 0, 2), (2, 1, 1)]));
         assert_eq!(calls, 2); // a run of three in the second column: distances 1 and 2
+    }
+
+    #[test]
+    fn agreements_are_the_pairwise_counts_however_many_values_are_shared() {
+        let mut state = 7u64;
+        for (n, k, spread) in [(30, 16, 3), (30, 16, 40), (9, 4, 1000), (50, 8, 2)] {
+            let rows: Vec<u64> = (0..n * k)
+                .map(|_| splitmix64(&mut state) % spread)
+                .collect();
+            let mut brute = Vec::new();
+            for i in 1..n {
+                for j in 0..i {
+                    let count = (0..k)
+                        .filter(|&c| rows[i * k + c] == rows[j * k + c])
+                        .count();
+                    if count > 0 {
+                        brute.push((i, j, count as u32));
+                    }
+                }
+            }
+            assert_eq!(agreements(&rows, n, k, &mut || Ok(())).ok(), Some(brute));
+        }
     }
 
     #[test]
