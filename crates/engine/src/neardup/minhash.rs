@@ -58,9 +58,6 @@ impl Family {
     }
 }
 
-/// A column with at most this many shared values finds their rows by scanning it.
-const SCANNED_RUNS: usize = 4;
-
 /// (i, j, count) for every pair of rows j < i of `rows` (n signatures of k values, row
 /// major) agreeing in count > 0 positions, sorted by i then j.
 ///
@@ -78,7 +75,8 @@ pub fn agreements(
     }
     // Runs of equal values in the sorted columns: (offset into `order`, length >= 2), and
     // the rows of each run in `order`. Values alone are sorted (most are unique); the rows
-    // of the few values shared are then found by a scan of their column.
+    // of the values shared are then placed by one scan of the column, each looked up among
+    // the (sorted, few) shared values.
     let mut order: Vec<u32> = Vec::new();
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut columns: Vec<u64> = vec![0; n * k]; // column major: a column is contiguous
@@ -88,36 +86,28 @@ pub fn agreements(
         }
     }
     let mut sorted: Vec<u64> = Vec::with_capacity(n);
-    let mut shared: Vec<(u64, usize)> = Vec::new(); // (value, rows) of one column's runs
-    let mut ranked: Vec<(u64, u32)> = Vec::new();
+    let mut shared: Vec<u64> = Vec::new(); // this column's shared values, ascending
+    let mut fill: Vec<usize> = Vec::new(); // where each one's next row goes in `order`
     for column in columns.chunks_exact(n) {
         sorted.clear();
         sorted.extend_from_slice(column);
         sorted.sort_unstable();
         shared.clear();
-        shared.extend(
-            sorted
-                .chunk_by(|x, y| x == y)
-                .filter(|run| run.len() >= 2)
-                .map(|run| (run[0], run.len())),
-        );
-        if shared.len() <= SCANNED_RUNS {
-            for &(value, len) in &shared {
-                runs.push((order.len(), len));
-                order.extend((0..n as u32).filter(|&r| column[r as usize] == value));
-            }
+        fill.clear();
+        for run in sorted.chunk_by(|x, y| x == y).filter(|run| run.len() >= 2) {
+            shared.push(run[0]);
+            fill.push(order.len());
+            runs.push((order.len(), run.len()));
+            order.resize(order.len() + run.len(), 0);
+        }
+        if shared.is_empty() {
             continue;
         }
-        // many shared values: rank the rows with the values rather than scan per value
-        ranked.clear();
-        ranked.extend(column.iter().zip(0..n as u32).map(|(&v, r)| (v, r)));
-        ranked.sort_unstable();
-        for run in ranked
-            .chunk_by(|x, y| x.0 == y.0)
-            .filter(|run| run.len() >= 2)
-        {
-            runs.push((order.len(), run.len()));
-            order.extend(run.iter().map(|&(_, r)| r));
+        for (r, v) in column.iter().enumerate() {
+            if let Ok(at) = shared.binary_search(v) {
+                order[fill[at]] = r as u32;
+                fill[at] += 1;
+            }
         }
     }
     let mut counts = Counts::new(n);
