@@ -17,7 +17,7 @@ in template families, from tests/corpus.py), measured interleaved in one run:
       and collapsed lists is a small share of it.
 
 Then the crossover behind `exact_max_docs`: (c) and (d) for growing page sizes, with (c)
-warm beside them.
+warm beside them, and the engine's exact and MinHash (no caches) for the same pages.
 Each round calls every function once in a rotated order; the tables give the median,
 p99 in µs and the median's ratio to (a). Only ratios within one run compare across machines.
 
@@ -163,16 +163,23 @@ def main() -> None:
         print(f"{python[4:]:45} {ratio:9.1f}x")
 
     print("\ncrossover (cold caches): median µs of exact vs MinHash by documents with text;"
-          " exact with a warm shingle-set cache beside them")
-    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}")
+          " exact with a warm shingle-set cache beside them; the engine's the same")
+    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}"
+          f" {'engine exact':>13} {'e. minhash':>11} {'e. ratio':>9}")
     for n in (5, 10, 20, 30, 40, 60, 100):
         docs = to_docs(bodies(page(n, args.words, args.seed + n))[0])
+        page_ = engine_page(docs)
         warm_exact(docs, ctx)
         t = measure({"exact": lambda d=docs: exact(d, ctx),
                      "minhash": lambda d=docs: cold(d, ctx),
-                     "warm": lambda d=docs: warm_exact(d, ctx)}, max(10, args.rounds // 3))
-        e, m, w = (statistics.median(t[k]) for k in ("exact", "minhash", "warm"))
-        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f}")
+                     "warm": lambda d=docs: warm_exact(d, ctx),
+                     "e_exact": lambda p=page_: e_exact.pairs_page(p),
+                     "e_minhash": lambda p=page_: e_cold.pairs_page(p)},
+                    max(10, args.rounds // 3))
+        e, m, w, ee, em = (statistics.median(t[k])
+                           for k in ("exact", "minhash", "warm", "e_exact", "e_minhash"))
+        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f} {ee:13.0f} {em:11.0f}"
+              f" {ee / em:9.2f}")
 
 
 if __name__ == "__main__":
