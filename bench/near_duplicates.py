@@ -10,10 +10,14 @@ in template families, from tests/corpus.py), measured interleaved in one run:
       no shingle-set cache, and with a warm one (every text seen before);
   (d) the rule with `method: minhash` and no cache (shingles + signatures + comparison);
   (e) the rule with `method: minhash` and a warm cache (every text seen before);
-  (f) the rule on documents that bring precomputed signatures (no text).
+  (f) the rule on documents that bring precomputed signatures (no text);
+  (g) the engine's Matcher (crates/engine/src/neardup) on the same pages, for (c) to (f):
+      its pairs only, on a page converted to Rust values beforehand (as the engine's
+      decoder will hand it), beside the Python rule's time, whose folding into records
+      and collapsed lists is a small share of it.
 
 Then the crossover behind `exact_max_docs`: (c) and (d) for growing page sizes, with (c)
-warm beside them.
+warm beside them, and the engine's exact and MinHash (no caches) for the same pages.
 Each round calls every function once in a rotated order; the tables give the median,
 p99 in µs and the median's ratio to (a). Only ratios within one run compare across machines.
 
@@ -29,7 +33,7 @@ from collections.abc import Callable
 
 import orjson
 
-from app import contract
+from app import _engine, contract
 from app.pipeline import Context, Doc, Phase
 from app.rules.diversity import NearDuplicates
 from tests.corpus import corpus
@@ -51,6 +55,18 @@ def bodies(texts: list[tuple[str, str]]) -> tuple[bytes, bytes]:
     signed = {"documents": [{**d, "minhash": reference_signature(t)}
                             for d, (_, t) in zip(docs, texts, strict=True)]}
     return orjson.dumps(with_text), orjson.dumps(signed)
+
+
+def engine(method: str, cache_mb: int = 64, exact_cache_mb: int = 32) -> _engine.NearDupMatcher:
+    return _engine.NearDupMatcher(method=method, cache_bytes=cache_mb << 20,
+                                  exact_cache_bytes=exact_cache_mb << 20)
+
+
+def engine_page(docs: list[Doc]) -> _engine.NearDupPage:
+    sig = [d.signature for d in docs]
+    return _engine.NearDupPage([
+        (d.text, (s.values, s.shingles, s.width, s.seed) if s is not None else None)
+        for d, s in zip(docs, sig, strict=True)])
 
 
 def to_docs(body: bytes) -> list[Doc]:
@@ -90,6 +106,18 @@ def main() -> None:
     warm_exact = rule(method="exact")
     warm(text_docs, ctx)
     warm_exact(text_docs, ctx)
+    text_page, signed_page = engine_page(text_docs), engine_page(signed_docs)
+    e_exact, e_cold = engine("exact", exact_cache_mb=0), engine("minhash", cache_mb=0)
+    e_warm, e_signed, e_warm_exact = engine("minhash"), engine("minhash"), engine("exact")
+    e_warm.pairs_page(text_page)
+    e_warm_exact.pairs_page(text_page)
+    for name, r, e, docs, page_ in (
+            ("exact", exact, e_exact, text_docs, text_page),
+            ("minhash", cold, e_cold, text_docs, text_page),
+            ("signatures", signed, e_signed, signed_docs, signed_page)):
+        records = r(docs, ctx)[1]
+        pairs, _ = e.pairs_page(page_)
+        assert [rec.doc_id for rec in records] == [docs[i].id for i, _, _ in pairs], name
     folded = {name: len(r(docs, ctx)[1]) for name, r, docs in (
         ("exact", exact, text_docs), ("minhash", cold, text_docs),
         ("signatures", signed, signed_docs))}
@@ -102,6 +130,11 @@ def main() -> None:
         "(d) rule, MinHash, cold (no cache)": lambda: cold(text_docs, ctx),
         "(e) rule, MinHash, warm cache": lambda: warm(text_docs, ctx),
         "(f) rule, precomputed signatures": lambda: signed(signed_docs, ctx),
+        "(g) engine, exact": lambda: e_exact.pairs_page(text_page),
+        "(g) engine, exact, warm shingle-set cache": lambda: e_warm_exact.pairs_page(text_page),
+        "(g) engine, MinHash, cold (no cache)": lambda: e_cold.pairs_page(text_page),
+        "(g) engine, MinHash, warm cache": lambda: e_warm.pairs_page(text_page),
+        "(g) engine, precomputed signatures": lambda: e_signed.pairs_page(signed_page),
     }
     gc.collect()
     gc.freeze()
@@ -115,19 +148,38 @@ def main() -> None:
     print(f"{'':45} {'median µs':>10} {'p99 µs':>10} {'x orjson':>9}")
     for name, values in times.items():
         med = statistics.median(values)
-        print(f"{name:45} {med:10.0f} {p99(values):10.0f} {med / base:9.2f}")
+        print(f"{name:45} {med:10.0f} {p99(values):10.2f} {med / base:9.3f}")
+
+    print("\nPython rule / engine, medians of the same run:")
+    for python, rust in (("(c) rule, exact", "(g) engine, exact"),
+                         ("(c) rule, exact, warm shingle-set cache",
+                          "(g) engine, exact, warm shingle-set cache"),
+                         ("(d) rule, MinHash, cold (no cache)",
+                          "(g) engine, MinHash, cold (no cache)"),
+                         ("(e) rule, MinHash, warm cache", "(g) engine, MinHash, warm cache"),
+                         ("(f) rule, precomputed signatures",
+                          "(g) engine, precomputed signatures")):
+        ratio = statistics.median(times[python]) / statistics.median(times[rust])
+        print(f"{python[4:]:45} {ratio:9.1f}x")
 
     print("\ncrossover (cold caches): median µs of exact vs MinHash by documents with text;"
-          " exact with a warm shingle-set cache beside them")
-    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}")
+          " exact with a warm shingle-set cache beside them; the engine's the same")
+    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}"
+          f" {'engine exact':>13} {'e. minhash':>11} {'e. ratio':>9}")
     for n in (5, 10, 20, 30, 40, 60, 100):
         docs = to_docs(bodies(page(n, args.words, args.seed + n))[0])
+        page_ = engine_page(docs)
         warm_exact(docs, ctx)
         t = measure({"exact": lambda d=docs: exact(d, ctx),
                      "minhash": lambda d=docs: cold(d, ctx),
-                     "warm": lambda d=docs: warm_exact(d, ctx)}, max(10, args.rounds // 3))
-        e, m, w = (statistics.median(t[k]) for k in ("exact", "minhash", "warm"))
-        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f}")
+                     "warm": lambda d=docs: warm_exact(d, ctx),
+                     "e_exact": lambda p=page_: e_exact.pairs_page(p),
+                     "e_minhash": lambda p=page_: e_cold.pairs_page(p)},
+                    max(10, args.rounds // 3))
+        e, m, w, ee, em = (statistics.median(t[k])
+                           for k in ("exact", "minhash", "warm", "e_exact", "e_minhash"))
+        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f} {ee:13.0f} {em:11.0f}"
+              f" {ee / em:9.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Reference models: the Python implementations the engine replaces, kept runnable."""

@@ -18,6 +18,7 @@ pub mod response;
 pub mod rules;
 pub mod runner;
 pub mod spec;
+pub mod neardup;
 
 use pyo3::prelude::*;
 
@@ -28,5 +29,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Engine>()?;
     m.add_class::<metrics::EngineMetrics>()?;
     banlist::register(m)?;
+    neardup::python::register(m)?;
     Ok(())
 }
