@@ -12,13 +12,13 @@ pub mod experiments;
 pub mod fmt;
 pub mod json;
 pub mod metrics;
+pub mod neardup;
 pub mod provisional;
 pub mod record;
 pub mod response;
 pub mod rules;
 pub mod runner;
 pub mod spec;
-pub mod neardup;
 
 use pyo3::prelude::*;
 
