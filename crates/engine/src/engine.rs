@@ -305,6 +305,9 @@ impl Engine {
         };
         let outcome = match pipeline.run(&docs, &ctx) {
             Ok(o) => o,
+            Err(crate::runner::RuleFailed {
+                refused: Some(bad), ..
+            }) => return Ok(refuse(*bad)),
             Err(failed) => {
                 metrics.refused_by_rule(profile, &failed.errors);
                 let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);

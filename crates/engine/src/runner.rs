@@ -137,6 +137,8 @@ pub struct RuleFailed<'a> {
     pub problem: String,
     /// Every failure of the request, this one included.
     pub errors: Vec<(&'a str, Phase)>,
+    /// Set when the rule refused the request's input: a 4xx, not a 503.
+    pub refused: Option<Box<crate::contract::FieldError>>,
 }
 
 fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
@@ -299,6 +301,7 @@ impl Pipeline {
                                         phase,
                                         problem: "stopped by the deadline".into(),
                                         errors,
+                                        refused: None,
                                     });
                                 }
                                 FAILED
@@ -311,9 +314,19 @@ impl Pipeline {
                                         phase,
                                         problem,
                                         errors,
+                                        refused: None,
                                     });
                                 }
                                 FAILED
+                            }
+                            Failure::Refused(bad) => {
+                                return Err(RuleFailed {
+                                    rule: name,
+                                    phase,
+                                    problem: bad.problem.clone(),
+                                    errors,
+                                    refused: Some(Box::new(bad)),
+                                });
                             }
                         };
                         // Given up: the page goes on as it came, with none of its records;

@@ -22,6 +22,7 @@ pub mod depth;
 pub mod empty_result_fallback;
 pub mod host_crowding;
 pub mod host_quota;
+pub mod near_duplicates;
 pub mod python;
 pub mod quarantine_demotion;
 pub mod regional_removals;
@@ -86,6 +87,9 @@ pub enum Failure {
     Stopped,
     /// The rule failed; the problem as the 503 and the log say it.
     Failed(String),
+    /// The rule found bad input the decoder could not see (a signature it cannot
+    /// compare): the request is answered 4xx, as any bad input; not a rule failure.
+    Refused(crate::contract::FieldError),
 }
 
 /// A rule's result or why it did not finish.
@@ -103,6 +107,7 @@ pub enum Rule {
     SandboxDamping(sandbox_damping::SandboxDamping),
     QuarantineDemotion(quarantine_demotion::QuarantineDemotion),
     HostCrowding(host_crowding::HostCrowding),
+    NearDuplicates(Box<near_duplicates::NearDuplicates>),
     Depth(depth::Depth),
     HostQuota(host_quota::HostQuota),
     AdLabel(ad_label::AdLabel),
@@ -120,7 +125,7 @@ pub fn phases_of(name: &str) -> Option<&'static [Phase]> {
         "banlist" | "regional_removals" | "topic_filter" | "spam_ban" => &[PreFilter],
         "safe_search" => &[PreFilter, PostFilter],
         "anti_seo_reset" | "spam_demotion" | "sandbox_damping" | "quarantine_demotion" => &[Rerank],
-        "host_crowding" => &[Diversify],
+        "host_crowding" | "near_duplicates" => &[Diversify],
         "depth" | "host_quota" => &[Trim],
         "ad_label" | "age_label" => &[Annotate],
         "empty_result_fallback" => &[PostFilter],
@@ -164,6 +169,9 @@ impl Rule {
             "host_crowding" => {
                 Rule::HostCrowding(host_crowding::HostCrowding::build(params(raw)?)?)
             }
+            "near_duplicates" => Rule::NearDuplicates(Box::new(
+                near_duplicates::NearDuplicates::build(params(raw)?)?,
+            )),
             "depth" => Rule::Depth(depth::Depth::build(params(raw)?)?),
             "host_quota" => Rule::HostQuota(host_quota::HostQuota::build(params(raw)?)?),
             "ad_label" => Rule::AdLabel(ad_label::AdLabel::build(params(raw)?)?),
@@ -188,6 +196,7 @@ impl Rule {
             Rule::SandboxDamping(_) => "sandbox_damping",
             Rule::QuarantineDemotion(_) => "quarantine_demotion",
             Rule::HostCrowding(_) => "host_crowding",
+            Rule::NearDuplicates(_) => "near_duplicates",
             Rule::Depth(_) => "depth",
             Rule::HostQuota(_) => "host_quota",
             Rule::AdLabel(_) => "ad_label",
@@ -202,6 +211,8 @@ impl Rule {
     /// Optional rules are not started past the deadline and may stop when it passes.
     pub fn optional(&self) -> bool {
         match self {
+            // A page with near-duplicates beats a late page: skipped past the deadline.
+            Rule::NearDuplicates(_) => true,
             #[cfg(test)]
             Rule::Test(r) => r.optional,
             _ => false,
@@ -238,6 +249,7 @@ impl Rule {
             Rule::SandboxDamping(r) => Ok(r.apply(docs, ctx)),
             Rule::QuarantineDemotion(r) => Ok(r.apply(docs, ctx)),
             Rule::HostCrowding(r) => Ok(r.apply(docs, ctx)),
+            Rule::NearDuplicates(r) => r.apply(docs, ctx),
             Rule::Depth(r) => Ok(r.apply(docs, ctx)),
             Rule::HostQuota(r) => Ok(r.apply(docs, ctx)),
             Rule::AdLabel(r) => Ok(r.apply(docs, ctx)),
