@@ -140,14 +140,36 @@ fn rule_failed_body(rule: &str, phase: &str, problem: &str) -> Vec<u8> {
     out
 }
 
-type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>);
+/// A rule failure for the service's log: (rule, phase, problem, whether it closed the page).
+type Failed = (String, &'static str, String, bool);
+
+type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>, Vec<Failed>);
 
 fn answer(py: Python<'_>, status: u16, body: &[u8], line: Option<&[u8]>) -> Answer {
     (
         status,
         PyBytes::new(py, body).unbind(),
         line.map(|l| PyBytes::new(py, l).unbind()),
+        Vec::new(),
     )
+}
+
+/// The failures of a request as the log takes them; the last one closed the page if
+/// `closed`.
+fn failures(errors: &[(&str, crate::record::Phase, String)], closed: bool) -> Vec<Failed> {
+    let last = errors.len().saturating_sub(1);
+    errors
+        .iter()
+        .enumerate()
+        .map(|(i, (rule, phase, problem))| {
+            (
+                rule.to_string(),
+                phase.as_str(),
+                problem.clone(),
+                closed && i == last,
+            )
+        })
+        .collect()
 }
 
 #[pymethods]
@@ -179,13 +201,47 @@ impl Engine {
         })
     }
 
+    /// The near_duplicates caches of every profile (variants' rules included), for the
+    /// metrics: (profile, "signature" | "shingle", hits, misses, evictions, entries, bytes).
+    fn cache_stats(&self) -> Vec<(String, &'static str, u64, u64, u64, u64, u64)> {
+        let mut out = Vec::new();
+        let mut profiles: Vec<_> = self.config.profiles.iter().collect();
+        profiles.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, pipeline) in profiles {
+            for step in &pipeline.steps {
+                let rules = std::iter::once(&step.rule).chain(step.variants.iter().map(|v| &v.1));
+                for rule in rules {
+                    let crate::rules::Rule::NearDuplicates(r) = rule else {
+                        continue;
+                    };
+                    let (signature, shingle) = r.cache_stats();
+                    for (kind, stats) in [("signature", signature), ("shingle", shingle)] {
+                        if let Some(s) = stats {
+                            out.push((
+                                name.clone(),
+                                kind,
+                                s.hits,
+                                s.misses,
+                                s.evictions,
+                                s.entries,
+                                s.bytes,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The config version (content hash) this engine serves.
     #[getter]
     fn version(&self) -> &str {
         &self.config.version
     }
 
-    /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None).
+    /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None, the rule
+    /// failures to log as (rule, phase, problem, closed)).
     ///
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
@@ -311,7 +367,9 @@ impl Engine {
             Err(failed) => {
                 metrics.refused_by_rule(profile, &failed.errors);
                 let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
-                return Ok(answer(py, 503, &body, None));
+                let mut refused = answer(py, 503, &body, None);
+                refused.3 = failures(&failed.errors, true);
+                return Ok(refused);
             }
         };
         let generated;
@@ -348,6 +406,8 @@ impl Engine {
             &assigned.counted,
             elapsed + started.elapsed().as_secs_f64(),
         );
-        Ok(answer(py, 200, &out, line.as_deref()))
+        let mut served = answer(py, 200, &out, line.as_deref());
+        served.3 = failures(&outcome.errors, false);
+        Ok(served)
     }
 }

@@ -181,7 +181,7 @@ impl EngineMetrics {
                     1.0,
                 );
             }
-            for (rule, phase) in &outcome.errors {
+            for (rule, phase, _) in &outcome.errors {
                 s.inc("rearrange_rule_errors_total", &[rule, phase.as_str()], 1.0);
             }
             for (e, v) in counted {
@@ -193,9 +193,9 @@ impl EngineMetrics {
     }
 
     /// Record a request refused by a rule under `on_error: closed`.
-    pub fn refused_by_rule(&self, profile: &str, errors: &[(&str, Phase)]) {
+    pub fn refused_by_rule(&self, profile: &str, errors: &[(&str, Phase, String)]) {
         self.with(|s| {
-            for (rule, phase) in errors {
+            for (rule, phase, _) in errors {
                 s.inc("rearrange_rule_errors_total", &[rule, phase.as_str()], 1.0);
             }
             s.inc("rearrange_requests_total", &[profile, "rule_failed"], 1.0);

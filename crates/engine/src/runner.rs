@@ -125,8 +125,8 @@ pub struct Outcome<'a> {
     pub timings: Vec<Timing<'a>>,
     pub skipped: Vec<Skip<'a>>,
     pub actions: Vec<ActionCount<'a>>,
-    /// (rule, phase) of every failure, for rearrange_rule_errors_total.
-    pub errors: Vec<(&'a str, Phase)>,
+    /// (rule, phase, problem) of every failure: rearrange_rule_errors_total and the log.
+    pub errors: Vec<(&'a str, Phase, String)>,
 }
 
 /// A rule failed under `on_error: closed`: the request gets a 503.
@@ -136,7 +136,7 @@ pub struct RuleFailed<'a> {
     pub phase: Phase,
     pub problem: String,
     /// Every failure of the request, this one included.
-    pub errors: Vec<(&'a str, Phase)>,
+    pub errors: Vec<(&'a str, Phase, String)>,
     /// Set when the rule refused the request's input: a 4xx, not a 503.
     pub refused: Option<Box<crate::contract::FieldError>>,
 }
@@ -294,7 +294,7 @@ impl Pipeline {
                         let reason = match failure {
                             Failure::Stopped if rule.optional() => STOPPED_LATE,
                             Failure::Stopped => {
-                                errors.push((name, phase));
+                                errors.push((name, phase, "stopped by the deadline".into()));
                                 if mode == Mode::Applied && step.on_error == OnError::Closed {
                                     return Err(RuleFailed {
                                         rule: name,
@@ -307,7 +307,7 @@ impl Pipeline {
                                 FAILED
                             }
                             Failure::Failed(problem) => {
-                                errors.push((name, phase));
+                                errors.push((name, phase, problem.clone()));
                                 if mode == Mode::Applied && step.on_error == OnError::Closed {
                                     return Err(RuleFailed {
                                         rule: name,

@@ -126,7 +126,12 @@ fn failures_open_closed_shadow_and_panics() {
                 reason: FAILED
             }]
         );
-        assert_eq!(out.errors, vec![("test_rule", Phase::Trim)]);
+        let errors: Vec<_> = out.errors.iter().map(|(r, p, _)| (*r, *p)).collect();
+        assert_eq!(errors, vec![("test_rule", Phase::Trim)]);
+        assert!(
+            !out.errors[0].2.is_empty(),
+            "the problem is kept for the log"
+        );
         let closed = pipeline(vec![test_step(
             behaviour,
             false,
