@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from app._engine import Engine, EngineMetrics
 
+from app._engine import Engine, EngineMetrics
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.config import ConfigHolder, load_bytes
