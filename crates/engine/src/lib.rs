@@ -4,7 +4,9 @@
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
 pub mod contract;
+pub mod domain;
 pub mod json;
+pub mod url;
 
 use pyo3::prelude::*;
 
@@ -12,5 +14,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    url::register(m)?;
+    domain::register(m)?;
     Ok(())
 }
