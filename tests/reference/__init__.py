@@ -1,0 +1,1 @@
+"""Reference models: the pure-Python implementations the engine replaced, for property tests."""
