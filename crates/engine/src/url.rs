@@ -71,6 +71,9 @@ impl std::error::Error for UrlError {}
 
 /// The canonical form `scheme://host/path[?query]` of a URL and its host, in one pass.
 pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
+    if let Some(found) = already_canonical(url) {
+        return Ok(found);
+    }
     if let Some(found) = as_a_browser_opens(url) {
         return Ok(found);
     }
@@ -105,6 +108,46 @@ pub fn host_of(canonical: &str) -> &str {
         .find('/')
         .map_or(canonical.len(), |at| start + at);
     &canonical[start..end]
+}
+
+/// Most result URLs are already canonical: http(s), a lower-case ASCII host whose labels a
+/// browser keeps as they are (no `xn--`, which it would check, no empty label, the last
+/// one starting with a letter so it is no IPv4 number), no port or userinfo, and a path
+/// and query of characters that neither parser changes, without `//` or dot segments.
+/// Such a URL is its own canonical form ('/' added to an empty path); `tests` checks this
+/// shortcut against the full work.
+fn already_canonical(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (host, tail) = rest.split_at(host_end);
+    let mut last_first = 0;
+    for label in host.split('.') {
+        last_first = *label.as_bytes().first()?;
+        let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_';
+        if label.starts_with("xn--") || !label.bytes().all(plain) {
+            return None;
+        }
+    }
+    if !last_first.is_ascii_lowercase() {
+        return None;
+    }
+    let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+    let kept = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b);
+    if path.contains("//") || path.contains("/.") || !path.bytes().all(kept) {
+        return None;
+    }
+    if !query.bytes().all(|b| kept(b) || b == b'?') {
+        return None;
+    }
+    let canonical = if path.is_empty() {
+        format!("{scheme}://{host}/{}", &tail[path.len()..])
+    } else {
+        url.to_owned()
+    };
+    Some((canonical, host.to_owned()))
 }
 
 /// The canonical form and host when a browser would open the URL with a host, else None.

@@ -140,3 +140,52 @@ fn the_host_of_a_canonical_url() {
     assert_eq!(host_of("http://a.b/c"), "a.b");
     assert_eq!(host_of("http://[::1]/"), "[::1]");
 }
+
+#[test]
+fn the_shortcut_for_clean_urls_agrees_with_the_full_work() {
+    let hosts = [
+        "a.example",
+        "x_y.b-c.example",
+        "1a.example",
+        "www.example.co.uk",
+        "h",
+    ];
+    let tails = [
+        "",
+        "/",
+        "/a/b",
+        "/a/b/",
+        "?",
+        "?q=1",
+        "/p?q=a/b?c",
+        "/a;b=c:d@e",
+        "/~u/(x)*+,",
+        "/a-b.c_d",
+        "/x?q='y'",
+    ];
+    for scheme in ["http", "https"] {
+        for host in hosts {
+            for tail in tails {
+                let url = format!("{scheme}://{host}{tail}");
+                let shortcut = already_canonical(&url);
+                assert!(shortcut.is_some(), "{url} takes the long way");
+                assert_eq!(shortcut, as_a_browser_opens(&url), "{url}");
+            }
+        }
+    }
+    for url in [
+        "http://a.1/",
+        "http://xn--zz.example/",
+        "http://a..b/",
+        "http://A.b/",
+        "http://a/./b",
+        "http://a/b//c",
+        "http://a/%41",
+        "http://a:80/",
+        "ftp://a/",
+        "http://a/\"x\"",
+        "http://a/b#c",
+    ] {
+        assert_eq!(already_canonical(url), None, "{url}");
+    }
+}
