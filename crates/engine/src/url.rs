@@ -75,7 +75,7 @@ pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
         return Ok(found);
     }
     if let Some(found) = as_a_browser_opens(url) {
-        return Ok(found);
+        return found;
     }
     let text = url
         .split('#')
@@ -150,8 +150,9 @@ fn already_canonical(url: &str) -> Option<(String, String)> {
     Some((canonical, host.to_owned()))
 }
 
-/// The canonical form and host when a browser would open the URL with a host, else None.
-fn as_a_browser_opens(url: &str) -> Option<(String, String)> {
+/// The canonical form and host when a browser would open the URL with a host (or the
+/// refusal of an empty authority), else None.
+fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
     let text = url.trim_matches(|c: char| c <= ' ');
     let text: Cow<str> = if text.contains(['\t', '\n', '\r']) {
         Cow::Owned(text.replace(['\t', '\n', '\r'], ""))
@@ -169,14 +170,16 @@ fn as_a_browser_opens(url: &str) -> Option<(String, String)> {
         .take_while(|&&b| b == b'/' || b == b'\\')
         .count();
     if slashes >= 3 {
-        return None; // the empty authority of the module doc: Safe Browsing refuses it
+        return Some(Err(UrlError::NoHost)); // the empty authority of the module doc
     }
     let parsed = Url::parse(&candidate).ok()?;
     let scheme = parsed.scheme();
     if !matches!(scheme, "http" | "https" | "ws" | "wss" | "ftp") {
         return None;
     }
-    let host = browser_host(parsed.host()?)?;
+    let Some(host) = browser_host(parsed.host()?) else {
+        return Some(Err(UrlError::NoHost)); // "http://./": dots, and nothing once collapsed
+    };
     // What the browser requests, spelled the Safe Browsing way: the path and query
     // unescaped as one string and split again at the first '?', as the reference does.
     let rest = safe_browsing::unescape_fully(
@@ -191,7 +194,7 @@ fn as_a_browser_opens(url: &str) -> Option<(String, String)> {
         canonical.push('?');
         canonical.push_str(&safe_browsing::escape(query));
     }
-    Some((canonical, host))
+    Some(Ok((canonical, host)))
 }
 
 /// A WHATWG host in Safe Browsing's spelling; None for a name of dots only.

@@ -106,6 +106,8 @@ fn refusals_name_the_problem() {
         ("   #x", "empty URL"),
         ("http:///blah", "no host"),
         ("/blah", "no host"),
+        ("\u{1}//evil.example/", "no host"),
+        ("\u{1}http://../", "no host"),
         ("http://.../", "no host"),
         (
             "mailto:someone@example.com",
@@ -169,7 +171,11 @@ fn the_shortcut_for_clean_urls_agrees_with_the_full_work() {
                 let url = format!("{scheme}://{host}{tail}");
                 let shortcut = already_canonical(&url);
                 assert!(shortcut.is_some(), "{url} takes the long way");
-                assert_eq!(shortcut, as_a_browser_opens(&url), "{url}");
+                assert_eq!(
+                    shortcut,
+                    as_a_browser_opens(&url).and_then(Result::ok),
+                    "{url}"
+                );
             }
         }
     }
