@@ -6,6 +6,7 @@
 pub mod banlist;
 pub mod contract;
 pub mod doc;
+pub mod domain;
 pub mod effects;
 pub mod engine;
 pub mod experiments;
@@ -19,6 +20,7 @@ pub mod response;
 pub mod rules;
 pub mod runner;
 pub mod spec;
+pub mod url;
 
 use pyo3::prelude::*;
 
@@ -30,5 +32,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<metrics::EngineMetrics>()?;
     banlist::register(m)?;
     neardup::python::register(m)?;
+    url::register(m)?;
+    domain::register(m)?;
     Ok(())
 }
