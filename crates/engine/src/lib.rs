@@ -12,5 +12,6 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    contract::py::register(m)?;
     Ok(())
 }
