@@ -141,8 +141,8 @@ pub fn decode(body: &[u8], limits: &Limits) -> Result<Request, FieldError> {
 /// fields, JSON syntax, nesting).
 pub fn decode_body(body: &[u8]) -> Result<Decoded, FieldError> {
     let mut f = fields::Fields::new(body);
-    let (request, oversize) = f.request()?;
-    f.s.finish()?;
+    let (request, oversize) = f.request().map_err(|e| *e)?;
+    f.s.finish().map_err(|e| *e)?;
     Ok(Decoded { request, oversize })
 }
 
@@ -210,7 +210,10 @@ pub fn check_page(
 
 /// The first document whose id an earlier one has, and that earlier one's index.
 fn first_repeat(docs: &[Document]) -> Option<(usize, usize)> {
-    let mut seen = std::collections::HashMap::with_capacity(docs.len());
+    let mut seen = std::collections::HashMap::with_capacity_and_hasher(
+        docs.len(),
+        std::hash::BuildHasherDefault::<IdHasher>::default(),
+    );
     for (i, d) in docs.iter().enumerate() {
         if let Some(&first) = seen.get(d.id.as_str()) {
             return Some((i, first));
@@ -218,4 +221,44 @@ fn first_repeat(docs: &[Document]) -> Option<(usize, usize)> {
         seen.insert(d.id.as_str(), i);
     }
     None
+}
+
+/// A multiply-rotate hash (FxHash's) over eight bytes a step, for the repeated-id check:
+/// ids are short and the table lives for one call, so SipHash's protection against chosen
+/// collisions buys nothing a page could exploit beyond its own document limit.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl IdHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, b: u8) {
+        self.add(u64::from(b));
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::scan::{utf8, Num, Path, Scanner, R};
+use super::scan::{checked, Num, Path, Scanner, R};
 use crate::json::{write_f64, write_str, write_u64};
 
 /// One member of an object being written: its key's and its whole span in the output.
@@ -46,8 +46,8 @@ impl AnyWriter {
                 out.extend_from_slice(b"false");
             }
             b'"' => {
-                let raw = s.string()?;
-                write_str(out, &utf8(raw)?);
+                let text = s.str()?;
+                write_str(out, &text);
             }
             b'[' => {
                 s.open()?;
@@ -85,8 +85,8 @@ impl AnyWriter {
         out.push(b'{');
         let base = self.members.len();
         let mut first = true;
-        while let Some(raw) = s.next_key(&mut first)? {
-            let key = utf8(raw)?;
+        while let Some((raw, ascii)) = s.next_key(&mut first)? {
+            let key = checked(raw, ascii)?;
             if self.members.len() > base {
                 out.push(b',');
             }

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::any::AnyWriter;
 use super::pyrepr::py_repr;
-use super::scan::{invalid, utf8, Num, Path, Scanner, R};
+use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
 use super::{AgeMode, Document, MinHashIn, Query, Request};
 
 /// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
@@ -17,7 +17,7 @@ pub(crate) struct Fields<'a> {
     any: AnyWriter,
 }
 
-fn missing(path: &Path, name: &str) -> super::FieldError {
+fn missing(path: &Path, name: &str) -> Refusal {
     invalid(&Path::Key(path, name), "required field is missing")
 }
 
@@ -26,7 +26,8 @@ fn chars_over(s: &str, max: usize) -> bool {
 }
 
 fn chars_under(s: &str, min: usize) -> bool {
-    min > 0 && s.chars().count() < min
+    // A char is at most 4 bytes: only a short string needs counting.
+    s.len() < min * 4 && s.chars().count() < min
 }
 
 impl<'a> Fields<'a> {
@@ -37,7 +38,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn unknown(&self, path: &Path, key: Cow<'_, [u8]>) -> super::FieldError {
+    fn unknown(&self, path: &Path, key: Cow<'_, [u8]>) -> Refusal {
         match utf8(key) {
             Ok(k) => invalid(&Path::Key(path, &k), "unknown field"),
             Err(e) => e,
@@ -66,13 +67,13 @@ impl<'a> Fields<'a> {
         self.s.open()
     }
 
+    #[inline(always)]
     fn string(&mut self, path: &Path, expected: &str, min: usize, max: usize) -> R<String> {
         let c = self.s.peek()?;
         if c != b'"' {
             return Err(self.s.wrong_type(c, expected, path, false));
         }
-        let raw = self.s.string()?;
-        let s = utf8(raw)?.into_owned();
+        let s = self.s.str()?.into_owned();
         if chars_under(&s, min) {
             return Err(invalid(path, format!("Expected `str` of length >= {min}")));
         }
@@ -91,6 +92,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A float in `[lo, hi]`; `lo_s`/`hi_s` are the bounds as Python's repr spells them.
+    #[inline(always)]
     fn float(
         &mut self,
         path: &Path,
@@ -114,6 +116,7 @@ impl<'a> Fields<'a> {
         Ok(v)
     }
 
+    #[inline(always)]
     fn score(&mut self, path: &Path) -> R<f64> {
         self.float(
             path,
@@ -123,6 +126,7 @@ impl<'a> Fields<'a> {
         )
     }
 
+    #[inline(always)]
     fn probability(&mut self, path: &Path) -> R<f64> {
         self.float(path, "float", (0.0, "0.0"), Some((1.0, "1.0")))
     }
@@ -186,10 +190,10 @@ impl<'a> Fields<'a> {
         if !self.object_or_null(path, "object", false)? {
             return Ok(Vec::new());
         }
-        let mut out: Vec<(String, T)> = Vec::new();
+        let mut out: Vec<(String, T)> = Vec::with_capacity(4);
         let mut first = true;
-        while let Some(raw) = self.s.next_key(&mut first)? {
-            let key = utf8(raw)?.into_owned();
+        while let Some((raw, ascii)) = self.s.next_key(&mut first)? {
+            let key = checked(raw, ascii)?.into_owned();
             self.s.colon()?;
             let v = value(self, &Path::Key(path, &key))?;
             out.push((key, v));
@@ -212,7 +216,7 @@ impl<'a> Fields<'a> {
             documents: Vec::new(),
         };
         let mut first = true;
-        while let Some(key) = self.s.next_key(&mut first)? {
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
             self.s.colon()?;
             match &*key {
                 b"documents" => documents = Some(self.documents(&root.field("documents"))?),
@@ -254,7 +258,7 @@ impl<'a> Fields<'a> {
         self.object_or_null(path, "object", false)?;
         let mut q = Query::default();
         let mut first = true;
-        while let Some(key) = self.s.next_key(&mut first)? {
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
             self.s.colon()?;
             match &*key {
                 b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
@@ -286,41 +290,28 @@ impl<'a> Fields<'a> {
 
     fn documents(&mut self, path: &Path) -> R<(Vec<Document>, Vec<Oversize>)> {
         self.array(path)?;
-        let mut docs = Vec::new();
+        // Sized from the body (a document is rarely under 128 bytes), so the page is not
+        // moved as it grows.
+        let mut docs = Vec::with_capacity(((self.s.buf.len() - self.s.pos) / 128).min(1024));
         let mut oversize = Vec::new();
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let i = docs.len();
-            let (doc, big) = self.document(&Path::Index(path, i))?;
-            if let Some(field) = big {
+            // Filled in place: a Document is a few hundred bytes, not worth moving twice.
+            docs.push(empty_document());
+            if let Some(field) = self.document(&Path::Index(path, i), &mut docs[i])? {
                 oversize.push((i, field));
             }
-            docs.push(doc);
         }
         Ok((docs, oversize))
     }
 
-    fn document(&mut self, path: &Path) -> R<(Document, Option<String>)> {
+    fn document(&mut self, path: &Path, d: &mut Document) -> R<Option<String>> {
         self.object_or_null(path, "object", false)?;
         let (mut id, mut url, mut score) = (None, None, None);
         let mut big = None;
-        let mut d = Document {
-            id: String::new(),
-            url: String::new(),
-            score: 0.0,
-            factors: Vec::new(),
-            spam_score: 0.0,
-            adult_score: 0.0,
-            domain_age_days: None,
-            is_ad: false,
-            topics: Vec::new(),
-            blocked_regions: Vec::new(),
-            text: None,
-            minhash: None,
-            attributes: String::new(),
-        };
         let mut first = true;
-        while let Some(key) = self.s.next_key(&mut first)? {
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
             self.s.colon()?;
             match &*key {
                 b"id" => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
@@ -355,7 +346,7 @@ impl<'a> Fields<'a> {
         if d.attributes.is_empty() {
             d.attributes.push_str("{}");
         }
-        Ok((d, big))
+        Ok(big)
     }
 
     fn attributes(&mut self, path: &Path) -> R<String> {
@@ -376,7 +367,7 @@ impl<'a> Fields<'a> {
         let (mut values, mut shingles, mut width, mut seed) = (None, None, None, None);
         let (mut big_value, mut big_seed) = (None, None);
         let mut first = true;
-        while let Some(key) = self.s.next_key(&mut first)? {
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
             self.s.colon()?;
             match &*key {
                 b"values" => {
@@ -434,6 +425,24 @@ impl<'a> Fields<'a> {
             return Err(invalid(path, "Expected `array` of length <= 4096"));
         }
         Ok((out, big))
+    }
+}
+
+fn empty_document() -> Document {
+    Document {
+        id: String::new(),
+        url: String::new(),
+        score: 0.0,
+        factors: Vec::new(),
+        spam_score: 0.0,
+        adult_score: 0.0,
+        domain_age_days: None,
+        is_ad: false,
+        topics: Vec::new(),
+        blocked_regions: Vec::new(),
+        text: None,
+        minhash: None,
+        attributes: String::new(),
     }
 }
 

@@ -10,7 +10,12 @@ use std::borrow::Cow;
 
 use super::FieldError;
 
-pub(crate) type R<T> = Result<T, FieldError>;
+/// Errors are boxed inside the scanner: every step returns an `R`, and a one-word error
+/// keeps those results small.
+pub(crate) type R<T> = Result<T, Box<FieldError>>;
+
+/// A refusal, boxed.
+pub(crate) type Refusal = Box<FieldError>;
 
 /// Arrays and objects within each other, the body's own object counted. msgspec stops at
 /// Python's recursion limit (1000 frames, its caller's frames included), so it refuses a
@@ -106,27 +111,27 @@ impl Num<'_> {
 }
 
 /// A 422 naming the field.
-pub(crate) fn invalid(path: &Path, problem: impl Into<String>) -> FieldError {
-    FieldError {
+pub(crate) fn invalid(path: &Path, problem: impl Into<String>) -> Refusal {
+    Box::new(FieldError {
         status: 422,
         field: path.render(),
         problem: problem.into(),
-    }
+    })
 }
 
-fn body_error(problem: String) -> FieldError {
-    FieldError {
+fn body_error(problem: String) -> Refusal {
+    Box::new(FieldError {
         status: 400,
         field: "body".into(),
         problem,
-    }
+    })
 }
 
-pub(crate) fn truncated() -> FieldError {
+pub(crate) fn truncated() -> Refusal {
     body_error("not valid JSON: Input data was truncated".into())
 }
 
-pub(crate) fn bad_utf8() -> FieldError {
+pub(crate) fn bad_utf8() -> Refusal {
     body_error("not valid JSON: Invalid UTF-8 encoded string".into())
 }
 
@@ -137,6 +142,18 @@ pub(crate) fn utf8(bytes: Cow<'_, [u8]>) -> R<Cow<'_, str>> {
             .map(Cow::Borrowed)
             .map_err(|_| bad_utf8()),
         Cow::Owned(v) => String::from_utf8(v).map(Cow::Owned).map_err(|_| bad_utf8()),
+    }
+}
+
+/// A string's bytes as str: ASCII needs no check, the rest is checked to be UTF-8.
+#[inline]
+pub(crate) fn checked(raw: Cow<'_, [u8]>, as_sent: bool) -> R<Cow<'_, str>> {
+    match raw {
+        // SAFETY: every byte is ASCII, so the bytes are UTF-8.
+        Cow::Borrowed(b) if as_sent && b.is_ascii() => {
+            Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) }))
+        }
+        raw => utf8(raw),
     }
 }
 
@@ -153,10 +170,22 @@ pub(crate) struct Scanner<'a> {
     depth: usize,
 }
 
-/// Is `b` special inside a string: `"`, `\` or a control character?
+/// The bytes that end a plain run inside a string: `"`, `\` and control characters.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 #[inline]
 fn special(b: u8) -> bool {
-    b == b'"' || b == b'\\' || b < 0x20
+    SPECIAL[b as usize]
 }
 
 impl<'a> Scanner<'a> {
@@ -169,7 +198,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// A 400: the body is not JSON, at the current byte.
-    pub(crate) fn malformed(&self, what: &str) -> FieldError {
+    pub(crate) fn malformed(&self, what: &str) -> Refusal {
         body_error(format!(
             "not valid JSON: JSON is malformed: {what} (byte {})",
             self.pos
@@ -177,7 +206,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The next byte that is not whitespace, not consumed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn peek(&mut self) -> R<u8> {
         while let Some(&c) = self.buf.get(self.pos) {
             if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
@@ -229,22 +258,32 @@ impl<'a> Scanner<'a> {
 
     /// A string at `"`: its bytes with the escapes decoded (borrowed when it has none).
     pub(crate) fn string(&mut self) -> R<Cow<'a, [u8]>> {
+        self.string_ascii().map(|(s, _)| s)
+    }
+
+    /// `string`, and whether it is as sent (then `checked` looks at the bytes themselves).
+    #[inline(always)]
+    pub(crate) fn string_ascii(&mut self) -> R<(Cow<'a, [u8]>, bool)> {
         let buf = self.buf;
         self.pos += 1;
         let start = self.pos;
-        let mut i = self.pos;
-        while i < buf.len() && !special(buf[i]) {
-            i += 1;
-        }
+        let i = plain_run(buf, self.pos);
         self.pos = i;
         match buf.get(i) {
             None => Err(truncated()),
             Some(b'"') => {
                 self.pos += 1;
-                Ok(Cow::Borrowed(&buf[start..i]))
+                Ok((Cow::Borrowed(&buf[start..i]), true))
             }
-            Some(_) => self.string_escaped(start).map(Cow::Owned),
+            Some(_) => self.string_escaped(start).map(|v| (Cow::Owned(v), false)),
         }
+    }
+
+    /// A string that is kept: checked to be UTF-8.
+    #[inline]
+    pub(crate) fn str(&mut self) -> R<Cow<'a, str>> {
+        let (raw, ascii) = self.string_ascii()?;
+        checked(raw, ascii)
     }
 
     #[cold]
@@ -339,6 +378,7 @@ impl<'a> Scanner<'a> {
     /// A number. `ints` says whether the type takes ints: there an int too large for u64
     /// is kept as digits (`Big`); elsewhere it is read as a float, as msgspec does. A float
     /// past f64's range is refused here, whatever the type.
+    #[inline(always)]
     pub(crate) fn number(&mut self, path: &Path, ints: bool) -> R<Num<'a>> {
         let buf = self.buf;
         let end = buf.len();
@@ -463,13 +503,7 @@ impl<'a> Scanner<'a> {
     /// The error for a value of the wrong type at a byte `c`: msgspec reads a scalar first
     /// (so a malformed one is a 400), an array or object not at all.
     #[cold]
-    pub(crate) fn wrong_type(
-        &mut self,
-        c: u8,
-        expected: &str,
-        path: &Path,
-        ints: bool,
-    ) -> FieldError {
+    pub(crate) fn wrong_type(&mut self, c: u8, expected: &str, path: &Path, ints: bool) -> Refusal {
         let got = match c {
             b'[' => "array",
             b'{' => "object",
@@ -504,7 +538,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// In an array: is there another element (then the scanner is at it)?
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_element(&mut self, first: &mut bool) -> R<bool> {
         let c = self.peek()?;
         if c == b']' {
@@ -525,9 +559,10 @@ impl<'a> Scanner<'a> {
         Ok(true)
     }
 
-    /// In an object: the next key (escapes decoded, UTF-8 not yet checked), or None at `}`.
-    #[inline]
-    pub(crate) fn next_key(&mut self, first: &mut bool) -> R<Option<Cow<'a, [u8]>>> {
+    /// In an object: the next key (escapes decoded, UTF-8 not yet checked, whether it is
+    /// all ASCII), or None at `}`.
+    #[inline(always)]
+    pub(crate) fn next_key(&mut self, first: &mut bool) -> R<Option<(Cow<'a, [u8]>, bool)>> {
         let mut c = self.peek()?;
         if c == b'}' {
             self.pos += 1;
@@ -543,14 +578,14 @@ impl<'a> Scanner<'a> {
             return Err(self.malformed("expected ',' or '}'"));
         }
         match c {
-            b'"' => self.string().map(Some),
+            b'"' => self.string_ascii().map(Some),
             b'}' => Err(self.malformed("trailing comma in object")),
             _ => Err(self.malformed("object keys must be strings")),
         }
     }
 
     /// The `:` after a key.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn colon(&mut self) -> R<()> {
         if self.peek()? != b':' {
             return Err(self.malformed("expected ':'"));
@@ -558,6 +593,37 @@ impl<'a> Scanner<'a> {
         self.pos += 1;
         Ok(())
     }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The end of the run of plain bytes from `i`: at the first special byte, or the end.
+/// Eight bytes a step, the first special byte of a word found exactly by the has-zero-byte
+/// trick.
+#[inline(always)]
+fn plain_run(buf: &[u8], mut i: usize) -> usize {
+    while let Some(word) = buf.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let v = u64::from_le_bytes(w);
+        // Each test is exact at its first byte (a borrow only spills into higher bytes),
+        // so the lowest hit is the first special byte.
+        let quote = v ^ (ONES * u64::from(b'"'));
+        let slash = v ^ (ONES * u64::from(b'\\'));
+        let control = v.wrapping_sub(ONES * 0x20) & !v;
+        let quote = quote.wrapping_sub(ONES) & !quote;
+        let slash = slash.wrapping_sub(ONES) & !slash;
+        let hits = (control | quote | slash) & HIGHS;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < buf.len() && !special(buf[i]) {
+        i += 1;
+    }
+    i
 }
 
 /// Does a 20-digit integer fit in u64?
@@ -568,4 +634,42 @@ fn fits_u64(digits: &[u8]) -> bool {
             acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
         })
         .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-at-a-time run finder against a byte loop, on bytes rich in specials.
+    #[test]
+    fn plain_run_finds_the_first_special_byte() {
+        let alphabet = [
+            b'a', b'"', b'\\', 0x01, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, b'0',
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 48) as usize;
+            let buf: Vec<u8> = (0..len)
+                .map(|k| alphabet[((seed >> (k % 60)) as usize + k * 7) % alphabet.len()])
+                .collect();
+            let start = (seed as usize >> 5) % (len + 1);
+            let end = (start..len).find(|&i| special(buf[i])).unwrap_or(len);
+            assert_eq!(plain_run(&buf, start), end, "{buf:?} from {start}");
+        }
+    }
+
+    #[test]
+    fn paths_render_as_the_python_service_names_fields() {
+        let root = Path::Root;
+        let docs = root.field("documents");
+        let third = Path::Index(&docs, 3);
+        let attrs = third.field("attributes");
+        let x = Path::Key(&attrs, "x");
+        let y = Path::Index(&x, 1);
+        assert_eq!(y.render(), "documents[3].attributes.x[1]");
+        assert_eq!(root.render(), "body");
+    }
 }
