@@ -11,10 +11,14 @@
 //! also what keeps a 100-document body well under one `orjson.loads` of it.
 
 mod any;
+mod document;
 mod fields;
+mod number;
+mod path;
 pub mod py;
 mod pyrepr;
 mod scan;
+mod strings;
 
 pub use pyrepr::py_repr;
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::any::AnyWriter;
 use super::pyrepr::py_repr;
 use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
-use super::{AgeMode, Document, MinHashIn, Query, Request};
+use super::{AgeMode, Query, Request};
 
 /// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
 /// refuses it; `(document index, field path)`.
@@ -14,10 +14,10 @@ pub(crate) type Oversize = (usize, String);
 /// Decodes one body; `any` writes `attributes`.
 pub(crate) struct Fields<'a> {
     pub(crate) s: Scanner<'a>,
-    any: AnyWriter,
+    pub(super) any: AnyWriter,
 }
 
-fn missing(path: &Path, name: &str) -> Refusal {
+pub(super) fn missing(path: &Path, name: &str) -> Refusal {
     invalid(&Path::Key(path, name), "required field is missing")
 }
 
@@ -38,7 +38,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn unknown(&self, path: &Path, key: Cow<'_, [u8]>) -> Refusal {
+    pub(super) fn unknown(&self, path: &Path, key: Cow<'_, [u8]>) -> Refusal {
         match utf8(key) {
             Ok(k) => invalid(&Path::Key(path, &k), "unknown field"),
             Err(e) => e,
@@ -46,7 +46,12 @@ impl<'a> Fields<'a> {
     }
 
     /// `{` expected (or null where `nullable`): true at `{`, false after a null.
-    fn object_or_null(&mut self, path: &Path, expected: &str, nullable: bool) -> R<bool> {
+    pub(super) fn object_or_null(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        nullable: bool,
+    ) -> R<bool> {
         let c = self.s.peek()?;
         if c == b'{' {
             self.s.open()?;
@@ -59,7 +64,7 @@ impl<'a> Fields<'a> {
         Err(self.s.wrong_type(c, expected, path, false))
     }
 
-    fn array(&mut self, path: &Path) -> R<()> {
+    pub(super) fn array(&mut self, path: &Path) -> R<()> {
         let c = self.s.peek()?;
         if c != b'[' {
             return Err(self.s.wrong_type(c, "array", path, false));
@@ -68,7 +73,13 @@ impl<'a> Fields<'a> {
     }
 
     #[inline(always)]
-    fn string(&mut self, path: &Path, expected: &str, min: usize, max: usize) -> R<String> {
+    pub(super) fn string(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        min: usize,
+        max: usize,
+    ) -> R<String> {
         let c = self.s.peek()?;
         if c != b'"' {
             return Err(self.s.wrong_type(c, expected, path, false));
@@ -83,7 +94,7 @@ impl<'a> Fields<'a> {
         Ok(s)
     }
 
-    fn opt_string(&mut self, path: &Path, min: usize, max: usize) -> R<Option<String>> {
+    pub(super) fn opt_string(&mut self, path: &Path, min: usize, max: usize) -> R<Option<String>> {
         if self.s.peek()? == b'n' {
             self.s.literal(b"ull")?;
             return Ok(None);
@@ -93,7 +104,7 @@ impl<'a> Fields<'a> {
 
     /// A float in `[lo, hi]`; `lo_s`/`hi_s` are the bounds as Python's repr spells them.
     #[inline(always)]
-    fn float(
+    pub(super) fn float(
         &mut self,
         path: &Path,
         expected: &str,
@@ -117,7 +128,7 @@ impl<'a> Fields<'a> {
     }
 
     #[inline(always)]
-    fn score(&mut self, path: &Path) -> R<f64> {
+    pub(super) fn score(&mut self, path: &Path) -> R<f64> {
         self.float(
             path,
             "float",
@@ -127,12 +138,18 @@ impl<'a> Fields<'a> {
     }
 
     #[inline(always)]
-    fn probability(&mut self, path: &Path) -> R<f64> {
+    pub(super) fn probability(&mut self, path: &Path) -> R<f64> {
         self.float(path, "float", (0.0, "0.0"), Some((1.0, "1.0")))
     }
 
     /// An int in `[lo, hi]`; `Ok(None)` for a positive int past u64 that no bound refuses.
-    fn int(&mut self, path: &Path, expected: &str, lo: i64, hi: Option<i64>) -> R<Option<u64>> {
+    pub(super) fn int(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        lo: i64,
+        hi: Option<i64>,
+    ) -> R<Option<u64>> {
         let c = self.s.peek()?;
         if !(c == b'-' || c.is_ascii_digit()) {
             return Err(self.s.wrong_type(c, expected, path, true));
@@ -162,7 +179,7 @@ impl<'a> Fields<'a> {
         Ok(v)
     }
 
-    fn bool(&mut self, path: &Path) -> R<bool> {
+    pub(super) fn bool(&mut self, path: &Path) -> R<bool> {
         match self.s.peek()? {
             b't' => self.s.literal(b"rue").map(|_| true),
             b'f' => self.s.literal(b"alse").map(|_| false),
@@ -170,7 +187,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<String>> {
+    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<String>> {
         self.array(path)?;
         let mut out = Vec::new();
         let mut first = true;
@@ -182,7 +199,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A `dict[str, T]`: entries in first-key order, a repeated key's last value kept.
-    fn map<T>(
+    pub(super) fn map<T>(
         &mut self,
         path: &Path,
         mut value: impl FnMut(&mut Self, &Path) -> R<T>,
@@ -286,163 +303,6 @@ impl<'a> Fields<'a> {
                 format!("Invalid enum value {}", py_repr(&utf8(raw)?)),
             )),
         }
-    }
-
-    fn documents(&mut self, path: &Path) -> R<(Vec<Document>, Vec<Oversize>)> {
-        self.array(path)?;
-        // Sized from the body (a document is rarely under 128 bytes), so the page is not
-        // moved as it grows.
-        let mut docs = Vec::with_capacity(((self.s.buf.len() - self.s.pos) / 128).min(1024));
-        let mut oversize = Vec::new();
-        let mut first = true;
-        while self.s.next_element(&mut first)? {
-            let i = docs.len();
-            // Filled in place: a Document is a few hundred bytes, not worth moving twice.
-            docs.push(empty_document());
-            if let Some(field) = self.document(&Path::Index(path, i), &mut docs[i])? {
-                oversize.push((i, field));
-            }
-        }
-        Ok((docs, oversize))
-    }
-
-    fn document(&mut self, path: &Path, d: &mut Document) -> R<Option<String>> {
-        self.object_or_null(path, "object", false)?;
-        let (mut id, mut url, mut score) = (None, None, None);
-        let mut big = None;
-        let mut first = true;
-        while let Some((key, _)) = self.s.next_key(&mut first)? {
-            self.s.colon()?;
-            match &*key {
-                b"id" => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
-                b"url" => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
-                b"score" => score = Some(self.score(&path.field("score"))?),
-                b"factors" => d.factors = self.map(&path.field("factors"), |f, p| f.score(p))?,
-                b"spam_score" => d.spam_score = self.probability(&path.field("spam_score"))?,
-                b"adult_score" => d.adult_score = self.probability(&path.field("adult_score"))?,
-                b"domain_age_days" => {
-                    let p = path.field("domain_age_days");
-                    d.domain_age_days = if self.s.peek()? == b'n' {
-                        self.s.literal(b"ull")?;
-                        None
-                    } else {
-                        Some(self.float(&p, "float | null", (0.0, "0.0"), None)?)
-                    };
-                }
-                b"is_ad" => d.is_ad = self.bool(&path.field("is_ad"))?,
-                b"topics" => d.topics = self.strings(&path.field("topics"), 0, usize::MAX)?,
-                b"blocked_regions" => {
-                    d.blocked_regions = self.strings(&path.field("blocked_regions"), 1, 16)?
-                }
-                b"text" => d.text = self.opt_string(&path.field("text"), 0, usize::MAX)?,
-                b"minhash" => (d.minhash, big) = self.minhash(&path.field("minhash"))?,
-                b"attributes" => d.attributes = self.attributes(&path.field("attributes"))?,
-                _ => return Err(self.unknown(path, key)),
-            }
-        }
-        d.id = id.ok_or_else(|| missing(path, "id"))?;
-        d.url = url.ok_or_else(|| missing(path, "url"))?;
-        d.score = score.ok_or_else(|| missing(path, "score"))?;
-        if d.attributes.is_empty() {
-            d.attributes.push_str("{}");
-        }
-        Ok(big)
-    }
-
-    fn attributes(&mut self, path: &Path) -> R<String> {
-        let c = self.s.peek()?;
-        if c != b'{' {
-            return Err(self.s.wrong_type(c, "object", path, false));
-        }
-        let mut out = Vec::new();
-        self.any.object(&mut self.s, &mut out, path)?;
-        // Written from str values and ASCII syntax only.
-        String::from_utf8(out).map_err(|_| super::scan::bad_utf8())
-    }
-
-    fn minhash(&mut self, path: &Path) -> R<(Option<MinHashIn>, Option<String>)> {
-        if !self.object_or_null(path, "object | null", true)? {
-            return Ok((None, None));
-        }
-        let (mut values, mut shingles, mut width, mut seed) = (None, None, None, None);
-        let (mut big_value, mut big_seed) = (None, None);
-        let mut first = true;
-        while let Some((key, _)) = self.s.next_key(&mut first)? {
-            self.s.colon()?;
-            match &*key {
-                b"values" => {
-                    let p = path.field("values");
-                    let (v, big) = self.values(&p)?;
-                    values = Some(v);
-                    big_value = big.map(|i| Path::Index(&p, i).render());
-                }
-                b"shingles" => {
-                    shingles =
-                        Some(self.int(&path.field("shingles"), "int", 0, Some(100_000_000))?)
-                }
-                b"width" => width = Some(self.int(&path.field("width"), "int", 1, Some(100))?),
-                b"seed" => {
-                    let p = path.field("seed");
-                    let v = self.int(&p, "int", 0, None)?;
-                    big_seed = v.is_none().then(|| p.render());
-                    seed = Some(v.unwrap_or(u64::MAX));
-                }
-                _ => return Err(self.unknown(path, key)),
-            }
-        }
-        let values = values.ok_or_else(|| missing(path, "values"))?;
-        let shingles = shingles.ok_or_else(|| missing(path, "shingles"))?;
-        let width = width.ok_or_else(|| missing(path, "width"))?;
-        let seed = seed.ok_or_else(|| missing(path, "seed"))?;
-        let m = MinHashIn {
-            values,
-            // Both bounded, so both are Some and fit.
-            shingles: shingles.unwrap_or_default(),
-            width: width.unwrap_or_default() as u32,
-            seed,
-        };
-        Ok((Some(m), big_value.or(big_seed)))
-    }
-
-    /// `values`: u64s, 1 to 4096 of them; the index of the first past u64, if any.
-    fn values(&mut self, path: &Path) -> R<(Vec<u64>, Option<usize>)> {
-        self.array(path)?;
-        let mut out = Vec::new();
-        let mut big = None;
-        let mut first = true;
-        while self.s.next_element(&mut first)? {
-            let at = Path::Index(path, out.len());
-            let v = self.int(&at, "int", 0, None)?;
-            if v.is_none() && big.is_none() {
-                big = Some(out.len());
-            }
-            out.push(v.unwrap_or(u64::MAX));
-        }
-        if out.is_empty() {
-            return Err(invalid(path, "Expected `array` of length >= 1"));
-        }
-        if out.len() > 4096 {
-            return Err(invalid(path, "Expected `array` of length <= 4096"));
-        }
-        Ok((out, big))
-    }
-}
-
-fn empty_document() -> Document {
-    Document {
-        id: String::new(),
-        url: String::new(),
-        score: 0.0,
-        factors: Vec::new(),
-        spam_score: 0.0,
-        adult_score: 0.0,
-        domain_age_days: None,
-        is_ad: false,
-        topics: Vec::new(),
-        blocked_regions: Vec::new(),
-        text: None,
-        minhash: None,
-        attributes: String::new(),
     }
 }
 
