@@ -205,7 +205,7 @@ _NO_REGIONS: frozenset[str] = frozenset()
 
 
 def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list[Doc]:
-    """Check what types cannot (limits, unique ids, URLs) and build Docs."""
+    """Check what types cannot (limits, unique ids) and build Docs, canonical URLs resolved."""
     if len(req.documents) > max_documents:
         raise FieldError("documents", f"{len(req.documents)} documents, over the limit "
                          f"of {max_documents}", status=413)
@@ -234,8 +234,10 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
                              "must be an unsigned 64-bit integer (<= 2**64 - 1)")
         try:
             canonical, host = canonical_host(d.url)
-        except canon.InvalidURL as exc:
-            raise FieldError(f"documents[{i}].url", f"not a valid URL: {exc}") from None
+        except canon.InvalidURL:
+            # No browser could open it: not bad input, but no host either (a canonical
+            # host is never ''), so the banlist rule removes the document, naming why.
+            canonical = host = ""
         # Factors need no check here: the Score type already bounds them (finite, |x| <= 1e15).
         # Positional, in Doc's field order: a third cheaper than keywords, once per document.
         append(Doc(

@@ -86,7 +86,7 @@ def engine(config: bytes = CONFIG, rules: list[Any] | None = None,
 
 def run(e: Engine, body: dict[str, Any], **kw: Any) -> tuple[int, Any, Any]:
     kw = {"banlist": BANS, "banlist_version": 7, "now": NOW, **kw}
-    status, out, line = e.rerank(json.dumps(body).encode(), **kw)
+    status, out, line, _ = e.rerank(json.dumps(body).encode(), **kw)
     return status, json.loads(out), None if line is None else json.loads(line)
 
 
@@ -101,7 +101,7 @@ def test_the_same_bytes_as_the_python_pipeline(python_side: Rearranger,
                                                 extra: dict[str, Any]) -> None:
     body = page(**extra)
     expected = msgspec.json.encode(python_side.rerank(json.dumps(body).encode()))
-    status, out, _ = engine().rerank(json.dumps(body).encode(), banlist=BANS,
+    status, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist=BANS,
                                      banlist_version=7, now=NOW)
     assert status == 200
     assert json.loads(out) == json.loads(expected)
@@ -113,7 +113,7 @@ def test_relax_rerun_and_pipeline_fallback(python_side: Rearranger) -> None:
              "adult_score": 0.6} for i in range(3)]
     body = {"request_id": "r", "query": {"age_mode": "strict"}, "documents": docs}
     expected = msgspec.json.encode(python_side.rerank(json.dumps(body).encode()))
-    _, out, _ = engine().rerank(json.dumps(body).encode(), banlist_version=7, now=NOW)
+    _, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist_version=7, now=NOW)
     assert out == expected
     assert json.loads(out)["fallback"]["action"] == "relax"
     no_fallback = CONFIG.replace(b"post-filter: [safe_search, empty_result_fallback]",
@@ -148,7 +148,7 @@ def test_audit_line_and_errors() -> None:
     assert out["field"] == "X-Rearrange-Force-Variant"
     assert out["problem"] == ("experiment antispam_v7 has no variant 'blue' "
                               "(variants: control, treatment)")
-    status, out, _ = e.rerank(b"{", now=NOW)
+    status, out, _, _ = e.rerank(b"{", now=NOW)
     assert status == 400
 
 

@@ -94,7 +94,8 @@ def normalize(scope: str, value: str) -> str:
     if scope == "org":
         return group_name(raw, "value")
     try:
-        url = canon.canonicalize(raw if "://" in raw else f"http://{raw}")
+        # without a scheme a value is an http URL, as canonicalize itself takes it
+        url = canon.canonicalize(raw)
     except canon.InvalidURL as exc:
         raise BanlistError("value", f"{raw!r} is not a valid {scope}: {exc}") from exc
     host, path, query = canon.split(url)

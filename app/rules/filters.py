@@ -5,6 +5,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from app.banlist import canon
 from app.pipeline import AGE_MODES, BaseRule, Context, Doc, Phase, RuleResult, emptied
 from app.rules.base import Params
 
@@ -21,12 +22,15 @@ class Banlist(BaseRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
         index = ctx.banlist
         if index is None or not len(index):
-            return docs, []
+            return self.removing(docs, _unopenable(docs))
         region, now = ctx.region, ctx.now
         # Once per host of the page: its host/domain/org entry, and whether any url or
         # prefix entry lies under it. Only documents on such hosts are looked at again.
         verdicts: dict[str, tuple[Any, bool]] = {}
         for host in {doc.host for doc in docs}:
+            if not host:
+                verdicts[host] = None, False  # no browser could open it: see _unopenable
+                continue
             entry, by_url = index.host_verdict(host, region, now)
             if entry is not None or by_url:
                 verdicts[host] = entry, by_url
@@ -34,6 +38,8 @@ class Banlist(BaseRule):
             return docs, []
 
         def banned(doc: Doc) -> str | None:
+            if not doc.host:
+                return _why_unopenable(doc)
             entry, by_url = verdicts[doc.host]
             if by_url:  # a url or prefix entry is more specific than the host's own
                 specific = index.match_url(doc.canonical, doc.host, region, now)
@@ -42,6 +48,23 @@ class Banlist(BaseRule):
 
         return self.removing(docs, [(i, why) for i, d in enumerate(docs)
                                     if d.host in verdicts and (why := banned(d)) is not None])
+
+
+def _unopenable(docs: list[Doc]) -> list[tuple[int, str]]:
+    """Documents whose URL no browser could open (contract.to_docs left them no host).
+
+    The banlist cannot vouch for a URL it cannot resolve, so the rule removes it whatever
+    the banlist holds, its record naming the problem.
+    """
+    return [(i, _why_unopenable(d)) for i, d in enumerate(docs) if not d.host]
+
+
+def _why_unopenable(doc: Doc) -> str:
+    try:
+        canon.canonicalize(doc.url)
+    except canon.InvalidURL as exc:
+        return f"URL cannot be opened: {exc}"
+    return "URL cannot be opened"  # a Doc built by hand without its host
 
 
 class RegionalRemovals(BaseRule):

@@ -50,6 +50,33 @@ def test_routing_forced_profile_and_banlist(client):
     assert client.post("/v1/rerank", json=body).json()["profile"] == "default"
 
 
+def test_a_url_no_browser_could_open_is_removed_by_the_banlist_rule_not_refused(client):
+    # CONTRACT: a URL a browser would open is never bad input; one no browser could open
+    # does not fail the page either: the banlist rule removes it, naming the problem.
+    body = page(3)
+    body["documents"][1]["url"] = "http://"
+    body["documents"][2]["url"] = "http:/h2.example.com/p"  # browsers open it
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert [d["id"] for d in out["documents"]] == ["d0", "d2"]
+    assert out["removed"] == [{"id": "d1", "rule": "banlist", "phase": "pre-filter",
+                               "action": "remove", "reason": "URL cannot be opened: no host"}]
+
+
+def test_a_host_ban_holds_for_the_spellings_a_browser_resolves_to_it(client):
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "domain", "value": "i❤.ws", "reason": "malware"})
+    body = page(4)
+    for d, url in zip(body["documents"], ["http://xn--i-7iq.ws/", "\u0001http://i❤.ws/a",
+                                          "http:/I❤.ws/b", "https://ok.example/"], strict=True):
+        d["url"] = url
+    out = client.post("/v1/rerank", json=body).json()
+    assert [d["id"] for d in out["documents"]] == ["d3"]
+    assert {d["reason"] for d in out["removed"]} == {
+        "domain xn--i-7iq.ws banned (malware) [entry 1]"}
+
+
 def test_experiment_assignment_in_response(client):
     out = client.post("/v1/rerank", json=page(2, unit={"user_id": "u-1"})).json()
     assert out["experiments"] == [{"experiment": "antispam_v7", "variant": "treatment",
@@ -110,7 +137,6 @@ BAD = [
      "documents[0].spamscore", 422),
     ("duplicate ids", lambda b: _set(b, ["documents", 3, "id"], "d0"), "documents[3].id", 422),
     ("unknown profile", lambda b: _set(b, ["profile"], "nope"), "profile", 422),
-    ("bad url", lambda b: _set(b, ["documents", 2, "url"], "http://"), "documents[2].url", 422),
     ("empty id", lambda b: _set(b, ["documents", 2, "id"], ""), "documents[2].id", 422),
     ("depth zero", lambda b: _set(b, ["depth"], 0), "depth", 422),
     ("factor as string", lambda b: _set(b, ["documents", 0, "factors"], {"link": "x"}),

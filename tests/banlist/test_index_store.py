@@ -24,6 +24,12 @@ from tests.conftest import ROOT
     ("host", "WWW.Example.COM.", "www.example.com"),
     ("domain", "example.co.uk", "example.co.uk"),
     ("domain", "пример.рф", "xn--e1afmkfd.xn--p1ai"),
+    # written as the browser resolves it, so the request path's host is the same key
+    ("domain", "i❤.ws", "xn--i-7iq.ws"),
+    ("host", "xn--i-7iq.ws", "xn--i-7iq.ws"),
+    ("domain", "x_y.ｅｖｉｌ.example", "x_y.evil.example"),
+    ("host", "ev\u00adil.example", "evil.example"),
+    ("url", "http:/evil.example/a", "evil.example/a"),
 ])
 def test_normalize(scope, value, key):
     assert normalize(scope, value) == key

@@ -1,1 +1,2 @@
-"""Reference models: the Python implementations the engine replaces, kept runnable."""
+"""Reference models: the Python implementations the engine replaced, kept runnable for the
+property tests."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from app.banlist import canon
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, normalize
-from app.pipeline import Phase
+from app.pipeline import Doc, Phase
 from app.rules.filters import (
     Banlist,
     EmptyResultFallback,
@@ -132,3 +133,61 @@ def test_fallback_relaxes_strict_once_then_reports_nothing_safe():
 def test_fallback_params_validated():
     with pytest.raises(ValidationError, match="strategy"):
         make(EmptyResultFallback, strategy="pray")
+
+
+def _resolved(id: str, url: str) -> Doc:
+    """A Doc as contract.to_docs builds it: canonical URL and host from the engine, or ''."""
+    try:
+        canonical, host = canon.canonicalize_with_host(url)
+    except canon.InvalidURL:
+        canonical = host = ""
+    return Doc(id=id, url=url, score=1.0, original_score=1.0, canonical=canonical, host=host)
+
+
+# Every spelling a browser resolves to evil.example (issue 14): a domain ban covers them all.
+EVASIONS = [
+    "\u0001http://evil.example/",
+    "http://x_y.ｅｖｉｌ.example/",
+    "http://ev\u00adil.example/",
+    "http:/evil.example/",
+    "http://good.example%2F@evil.example/",
+    "http://evil.example\\@good.example/",
+    "HTTP://EVIL.EXAMPLE.:8080/",
+    "http://evil。example/",
+]
+
+
+@pytest.mark.parametrize("url", EVASIONS)
+def test_a_domain_ban_covers_every_spelling_a_browser_resolves_to_the_domain(url):
+    index = BanIndex([entry("9", "domain", "evil.example")])
+    out, records = make(Banlist)([_resolved("a", url), doc("b")], ctx(banlist=index, now=1.0))
+    assert ids(out) == ["b"]
+    assert records[0].reason == "domain evil.example banned (legal removal) [entry 9]"
+
+
+@pytest.mark.parametrize("value", ["i❤.ws", "xn--i-7iq.ws", "I❤.WS"])
+@pytest.mark.parametrize("scope", ["host", "domain"])
+def test_an_emoji_host_can_be_banned_in_either_spelling(scope, value):
+    index = BanIndex([entry("5", scope, value)])
+    docs = [_resolved("emoji", "http://i❤.ws/"), _resolved("puny", "https://xn--i-7iq.ws/x"),
+            doc("other")]
+    out, _ = make(Banlist)(docs, ctx(banlist=index, now=1.0))
+    assert ids(out) == ["other"]
+
+
+@pytest.mark.parametrize("banned", [True, False])
+def test_a_url_no_browser_could_open_is_removed_with_the_problem(banned):
+    # The banlist cannot vouch for a URL it cannot resolve: removed whatever it holds.
+    index = BanIndex([entry("1", "domain", "bad.example")] if banned else [])
+    docs = [doc("a"), _resolved("nohost", "http://"), _resolved("mail", "mailto:x@y.example"),
+            doc("b", host="www.bad.example")]
+    out, records = make(Banlist)(docs, ctx(banlist=index, now=1.0))
+    assert ids(out) == (["a"] if banned else ["a", "b"])
+    assert [(r.doc_id, r.action, r.reason) for r in records][:2] == [
+        ("nohost", "remove", "URL cannot be opened: no host"),
+        ("mail", "remove", "URL cannot be opened: expected '//' after 'mailto:'")]
+
+
+def test_no_banlist_at_all_still_removes_a_url_no_browser_could_open():
+    out, records = make(Banlist)([doc("a"), _resolved("x", "http:///blah")], ctx(now=1.0))
+    assert ids(out) == ["a"] and records[0].reason == "URL cannot be opened: no host"

@@ -1,32 +1,53 @@
 //! JSON text primitives the response and the audit line are written with.
 //!
 //! The response must be byte-identical to what the Python service wrote with msgspec, so
-//! numbers and strings are spelled the way msgspec spells them.
+//! numbers and strings are spelled the way msgspec spells them: strings escape only `"`,
+//! `\` and the control characters below U+0020 (everything else, U+007F and U+2028
+//! included, is written as UTF-8), and floats are the shortest round-trip digits laid out
+//! as msgspec's writer lays them out (`1e16`, `1e-7`, `0.00001`, `1.2345678901234568e17`,
+//! `100.0`, `-0.0`).
+
+/// The escape of each byte below 0x20 (`\u00XX` unless JSON has a short form), and of `"`
+/// and `\`; 0 for a byte written as it is.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Append `s` as a JSON string: `"`, `\` and control characters escaped, the rest as UTF-8.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => {
-                out.extend_from_slice(&bytes[start..i]);
-                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
+        let e = ESCAPE[b as usize];
+        if e == 0 {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(escape);
+        if e == b'u' {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xf) as usize]);
+        } else {
+            out.push(b'\\');
+            out.push(e);
+        }
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
@@ -34,33 +55,94 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Append a finite float the way msgspec writes a Python float (shortest round-trip form).
+///
+/// A non-finite value cannot come from a decoded request (it is refused) and the engine's
+/// arithmetic is bounded; msgspec writes one as `null`, and so does this.
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
-    // Rust's `{:?}` is the shortest round-trip form with a `.0` on integral values; the
-    // exponent spelling msgspec uses for very large and very small values is refined in
-    // the contract work.
-    out.extend_from_slice(format!("{v:?}").as_bytes());
+    if v.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Append an integer in decimal, as msgspec writes a Python int.
+pub fn write_u64(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Append a signed integer in decimal, as msgspec writes a Python int.
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, v.unsigned_abs());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn f(v: f64) -> String {
+        let mut out = Vec::new();
+        write_f64(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn strings_escape_quotes_backslashes_and_controls() {
         let mut out = Vec::new();
-        write_str(&mut out, "a\"b\\c\nd\u{1}é");
+        write_str(&mut out, "a\"b\\c\nd\u{1}é\u{7f}\u{2028}\u{1f}");
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "\"a\\\"b\\\\c\\nd\\u0001é\""
+            "\"a\\\"b\\\\c\\nd\\u0001é\u{7f}\u{2028}\\u001f\""
         );
     }
 
     #[test]
-    fn floats_keep_a_fraction() {
+    fn floats_are_spelled_as_msgspec_spells_them() {
+        // Each pair checked against msgspec.json.encode (tests/test_contract_engine.py
+        // property-tests the rest).
+        for (v, s) in [
+            (8.0, "8.0"),
+            (0.1, "0.1"),
+            (1e16, "1e16"),
+            (1e15, "1000000000000000.0"),
+            (1e-7, "1e-7"),
+            (1e-5, "0.00001"),
+            (123456789012345680.0, "1.2345678901234568e17"),
+            (-0.0, "-0.0"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e308"),
+            (9007199254740992.0, "9007199254740992.0"),
+        ] {
+            assert_eq!(f(v), s);
+        }
+        assert_eq!(f(f64::NAN), "null");
+    }
+
+    #[test]
+    fn integers() {
         let mut out = Vec::new();
-        write_f64(&mut out, 8.0);
+        write_i64(&mut out, i64::MIN);
         out.push(b' ');
-        write_f64(&mut out, 0.1);
-        assert_eq!(String::from_utf8(out).unwrap(), "8.0 0.1");
+        write_u64(&mut out, u64::MAX);
+        out.push(b' ');
+        write_i64(&mut out, 0);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "-9223372036854775808 18446744073709551615 0"
+        );
     }
 }

@@ -1,0 +1,71 @@
+"""Benchmark: decoding a /v1/rerank body in the engine, as a ratio to `orjson.loads` of it.
+
+Per page size (`--sizes`, default 20,100,500; pages from bench.pipeline's generator, with
+`--text` ~300 words per document), interleaved in one run:
+
+  (a) `orjson.loads(body)`: the yardstick;
+  (b) `app.contract.decode(body)` + `to_docs`: today's Python decoding and page checks;
+  (c) `app._engine.decode_check(body, …)`: the engine's decode and page checks (the
+      request built as Rust values and dropped; URLs not canonicalized).
+
+The issue's target: the whole engine call for a 100-document page <= 1.5x (a), so (c)
+should be well under 1x. Only the ratios within one run are comparable; nothing here
+asserts a time.
+
+Run from the repository root: `python -m bench.contract [--sizes 20,100,500] [--text]`.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+from collections.abc import Sequence
+
+import orjson
+
+from app import _engine, contract
+from bench.pipeline import Measured, Stats, make_serp, run_interleaved
+
+MAX_DOCUMENTS = 1000
+MAX_TEXT_CHARS = 100_000
+
+
+def bench_size(n: int, args: argparse.Namespace) -> dict[str, Stats]:
+    body = orjson.dumps(make_serp(n, args.seed, "u-000000", args.text))
+    _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)  # refuses nothing here
+    measured = [
+        Measured("(a) orjson.loads(body)", lambda: orjson.loads(body)),
+        Measured("(b) contract.decode + to_docs", lambda: contract.to_docs(
+            contract.decode(body), MAX_DOCUMENTS, MAX_TEXT_CHARS)),
+        Measured("(c) _engine.decode_check(body)",
+                 lambda: _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)),
+    ]
+    gc.collect()
+    gc.freeze()
+    run_interleaved(measured, args.iterations, args.warmup)
+    stats = {m.label: Stats.of(m.samples) for m in measured}
+    base = stats[measured[0].label].median_us
+    print(f"\n{n} documents, body {len(body):,} bytes")
+    print(f"  {'':34} {'median µs':>10} {'p99 µs':>9} {'x (a)':>7}")
+    for label, s in stats.items():
+        print(f"  {label:34} {s.median_us:10.1f} {s.p99_us:9.1f} {s.median_us / base:7.2f}")
+    return stats
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="20,100,500")
+    p.add_argument("--text", action="store_true", help="~300 words of text per document")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--iterations", type=int, default=2000)
+    p.add_argument("--warmup", type=int, default=200)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    for n in (int(s) for s in args.sizes.split(",")):
+        bench_size(n, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+//! A document of the page, its minhash and its attributes, field by field.
+
+use super::fields::{missing, Fields, Oversize};
+use super::scan::{invalid, Path, R};
+use super::{Document, MinHashIn};
+
+impl<'a> Fields<'a> {
+    pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document>, Vec<Oversize>)> {
+        self.array(path)?;
+        // Sized from the body (a document is rarely under 128 bytes), so the page is not
+        // moved as it grows.
+        let mut docs = Vec::with_capacity(((self.s.buf.len() - self.s.pos) / 128).min(1024));
+        let mut oversize = Vec::new();
+        let mut first = true;
+        while self.s.next_element(&mut first)? {
+            let i = docs.len();
+            // Filled in place: a Document is a few hundred bytes, not worth moving twice.
+            docs.push(empty_document());
+            if let Some(field) = self.document(&Path::Index(path, i), &mut docs[i])? {
+                oversize.push((i, field));
+            }
+        }
+        Ok((docs, oversize))
+    }
+
+    fn document(&mut self, path: &Path, d: &mut Document) -> R<Option<String>> {
+        self.object_or_null(path, "object", false)?;
+        let (mut id, mut url, mut score) = (None, None, None);
+        let mut big = None;
+        let mut first = true;
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
+            self.s.colon()?;
+            match &*key {
+                b"id" => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
+                b"url" => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
+                b"score" => score = Some(self.score(&path.field("score"))?),
+                b"factors" => d.factors = self.map(&path.field("factors"), |f, p| f.score(p))?,
+                b"spam_score" => d.spam_score = self.probability(&path.field("spam_score"))?,
+                b"adult_score" => d.adult_score = self.probability(&path.field("adult_score"))?,
+                b"domain_age_days" => {
+                    let p = path.field("domain_age_days");
+                    d.domain_age_days = if self.s.peek()? == b'n' {
+                        self.s.literal(b"ull")?;
+                        None
+                    } else {
+                        Some(self.float(&p, "float | null", (0.0, "0.0"), None)?)
+                    };
+                }
+                b"is_ad" => d.is_ad = self.bool(&path.field("is_ad"))?,
+                b"topics" => d.topics = self.strings(&path.field("topics"), 0, usize::MAX)?,
+                b"blocked_regions" => {
+                    d.blocked_regions = self.strings(&path.field("blocked_regions"), 1, 16)?
+                }
+                b"text" => d.text = self.opt_string(&path.field("text"), 0, usize::MAX)?,
+                b"minhash" => (d.minhash, big) = self.minhash(&path.field("minhash"))?,
+                b"attributes" => d.attributes = self.attributes(&path.field("attributes"))?,
+                _ => return Err(self.unknown(path, key)),
+            }
+        }
+        d.id = id.ok_or_else(|| missing(path, "id"))?;
+        d.url = url.ok_or_else(|| missing(path, "url"))?;
+        d.score = score.ok_or_else(|| missing(path, "score"))?;
+        if d.attributes.is_empty() {
+            d.attributes.push_str("{}");
+        }
+        Ok(big)
+    }
+
+    fn attributes(&mut self, path: &Path) -> R<String> {
+        let c = self.s.peek()?;
+        if c != b'{' {
+            return Err(self.s.wrong_type(c, "object", path, false));
+        }
+        let mut out = Vec::new();
+        self.any.object(&mut self.s, &mut out, path)?;
+        // Written from str values and ASCII syntax only.
+        String::from_utf8(out).map_err(|_| super::path::bad_utf8())
+    }
+
+    fn minhash(&mut self, path: &Path) -> R<(Option<MinHashIn>, Option<String>)> {
+        if !self.object_or_null(path, "object | null", true)? {
+            return Ok((None, None));
+        }
+        let (mut values, mut shingles, mut width, mut seed) = (None, None, None, None);
+        let (mut big_value, mut big_seed) = (None, None);
+        let mut first = true;
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
+            self.s.colon()?;
+            match &*key {
+                b"values" => {
+                    let p = path.field("values");
+                    let (v, big) = self.values(&p)?;
+                    values = Some(v);
+                    big_value = big.map(|i| Path::Index(&p, i).render());
+                }
+                b"shingles" => {
+                    shingles =
+                        Some(self.int(&path.field("shingles"), "int", 0, Some(100_000_000))?)
+                }
+                b"width" => width = Some(self.int(&path.field("width"), "int", 1, Some(100))?),
+                b"seed" => {
+                    let p = path.field("seed");
+                    let v = self.int(&p, "int", 0, None)?;
+                    big_seed = v.is_none().then(|| p.render());
+                    seed = Some(v.unwrap_or(u64::MAX));
+                }
+                _ => return Err(self.unknown(path, key)),
+            }
+        }
+        let values = values.ok_or_else(|| missing(path, "values"))?;
+        let shingles = shingles.ok_or_else(|| missing(path, "shingles"))?;
+        let width = width.ok_or_else(|| missing(path, "width"))?;
+        let seed = seed.ok_or_else(|| missing(path, "seed"))?;
+        let m = MinHashIn {
+            values,
+            // Both bounded, so both are Some and fit.
+            shingles: shingles.unwrap_or_default(),
+            width: width.unwrap_or_default() as u32,
+            seed,
+        };
+        Ok((Some(m), big_value.or(big_seed)))
+    }
+
+    /// `values`: u64s, 1 to 4096 of them; the index of the first past u64, if any.
+    fn values(&mut self, path: &Path) -> R<(Vec<u64>, Option<usize>)> {
+        self.array(path)?;
+        let mut out = Vec::new();
+        let mut big = None;
+        let mut first = true;
+        while self.s.next_element(&mut first)? {
+            let at = Path::Index(path, out.len());
+            let v = self.int(&at, "int", 0, None)?;
+            if v.is_none() && big.is_none() {
+                big = Some(out.len());
+            }
+            out.push(v.unwrap_or(u64::MAX));
+        }
+        if out.is_empty() {
+            return Err(invalid(path, "Expected `array` of length >= 1"));
+        }
+        if out.len() > 4096 {
+            return Err(invalid(path, "Expected `array` of length <= 4096"));
+        }
+        Ok((out, big))
+    }
+}
+
+fn empty_document() -> Document {
+    Document {
+        id: String::new(),
+        url: String::new(),
+        score: 0.0,
+        factors: Vec::new(),
+        spam_score: 0.0,
+        adult_score: 0.0,
+        domain_age_days: None,
+        is_ad: false,
+        topics: Vec::new(),
+        blocked_regions: Vec::new(),
+        text: None,
+        minhash: None,
+        attributes: String::new(),
+    }
+}

@@ -1,0 +1,332 @@
+//! The request's objects field by field, with msgspec's types, constraints and messages.
+
+use std::borrow::Cow;
+
+use super::any::AnyWriter;
+use super::pyrepr::py_repr;
+use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
+use super::{AgeMode, Query, Request};
+
+/// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
+/// refuses it; `(document index, field path)`.
+pub(crate) type Oversize = (usize, String);
+
+/// Decodes one body; `any` writes `attributes`.
+pub(crate) struct Fields<'a> {
+    pub(crate) s: Scanner<'a>,
+    pub(super) any: AnyWriter,
+}
+
+pub(super) fn missing(path: &Path, name: &str) -> Refusal {
+    invalid(&Path::Key(path, name), "required field is missing")
+}
+
+fn chars_over(s: &str, max: usize) -> bool {
+    s.len() > max && s.chars().count() > max
+}
+
+fn chars_under(s: &str, min: usize) -> bool {
+    // A char is at most 4 bytes: only a short string needs counting.
+    s.len() < min * 4 && s.chars().count() < min
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(body: &'a [u8]) -> Self {
+        Fields {
+            s: Scanner::new(body),
+            any: AnyWriter::new(),
+        }
+    }
+
+    pub(super) fn unknown(&self, path: &Path, key: Cow<'_, [u8]>) -> Refusal {
+        match utf8(key) {
+            Ok(k) => invalid(&Path::Key(path, &k), "unknown field"),
+            Err(e) => e,
+        }
+    }
+
+    /// `{` expected (or null where `nullable`): true at `{`, false after a null.
+    pub(super) fn object_or_null(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        nullable: bool,
+    ) -> R<bool> {
+        let c = self.s.peek()?;
+        if c == b'{' {
+            self.s.open()?;
+            return Ok(true);
+        }
+        if nullable && c == b'n' {
+            self.s.literal(b"ull")?;
+            return Ok(false);
+        }
+        Err(self.s.wrong_type(c, expected, path, false))
+    }
+
+    pub(super) fn array(&mut self, path: &Path) -> R<()> {
+        let c = self.s.peek()?;
+        if c != b'[' {
+            return Err(self.s.wrong_type(c, "array", path, false));
+        }
+        self.s.open()
+    }
+
+    #[inline(always)]
+    pub(super) fn string(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        min: usize,
+        max: usize,
+    ) -> R<String> {
+        let c = self.s.peek()?;
+        if c != b'"' {
+            return Err(self.s.wrong_type(c, expected, path, false));
+        }
+        let s = self.s.str()?.into_owned();
+        if chars_under(&s, min) {
+            return Err(invalid(path, format!("Expected `str` of length >= {min}")));
+        }
+        if chars_over(&s, max) {
+            return Err(invalid(path, format!("Expected `str` of length <= {max}")));
+        }
+        Ok(s)
+    }
+
+    pub(super) fn opt_string(&mut self, path: &Path, min: usize, max: usize) -> R<Option<String>> {
+        if self.s.peek()? == b'n' {
+            self.s.literal(b"ull")?;
+            return Ok(None);
+        }
+        self.string(path, "str | null", min, max).map(Some)
+    }
+
+    /// A float in `[lo, hi]`; `lo_s`/`hi_s` are the bounds as Python's repr spells them.
+    #[inline(always)]
+    pub(super) fn float(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        lo: (f64, &str),
+        hi: Option<(f64, &str)>,
+    ) -> R<f64> {
+        let c = self.s.peek()?;
+        if !(c == b'-' || c.is_ascii_digit()) {
+            return Err(self.s.wrong_type(c, expected, path, false));
+        }
+        let v = self.s.number(path, false)?.as_f64();
+        if v < lo.0 {
+            return Err(invalid(path, format!("Expected `float` >= {}", lo.1)));
+        }
+        if let Some((hi, hi_s)) = hi {
+            if v > hi {
+                return Err(invalid(path, format!("Expected `float` <= {hi_s}")));
+            }
+        }
+        Ok(v)
+    }
+
+    #[inline(always)]
+    pub(super) fn score(&mut self, path: &Path) -> R<f64> {
+        self.float(
+            path,
+            "float",
+            (-1e15, "-1000000000000000.0"),
+            Some((1e15, "1000000000000000.0")),
+        )
+    }
+
+    #[inline(always)]
+    pub(super) fn probability(&mut self, path: &Path) -> R<f64> {
+        self.float(path, "float", (0.0, "0.0"), Some((1.0, "1.0")))
+    }
+
+    /// An int in `[lo, hi]`; `Ok(None)` for a positive int past u64 that no bound refuses.
+    pub(super) fn int(
+        &mut self,
+        path: &Path,
+        expected: &str,
+        lo: i64,
+        hi: Option<i64>,
+    ) -> R<Option<u64>> {
+        let c = self.s.peek()?;
+        if !(c == b'-' || c.is_ascii_digit()) {
+            return Err(self.s.wrong_type(c, expected, path, true));
+        }
+        let (below, above, v) = match self.s.number(path, true)? {
+            Num::Int { neg, mag } => {
+                let v = if neg {
+                    -i128::from(mag)
+                } else {
+                    i128::from(mag)
+                };
+                let above = hi.is_some_and(|hi| v > i128::from(hi));
+                (v < i128::from(lo), above, Some(mag))
+            }
+            Num::Big(d) => (d[0] == b'-', d[0] != b'-' && hi.is_some(), None),
+            Num::Float(_) => {
+                return Err(invalid(path, format!("Expected `{expected}`, got `float`")))
+            }
+        };
+        if below {
+            return Err(invalid(path, format!("Expected `int` >= {lo}")));
+        }
+        if above {
+            let hi = hi.unwrap_or_default();
+            return Err(invalid(path, format!("Expected `int` <= {hi}")));
+        }
+        Ok(v)
+    }
+
+    pub(super) fn bool(&mut self, path: &Path) -> R<bool> {
+        match self.s.peek()? {
+            b't' => self.s.literal(b"rue").map(|_| true),
+            b'f' => self.s.literal(b"alse").map(|_| false),
+            c => Err(self.s.wrong_type(c, "bool", path, false)),
+        }
+    }
+
+    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<String>> {
+        self.array(path)?;
+        let mut out = Vec::new();
+        let mut first = true;
+        while self.s.next_element(&mut first)? {
+            let at = Path::Index(path, out.len());
+            out.push(self.string(&at, "str", min, max)?);
+        }
+        Ok(out)
+    }
+
+    /// A `dict[str, T]`: entries in first-key order, a repeated key's last value kept.
+    pub(super) fn map<T>(
+        &mut self,
+        path: &Path,
+        mut value: impl FnMut(&mut Self, &Path) -> R<T>,
+    ) -> R<Vec<(String, T)>> {
+        if !self.object_or_null(path, "object", false)? {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<(String, T)> = Vec::with_capacity(4);
+        let mut first = true;
+        while let Some((raw, ascii)) = self.s.next_key(&mut first)? {
+            let key = checked(raw, ascii)?.into_owned();
+            self.s.colon()?;
+            let v = value(self, &Path::Key(path, &key))?;
+            out.push((key, v));
+        }
+        dedupe(&mut out);
+        Ok(out)
+    }
+
+    /// The whole body.
+    pub(crate) fn request(&mut self) -> R<(Request, Vec<Oversize>)> {
+        let root = Path::Root;
+        self.object_or_null(&root, "object", false)?;
+        let mut documents = None;
+        let mut req = Request {
+            request_id: None,
+            query: Query::default(),
+            unit: Vec::new(),
+            profile: None,
+            depth: None,
+            documents: Vec::new(),
+        };
+        let mut first = true;
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
+            self.s.colon()?;
+            match &*key {
+                b"documents" => documents = Some(self.documents(&root.field("documents"))?),
+                b"request_id" => {
+                    req.request_id = self.opt_string(&root.field("request_id"), 0, 256)?
+                }
+                b"query" => req.query = self.query(&root.field("query"))?,
+                b"unit" => {
+                    req.unit = self.map(&root.field("unit"), |f, p| {
+                        f.string(p, "str", 0, usize::MAX)
+                    })?
+                }
+                b"profile" => {
+                    req.profile = self.opt_string(&root.field("profile"), 0, usize::MAX)?
+                }
+                b"depth" => req.depth = self.depth(&root.field("depth"))?,
+                _ => return Err(self.unknown(&root, key)),
+            }
+        }
+        let Some((docs, oversize)) = documents else {
+            return Err(missing(&root, "documents"));
+        };
+        req.documents = docs;
+        Ok((req, oversize))
+    }
+
+    fn depth(&mut self, path: &Path) -> R<Option<u32>> {
+        if self.s.peek()? == b'n' {
+            self.s.literal(b"ull")?;
+            return Ok(None);
+        }
+        // Bounded to 1..=10000, so it fits.
+        Ok(self
+            .int(path, "int | null", 1, Some(10_000))?
+            .map(|v| v as u32))
+    }
+
+    fn query(&mut self, path: &Path) -> R<Query> {
+        self.object_or_null(path, "object", false)?;
+        let mut q = Query::default();
+        let mut first = true;
+        while let Some((key, _)) = self.s.next_key(&mut first)? {
+            self.s.colon()?;
+            match &*key {
+                b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
+                b"classes" => q.classes = self.strings(&path.field("classes"), 0, 64)?,
+                b"region" => q.region = self.opt_string(&path.field("region"), 1, 16)?,
+                b"age_mode" => q.age_mode = self.age_mode(&path.field("age_mode"))?,
+                _ => return Err(self.unknown(path, key)),
+            }
+        }
+        Ok(q)
+    }
+
+    fn age_mode(&mut self, path: &Path) -> R<AgeMode> {
+        let c = self.s.peek()?;
+        if c != b'"' {
+            return Err(self.s.wrong_type(c, "str", path, false));
+        }
+        let raw = self.s.string()?;
+        match &*raw {
+            b"strict" => Ok(AgeMode::Strict),
+            b"moderate" => Ok(AgeMode::Moderate),
+            b"off" => Ok(AgeMode::Off),
+            _ => Err(invalid(
+                path,
+                format!("Invalid enum value {}", py_repr(&utf8(raw)?)),
+            )),
+        }
+    }
+}
+
+/// A dict's entries: a repeated key keeps its first place and takes the last value.
+fn dedupe<T>(entries: &mut Vec<(String, T)>) {
+    let n = entries.len();
+    if n < 2 {
+        return;
+    }
+    let repeats = if n <= 16 {
+        (1..n).any(|i| entries[..i].iter().any(|e| e.0 == entries[i].0))
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(n);
+        !entries.iter().all(|e| seen.insert(e.0.as_str()))
+    };
+    if !repeats {
+        return;
+    }
+    let mut kept: Vec<(String, T)> = Vec::with_capacity(n);
+    for (k, v) in entries.drain(..) {
+        match kept.iter_mut().find(|e| e.0 == k) {
+            Some(slot) => slot.1 = v,
+            None => kept.push((k, v)),
+        }
+    }
+    *entries = kept;
+}

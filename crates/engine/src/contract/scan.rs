@@ -1,0 +1,188 @@
+//! The JSON scanner `decode` reads the body with: one pass, checking as it reads.
+//!
+//! It follows msgspec's decoder step by step, because the 4xx must be the one the Python
+//! service gave: the first problem in the body's order wins (a wrong type early beats a
+//! syntax error later), a syntax error names the same byte offset, a string is checked
+//! for UTF-8 only where it is kept, a number too large for a float is refused before its
+//! type is looked at.
+
+use std::borrow::Cow;
+
+pub(crate) use super::number::Num;
+use super::path::body_error;
+pub(crate) use super::path::{checked, invalid, truncated, utf8, Path, Refusal, R};
+
+/// Arrays and objects within each other, the body's own object counted. msgspec stops at
+/// Python's recursion limit (1000 frames, its caller's frames included), so it refuses a
+/// few levels earlier, by as many frames as its caller has.
+pub(crate) const MAX_DEPTH: usize = 1000;
+
+/// The position in the body and the nesting depth.
+pub(crate) struct Scanner<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
+    depth: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Scanner {
+            buf,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// A 400: the body is not JSON, at the current byte.
+    pub(crate) fn malformed(&self, what: &str) -> Refusal {
+        body_error(format!(
+            "not valid JSON: JSON is malformed: {what} (byte {})",
+            self.pos
+        ))
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    #[inline(always)]
+    pub(crate) fn peek(&mut self) -> R<u8> {
+        while let Some(&c) = self.buf.get(self.pos) {
+            if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                return Ok(c);
+            }
+            self.pos += 1;
+        }
+        Err(truncated())
+    }
+
+    /// After the top-level value: only whitespace may follow.
+    pub(crate) fn finish(&mut self) -> R<()> {
+        while let Some(&c) = self.buf.get(self.pos) {
+            self.pos += 1;
+            if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                return Err(self.malformed("trailing characters"));
+            }
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(body_error(
+                "JSON nested too deeply (arrays and objects within each other, about a \
+                 thousand levels)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `null`, `true` or `false`: the first byte is known, `rest` must follow.
+    pub(crate) fn literal(&mut self, rest: &[u8]) -> R<()> {
+        self.pos += 1;
+        let end = self.pos + rest.len();
+        if end > self.buf.len() {
+            return Err(truncated());
+        }
+        let ok = &self.buf[self.pos..end] == rest;
+        self.pos = end;
+        if ok {
+            Ok(())
+        } else {
+            Err(self.malformed("invalid character"))
+        }
+    }
+
+    /// The error for a value of the wrong type at a byte `c`: msgspec reads a scalar first
+    /// (so a malformed one is a 400), an array or object not at all.
+    #[cold]
+    pub(crate) fn wrong_type(&mut self, c: u8, expected: &str, path: &Path, ints: bool) -> Refusal {
+        let got = match c {
+            b'[' => "array",
+            b'{' => "object",
+            b'"' => match self.string() {
+                Ok(_) => "str",
+                Err(e) => return e,
+            },
+            b'n' | b't' | b'f' => {
+                let (rest, got): (&[u8], _) = match c {
+                    b'n' => (b"ull", "null"),
+                    b't' => (b"rue", "bool"),
+                    _ => (b"alse", "bool"),
+                };
+                if let Err(e) = self.literal(rest) {
+                    return e;
+                }
+                got
+            }
+            _ => match self.number(path, ints) {
+                Ok(Num::Float(_)) => "float",
+                Ok(_) => "int",
+                Err(e) => return e,
+            },
+        };
+        invalid(path, format!("Expected `{expected}`, got `{got}`"))
+    }
+
+    /// At `[` or `{`: step in.
+    pub(crate) fn open(&mut self) -> R<()> {
+        self.pos += 1;
+        self.enter()
+    }
+
+    /// In an array: is there another element (then the scanner is at it)?
+    #[inline(always)]
+    pub(crate) fn next_element(&mut self, first: &mut bool) -> R<bool> {
+        let c = self.peek()?;
+        if c == b']' {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(false);
+        }
+        if c == b',' && !*first {
+            self.pos += 1;
+            if self.peek()? == b']' {
+                return Err(self.malformed("trailing comma in array"));
+            }
+        } else if *first {
+            *first = false;
+        } else {
+            return Err(self.malformed("expected ',' or ']'"));
+        }
+        Ok(true)
+    }
+
+    /// In an object: the next key (escapes decoded, UTF-8 not yet checked, whether it is
+    /// all ASCII), or None at `}`.
+    #[inline(always)]
+    pub(crate) fn next_key(&mut self, first: &mut bool) -> R<Option<(Cow<'a, [u8]>, bool)>> {
+        let mut c = self.peek()?;
+        if c == b'}' {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(None);
+        }
+        if c == b',' && !*first {
+            self.pos += 1;
+            c = self.peek()?;
+        } else if *first {
+            *first = false;
+        } else {
+            return Err(self.malformed("expected ',' or '}'"));
+        }
+        match c {
+            b'"' => self.string_ascii().map(Some),
+            b'}' => Err(self.malformed("trailing comma in object")),
+            _ => Err(self.malformed("object keys must be strings")),
+        }
+    }
+
+    /// The `:` after a key.
+    #[inline(always)]
+    pub(crate) fn colon(&mut self) -> R<()> {
+        if self.peek()? != b':' {
+            return Err(self.malformed("expected ':'"));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,223 @@
+//! URLs as a browser resolves them, written in Safe Browsing's canonical spelling.
+//!
+//! The host is decided by the WHATWG URL Standard (the `url` crate, UTS 46 through `idna`),
+//! as every browser decides it: leading control characters and spaces are dropped, tabs
+//! and newlines removed, a backslash is a slash in special schemes, the userinfo ends at
+//! the authority's last '@', IPv4 numbers in any form and percent-escapes in the host are
+//! resolved, and any name UTS 46 maps (fullwidth letters, a soft hyphen, an emoji) is
+//! written in punycode. The canonical form is then spelled the Safe Browsing way, so
+//! the banlist's stored values and the Google vectors keep their meaning:
+//! `scheme://host/path[?query]`, no port, userinfo or fragment, the path and query fully
+//! unescaped and re-escaped (bytes <= 0x20, >= 0x7f, '#', '%'), dot segments resolved,
+//! trailing and empty dots in the host collapsed, IPv4-mapped and NAT64 IPv6 as IPv4.
+//!
+//! Where the browser gives no host (it would not open the URL, or it is not http(s),
+//! ws(s) or ftp), Safe Browsing's own algorithm decides; see `safe_browsing`. Nothing a
+//! browser opens is refused, except an empty authority (`http:///blah`), which the Safe
+//! Browsing vectors refuse and browsers skip over: a document with such a URL is removed
+//! by the banlist rule, so the refusal cannot let a ban be evaded.
+
+mod python;
+mod safe_browsing;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use ::url::{Host, Position, Url};
+
+pub use python::register;
+pub use safe_browsing::parse_ipv4;
+
+/// Why a URL has no canonical form; the message names the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UrlError {
+    /// Nothing left once whitespace and the fragment are dropped.
+    Empty,
+    /// No host before the path.
+    NoHost,
+    /// A scheme other than the special ones without "//" after it (`mailto:`).
+    ExpectedSlashes(String),
+    /// A port that is not all digits.
+    InvalidPort(String),
+    /// '[' without ']'.
+    UnterminatedIpv6,
+    /// Something other than a port after "]".
+    AfterIpv6(String),
+    /// Brackets around something that is not an IPv6 address.
+    InvalidIpv6(String),
+    /// '[' in a host that does not start with it.
+    BracketOutsideIpv6,
+    /// Text with an unpaired surrogate (only Python strings can carry one).
+    Surrogate,
+}
+
+impl fmt::Display for UrlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UrlError::Empty => f.write_str("empty URL"),
+            UrlError::NoHost => f.write_str("no host"),
+            UrlError::ExpectedSlashes(scheme) => write!(f, "expected '//' after '{scheme}:'"),
+            UrlError::InvalidPort(port) => write!(f, "invalid port '{port}'"),
+            UrlError::UnterminatedIpv6 => f.write_str("unterminated IPv6 address"),
+            UrlError::AfterIpv6(after) => write!(f, "unexpected '{after}' after IPv6 address"),
+            UrlError::InvalidIpv6(host) => write!(f, "invalid IPv6 address '{host}'"),
+            UrlError::BracketOutsideIpv6 => f.write_str("'[' outside an IPv6 address"),
+            UrlError::Surrogate => f.write_str("URL contains an unpaired surrogate"),
+        }
+    }
+}
+
+impl std::error::Error for UrlError {}
+
+/// The canonical form `scheme://host/path[?query]` of a URL and its host, in one pass.
+pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
+    if let Some(found) = already_canonical(url) {
+        return Ok(found);
+    }
+    if let Some(found) = as_a_browser_opens(url) {
+        return found;
+    }
+    let text = url
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .trim_matches(is_python_space);
+    let canonical = safe_browsing::canonicalize_raw(text.as_bytes())?;
+    let host = host_of(&canonical).to_owned();
+    Ok((canonical, host))
+}
+
+/// The canonical form `scheme://host/path[?query]` of a URL.
+pub fn canonicalize(url: &str) -> Result<String, UrlError> {
+    canonicalize_with_host(url).map(|(canonical, _)| canonical)
+}
+
+/// The canonical form of a URL given as bytes, which need not be UTF-8.
+pub fn canonicalize_bytes(raw: &[u8]) -> Result<String, UrlError> {
+    if let Ok(text) = std::str::from_utf8(raw) {
+        return canonicalize(text);
+    }
+    let before_fragment = raw.split(|&b| b == b'#').next().unwrap_or_default();
+    safe_browsing::canonicalize_raw(before_fragment.trim_ascii())
+}
+
+/// The host of a canonical URL (which always has a path after its host).
+pub fn host_of(canonical: &str) -> &str {
+    let start = canonical.find("://").map_or(0, |at| at + 3);
+    let end = canonical[start..]
+        .find('/')
+        .map_or(canonical.len(), |at| start + at);
+    &canonical[start..end]
+}
+
+/// Most result URLs are already canonical: http(s), a lower-case ASCII host whose labels a
+/// browser keeps as they are (no `xn--`, which it would check, no empty label, the last
+/// one starting with a letter so it is no IPv4 number), no port or userinfo, and a path
+/// and query of characters that neither parser changes, without `//` or dot segments.
+/// Such a URL is its own canonical form ('/' added to an empty path); `tests` checks this
+/// shortcut against the full work.
+fn already_canonical(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (host, tail) = rest.split_at(host_end);
+    let mut last_first = 0;
+    for label in host.split('.') {
+        last_first = *label.as_bytes().first()?;
+        let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_';
+        if label.starts_with("xn--") || !label.bytes().all(plain) {
+            return None;
+        }
+    }
+    if !last_first.is_ascii_lowercase() {
+        return None;
+    }
+    let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+    let kept = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b);
+    if path.contains("//") || path.contains("/.") || !path.bytes().all(kept) {
+        return None;
+    }
+    if !query.bytes().all(|b| kept(b) || b == b'?') {
+        return None;
+    }
+    let canonical = if path.is_empty() {
+        format!("{scheme}://{host}/{}", &tail[path.len()..])
+    } else {
+        url.to_owned()
+    };
+    Some((canonical, host.to_owned()))
+}
+
+/// The canonical form and host when a browser would open the URL with a host (or the
+/// refusal of an empty authority), else None.
+fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
+    let text = url.trim_matches(|c: char| c <= ' ');
+    let text: Cow<str> = if text.contains(['\t', '\n', '\r']) {
+        Cow::Owned(text.replace(['\t', '\n', '\r'], ""))
+    } else {
+        Cow::Borrowed(text)
+    };
+    // Without a scheme (`www.example.com/`, `host:8080/`) a URL is an http one, as Safe
+    // Browsing and a browser's address bar both take it.
+    let (candidate, colon): (Cow<str>, usize) = match safe_browsing::scheme_end(text.as_bytes()) {
+        Some(colon) => (text, colon),
+        None => (Cow::Owned(format!("http://{text}")), 4),
+    };
+    let slashes = candidate.as_bytes()[colon + 1..]
+        .iter()
+        .take_while(|&&b| b == b'/' || b == b'\\')
+        .count();
+    if slashes >= 3 {
+        return Some(Err(UrlError::NoHost)); // the empty authority of the module doc
+    }
+    let parsed = Url::parse(&candidate).ok()?;
+    let scheme = parsed.scheme();
+    if !matches!(scheme, "http" | "https" | "ws" | "wss" | "ftp") {
+        return None;
+    }
+    let Some(host) = browser_host(parsed.host()?) else {
+        return Some(Err(UrlError::NoHost)); // "http://./": dots, and nothing once collapsed
+    };
+    // What the browser requests, spelled the Safe Browsing way: the path and query
+    // unescaped as one string and split again at the first '?', as the reference does.
+    let rest = safe_browsing::unescape_fully(
+        parsed[Position::BeforePath..Position::AfterQuery].as_bytes(),
+    );
+    let (path, query) = match rest.iter().position(|&b| b == b'?') {
+        Some(mark) => (&rest[..mark], Some(&rest[mark + 1..])),
+        None => (&rest[..], None),
+    };
+    let mut canonical = format!("{scheme}://{host}{}", safe_browsing::canonical_path(path));
+    if let Some(query) = query {
+        canonical.push('?');
+        canonical.push_str(&safe_browsing::escape(query));
+    }
+    Some(Ok((canonical, host)))
+}
+
+/// A WHATWG host in Safe Browsing's spelling; None for a name of dots only.
+fn browser_host(host: Host<&str>) -> Option<String> {
+    match host {
+        Host::Domain(name) => {
+            // WHATWG keeps "evil.example." and "a..b"; Safe Browsing collapses the dots,
+            // after which "1.2.3.4." is the IPv4 address it spells.
+            let collapsed = safe_browsing::collapse_dots(name.as_bytes());
+            let name = String::from_utf8(collapsed)
+                .ok()
+                .filter(|n| !n.is_empty())?;
+            Some(parse_ipv4(&name).unwrap_or(name))
+        }
+        Host::Ipv4(address) => Some(address.to_string()),
+        Host::Ipv6(address) => Some(safe_browsing::ipv6_host(address, None)),
+    }
+}
+
+/// Python's `str.isspace`, which the reference strips a URL of.
+fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
+}
+
+#[cfg(test)]
+mod tests;

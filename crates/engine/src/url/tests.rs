@@ -1,0 +1,197 @@
+use super::*;
+
+fn canon(url: &str) -> String {
+    match canonicalize(url) {
+        Ok(canonical) => canonical,
+        Err(error) => panic!("{url:?} refused: {error}"),
+    }
+}
+
+fn host(url: &str) -> String {
+    match canonicalize_with_host(url) {
+        Ok((_, host)) => host,
+        Err(error) => panic!("{url:?} refused: {error}"),
+    }
+}
+
+#[test]
+fn evasions_of_a_domain_ban_resolve_to_the_browsers_host() {
+    for url in [
+        "\u{1}http://evil.example/",
+        "http://x_y.ｅｖｉｌ.example/",
+        "http://ev\u{ad}il.example/",
+        "http:/evil.example/",
+        "http:evil.example/",
+        "http:\\\\evil.example\\",
+        "http://good.example%2F@evil.example/",
+        "http://evil.example\\@good.example/",
+        "http://evil%2Eexample/",
+        "http://EVIL.example./",
+        "http://evil。example/",
+        "  \u{1f}http://evil.example/ ",
+        "ht\ttp://ev\nil.example/",
+    ] {
+        let found = host(url);
+        assert!(
+            found == "evil.example" || found == "x_y.evil.example",
+            "{url:?} -> {found}"
+        );
+    }
+}
+
+#[test]
+fn an_emoji_host_and_its_punycode_are_one_host() {
+    assert_eq!(canon("http://i❤.ws/"), "http://xn--i-7iq.ws/");
+    assert_eq!(canon("http://xn--i-7iq.ws/"), "http://xn--i-7iq.ws/");
+    assert_eq!(canon("i❤.ws"), "http://xn--i-7iq.ws/");
+}
+
+#[test]
+fn safe_browsing_spelling_is_kept() {
+    assert_eq!(
+        canon("HTTPS://Example.COM:443/a/./b/../c#x"),
+        "https://example.com/a/c"
+    );
+    assert_eq!(
+        canon("http://evil.example\\@good.example/"),
+        "http://evil.example/@good.example/"
+    );
+    assert_eq!(canon("http://host/%25%32%35"), "http://host/%25");
+    assert_eq!(canon("http://a.com/b%3Fc"), "http://a.com/b?c");
+    assert_eq!(canon("http://3279880203/blah"), "http://195.127.0.11/blah");
+    assert_eq!(canon("http://0x7f.1/"), "http://127.0.0.1/");
+    assert_eq!(canon("http://[::ffff:1.2.3.4]/"), "http://1.2.3.4/");
+    assert_eq!(canon("http://[64:ff9b::1.2.3.4]/"), "http://1.2.3.4/");
+    assert_eq!(
+        canon("http://[2001:0db8:0000::1]:80/"),
+        "http://[2001:db8::1]/"
+    );
+    assert_eq!(
+        canon("http://www.google.com/q?"),
+        "http://www.google.com/q?"
+    );
+    assert_eq!(canon("example.com:8080/a"), "http://example.com/a");
+    assert_eq!(canon("http://1.2.3.4../"), "http://1.2.3.4/");
+}
+
+#[test]
+fn hosts_a_browser_refuses_keep_the_safe_browsing_answer() {
+    assert_eq!(canon("http://host%23.com/%257Ea"), "http://host%23.com/~a");
+    assert_eq!(
+        canon("http://W!eird<>Ho$^.com/"),
+        "http://w!eird<>ho$^.com/"
+    );
+    assert_eq!(
+        canon("http:// leadingspace.com/"),
+        "http://%20leadingspace.com/"
+    );
+    assert_eq!(
+        canon("http://some%1bhost.com/%1b"),
+        "http://some%1Bhost.com/%1B"
+    );
+    assert_eq!(
+        canon("http%3A%2F%2Fwackyurl.com:80/"),
+        "http://wackyurl.com/"
+    );
+    assert_eq!(
+        canonicalize_bytes(b"http://\x01\x80.com/"),
+        Ok("http://%01%80.com/".to_owned())
+    );
+}
+
+#[test]
+fn refusals_name_the_problem() {
+    for (url, message) in [
+        ("", "empty URL"),
+        ("   #x", "empty URL"),
+        ("http:///blah", "no host"),
+        ("/blah", "no host"),
+        ("\u{1}//evil.example/", "no host"),
+        ("\u{1}http://../", "no host"),
+        ("http://.../", "no host"),
+        (
+            "mailto:someone@example.com",
+            "expected '//' after 'mailto:'",
+        ),
+        ("http://example.com:http/", "invalid port 'http'"),
+        ("http://[::1/", "unterminated IPv6 address"),
+        ("http://[zz::1]/", "invalid IPv6 address '[zz::1]'"),
+        ("http://..[x/", "'[' outside an IPv6 address"),
+    ] {
+        assert_eq!(
+            canonicalize(url).map_err(|e| e.to_string()),
+            Err(message.to_owned()),
+            "{url:?}"
+        );
+    }
+}
+
+#[test]
+fn safe_browsing_ipv4_forms() {
+    assert_eq!(parse_ipv4("1.2.3.4 junk").as_deref(), Some("1.2.3.4"));
+    assert_eq!(parse_ipv4("0x7f.1").as_deref(), Some("127.0.0.1"));
+    assert_eq!(parse_ipv4("256.1.1.1").as_deref(), Some("0.1.1.1"));
+    assert_eq!(parse_ipv4("017700000001").as_deref(), Some("127.0.0.1"));
+    assert_eq!(parse_ipv4("4294967296"), None);
+    assert_eq!(parse_ipv4("08.1.1.1"), None);
+    assert_eq!(parse_ipv4("a.1.1.1"), None);
+}
+
+#[test]
+fn the_host_of_a_canonical_url() {
+    assert_eq!(host_of("http://a.b/c"), "a.b");
+    assert_eq!(host_of("http://[::1]/"), "[::1]");
+}
+
+#[test]
+fn the_shortcut_for_clean_urls_agrees_with_the_full_work() {
+    let hosts = [
+        "a.example",
+        "x_y.b-c.example",
+        "1a.example",
+        "www.example.co.uk",
+        "h",
+    ];
+    let tails = [
+        "",
+        "/",
+        "/a/b",
+        "/a/b/",
+        "?",
+        "?q=1",
+        "/p?q=a/b?c",
+        "/a;b=c:d@e",
+        "/~u/(x)*+,",
+        "/a-b.c_d",
+        "/x?q='y'",
+    ];
+    for scheme in ["http", "https"] {
+        for host in hosts {
+            for tail in tails {
+                let url = format!("{scheme}://{host}{tail}");
+                let shortcut = already_canonical(&url);
+                assert!(shortcut.is_some(), "{url} takes the long way");
+                assert_eq!(
+                    shortcut,
+                    as_a_browser_opens(&url).and_then(Result::ok),
+                    "{url}"
+                );
+            }
+        }
+    }
+    for url in [
+        "http://a.1/",
+        "http://xn--zz.example/",
+        "http://a..b/",
+        "http://A.b/",
+        "http://a/./b",
+        "http://a/b//c",
+        "http://a/%41",
+        "http://a:80/",
+        "ftp://a/",
+        "http://a/\"x\"",
+        "http://a/b#c",
+    ] {
+        assert_eq!(already_canonical(url), None, "{url}");
+    }
+}
