@@ -159,7 +159,7 @@ def test_an_unopenable_url_is_removed_by_the_banlist_not_refused() -> None:
     assert status == 200
     assert [d["id"] for d in out["documents"]] == ["b"]
     assert out["removed"][0]["id"] == "a"
-    assert out["removed"][0]["reason"].startswith("url cannot be opened by a browser: ")
+    assert out["removed"][0]["reason"].startswith("URL cannot be opened: ")
     assert len(out["request_id"]) == 32
 
 

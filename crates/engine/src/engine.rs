@@ -7,7 +7,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict};
 
-use crate::contract::{FieldError, Limits};
+use std::sync::Arc;
+
+use crate::banlist::{BanIndex, IndexData};
+use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
 use crate::fmt::py_repr;
@@ -22,86 +25,48 @@ use crate::spec::{self, Config};
 pub struct Engine {
     config: Config,
     metrics: Py<EngineMetrics>,
-    canon: PyCanon,
 }
 
-/// PROVISIONAL: URL canonicalization through app.banlist.canon and app.domains until
-/// `crate::url` lands (the lead swaps this for the Rust implementation of `Canon`).
-struct PyCanon {
-    canonicalize: Py<PyAny>,
-    registrable: Py<PyAny>,
-}
+/// URL canonicalization and registrable domains as `crate::url` and `crate::domain` do them
+/// (the banlist stores its values through the same functions).
+struct UrlCanon;
 
-impl Canon for PyCanon {
+impl Canon for UrlCanon {
     fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String> {
-        Python::attach(|py| {
-            self.canonicalize
-                .bind(py)
-                .call1((url,))
-                .and_then(|r| r.extract::<(String, String)>())
-                .map_err(|e| e.value(py).to_string())
-        })
+        crate::url::canonicalize_with_host(url).map_err(|e| e.to_string())
     }
 
     fn registrable_domain(&self, host: &str) -> String {
-        Python::attach(|py| {
-            self.registrable
-                .bind(py)
-                .call1((host,))
-                .and_then(|r| r.extract::<String>())
-                .unwrap_or_else(|_| host.to_string())
-        })
+        crate::domain::registrable_domain(host).to_string()
     }
 }
 
-/// PROVISIONAL: a Python index with `match(canonical, host, region, now)` and `len()`
-/// (app.banlist.index.BanIndex) as a `Lookup`; the lead implements `Lookup` for the Rust
-/// BanIndex and downcasts to it instead.
-struct PyLookup<'py> {
-    index: Bound<'py, PyAny>,
-    len: usize,
-}
+/// A banlist (or quarantine) snapshot as the rules see it: the index the request started
+/// with, whatever batches are applied meanwhile.
+struct Snapshot(Arc<IndexData>);
 
-impl<'py> PyLookup<'py> {
-    fn new(index: Option<Bound<'py, PyAny>>) -> PyResult<Option<Self>> {
+impl Snapshot {
+    fn of(index: Option<Bound<'_, PyAny>>) -> PyResult<Option<Self>> {
         match index {
             None => Ok(None),
             Some(i) if i.is_none() => Ok(None),
-            Some(index) => {
-                let len = index.len()?;
-                Ok(Some(PyLookup { index, len }))
-            }
+            Some(i) => Ok(Some(Snapshot(i.cast::<BanIndex>()?.get().snapshot()))),
         }
-    }
-
-    fn hit(entry: &Bound<'py, PyAny>) -> PyResult<Hit> {
-        Ok(Hit {
-            id: entry.getattr("id")?.str()?.to_string(),
-            scope: entry.getattr("scope")?.extract()?,
-            value: entry.getattr("value")?.extract()?,
-            reason: entry.getattr("reason")?.extract()?,
-        })
     }
 }
 
-impl Lookup for PyLookup<'_> {
+impl Lookup for Snapshot {
     fn lookup(&self, canonical: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
-        let found = self
-            .index
-            .call_method1("match", (canonical, host, region, now))
-            .and_then(|e| {
-                if e.is_none() {
-                    Ok(None)
-                } else {
-                    Self::hit(&e).map(Some)
-                }
-            });
-        // The runner catches this per rule and applies the rule's failure policy.
-        found.unwrap_or_else(|e| panic!("index lookup failed: {e}"))
+        self.0.lookup(canonical, host, region, now).map(|hit| Hit {
+            id: hit.id_text(),
+            scope: hit.scope.to_string(),
+            value: hit.value.to_string(),
+            reason: hit.reason().to_string(),
+        })
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 }
 
@@ -184,21 +149,7 @@ impl Engine {
         metrics: Py<EngineMetrics>,
     ) -> PyResult<Self> {
         let config = spec::build(py, spec_json, &python_rules).map_err(PyValueError::new_err)?;
-        let canon = PyCanon {
-            canonicalize: py
-                .import("app.banlist.canon")?
-                .getattr("canonicalize_with_host")?
-                .unbind(),
-            registrable: py
-                .import("app.domains")?
-                .getattr("registrable_domain")?
-                .unbind(),
-        };
-        Ok(Engine {
-            config,
-            metrics,
-            canon,
-        })
+        Ok(Engine { config, metrics })
     }
 
     /// The near_duplicates caches of every profile (variants' rules included), for the
@@ -291,10 +242,13 @@ impl Engine {
             max_documents,
             max_text_chars,
         };
-        let req = match crate::provisional::decode(bytes, &limits) {
-            Ok(r) => r,
+        // Types first, then the profile, then what types cannot check (limits, repeated
+        // ids): the order in which the Python service named the first problem.
+        let decoded = match decode_body(bytes) {
+            Ok(d) => d,
             Err(e) => return Ok(refuse(e)),
         };
+        let req = &decoded.request;
         let config = &self.config;
         let profile: &str = match &req.profile {
             Some(p) if config.profiles.contains_key(p) => p,
@@ -314,6 +268,9 @@ impl Engine {
             }
             None => config.route(&req.query.classes),
         };
+        if let Err(e) = check_page(&decoded, &limits, |_, _| Ok(())) {
+            return Ok(refuse(e));
+        }
         let Some(pipeline) = config.profiles.get(profile) else {
             return Err(PyValueError::new_err(format!(
                 "routing names a missing profile {profile:?}"
@@ -340,10 +297,10 @@ impl Engine {
             &req.unit,
             &forced,
         );
-        let banlist = PyLookup::new(banlist)?;
-        let quarantine = PyLookup::new(quarantine)?;
+        let banlist = Snapshot::of(banlist)?;
+        let quarantine = Snapshot::of(quarantine)?;
         let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
-        let (page, docs) = Page::build(&req, &self.canon, need_domain);
+        let (page, docs) = Page::build(req, &UrlCanon, need_domain);
         let region = req.query.region.as_ref().map(|r| r.to_uppercase());
         let ctx = Ctx {
             page: &page,
