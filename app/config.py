@@ -34,9 +34,9 @@ class Engine:
     experiments: tuple[Experiment, ...]
     source: str = ""
     holdout: Holdout | None = None
+    plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
     # The Rust engine built from this config (app._engine.Engine): what serves requests.
     core: Any = None
-    plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
 
     def designs(self) -> dict[str, dict[str, int]]:
         """Experiment → variant → buckets it owns: the split an SRM check expects."""

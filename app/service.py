@@ -67,6 +67,8 @@ class Rearranger:
         self.sanctions: Any = None
         self.draining = False  # set on shutdown so /readyz turns false before the last request
         self.failures = FailureLog()
+        # Tests only: the engine's deadline passes after this many clock reads (None: time).
+        self.deadline_reads: int | None = None
 
     def rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
                forced_by: str | None = None, arrived: float | None = None) -> tuple[int, bytes]:
@@ -90,7 +92,7 @@ class Rearranger:
             body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
-            elapsed=now - started)
+            elapsed=now - started, deadline_reads=self.deadline_reads)
         for rule, phase, problem, closed in failures:
             self.failures.failed(rule, phase, problem, closed)
         if line is not None and self.audit_log is not None:

@@ -197,10 +197,12 @@ impl Engine {
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
     /// before this call (reading the body), added to the request duration; `forced`
-    /// experiment → variant from the QA header, `forced_by` its checked actor.
+    /// experiment → variant from the QA header, `forced_by` its checked actor;
+    /// `deadline_reads`, for tests only, makes the deadline pass after that many clock
+    /// reads of the runner and the optional rules, whatever the time.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
-                        max_text_chars=1_000_000, elapsed=0.0))]
+                        max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None))]
     #[allow(clippy::too_many_arguments)]
     fn rerank<'py>(
         &self,
@@ -216,7 +218,9 @@ impl Engine {
         max_documents: usize,
         max_text_chars: usize,
         elapsed: f64,
+        deadline_reads: Option<u64>,
     ) -> PyResult<Answer> {
+        let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
         let deadline = budget_seconds.map(|b| started + Duration::from_secs_f64(b.max(0.0)));
         let metrics = self.metrics.get();
@@ -314,6 +318,7 @@ impl Engine {
             variants: &assigned.variants,
             relaxed_from: None,
             deadline,
+            reads: reads.as_ref(),
             profile,
         };
         let outcome = match pipeline.run(&docs, &ctx) {

@@ -275,7 +275,7 @@ impl Pipeline {
                 }
                 let name = rule.name();
                 let started = Instant::now();
-                if rule.optional() && ctx.deadline.is_some_and(|d| started > d) {
+                if rule.optional() && ctx.deadline_passed() {
                     skipped.push(Skip {
                         rule: name,
                         phase,

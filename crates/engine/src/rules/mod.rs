@@ -5,6 +5,7 @@
 //! `None` when nothing changes) with its records; it never mutates its input, so the
 //! runner can apply the result, keep it in shadow, or drop it when the rule fails.
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use serde::de::DeserializeOwned;
@@ -52,6 +53,9 @@ pub struct Ctx<'a> {
     pub relaxed_from: Option<AgeMode>,
     /// Past it, optional rules are not started and may stop midway.
     pub deadline: Option<Instant>,
+    /// Tests only: the deadline counts as passed once this many clock reads are spent
+    /// (as the Python runner's tests ticked a clock per read); None in production.
+    pub reads: Option<&'a Cell<u64>>,
     pub profile: &'a str,
 }
 
@@ -59,10 +63,21 @@ impl Ctx<'_> {
     /// `Err(Failure::Stopped)` once the deadline has passed: optional rules call it as
     /// they work (one clock read).
     pub fn check_deadline(&self) -> Result<(), Failure> {
-        match self.deadline {
-            Some(at) if Instant::now() > at => Err(Failure::Stopped),
-            _ => Ok(()),
+        if self.deadline_passed() {
+            Err(Failure::Stopped)
+        } else {
+            Ok(())
         }
+    }
+
+    /// True once the deadline has passed (one clock read).
+    pub fn deadline_passed(&self) -> bool {
+        if let Some(reads) = self.reads {
+            let left = reads.get();
+            reads.set(left.saturating_sub(1));
+            return left == 0;
+        }
+        self.deadline.is_some_and(|at| Instant::now() > at)
     }
 }
 
