@@ -85,7 +85,7 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
     routing = _routing(doc.get("routing") or {}, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
     return Engine(version, profiles, routing, experiments, source, holdout,
-                  tuple(doc.get("plugins") or ()))
+                  plugins=tuple(doc.get("plugins") or ()))
 
 
 @dataclass(frozen=True, slots=True)

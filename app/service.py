@@ -34,8 +34,10 @@ class FailureLog:
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # → (logged at, held back)
         self._lock = threading.Lock()
 
-    def failed(self, rule: str, phase: str, problem: str, closed: bool) -> None:
-        """Log this failure, or count it until the rule's next line is due."""
+    def failed(self, rule: str, phase: str, problem: str, closed: bool, profile: str,
+               cause: BaseException | None = None) -> None:
+        """Log this failure (with the traceback of `cause`, the exception a Python rule
+        raised, if any), or count it until the rule's next line is due."""
         key, now = (rule, phase), self.clock()
         with self._lock:
             logged, held = self._last.get(key, (None, 0))
@@ -44,9 +46,9 @@ class FailureLog:
                 return
             self._last[key] = (now, 0)
         since = f" ({held} more since the last line)" if held else ""
-        log.error("rule %s in %s failed, %s: %s%s", rule, phase,
+        log.error("rule %s in %s (profile %s) failed, %s: %s%s", rule, phase, profile,
                   "request answered 503" if closed else "page served without it", problem,
-                  since)
+                  since, exc_info=cause)
 
 
 class Rearranger:
@@ -93,8 +95,8 @@ class Rearranger:
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
             elapsed=now - started, deadline_reads=self.deadline_reads)
-        for rule, phase, problem, closed in failures:
-            self.failures.failed(rule, phase, problem, closed)
+        for rule, phase, problem, closed, profile, cause in failures:
+            self.failures.failed(rule, phase, problem, closed, profile, cause)
         if line is not None and self.audit_log is not None:
             # Every exposure is logged, not only requests that changed something: analysts
             # join on what was served instead of recomputing buckets. A skipped rule is

@@ -42,8 +42,9 @@ experiments:
     rules: [spam_demotion]
 """
 NOW = 1_900_000_000.0
-BANS = BanIndex([Entry("12", "domain", "banned.example", "legal removal", "tns", 0.0, None,
-                       frozenset())])
+BANNED = [Entry("12", "domain", "banned.example", "legal removal", "tns", 0.0, None,
+                frozenset())]
+BANS = BanIndex(BANNED)
 
 
 def page(**extra: Any) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def page(**extra: Any) -> dict[str, Any]:
 
 def reference_bytes(body: dict[str, Any], banned: bool = True) -> bytes:
     """What the reference model (the Python request path) answers, encoded as it was."""
-    index = ReferenceIndex(list(BANS)) if banned else None
+    index = ReferenceIndex(BANNED) if banned else None
     return msgspec.json.encode(reference.rerank(load_bytes(CONFIG), json.dumps(body).encode(),
                                                 banlist=index, banlist_version=7, now=NOW))
 
@@ -214,9 +215,10 @@ def intruder(documents: list[dict], context: dict) -> tuple[list, list]:
 
 
 @pytest.mark.parametrize("rule, problem", [
-    (broken, "RuntimeError: boom"),
-    (lying, "rescored \"a\" without a rescore record"),
-    (intruder, "returned id \"zz\" that was not in its input"),
+    (broken, "raised RuntimeError: boom"),
+    (lying, "returned output the runner refuses: rescored 'a' without a rescore record"),
+    (intruder, "returned output the runner refuses: documents[1]: id 'zz' was not in its "
+               "input"),
 ])
 def test_failing_python_rules_follow_on_error(rule: Any, problem: str) -> None:
     body = {"documents": [{"id": "a", "url": "https://a.example/", "score": 2.0}]}

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from app import contract
 from app.config import Engine
 from app.errors import FieldError
@@ -37,6 +39,7 @@ def rerank(engine: Engine, body: bytes, *, banlist: Any = None, quarantine: Any 
     else:
         profile = engine.route(tuple(req.query.classes))
     docs = contract.to_docs(req, max_documents, max_text_chars)
+    docs = _with_given(docs, req, body)
     if forced:
         _check_forced(engine.experiments, forced)
     assigned = assign(engine.experiments, engine.holdout, req.unit, forced)
@@ -63,6 +66,19 @@ def rerank(engine: Engine, body: bytes, *, banlist: Any = None, quarantine: Any 
     if outcome.skipped:
         response["skipped"] = outcome.skipped
     return response
+
+
+_OPTIONAL = tuple(f for f in contract.Document.__struct_fields__
+                  if f not in ("id", "url", "score"))
+
+
+def _with_given(docs: list[Doc], req: contract.RerankRequest, body: bytes) -> list[Doc]:
+    """Each Doc with the optional fields its request document gave (CONTRACT "Python
+    rules": a Python rule is handed exactly those); the typed decode cannot tell a field
+    sent with its default from one left out, so the keys come from an untyped decode."""
+    sent = msgspec.json.decode(body)["documents"]
+    return [d.replace(given={f: getattr(src, f) for f in _OPTIONAL if f in raw})
+            for d, src, raw in zip(docs, req.documents, sent, strict=True)]
 
 
 def _check_forced(experiments: tuple[Experiment, ...], forced: Mapping[str, str]) -> None:

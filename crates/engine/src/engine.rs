@@ -18,6 +18,7 @@ use crate::json::write_str;
 use crate::metrics::EngineMetrics;
 use crate::response::{write_audit_line, write_response, Head};
 use crate::rules::Ctx;
+use crate::runner::RuleError;
 use crate::spec::{self, Config};
 
 /// One loaded config, rebuilt on each reload and swapped whole by the Python side.
@@ -105,8 +106,16 @@ fn rule_failed_body(rule: &str, phase: &str, problem: &str) -> Vec<u8> {
     out
 }
 
-/// A rule failure for the service's log: (rule, phase, problem, whether it closed the page).
-type Failed = (String, &'static str, String, bool);
+/// A rule failure for the service's log: (rule, phase, problem, whether it closed the
+/// page, the profile, the Python exception or None).
+type Failed = (
+    String,
+    &'static str,
+    String,
+    bool,
+    String,
+    Option<Py<PyAny>>,
+);
 
 type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>, Vec<Failed>);
 
@@ -121,17 +130,19 @@ fn answer(py: Python<'_>, status: u16, body: &[u8], line: Option<&[u8]>) -> Answ
 
 /// The failures of a request as the log takes them; the last one closed the page if
 /// `closed`.
-fn failures(errors: &[(&str, crate::record::Phase, String)], closed: bool) -> Vec<Failed> {
+fn failures(py: Python<'_>, errors: &[RuleError], closed: bool, profile: &str) -> Vec<Failed> {
     let last = errors.len().saturating_sub(1);
     errors
         .iter()
         .enumerate()
-        .map(|(i, (rule, phase, problem))| {
+        .map(|(i, e)| {
             (
-                rule.to_string(),
-                phase.as_str(),
-                problem.clone(),
+                e.rule.to_string(),
+                e.phase.as_str(),
+                e.problem.clone(),
                 closed && i == last,
+                profile.to_string(),
+                e.cause.as_ref().map(|c| c.0.clone_ref(py)),
             )
         })
         .collect()
@@ -192,7 +203,7 @@ impl Engine {
     }
 
     /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None, the rule
-    /// failures to log as (rule, phase, problem, closed)).
+    /// failures to log as (rule, phase, problem, closed, profile, exception or None)).
     ///
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
@@ -330,7 +341,7 @@ impl Engine {
                 metrics.refused_by_rule(profile, &failed.errors);
                 let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
                 let mut refused = answer(py, 503, &body, None);
-                refused.3 = failures(&failed.errors, true);
+                refused.3 = failures(py, &failed.errors, true, profile);
                 return Ok(refused);
             }
         };
@@ -369,7 +380,7 @@ impl Engine {
             elapsed + started.elapsed().as_secs_f64(),
         );
         let mut served = answer(py, 200, &out, line.as_deref());
-        served.3 = failures(&outcome.errors, false);
+        served.3 = failures(py, &outcome.errors, false, profile);
         Ok(served)
     }
 }

@@ -6,7 +6,11 @@
 //! runner can apply the result, keep it in shadow, or drop it when the rule fails.
 
 use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
+
+use pyo3::{Py, PyAny};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -25,6 +29,7 @@ pub mod host_crowding;
 pub mod host_quota;
 pub mod near_duplicates;
 pub mod python;
+pub mod python_output;
 pub mod quarantine_demotion;
 pub mod regional_removals;
 pub mod safe_search;
@@ -95,6 +100,22 @@ impl<'a> Out<'a> {
     }
 }
 
+/// The Python exception behind a failure: the service logs it with its traceback.
+#[derive(Clone)]
+pub struct Cause(pub Arc<Py<PyAny>>);
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Cause(<exception>)")
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Why a rule did not finish.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -102,6 +123,8 @@ pub enum Failure {
     Stopped,
     /// The rule failed; the problem as the 503 and the log say it.
     Failed(String),
+    /// A Python rule raised: the problem (`raised <type>: <message>`) and the exception.
+    Raised(String, Cause),
     /// The rule found bad input the decoder could not see (a signature it cannot
     /// compare): the request is answered 4xx, as any bad input; not a rule failure.
     Refused(crate::contract::FieldError),
