@@ -58,6 +58,13 @@ class AuditLog:
         except queue.Full:
             self._on_drop(1)
 
+    def emit_line(self, line: bytes) -> None:
+        """Queue one line already encoded (the engine writes it); counted if dropped."""
+        try:
+            self._queue.put_nowait(line + b"\n")
+        except queue.Full:
+            self._on_drop(1)
+
     def failing(self) -> bool:
         """True while the last write failed, or if the writer stopped before close()."""
         return self._last_failed or not (self._thread.is_alive() or self._closed)

@@ -12,7 +12,7 @@ import orjson
 
 from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
-from app.errors import ConfigError, FieldError, RuleFailed
+from app.errors import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,18 +168,20 @@ def _run(args: argparse.Namespace) -> int:
     body = sys.stdin.buffer.read() if str(args.request) == "-" else args.request.read_bytes()
     try:
         service = build_service(settings)
-        response = service.rerank(body)
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
         return 1
-    except FieldError as exc:
-        print(f"request: {exc.field}: {exc.problem}", file=sys.stderr)
-        return 2
-    except RuleFailed as exc:
-        print(f"rule_failed: {exc.rule} in {exc.phase}: {exc.problem}", file=sys.stderr)
+    status, answered = service.rerank(body)
+    if status == 503:  # a closed rule failed: no page
+        refused = orjson.loads(answered)
+        print(f"rule_failed: {refused['rule']} in {refused['phase']}: {refused['problem']}",
+              file=sys.stderr)
         return 3
-    pretty = msgspec.json.format(msgspec.json.encode(response), indent=2)
-    sys.stdout.buffer.write(pretty + b"\n")
+    if status != 200:
+        refused = orjson.loads(answered)
+        print(f"request: {refused['field']}: {refused['problem']}", file=sys.stderr)
+        return 2
+    sys.stdout.buffer.write(msgspec.json.format(answered, indent=2) + b"\n")
     return 0
 
 

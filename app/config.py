@@ -3,19 +3,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from app import _engine
 from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
 from app.experiment_config import check_rebucketing, parse_experiments, parse_holdout
 from app.experiments import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.pipeline import PHASES, Phase, Pipeline, Rule, Step
 from app.plugins import build_python_rule, load_plugins
 from app.rules import RULES
+from app.spec import compile_spec
 from app.step_keys import split_reserved
 
 DEFAULT_PROFILE = "default"
@@ -33,6 +35,8 @@ class Engine:
     source: str = ""
     holdout: Holdout | None = None
     plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
+    # The Rust engine built from this config (app._engine.Engine): what serves requests.
+    core: Any = None
 
     def designs(self) -> dict[str, dict[str, int]]:
         """Experiment → variant → buckets it owns: the split an SRM check expects."""
@@ -81,7 +85,7 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
     routing = _routing(doc.get("routing") or {}, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
     return Engine(version, profiles, routing, experiments, source, holdout,
-                  tuple(doc.get("plugins") or ()))
+                  plugins=tuple(doc.get("plugins") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +200,30 @@ def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-class ConfigHolder:
-    """The Engine in use; a reload builds a new one aside and swaps one reference."""
+def with_core(engine: Engine, engine_metrics: Any) -> Engine:
+    """The config with its Rust engine built (from compile_spec's JSON and Python rules);
+    a spec the engine refuses is a ConfigError like any other, so the last good config
+    stays in use."""
+    spec, python_rules = compile_spec(engine)
+    try:
+        core = _engine.Engine(spec, python_rules, engine_metrics)
+    except ValueError as exc:
+        raise ConfigError("engine", str(exc)) from exc
+    return replace(engine, core=core)
 
-    def __init__(self, path: Path) -> None:
+
+class ConfigHolder:
+    """The Engine in use; a reload builds a new one aside and swaps one reference.
+
+    `engine_metrics` (app._engine.EngineMetrics) outlives the configs: every engine built
+    here counts into it, so a reload keeps the counters.
+    """
+
+    def __init__(self, path: Path, engine_metrics: Any = None) -> None:
         self.path = path
-        self.engine = load_file(path)
+        self.engine_metrics = engine_metrics if engine_metrics is not None else (
+            _engine.EngineMetrics())
+        self.engine = with_core(load_file(path), self.engine_metrics)
         self._stamp = self._file_stamp()
 
     def reload(self) -> tuple[bool, str]:
@@ -212,7 +234,7 @@ class ConfigHolder:
         check_rebucketing(self.engine, engine)
         changed = engine.version != self.engine.version
         if changed:
-            self.engine = engine
+            self.engine = with_core(engine, self.engine_metrics)
         return changed, engine.version
 
     def changed_on_disk(self) -> bool:

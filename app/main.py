@@ -27,7 +27,6 @@ from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
-from app.rules.diversity import shingle_caches, signature_caches
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates, HostStates, RedisStates
@@ -45,11 +44,11 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     if settings.banlist_seed is not None and store.version == 0:
         added = store.seed(read_specs(settings.banlist_seed))
         log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
-    config = ConfigHolder(settings.config)
+    config = ConfigHolder(settings.config, metrics.engine_metrics)
     metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
     metrics.config_info.set_to_current_time()
-    metrics.track_caches("signature", lambda: signature_caches(config.engine.profiles))
-    metrics.track_caches("shingle", lambda: shingle_caches(config.engine.profiles))
+    for kind in ("signature", "shingle"):
+        metrics.track_caches(kind, lambda: config.engine.core.cache_stats())
     audit = None
     if settings.audit_log:
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)

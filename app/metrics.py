@@ -1,16 +1,13 @@
 """Every Prometheus metric, on an explicit registry; label values come only from config.
 
-A request touches many series (one per rule call), so the request path is kept cheap:
-label children are cached in dicts, the runner counts audit records per rule call
-(Outcome.actions) and the request adds those counts to a plain dict under one lock
-(`_Counts`), and the per-rule histograms are a small collector of plain integer lists
-(`_Histograms`); both export standard Prometheus families at scrape time.
+A request touches many series (one per rule call): the Rust engine keeps them itself
+(app._engine.EngineMetrics, one lock per request, no Python call per request) and
+`EngineCollector` exports them as standard families at scrape time. The series of the
+control plane (banlist, replication, config reloads, HTTP responses) are prometheus_client's.
 """
 from __future__ import annotations
 
-import threading
-from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -22,8 +19,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.effects import TOP
-from app.pipeline import RERANK, Outcome, Phase
+from app import _engine
 from app.srm import srm
 
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
@@ -37,83 +33,8 @@ RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 # Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
 POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
 SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
+TOP = 10  # the window of the per-rule position and churn figures (crates/engine effects.rs)
 CHURN_BUCKETS = tuple(range(TOP + 1))  # a call's churn n is counted at index n
-
-
-class _Histograms:
-    """Histograms kept as plain lists, one per label set: [count per bound..., +Inf, sum].
-
-    The families of one Metrics share a lock, so a request's observations of all of them
-    cost one acquire; `series` hands out the list itself for the caller to update under it.
-    """
-
-    def __init__(self, name: str, documentation: str, labels: Sequence[str],
-                 buckets: Sequence[float], lock: threading.Lock | None = None) -> None:
-        self.name, self.documentation, self.labels = name, documentation, list(labels)
-        self.bounds = tuple(float(b) for b in buckets)
-        self._series: dict[tuple[str, ...], list[Any]] = {}
-        self.lock = lock or threading.Lock()
-
-    def series(self, key: tuple[str, ...]) -> list[Any]:
-        """The list of one label set, created empty on first use; call it under `lock`."""
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = [0] * (len(self.bounds) + 1) + [0.0]
-        return series
-
-    def observe(self, series: list[Any], values: Iterable[float]) -> None:
-        """Add values to a list from `series`; the caller holds `lock`."""
-        bounds, total = self.bounds, len(self.bounds) + 1
-        for v in values:
-            series[bisect_left(bounds, v)] += 1  # first bound >= v: Prometheus's `le`
-            series[total] += v
-
-    def describe(self) -> Iterator[Metric]:
-        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
-        with self.lock:
-            snapshot = [(k, list(v)) for k, v in self._series.items()]
-        for key, series in snapshot:
-            cumulative, buckets = 0, []
-            for bound, count in zip((*self.bounds, float("inf")), series, strict=False):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-            family.add_metric(list(key), buckets, series[-1])
-        yield family
-
-
-class _Counts:
-    """A counter family kept as a dict of integers; `add_batch` takes a request's counts at
-    once under one lock, where prometheus_client's children take a lock per `inc`."""
-
-    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
-        self.name, self.documentation, self.labels = name, documentation, list(labels)
-        # suffix → key → count: a request adds its keys as they come, with no tuple built
-        self._counts: dict[tuple[str, ...], dict[tuple[str, ...], int]] = {}
-        self._lock = threading.Lock()
-
-    def add_batch(self, counts: Mapping[tuple[str, ...], int], *suffix: str) -> None:
-        """Add each count under its key followed by the `suffix` labels."""
-        with self._lock:
-            totals = self._counts.get(suffix)
-            if totals is None:
-                totals = self._counts[suffix] = {}
-            for key, n in counts.items():
-                totals[key] = totals.get(key, 0) + n
-
-    def describe(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(self.name, self.documentation, labels=self.labels)
-
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
-        with self._lock:
-            snapshot = [((*key, *suffix), n) for suffix, totals in self._counts.items()
-                        for key, n in totals.items()]
-        for key, n in snapshot:
-            family.add_metric(list(key), n)
-        yield family
 
 
 class _Srm:
@@ -222,19 +143,16 @@ class _EngineRequests:
 class Metrics:
     """The service's metrics; label children are cached so a request does few lookups.
 
-    With `engine_metrics` (app._engine.EngineMetrics) the per-request series live in the
-    Rust engine and EngineCollector exports them; without it the Python pipeline's series
-    below are kept (the path service.py runs until it is wired to the Engine).
+    `engine_metrics` (app._engine.EngineMetrics, a new one by default) holds the
+    per-request series; every engine built from a config counts into it.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None,
                  engine_metrics: Any = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.engine_metrics = engine_metrics
-        if engine_metrics is not None:
-            self._init_engine(engine_metrics)
-        else:
-            self._init_python()
+        self.engine_metrics = (engine_metrics if engine_metrics is not None
+                               else _engine.EngineMetrics())
+        self._init_engine(self.engine_metrics)
         self._init_common()
 
     def _init_engine(self, engine_metrics: Any) -> None:
@@ -242,59 +160,6 @@ class Metrics:
         self.requests = _EngineRequests(engine_metrics)
         self.srm = _Srm(self)
         self.registry.register(self.srm)  # type: ignore[arg-type]
-
-    def _init_python(self) -> None:
-        r = self.registry
-        self.requests = Counter("rearrange_requests_total", "Rerank requests by outcome",
-                                ["profile", "outcome"], registry=r)
-        self.request_seconds = Histogram(
-            "rearrange_request_duration_seconds", "Rerank handling time (decode to encode)",
-            ["profile"], buckets=LATENCY_BUCKETS, registry=r)
-        self.rule_actions = _Counts(
-            "rearrange_rule_actions", "Audit records by rule, phase, action, mode and profile",
-            ["rule", "phase", "action", "mode", "profile"])
-        # The per-rule histograms share one lock: a request takes it once for all of them.
-        self._rule_lock = lock = threading.Lock()
-        self.rule_seconds = _Histograms(
-            "rearrange_rule_duration_seconds", "Time per rule call, applied or shadow",
-            ["rule", "phase", "mode"], RULE_BUCKETS, lock)
-        self.position_change = _Histograms(
-            "rearrange_rule_position_change",
-            "Positions moved by each document in the top 10 after a rule that moved it "
-            "(shadow: would have moved)", ["rule", "mode", "direction"], POSITION_BUCKETS, lock)
-        self.score_change = _Histograms(
-            "rearrange_rule_score_change", "Size of each rescore by a rule (shadow: would be)",
-            ["rule", "mode", "direction"], SCORE_BUCKETS, lock)
-        self.top_churn = _Histograms(
-            "rearrange_rule_top10_churn",
-            "Documents a rule brought into the top 10 (would have, in shadow), per rule call",
-            ["rule", "mode"], CHURN_BUCKETS, lock)
-        # (rule, phase, mode) → its duration and churn series, found with one dict probe
-        self._per_call: dict[tuple[str, Phase, str], tuple[list[Any], list[Any]]] = {}
-        for collector in (self.rule_actions, self.rule_seconds, self.position_change,
-                          self.score_change, self.top_churn):
-            r.register(collector)  # type: ignore[arg-type]
-        self.fallbacks = Counter("rearrange_fallbacks_total", "Pages emptied by filters",
-                                 ["rule", "action"], registry=r)
-        self.experiment_assignments = Counter(
-            "rearrange_experiment_assignments_total",
-            "Requests by experiment and variant (QA-forced ones excluded)",
-            ["experiment", "variant"], registry=r)
-        self.srm = _Srm(self)
-        r.register(self.srm)  # type: ignore[arg-type]
-        self.rule_skipped = Counter(
-            "rearrange_rule_skipped_total",
-            "Rules skipped on a request: optional ones by the deadline, not started (reason: "
-            "deadline) or given up midway (reason: deadline (stopped while running)); failed "
-            "ones with on_error: open or in shadow (reason: error)",
-            ["rule", "phase", "reason"], registry=r)
-        self.rule_errors = Counter(
-            "rearrange_rule_errors_total",
-            "Rule failures (raised, or a Python rule's output refused), whatever the policy",
-            ["rule", "phase"], registry=r)
-        self._latency: dict[str, Any] = {}
-        self._ok: dict[str, Any] = {}
-        self._assigned: dict[tuple[str, str], Any] = {}
 
     def _init_common(self) -> None:
         r = self.registry
@@ -377,13 +242,14 @@ class Metrics:
         for code in ("2xx", "4xx", "5xx"):  # the server-errors alert's ratio, from the start
             self.http_response_series(RERANK_ROUTE, code)
 
-    def track_caches(self, kind: str, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+    def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
 
-        `kind` is "signature" or "shingle" (`CACHE_KINDS`). `caches` yields (profile,
-        cache) pairs from the config in use; read at scrape time, so the request path does
-        no metrics work for the caches and a reload (new rules, new caches, counters from
-        zero, as after a restart) needs no re-registration.
+        `kind` is "signature" or "shingle" (`CACHE_KINDS`). `caches` yields the engine's
+        `cache_stats()` rows (profile, kind, hits, misses, evictions, entries, bytes) of the
+        config in use; read at scrape time, so the request path does no metrics work for
+        the caches and a reload (new rules, new caches, counters from zero, as after a
+        restart) needs no re-registration.
         """
         collector = self._caches.get(kind)
         if collector is None:
@@ -392,76 +258,10 @@ class Metrics:
         else:
             collector.caches = caches
 
-    def observe(self, profile: str, outcome: Outcome, seconds: float) -> None:
-        """Record one served request: per-rule actions, times and deltas, fallback, latency.
-
-        The runner has already counted the audit records per rule call; each rule call then
-        costs one dict probe for its two series and a few list updates, under one lock for
-        the whole request (~12 us for 13 rule calls). The duration and churn updates are
-        `_Histograms.observe` written out for one value, since they run for every call.
-        """
-        self.rule_actions.add_batch(outcome.actions, profile)
-        per_call = self._per_call
-        seconds_bounds = self.rule_seconds.bounds
-        seconds_sum, churn_sum = len(seconds_bounds) + 1, TOP + 2
-        with self._rule_lock:
-            for t in outcome.timings:
-                key = (t.rule, t.phase, t.mode)
-                pair = per_call.get(key)
-                if pair is None:
-                    pair = per_call[key] = (self.rule_seconds.series(key),
-                                            self.top_churn.series((t.rule, t.mode)))
-                took, churn = pair
-                took[bisect_left(seconds_bounds, t.seconds)] += 1
-                took[seconds_sum] += t.seconds
-                n = t.churn  # 0 to TOP, and the bounds are 0, 1, ..., TOP: n is its index
-                churn[n if n <= TOP else TOP + 1] += 1
-                if n:
-                    churn[churn_sum] += n
-                if t.moves:
-                    _split(self.position_change, t.rule, t.mode, t.moves, "down", "up")
-                if t.records and t.phase is RERANK:  # only rerank rules rescore
-                    deltas = [r.delta for r in t.records if r.action == "rescore" and r.delta]
-                    if deltas:
-                        _split(self.score_change, t.rule, t.mode, deltas, "up", "down")
-        if outcome.fallback is not None:
-            self.fallbacks.labels(outcome.fallback["rule"], outcome.fallback["action"]).inc()
-        for skip in outcome.skipped:
-            self.rule_skipped.labels(skip["rule"], skip["phase"], skip["reason"]).inc()
-        latency = self._latency.get(profile)
-        if latency is None:
-            latency = self._latency[profile] = self.request_seconds.labels(profile)
-            self._ok[profile] = self.requests.labels(profile, "ok")
-        latency.observe(seconds)
-        self._ok[profile].inc()
-
-    def rule_failed(self, profile: str, errors: Sequence[Any], closed: bool) -> None:
-        """Count a request's rule failures; `closed`: one of them answered it 503."""
-        for error in errors:
-            self.rule_errors.labels(error.rule, error.phase).inc()
-        if closed:
-            self.requests.labels(profile, "rule_failed").inc()
-
-    def assigned(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Count one request's (experiment, variant) assignments."""
-        for pair in pairs:
-            child = self._assigned.get(pair)
-            if child is None:
-                child = self._assigned[pair] = self.experiment_assignments.labels(*pair)
-            child.inc()
-
     def assignment_counts(self) -> dict[tuple[str, str], float]:
         """(experiment, variant) → requests assigned since start, read from the counter."""
-        if self.engine_metrics is not None:
-            counts = self.engine_metrics.snapshot()["counters"]
-            return {tuple(k): v for k, v in
-                    counts.get("rearrange_experiment_assignments_total", ())}
-        out = {}
-        for family in self.experiment_assignments.collect():
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    out[(sample.labels["experiment"], sample.labels["variant"])] = sample.value
-        return out
+        counts = self.engine_metrics.snapshot()["counters"]
+        return {tuple(k): v for k, v in counts.get("rearrange_experiment_assignments_total", ())}
 
     def http_response(self, route: str, status: int) -> None:
         """Count one HTTP response by route template and status class (2xx, 4xx, 5xx)."""
@@ -477,18 +277,8 @@ class Metrics:
         return child
 
 
-def _split(histograms: _Histograms, rule: str, mode: str, values: Sequence[float],
-           positive: str, negative: str) -> None:
-    """Magnitudes under direction labels (a position +n is down, a score +x is up); the
-    caller holds the histograms' lock."""
-    pos = [v for v in values if v > 0]
-    neg = [-v for v in values if v < 0]
-    if pos:
-        histograms.observe(histograms.series((rule, mode, positive)), pos)
-    if neg:
-        histograms.observe(histograms.series((rule, mode, negative)), neg)
-
-
+# (profile, kind, hits, misses, evictions, entries, bytes): app._engine.Engine.cache_stats()
+CacheStats = tuple[str, str, int, int, int, int, int]
 # kind → (what the cache holds, how a miss is computed), for the families' help texts
 CACHE_KINDS = {
     "signature": ("near_duplicates signatures", "computed from text"),
@@ -500,17 +290,18 @@ class CacheCollector(Collector):
     """Hits, misses, evictions, entries and bytes of each profile's caches of one kind:
     `rearrange_<kind>_cache_*`."""
 
-    def __init__(self, kind: str, caches: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+    def __init__(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         self.kind = kind
         self.caches = caches
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """One sample per profile (caches of one profile summed)."""
         totals: dict[str, list[int]] = {}
-        for profile, cache in self.caches():
+        for profile, kind, *values in self.caches():
+            if kind != self.kind:
+                continue
             t = totals.setdefault(profile, [0, 0, 0, 0, 0])
-            for n, value in enumerate((cache.hits, cache.misses, cache.evictions,
-                                       len(cache), cache.bytes)):
+            for n, value in enumerate(values):
                 t[n] += value
         held, missed = CACHE_KINDS[self.kind]
         name = f"rearrange_{self.kind}_cache"

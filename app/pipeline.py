@@ -69,6 +69,9 @@ class Doc(msgspec.Struct, gc=False):
     attributes: dict[str, Any] = {}
     annotations: tuple[str, ...] = ()
     collapsed: tuple[dict[str, str], ...] = ()
+    # The optional fields the request gave for it, as decoded (null ones included): what a
+    # Python rule is handed beside id, url and score. None: a Doc not built from a request.
+    given: dict[str, Any] | None = None
 
     def replace(self, **changes: Any) -> Doc:
         """A copy with some fields changed; rules call it instead of mutating."""

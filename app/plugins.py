@@ -148,8 +148,13 @@ def jsonable(place: str, value: Any) -> Any:
 
 
 def doc_dict(doc: Doc) -> dict[str, Any]:
-    """A Doc as the request's document dict: id, url, score and the fields it carries."""
+    """A Doc as the request's document dict: id, url, the current score and every field the
+    request gave for it (CONTRACT "Python rules"), each call its own copy; a Doc built
+    without a request (`given` None) gives the fields it carries."""
     out: dict[str, Any] = {"id": doc.id, "url": doc.url, "score": doc.score}
+    if doc.given is not None:
+        out.update(msgspec.to_builtins(doc.given))
+        return out
     if doc.factors:
         out["factors"] = dict(doc.factors)
     if doc.spam_score:
@@ -270,8 +275,10 @@ class PythonRule:
                                     f"takes ({', '.join(sorted(ACTIONS))})")
             if not isinstance(reason, str):
                 raise RefusedOutput(f"{where}: reason must be a string")
+            # An int delta is written as a JSON integer: one past 64 bits has no form there.
             if delta is not None and (isinstance(delta, bool) or not isinstance(
-                    delta, int | float) or not math.isfinite(delta)):
+                    delta, int | float) or (isinstance(delta, int) and not
+                    -2**63 <= delta < 2**63) or not math.isfinite(delta)):
                 raise RefusedOutput(f"{where}: delta {delta!r} is not a finite number or null")
             records.append(AuditRecord(self.name, self.phase, doc_id, action, reason, delta,
                                        APPLIED))

@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from app.main import build_service
-from app.rules.diversity import signature_caches
 from app.settings import Settings
 
 
@@ -63,7 +64,8 @@ def main() -> None:
             print(f"run {run}: {len(body) / 1e6:.2f} MB, {took:.0f} ms, {summary(out)}")
             if run == 0:
                 again, out = timed(service, body)
-                cached = sum(len(c) for _, c in signature_caches(service.config.engine.profiles))
+                cached = sum(row[5] for row in service.config.engine.core.cache_stats()
+                             if row[1] == "signature")
                 print(f"  the same page again: {again:.0f} ms, {summary(out)}; "
                       f"signatures cached: {cached}")
         service.store.close()
@@ -72,12 +74,12 @@ def main() -> None:
 
 def timed(service, body: bytes) -> tuple[float, dict]:
     started = time.perf_counter()
-    out = service.rerank(body)
-    return (time.perf_counter() - started) * 1000, out
+    _, out = service.rerank(body)
+    return (time.perf_counter() - started) * 1000, orjson.loads(out)
 
 
 def summary(out: dict) -> str:
-    folds = sum(1 for r in out["audit"] if r.rule == "near_duplicates")
+    folds = sum(1 for r in out["audit"] if r["rule"] == "near_duplicates")
     skipped = [s["reason"] for s in out.get("skipped", [])]
     return f"skipped {skipped or None}, near_duplicates records {folds}"
 

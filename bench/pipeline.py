@@ -3,12 +3,13 @@
 What is measured, per page size (`--sizes`, default 100 documents):
 
   (a) `orjson.loads(body)`: the yardstick, about the least work any service does per body;
-  (b) `app.contract.decode(body)`: msgspec decoding and type checks only;
-  (c) `Rearranger.rerank(body)`: decode, route, experiments, the pipeline, the response dict
-      and the metrics, i.e. the whole request minus HTTP;
-  (d) (c) plus encoding the response with msgspec, as the /v1/rerank route does;
-  (e) `Pipeline.run(docs, ctx)` alone on prebuilt documents, whose `Outcome.timings` give
-      the time of each rule.
+  (b) the Python request path the Rust engine replaced (tests/reference/service.py, the
+      response encoded with msgspec): the "before" of issue 14, on the same banlist;
+  (c) `Rearranger.rerank(body)`: the one call into the engine (decode, route, experiments,
+      the pipeline, metrics, the response bytes and the audit line), i.e. the whole request
+      minus HTTP. Issue 14's goal: (c) <= 1.5x (a) at 100 documents.
+
+The time of each rule comes from the engine's own rearrange_rule_duration_seconds.
 
 The functions run interleaved: every round calls each of them once, in an order rotated by
 one each round, so a noisy neighbour or a frequency change hits all of them alike. Each call
@@ -48,12 +49,10 @@ import msgspec
 import orjson
 import yaml
 
-from app import contract
-from app.experiments import assign
 from app.main import build_service
-from app.pipeline import Context, Outcome, Pipeline
 from app.service import Rearranger
 from app.settings import Settings
+from tests.reference import service as reference
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "rules.yaml"
@@ -320,19 +319,6 @@ def pick_user(service: Rearranger, variant: str) -> tuple[str, dict[str, str]]:
     return "u-000000", {}
 
 
-def context_for(service: Rearranger, req: contract.RerankRequest, n_docs: int) -> Context:
-    """The Context exactly as Rearranger.rerank builds it."""
-    engine = service.config.engine
-    variants = assign(engine.experiments, engine.holdout, req.unit).variants
-    q = req.query
-    return Context(
-        query_text=q.text, classes=tuple(q.classes),
-        region=q.region.upper() if q.region else None, age_mode=q.age_mode,
-        depth=req.depth, input_count=n_docs, now=time.time(), banlist=service.store.index,
-        variants=variants,
-    )
-
-
 # --- measuring -----------------------------------------------------------------------------
 
 
@@ -381,68 +367,65 @@ def run_interleaved(measured: Sequence[Measured], iterations: int, warmup: int) 
                 m.after(result)
 
 
-@dataclass(slots=True)
-class RuleTimes:
-    """Every observed call of one configured rule (one position in the profile)."""
-
-    rule: str
-    phase: str
-    mode: str
-    records: int
-    seconds: list[float] = field(default_factory=list)
-
-
-class RuleCollector:
-    """Aggregates Outcome.timings by position in the run (safe_search runs twice)."""
-
-    def __init__(self) -> None:
-        self.rules: list[RuleTimes] = []
-
-    def __call__(self, outcome: Outcome) -> None:
-        for i, t in enumerate(outcome.timings):
-            if i == len(self.rules):
-                self.rules.append(RuleTimes(t.rule, t.phase.value, t.mode, len(t.records)))
-            self.rules[i].seconds.append(t.seconds)
-
-
 # --- one size ------------------------------------------------------------------------------
 
 
 def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
                user_id: str) -> dict[str, Any]:
-    """Measure (a)-(e) for a page of n documents; returns the figures."""
+    """Measure (a)-(c) for a page of n documents; returns the figures."""
     body = orjson.dumps(make_serp(n, args.seed, user_id, args.text))
-    req = contract.decode(body)
-    docs = contract.to_docs(req, service.settings.max_documents, service.settings.max_text_chars)
-    profile = service.config.engine.route(tuple(req.query.classes))
-    pipeline: Pipeline = service.config.engine.profiles[profile]
-    encode = msgspec.json.Encoder().encode  # as app/api/rerank.py
-    response = service.rerank(body)
-    encoded = encode(response)
-    rules = RuleCollector()
+    config = service.config.engine
+    store = service.store
+    encode = msgspec.json.Encoder().encode  # as app/api/rerank.py did
+
+    def before() -> bytes:  # the Python request path the engine replaced, encoding included
+        return encode(reference.rerank(
+            config, body, banlist=store.index, banlist_version=store.version,
+            max_documents=service.settings.max_documents,
+            max_text_chars=service.settings.max_text_chars))
+
+    status, encoded = service.rerank(body)
+    if status != 200:
+        raise SystemExit(f"the page was refused ({status}): {encoded[:300]!r}")
+    durations = "rearrange_rule_duration_seconds"
+    rule_times_before = _rule_times(service, durations)
     measured = [
         Measured("(a) orjson.loads(body)", lambda: orjson.loads(body)),
-        Measured("(b) contract.decode(body)", lambda: contract.decode(body)),
+        Measured("(b) Python path + encode", before),
         Measured("(c) service.rerank(body)", lambda: service.rerank(body)),
-        Measured("(d) rerank + msgspec encode", lambda: encode(service.rerank(body))),
-        Measured("(e) Context + pipeline.run",
-                 lambda: pipeline.run(docs, context_for(service, req, n)), after=rules),
     ]
     gc.collect()
     gc.freeze()
     run_interleaved(measured, args.iterations, args.warmup)
-    return figures(n, body, encoded, response, profile, measured, rules)
+    rules = _rule_share(rule_times_before, _rule_times(service, durations))
+    return figures(n, body, encoded, orjson.loads(encoded), measured, rules)
 
 
-def figures(n: int, body: bytes, encoded: bytes, response: dict[str, Any], profile: str,
-            measured: Sequence[Measured], rules: RuleCollector) -> dict[str, Any]:
+def _rule_times(service: Rearranger, name: str) -> dict[tuple[str, ...], tuple[int, float]]:
+    """(rule, phase, mode) → (calls, seconds) from the engine's own histogram."""
+    series = service.metrics.engine_metrics.snapshot()["histograms"].get(name, ())
+    return {tuple(labels): (sum(counts), total) for labels, counts, total in series}
+
+
+def _rule_share(before: dict[tuple[str, ...], tuple[int, float]],
+                after: dict[tuple[str, ...], tuple[int, float]]) -> list[dict[str, Any]]:
+    """Each rule's mean time per call over the run, and its share of all rule time."""
+    spent = {k: (calls - before.get(k, (0, 0.0))[0], seconds - before.get(k, (0, 0.0))[1])
+             for k, (calls, seconds) in after.items()}
+    total = sum(seconds for _, seconds in spent.values()) or 1.0
+    return [{"rule": rule, "phase": phase, "mode": mode,
+             "mean_us": seconds / calls * 1e6 if calls else 0.0, "share": seconds / total}
+            for (rule, phase, mode), (calls, seconds) in spent.items() if calls]
+
+
+def figures(n: int, body: bytes, encoded: bytes, response: dict[str, Any],
+            measured: Sequence[Measured], rules: list[dict[str, Any]]) -> dict[str, Any]:
     """Stats and ratios of one size, as plain data (printed, and written by --json)."""
     stats = {m.label: Stats.of(m.samples) for m in measured}
     base = stats[measured[0].label].median_us
-    pipeline_ns = sum(measured[-1].samples)
     return {
         "documents": n, "body_bytes": len(body), "response_bytes": len(encoded),
-        "profile": profile, "orjson_median_us": base,
+        "profile": response["profile"], "orjson_median_us": base,
         "response": {"documents": len(response["documents"]), "removed": len(response["removed"]),
                      "audit_records": len(response["audit"]),
                      "experiments": response["experiments"]},
@@ -452,12 +435,7 @@ def figures(n: int, body: bytes, encoded: bytes, response: dict[str, Any], profi
              "mean_ratio": s.mean_us / base}
             for label, s in stats.items()
         ],
-        "rules": [
-            {"rule": r.rule, "phase": r.phase, "mode": r.mode, "records": r.records,
-             "median_us": _median(sorted(r.seconds)) * 1e6,
-             "share": sum(r.seconds) * 1e9 / pipeline_ns}
-            for r in rules.rules
-        ],
+        "rules": rules,
     }
 
 
@@ -477,26 +455,24 @@ def print_size(fig: dict[str, Any], iterations: int) -> None:
     for m in fig["measurements"]:
         print(f"{m['label']:<30}{m['median_us']:>11.1f}{m['p99_us']:>10.1f}{m['mean_us']:>10.1f}"
               f"{m['median_ratio']:>10.2f}{m['p99_ratio']:>8.2f}{m['mean_ratio']:>8.2f}")
-    print(f"\n{'rule (from Outcome.timings of (e))':<36}{'phase':<13}{'mode':<9}"
-          f"{'records':>8}{'median µs':>11}{'share':>8}")
+    print(f"\n{'rule (the engine, rearrange_rule_duration_seconds)':<52}{'phase':<13}"
+          f"{'mode':<9}{'mean µs':>9}{'share':>8}")
     for rule in fig["rules"]:
-        print(f"{rule['rule']:<36}{rule['phase']:<13}{rule['mode']:<9}{rule['records']:>8}"
-              f"{rule['median_us']:>11.1f}{rule['share']:>8.1%}")
-    rest = 1 - sum(rule["share"] for rule in fig["rules"])
-    print(f"{'(outside rules: Context, experiments, sort, runner)':<66}{rest:>8.1%}")
+        print(f"{rule['rule']:<52}{rule['phase']:<13}{rule['mode']:<9}"
+              f"{rule['mean_us']:>9.2f}{rule['share']:>8.1%}")
 
 
 def print_summary(all_figs: Sequence[dict[str, Any]]) -> None:
-    print("\n== summary: (c) service.rerank and (d) with encoding, by page size ==")
+    print("\n== summary: (c) the engine's request and (b) the Python path, by page size ==")
     print(f"{'documents':>9}{'body KiB':>10}{'(c) median x':>14}{'(c) p99 x':>11}"
-          f"{'(c) µs/doc':>12}{'(d) median x':>14}{'(d) µs/doc':>12}{'orjson µs/doc':>15}")
+          f"{'(c) µs/doc':>12}{'(b) median x':>14}{'(b)/(c)':>9}{'orjson µs/doc':>15}")
     for fig in all_figs:
         n = fig["documents"]
         by = {m["label"][:3]: m for m in fig["measurements"]}
-        c, d = by["(c)"], by["(d)"]
+        b, c = by["(b)"], by["(c)"]
         print(f"{n:>9}{fig['body_bytes'] / 1024:>10.1f}{c['median_ratio']:>14.2f}"
-              f"{c['p99_ratio']:>11.2f}{c['median_us'] / n:>12.2f}{d['median_ratio']:>14.2f}"
-              f"{d['median_us'] / n:>12.2f}{fig['orjson_median_us'] / n:>15.3f}")
+              f"{c['p99_ratio']:>11.2f}{c['median_us'] / n:>12.2f}{b['median_ratio']:>14.2f}"
+              f"{b['median_us'] / c['median_us']:>9.2f}{fig['orjson_median_us'] / n:>15.3f}")
 
 
 def environment() -> dict[str, Any]:

@@ -33,7 +33,7 @@ def test_to_docs_fills_each_field_from_its_own_source():
         "factors": {"link": 0.5}, "spam_score": 0.25, "adult_score": 0.75,
         "domain_age_days": 40.0, "is_ad": True, "topics": ["news"],
         "blocked_regions": frozenset({"DE", "FR"}), "text": "some words",
-        "attributes": {"k": [1]}, "annotations": (), "collapsed": ()}
+        "attributes": {"k": [1]}, "annotations": (), "collapsed": (), "given": None}
 
 
 def test_to_docs_names_the_later_of_two_equal_ids():

@@ -1,72 +1,66 @@
-"""Metrics.observe against the exposition: bucket placement, sums and label sets."""
+"""The engine's per-request series through Metrics' collector: sums, buckets, label sets."""
 from __future__ import annotations
+
+import json
 
 from prometheus_client import generate_latest
 
-from app.metrics import Metrics
-from app.pipeline import APPLIED, SHADOW, AuditRecord, Outcome, Phase, RuleTiming
+from app._engine import Engine
+from app.config import load_bytes
+from app.metrics import RULE_BUCKETS, Metrics
+from app.spec import compile_spec
 from tests.api.test_experiments_api import samples, value
 
+CONFIG = b"""
+profiles:
+  default:
+    pre-filter: [spam_ban]
+    rerank: [{spam_demotion: {theta_low: 0.3, theta_high: 0.8, lambda: 5}}]
+    trim: [{depth: {k: 2}}]
+  commercial:
+    extends: default
+"""
 
-def outcome(timings: list[RuleTiming], actions: dict) -> Outcome:
-    return Outcome(docs=[], audit=[], fallback=None, timings=timings, actions=actions)
+
+def serve(metrics: Metrics, profile: str, spam: list[float]) -> None:
+    engine = Engine(*compile_spec(load_bytes(CONFIG)), metrics.engine_metrics)
+    docs = [{"id": f"d{i}", "url": f"http://h{i}.example/", "score": 10.0 - i, "spam_score": s}
+            for i, s in enumerate(spam)]
+    status, _, _, _ = engine.rerank(json.dumps({"profile": profile, "documents": docs}).encode())
+    assert status == 200
 
 
-def rescore(delta: float) -> AuditRecord:
-    return AuditRecord("spam_demotion", Phase.RERANK, "d", "rescore", "r", delta, APPLIED)
-
-
-def test_rule_histograms_place_each_value_in_its_le_bucket():
+def test_action_counts_and_score_changes_add_up_per_profile():
     m = Metrics()
-    m.observe("default", outcome([
-        RuleTiming("depth", Phase.TRIM, APPLIED, 0.00005, (), (), 3),  # on a bound: le=5e-05
-        RuleTiming("depth", Phase.TRIM, APPLIED, 0.002, (), (-2, 4), 10),
-        RuleTiming("spam_demotion", Phase.RERANK, SHADOW, 0.0, [rescore(-5.0), rescore(0.3)]),
-    ], {}), 0.001)
-    m.observe("default", outcome([RuleTiming("depth", Phase.TRIM, APPLIED, 1.0, (), (), 0)], {}),
-              0.001)
+    serve(m, "default", [0.99, 1.0, 0.0, 0.0])  # d0 banned (> 0.95); d1 too
+    serve(m, "default", [0.55, 0.0, 0.0])       # d0: penalty 0.5, -2.5; then trimmed below
+    serve(m, "commercial", [0.0, 0.8, 0.0])     # d1: penalty 1, -5
+    s = samples(generate_latest(m.registry).decode())
+    actions = "rearrange_rule_actions_total"
+    ban = {"rule": "spam_ban", "phase": "pre-filter", "action": "remove", "mode": "applied"}
+    assert value(s, actions, profile="default", **ban) == 2
+    assert value(s, actions, profile="commercial", **ban) is None
+    rescore = {"rule": "spam_demotion", "phase": "rerank", "action": "rescore",
+               "mode": "applied"}
+    assert value(s, actions, profile="default", **rescore) == 1
+    assert value(s, actions, profile="commercial", **rescore) == 1
+    scored = "rearrange_rule_score_change"
+    assert value(s, scored + "_sum", rule="spam_demotion", mode="applied",
+                 direction="down") == 7.5
+    assert value(s, scored + "_count", rule="spam_demotion", mode="applied",
+                 direction="down") == 2
+    assert value(s, "rearrange_requests_total", profile="default", outcome="ok") == 2
+
+
+def test_rule_durations_are_cumulative_buckets_counting_every_call():
+    m = Metrics()
+    for _ in range(3):
+        serve(m, "default", [0.0, 0.5, 0.0])
     s = samples(generate_latest(m.registry).decode())
     took = "rearrange_rule_duration_seconds"
     depth = {"rule": "depth", "phase": "trim", "mode": "applied"}
+    counts = [value(s, took + "_bucket", le=repr(float(b)), **depth) for b in RULE_BUCKETS]
+    assert counts == sorted(counts)  # cumulative, as Prometheus' `le` wants
+    assert value(s, took + "_bucket", le="+Inf", **depth) == value(s, took + "_count", **depth)
     assert value(s, took + "_count", **depth) == 3
-    assert value(s, took + "_bucket", le="1e-05", **depth) == 0
-    assert value(s, took + "_bucket", le="5e-05", **depth) == 1
-    assert value(s, took + "_bucket", le="0.005", **depth) == 2
-    assert value(s, took + "_bucket", le="0.05", **depth) == 2
-    assert value(s, took + "_bucket", le="+Inf", **depth) == 3
-    assert value(s, took + "_sum", **depth) == 0.00005 + 0.002 + 1.0
-    churn = "rearrange_rule_top10_churn"
-    assert value(s, churn + "_bucket", rule="depth", mode="applied", le="0.0") == 1
-    assert value(s, churn + "_bucket", rule="depth", mode="applied", le="2.0") == 1
-    assert value(s, churn + "_bucket", rule="depth", mode="applied", le="3.0") == 2
-    assert value(s, churn + "_bucket", rule="depth", mode="applied", le="9.0") == 2
-    assert value(s, churn + "_bucket", rule="depth", mode="applied", le="10.0") == 3
-    assert value(s, churn + "_sum", rule="depth", mode="applied") == 13
-    moved = "rearrange_rule_position_change"
-    assert value(s, moved + "_sum", rule="depth", mode="applied", direction="up") == 2
-    assert value(s, moved + "_sum", rule="depth", mode="applied", direction="down") == 4
-    assert value(s, moved + "_bucket", rule="depth", mode="applied", direction="down",
-                 le="3.0") == 0
-    scored = "rearrange_rule_score_change"
-    assert value(s, scored + "_sum", rule="spam_demotion", mode="shadow", direction="down") == 5
-    assert value(s, scored + "_sum", rule="spam_demotion", mode="shadow", direction="up") == 0.3
-    assert value(s, took + "_count", rule="spam_demotion", phase="rerank", mode="shadow") == 1
-
-
-def test_action_counts_add_up_per_profile():
-    m = Metrics()
-    key = ("banlist", Phase.PRE_FILTER, "remove", APPLIED)
-    other = ("depth", Phase.TRIM, "trim", APPLIED)
-    m.observe("default", outcome([], {key: 2, other: 5}), 0.001)
-    m.observe("default", outcome([], {key: 1}), 0.001)
-    m.observe("commercial", outcome([], {key: 4}), 0.001)
-    s = samples(generate_latest(m.registry).decode())
-    actions = "rearrange_rule_actions_total"
-    banlist = {"rule": "banlist", "phase": "pre-filter", "action": "remove", "mode": "applied"}
-    assert value(s, actions, profile="default", **banlist) == 3
-    assert value(s, actions, profile="commercial", **banlist) == 4
-    assert value(s, actions, profile="default", rule="depth", phase="trim", action="trim",
-                 mode="applied") == 5
-    assert value(s, actions, profile="commercial", rule="depth", phase="trim", action="trim",
-                 mode="applied") is None
-    assert value(s, "rearrange_requests_total", profile="default", outcome="ok") == 2
+    assert value(s, took + "_sum", **depth) > 0  # the time it took, read off the clock

@@ -1,4 +1,4 @@
-"""POST /v1/rerank: raw body in (size-capped), msgspec decode, JSON bytes out.
+"""POST /v1/rerank: raw body in (size-capped), the engine's JSON bytes out.
 
 `answer` is the whole endpoint on raw ASGI parts. `serve` runs it straight from the
 app's `__call__` (main.RearrangeApp), before FastAPI's middleware stack and router:
@@ -11,21 +11,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-import msgspec
 from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import token_actor
 from app.api.observe import ClientGone, read_capped
 from app.contract import request_schema
-from app.errors import FieldError, RuleFailed
+from app.errors import FieldError
 from app.metrics import RERANK_ROUTE
 from app.service import FORCE_HEADER, Rearranger
 
 PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never sent
 router = APIRouter()
-_encode = msgspec.json.Encoder().encode  # also encodes what msgspec decoded (e.g. huge ints)
 _FORCE = FORCE_HEADER.lower().encode()
 Headers = list[tuple[bytes, bytes]]
 
@@ -88,11 +86,11 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         if force is not None:  # QA override: never honoured without a token
             forced_by = token_actor(tokens, authorization, FORCE_HEADER)
             forced = parse_force(force)
-        response = service.rerank(body, forced, forced_by, arrived)  # reads a bytearray
+        # 200, a 4xx naming the field, or the 503 of a failed closed rule (CONTRACT
+        # "When a rule fails"): the engine writes each body
+        status, answered = service.rerank(body, forced, forced_by, arrived)
     except ClientGone:
         return GONE, b"", []
-    except RuleFailed as exc:  # CONTRACT "When a rule fails": closed means no page
-        return 503, rule_failed(exc), []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
         service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
         return exc.status, _error(exc.status, exc.field, exc.problem), []
@@ -101,7 +99,7 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
         headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
         return exc.status_code, _error(exc.status_code, **{"field": None, **detail}), headers
-    return 200, _encode(response), []
+    return status, answered, []
 
 
 async def _read_body(service: Rearranger, declared: bytes | None,
@@ -118,13 +116,6 @@ def _error(status: int, field: str | None, problem: str) -> bytes:
     return json.dumps({"error": "invalid_request" if status < 500 else "error",
                        "field": field, "problem": problem},
                       ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def rule_failed(exc: RuleFailed) -> bytes:
-    """The 503 body of a failed closed rule: which rule, in which phase, and why."""
-    return json.dumps({"error": "rule_failed", "rule": exc.rule, "phase": str(exc.phase),
-                       "problem": exc.problem}, ensure_ascii=False,
-                      separators=(",", ":")).encode()
 
 
 def parse_force(header: str) -> dict[str, str]:

@@ -26,7 +26,11 @@ FACTORS = ("text", "link", "behav", "quality")
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 probability = st.one_of(st.sampled_from((0.0, 0.3, 0.5, 0.8, 0.95, 1.0)),
                         st.floats(0.0, 1.0, allow_nan=False))
-texts = st.lists(st.sampled_from(WORDS), min_size=0, max_size=40).map(" ".join)
+# A few base texts, whole or cut, so that pages hold real near-duplicates, and free ones.
+_BASES = tuple(" ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 30)) for i in (1, 5, 7))
+texts = st.one_of(
+    st.builds(lambda base, cut: base[:cut], st.sampled_from(_BASES), st.integers(10, 200)),
+    st.lists(st.sampled_from(WORDS), min_size=0, max_size=40).map(" ".join))
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), finite,
                       st.text(max_size=8))
 attributes = st.dictionaries(st.text(min_size=1, max_size=6), st.recursive(
@@ -64,12 +68,16 @@ def documents(draw: st.DrawFn, index: int) -> dict[str, Any]:
 def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[str, Any]:
     """A /v1/rerank body: 0 to 25 documents with unique ids, a query, a unit."""
     n = draw(st.integers(0, 25))
+    docs_ = [draw(documents(i)) for i in range(n)]
+    if draw(st.integers(0, 9)) == 0:  # a page the filters may empty: the fallback's case
+        for doc in docs_:
+            doc["adult_score"] = 1.0
     body: dict[str, Any] = {
         "request_id": "prop",
         "query": {"text": draw(texts), "classes": draw(st.lists(st.sampled_from(CLASSES),
                                                                 max_size=2)),
                   "age_mode": draw(st.sampled_from(("strict", "moderate", "off")))},
-        "documents": [draw(documents(i)) for i in range(n)],
+        "documents": docs_,
     }
     region = draw(st.one_of(st.none(), st.sampled_from(REGIONS + ("kz",))))
     if region is not None:
@@ -152,7 +160,8 @@ def configs(draw: st.DrawFn) -> str:
                                       "variants": {"control": 50, "treatment": 50},
                                       "rules": [rule]}
         if rule == "spam_demotion" and draw(st.booleans()):
-            experiment["params"] = {"treatment": {"spam_demotion": {"lambda": 9.0}}}
+            experiment["variants"]["treatment"] = {"weight": 50,
+                                                   "params": {"spam_demotion": {"lambda": 9.0}}}
         config["experiments"] = [experiment]
     return yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 

@@ -94,6 +94,33 @@ pub struct Document {
     pub minhash: Option<MinHashIn>,
     /// The `attributes` object as JSON text, ready to be written back; `{}` when absent.
     pub attributes: String,
+    /// The optional fields the request gave (`given::*` bits), null ones included: a
+    /// Python rule is handed exactly these.
+    pub given: u16,
+}
+
+/// The bits of `Document::given`, one per optional field, in the contract's field order.
+pub mod given {
+    /// `factors`
+    pub const FACTORS: u16 = 1;
+    /// `spam_score`
+    pub const SPAM_SCORE: u16 = 1 << 1;
+    /// `adult_score`
+    pub const ADULT_SCORE: u16 = 1 << 2;
+    /// `domain_age_days`
+    pub const DOMAIN_AGE_DAYS: u16 = 1 << 3;
+    /// `is_ad`
+    pub const IS_AD: u16 = 1 << 4;
+    /// `topics`
+    pub const TOPICS: u16 = 1 << 5;
+    /// `blocked_regions`
+    pub const BLOCKED_REGIONS: u16 = 1 << 6;
+    /// `text`
+    pub const TEXT: u16 = 1 << 7;
+    /// `minhash`
+    pub const MINHASH: u16 = 1 << 8;
+    /// `attributes`
+    pub const ATTRIBUTES: u16 = 1 << 9;
 }
 
 /// POST /v1/rerank body.

@@ -163,6 +163,7 @@ pub mod testing {
             text: None,
             minhash: None,
             attributes: "{}".into(),
+            given: 0,
         }
     }
 

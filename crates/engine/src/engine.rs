@@ -7,7 +7,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict};
 
-use crate::contract::{FieldError, Limits};
+use std::sync::Arc;
+
+use crate::banlist::{BanIndex, IndexData};
+use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
 use crate::fmt::py_repr;
@@ -15,6 +18,7 @@ use crate::json::write_str;
 use crate::metrics::EngineMetrics;
 use crate::response::{write_audit_line, write_response, Head};
 use crate::rules::Ctx;
+use crate::runner::RuleError;
 use crate::spec::{self, Config};
 
 /// One loaded config, rebuilt on each reload and swapped whole by the Python side.
@@ -22,86 +26,48 @@ use crate::spec::{self, Config};
 pub struct Engine {
     config: Config,
     metrics: Py<EngineMetrics>,
-    canon: PyCanon,
 }
 
-/// PROVISIONAL: URL canonicalization through app.banlist.canon and app.domains until
-/// `crate::url` lands (the lead swaps this for the Rust implementation of `Canon`).
-struct PyCanon {
-    canonicalize: Py<PyAny>,
-    registrable: Py<PyAny>,
-}
+/// URL canonicalization and registrable domains as `crate::url` and `crate::domain` do them
+/// (the banlist stores its values through the same functions).
+struct UrlCanon;
 
-impl Canon for PyCanon {
+impl Canon for UrlCanon {
     fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String> {
-        Python::attach(|py| {
-            self.canonicalize
-                .bind(py)
-                .call1((url,))
-                .and_then(|r| r.extract::<(String, String)>())
-                .map_err(|e| e.value(py).to_string())
-        })
+        crate::url::canonicalize_with_host(url).map_err(|e| e.to_string())
     }
 
     fn registrable_domain(&self, host: &str) -> String {
-        Python::attach(|py| {
-            self.registrable
-                .bind(py)
-                .call1((host,))
-                .and_then(|r| r.extract::<String>())
-                .unwrap_or_else(|_| host.to_string())
-        })
+        crate::domain::registrable_domain(host).to_string()
     }
 }
 
-/// PROVISIONAL: a Python index with `match(canonical, host, region, now)` and `len()`
-/// (app.banlist.index.BanIndex) as a `Lookup`; the lead implements `Lookup` for the Rust
-/// BanIndex and downcasts to it instead.
-struct PyLookup<'py> {
-    index: Bound<'py, PyAny>,
-    len: usize,
-}
+/// A banlist (or quarantine) snapshot as the rules see it: the index the request started
+/// with, whatever batches are applied meanwhile.
+struct Snapshot(Arc<IndexData>);
 
-impl<'py> PyLookup<'py> {
-    fn new(index: Option<Bound<'py, PyAny>>) -> PyResult<Option<Self>> {
+impl Snapshot {
+    fn of(index: Option<Bound<'_, PyAny>>) -> PyResult<Option<Self>> {
         match index {
             None => Ok(None),
             Some(i) if i.is_none() => Ok(None),
-            Some(index) => {
-                let len = index.len()?;
-                Ok(Some(PyLookup { index, len }))
-            }
+            Some(i) => Ok(Some(Snapshot(i.cast::<BanIndex>()?.get().snapshot()))),
         }
-    }
-
-    fn hit(entry: &Bound<'py, PyAny>) -> PyResult<Hit> {
-        Ok(Hit {
-            id: entry.getattr("id")?.str()?.to_string(),
-            scope: entry.getattr("scope")?.extract()?,
-            value: entry.getattr("value")?.extract()?,
-            reason: entry.getattr("reason")?.extract()?,
-        })
     }
 }
 
-impl Lookup for PyLookup<'_> {
+impl Lookup for Snapshot {
     fn lookup(&self, canonical: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
-        let found = self
-            .index
-            .call_method1("match", (canonical, host, region, now))
-            .and_then(|e| {
-                if e.is_none() {
-                    Ok(None)
-                } else {
-                    Self::hit(&e).map(Some)
-                }
-            });
-        // The runner catches this per rule and applies the rule's failure policy.
-        found.unwrap_or_else(|e| panic!("index lookup failed: {e}"))
+        self.0.lookup(canonical, host, region, now).map(|hit| Hit {
+            id: hit.id_text(),
+            scope: hit.scope.to_string(),
+            value: hit.value.to_string(),
+            reason: hit.reason().to_string(),
+        })
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 }
 
@@ -140,8 +106,16 @@ fn rule_failed_body(rule: &str, phase: &str, problem: &str) -> Vec<u8> {
     out
 }
 
-/// A rule failure for the service's log: (rule, phase, problem, whether it closed the page).
-type Failed = (String, &'static str, String, bool);
+/// A rule failure for the service's log: (rule, phase, problem, whether it closed the
+/// page, the profile, the Python exception or None).
+type Failed = (
+    String,
+    &'static str,
+    String,
+    bool,
+    String,
+    Option<Py<PyAny>>,
+);
 
 type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>, Vec<Failed>);
 
@@ -156,17 +130,19 @@ fn answer(py: Python<'_>, status: u16, body: &[u8], line: Option<&[u8]>) -> Answ
 
 /// The failures of a request as the log takes them; the last one closed the page if
 /// `closed`.
-fn failures(errors: &[(&str, crate::record::Phase, String)], closed: bool) -> Vec<Failed> {
+fn failures(py: Python<'_>, errors: &[RuleError], closed: bool, profile: &str) -> Vec<Failed> {
     let last = errors.len().saturating_sub(1);
     errors
         .iter()
         .enumerate()
-        .map(|(i, (rule, phase, problem))| {
+        .map(|(i, e)| {
             (
-                rule.to_string(),
-                phase.as_str(),
-                problem.clone(),
+                e.rule.to_string(),
+                e.phase.as_str(),
+                e.problem.clone(),
                 closed && i == last,
+                profile.to_string(),
+                e.cause.as_ref().map(|c| c.0.clone_ref(py)),
             )
         })
         .collect()
@@ -184,21 +160,7 @@ impl Engine {
         metrics: Py<EngineMetrics>,
     ) -> PyResult<Self> {
         let config = spec::build(py, spec_json, &python_rules).map_err(PyValueError::new_err)?;
-        let canon = PyCanon {
-            canonicalize: py
-                .import("app.banlist.canon")?
-                .getattr("canonicalize_with_host")?
-                .unbind(),
-            registrable: py
-                .import("app.domains")?
-                .getattr("registrable_domain")?
-                .unbind(),
-        };
-        Ok(Engine {
-            config,
-            metrics,
-            canon,
-        })
+        Ok(Engine { config, metrics })
     }
 
     /// The near_duplicates caches of every profile (variants' rules included), for the
@@ -241,15 +203,17 @@ impl Engine {
     }
 
     /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None, the rule
-    /// failures to log as (rule, phase, problem, closed)).
+    /// failures to log as (rule, phase, problem, closed, profile, exception or None)).
     ///
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
     /// before this call (reading the body), added to the request duration; `forced`
-    /// experiment → variant from the QA header, `forced_by` its checked actor.
+    /// experiment → variant from the QA header, `forced_by` its checked actor;
+    /// `deadline_reads`, for tests only, makes the deadline pass after that many clock
+    /// reads of the runner and the optional rules, whatever the time.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
-                        max_text_chars=1_000_000, elapsed=0.0))]
+                        max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None))]
     #[allow(clippy::too_many_arguments)]
     fn rerank<'py>(
         &self,
@@ -265,7 +229,9 @@ impl Engine {
         max_documents: usize,
         max_text_chars: usize,
         elapsed: f64,
+        deadline_reads: Option<u64>,
     ) -> PyResult<Answer> {
+        let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
         let deadline = budget_seconds.map(|b| started + Duration::from_secs_f64(b.max(0.0)));
         let metrics = self.metrics.get();
@@ -291,10 +257,13 @@ impl Engine {
             max_documents,
             max_text_chars,
         };
-        let req = match crate::provisional::decode(bytes, &limits) {
-            Ok(r) => r,
+        // Types first, then the profile, then what types cannot check (limits, repeated
+        // ids): the order in which the Python service named the first problem.
+        let decoded = match decode_body(bytes) {
+            Ok(d) => d,
             Err(e) => return Ok(refuse(e)),
         };
+        let req = &decoded.request;
         let config = &self.config;
         let profile: &str = match &req.profile {
             Some(p) if config.profiles.contains_key(p) => p,
@@ -314,6 +283,9 @@ impl Engine {
             }
             None => config.route(&req.query.classes),
         };
+        if let Err(e) = check_page(&decoded, &limits, |_, _| Ok(())) {
+            return Ok(refuse(e));
+        }
         let Some(pipeline) = config.profiles.get(profile) else {
             return Err(PyValueError::new_err(format!(
                 "routing names a missing profile {profile:?}"
@@ -340,10 +312,10 @@ impl Engine {
             &req.unit,
             &forced,
         );
-        let banlist = PyLookup::new(banlist)?;
-        let quarantine = PyLookup::new(quarantine)?;
+        let banlist = Snapshot::of(banlist)?;
+        let quarantine = Snapshot::of(quarantine)?;
         let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
-        let (page, docs) = Page::build(&req, &self.canon, need_domain);
+        let (page, docs) = Page::build(req, &UrlCanon, need_domain);
         let region = req.query.region.as_ref().map(|r| r.to_uppercase());
         let ctx = Ctx {
             page: &page,
@@ -357,6 +329,7 @@ impl Engine {
             variants: &assigned.variants,
             relaxed_from: None,
             deadline,
+            reads: reads.as_ref(),
             profile,
         };
         let outcome = match pipeline.run(&docs, &ctx) {
@@ -368,7 +341,7 @@ impl Engine {
                 metrics.refused_by_rule(profile, &failed.errors);
                 let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
                 let mut refused = answer(py, 503, &body, None);
-                refused.3 = failures(&failed.errors, true);
+                refused.3 = failures(py, &failed.errors, true, profile);
                 return Ok(refused);
             }
         };
@@ -407,7 +380,7 @@ impl Engine {
             elapsed + started.elapsed().as_secs_f64(),
         );
         let mut served = answer(py, 200, &out, line.as_deref());
-        served.3 = failures(&outcome.errors, false);
+        served.3 = failures(py, &outcome.errors, false, profile);
         Ok(served)
     }
 }

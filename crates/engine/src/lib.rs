@@ -14,7 +14,6 @@ pub mod fmt;
 pub mod json;
 pub mod metrics;
 pub mod neardup;
-pub mod provisional;
 pub mod record;
 pub mod response;
 pub mod rules;

@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::effects::TOP;
 use crate::record::Phase;
-use crate::runner::Outcome;
+use crate::runner::{Outcome, RuleError};
 
 /// rearrange_request_duration_seconds.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -181,8 +181,12 @@ impl EngineMetrics {
                     1.0,
                 );
             }
-            for (rule, phase, _) in &outcome.errors {
-                s.inc("rearrange_rule_errors_total", &[rule, phase.as_str()], 1.0);
+            for e in &outcome.errors {
+                s.inc(
+                    "rearrange_rule_errors_total",
+                    &[e.rule, e.phase.as_str()],
+                    1.0,
+                );
             }
             for (e, v) in counted {
                 s.inc("rearrange_experiment_assignments_total", &[e, v], 1.0);
@@ -193,10 +197,14 @@ impl EngineMetrics {
     }
 
     /// Record a request refused by a rule under `on_error: closed`.
-    pub fn refused_by_rule(&self, profile: &str, errors: &[(&str, Phase, String)]) {
+    pub fn refused_by_rule(&self, profile: &str, errors: &[RuleError]) {
         self.with(|s| {
-            for (rule, phase, _) in errors {
-                s.inc("rearrange_rule_errors_total", &[rule, phase.as_str()], 1.0);
+            for e in errors {
+                s.inc(
+                    "rearrange_rule_errors_total",
+                    &[e.rule, e.phase.as_str()],
+                    1.0,
+                );
             }
             s.inc("rearrange_requests_total", &[profile, "rule_failed"], 1.0);
         });

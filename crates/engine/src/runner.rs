@@ -10,7 +10,7 @@ use crate::effects::{ats, by_score, compare_ranked, effect};
 use crate::fmt::push_g;
 use crate::record::{Action, Delta, Mode, Phase, Rec, Record};
 use crate::rules::empty_result_fallback::emptied;
-use crate::rules::{Ctx, Failure, Rule};
+use crate::rules::{Cause, Ctx, Failure, Rule};
 
 /// The runner's own name for the stable sort that closes `rerank`.
 pub const SORT_RULE: &str = "sort";
@@ -97,6 +97,21 @@ pub struct Timing<'a> {
     pub deltas: Vec<f64>,
 }
 
+impl<'a> Timing<'a> {
+    /// A call that gave up: its time, no effect.
+    fn spent(rule: &'a str, phase: Phase, mode: Mode, seconds: f64) -> Self {
+        Timing {
+            rule,
+            phase,
+            mode,
+            seconds,
+            moves: vec![],
+            churn: 0,
+            deltas: vec![],
+        }
+    }
+}
+
 /// A rule that did not run to completion (`skipped` of the response).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skip<'a> {
@@ -116,6 +131,17 @@ pub struct Fallback<'a> {
 /// (rule, phase, action, mode) of audit records, and how many.
 pub type ActionCount<'a> = ((&'a str, Phase, Action, Mode), u64);
 
+/// One failure of a rule on one request: rearrange_rule_errors_total and the log line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleError<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    /// As the 503 body and the log say it.
+    pub problem: String,
+    /// The Python exception, when a Python rule raised (its traceback is logged).
+    pub cause: Option<Cause>,
+}
+
 /// The result of a run.
 #[derive(Debug)]
 pub struct Outcome<'a> {
@@ -125,8 +151,8 @@ pub struct Outcome<'a> {
     pub timings: Vec<Timing<'a>>,
     pub skipped: Vec<Skip<'a>>,
     pub actions: Vec<ActionCount<'a>>,
-    /// (rule, phase, problem) of every failure: rearrange_rule_errors_total and the log.
-    pub errors: Vec<(&'a str, Phase, String)>,
+    /// Every failure, open or in shadow.
+    pub errors: Vec<RuleError<'a>>,
 }
 
 /// A rule failed under `on_error: closed`: the request gets a 503.
@@ -136,7 +162,7 @@ pub struct RuleFailed<'a> {
     pub phase: Phase,
     pub problem: String,
     /// Every failure of the request, this one included.
-    pub errors: Vec<(&'a str, Phase, String)>,
+    pub errors: Vec<RuleError<'a>>,
     /// Set when the rule refused the request's input: a 4xx, not a 503.
     pub refused: Option<Box<crate::contract::FieldError>>,
 }
@@ -275,7 +301,7 @@ impl Pipeline {
                 }
                 let name = rule.name();
                 let started = Instant::now();
-                if rule.optional() && ctx.deadline.is_some_and(|d| started > d) {
+                if rule.optional() && ctx.deadline_passed() {
                     skipped.push(Skip {
                         rule: name,
                         phase,
@@ -291,34 +317,19 @@ impl Pipeline {
                 let out = match result {
                     Ok(out) => out,
                     Err(failure) => {
-                        let reason = match failure {
-                            Failure::Stopped if rule.optional() => STOPPED_LATE,
-                            Failure::Stopped => {
-                                errors.push((name, phase, "stopped by the deadline".into()));
-                                if mode == Mode::Applied && step.on_error == OnError::Closed {
-                                    return Err(RuleFailed {
-                                        rule: name,
-                                        phase,
-                                        problem: "stopped by the deadline".into(),
-                                        errors,
-                                        refused: None,
-                                    });
-                                }
-                                FAILED
+                        let (problem, cause) = match failure {
+                            Failure::Stopped if rule.optional() => {
+                                skipped.push(Skip {
+                                    rule: name,
+                                    phase,
+                                    reason: STOPPED_LATE,
+                                });
+                                timings.push(Timing::spent(name, phase, mode, seconds));
+                                continue;
                             }
-                            Failure::Failed(problem) => {
-                                errors.push((name, phase, problem.clone()));
-                                if mode == Mode::Applied && step.on_error == OnError::Closed {
-                                    return Err(RuleFailed {
-                                        rule: name,
-                                        phase,
-                                        problem,
-                                        errors,
-                                        refused: None,
-                                    });
-                                }
-                                FAILED
-                            }
+                            Failure::Stopped => ("stopped by the deadline".to_string(), None),
+                            Failure::Failed(problem) => (problem, None),
+                            Failure::Raised(problem, cause) => (problem, Some(cause)),
                             Failure::Refused(bad) => {
                                 return Err(RuleFailed {
                                     rule: name,
@@ -329,22 +340,29 @@ impl Pipeline {
                                 });
                             }
                         };
+                        errors.push(RuleError {
+                            rule: name,
+                            phase,
+                            problem: problem.clone(),
+                            cause,
+                        });
+                        if mode == Mode::Applied && step.on_error == OnError::Closed {
+                            return Err(RuleFailed {
+                                rule: name,
+                                phase,
+                                problem,
+                                errors,
+                                refused: None,
+                            });
+                        }
                         // Given up: the page goes on as it came, with none of its records;
                         // its time still counts in the rule's duration (it was spent).
                         skipped.push(Skip {
                             rule: name,
                             phase,
-                            reason,
+                            reason: FAILED,
                         });
-                        timings.push(Timing {
-                            rule: name,
-                            phase,
-                            mode,
-                            seconds,
-                            moves: vec![],
-                            churn: 0,
-                            deltas: vec![],
-                        });
+                        timings.push(Timing::spent(name, phase, mode, seconds));
                         continue;
                     }
                 };

@@ -126,10 +126,10 @@ fn failures_open_closed_shadow_and_panics() {
                 reason: FAILED
             }]
         );
-        let errors: Vec<_> = out.errors.iter().map(|(r, p, _)| (*r, *p)).collect();
+        let errors: Vec<_> = out.errors.iter().map(|e| (e.rule, e.phase)).collect();
         assert_eq!(errors, vec![("test_rule", Phase::Trim)]);
         assert!(
-            !out.errors[0].2.is_empty(),
+            !out.errors[0].problem.is_empty(),
             "the problem is kept for the log"
         );
         let closed = pipeline(vec![test_step(

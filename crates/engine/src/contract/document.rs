@@ -2,7 +2,7 @@
 
 use super::fields::{missing, Fields, Oversize};
 use super::scan::{invalid, Path, R};
-use super::{Document, MinHashIn};
+use super::{given, Document, MinHashIn};
 
 impl<'a> Fields<'a> {
     pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document>, Vec<Oversize>)> {
@@ -34,10 +34,20 @@ impl<'a> Fields<'a> {
                 b"id" => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
                 b"url" => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
                 b"score" => score = Some(self.score(&path.field("score"))?),
-                b"factors" => d.factors = self.map(&path.field("factors"), |f, p| f.score(p))?,
-                b"spam_score" => d.spam_score = self.probability(&path.field("spam_score"))?,
-                b"adult_score" => d.adult_score = self.probability(&path.field("adult_score"))?,
+                b"factors" => {
+                    d.given |= given::FACTORS;
+                    d.factors = self.map(&path.field("factors"), |f, p| f.score(p))?
+                }
+                b"spam_score" => {
+                    d.given |= given::SPAM_SCORE;
+                    d.spam_score = self.probability(&path.field("spam_score"))?
+                }
+                b"adult_score" => {
+                    d.given |= given::ADULT_SCORE;
+                    d.adult_score = self.probability(&path.field("adult_score"))?
+                }
                 b"domain_age_days" => {
+                    d.given |= given::DOMAIN_AGE_DAYS;
                     let p = path.field("domain_age_days");
                     d.domain_age_days = if self.s.peek()? == b'n' {
                         self.s.literal(b"ull")?;
@@ -46,14 +56,30 @@ impl<'a> Fields<'a> {
                         Some(self.float(&p, "float | null", (0.0, "0.0"), None)?)
                     };
                 }
-                b"is_ad" => d.is_ad = self.bool(&path.field("is_ad"))?,
-                b"topics" => d.topics = self.strings(&path.field("topics"), 0, usize::MAX)?,
+                b"is_ad" => {
+                    d.given |= given::IS_AD;
+                    d.is_ad = self.bool(&path.field("is_ad"))?
+                }
+                b"topics" => {
+                    d.given |= given::TOPICS;
+                    d.topics = self.strings(&path.field("topics"), 0, usize::MAX)?
+                }
                 b"blocked_regions" => {
+                    d.given |= given::BLOCKED_REGIONS;
                     d.blocked_regions = self.strings(&path.field("blocked_regions"), 1, 16)?
                 }
-                b"text" => d.text = self.opt_string(&path.field("text"), 0, usize::MAX)?,
-                b"minhash" => (d.minhash, big) = self.minhash(&path.field("minhash"))?,
-                b"attributes" => d.attributes = self.attributes(&path.field("attributes"))?,
+                b"text" => {
+                    d.given |= given::TEXT;
+                    d.text = self.opt_string(&path.field("text"), 0, usize::MAX)?
+                }
+                b"minhash" => {
+                    d.given |= given::MINHASH;
+                    (d.minhash, big) = self.minhash(&path.field("minhash"))?
+                }
+                b"attributes" => {
+                    d.given |= given::ATTRIBUTES;
+                    d.attributes = self.attributes(&path.field("attributes"))?
+                }
                 _ => return Err(self.unknown(path, key)),
             }
         }
@@ -160,5 +186,6 @@ fn empty_document() -> Document {
         text: None,
         minhash: None,
         attributes: String::new(),
+        given: 0,
     }
 }

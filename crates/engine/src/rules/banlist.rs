@@ -27,7 +27,7 @@ impl Banlist {
         for (i, doc) in docs.iter().enumerate() {
             let meta = ctx.page.meta(doc);
             if let Some(problem) = &meta.url_problem {
-                removals.push((i, format!("url cannot be opened by a browser: {problem}")));
+                removals.push((i, format!("URL cannot be opened: {problem}")));
             } else if let Some(index) = index {
                 if let Some(hit) = index.lookup(&meta.canonical, &meta.host, ctx.region, ctx.now) {
                     removals.push((
@@ -83,10 +83,7 @@ mod tests {
             out.recs[0].reason,
             "domain evil.example banned (legal removal) [entry 7]"
         );
-        assert_eq!(
-            out.recs[1].reason,
-            "url cannot be opened by a browser: no host"
-        );
+        assert_eq!(out.recs[1].reason, "URL cannot be opened: no host");
         c.region = Some("DE");
         assert_eq!(Banlist.apply(&docs, &c).recs.len(), 1);
         c.banlist = None;

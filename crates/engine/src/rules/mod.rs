@@ -5,7 +5,12 @@
 //! `None` when nothing changes) with its records; it never mutates its input, so the
 //! runner can apply the result, keep it in shadow, or drop it when the rule fails.
 
+use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
+
+use pyo3::{Py, PyAny};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -24,6 +29,7 @@ pub mod host_crowding;
 pub mod host_quota;
 pub mod near_duplicates;
 pub mod python;
+pub mod python_output;
 pub mod quarantine_demotion;
 pub mod regional_removals;
 pub mod safe_search;
@@ -52,6 +58,9 @@ pub struct Ctx<'a> {
     pub relaxed_from: Option<AgeMode>,
     /// Past it, optional rules are not started and may stop midway.
     pub deadline: Option<Instant>,
+    /// Tests only: the deadline counts as passed once this many clock reads are spent
+    /// (as the Python runner's tests ticked a clock per read); None in production.
+    pub reads: Option<&'a Cell<u64>>,
     pub profile: &'a str,
 }
 
@@ -59,10 +68,21 @@ impl Ctx<'_> {
     /// `Err(Failure::Stopped)` once the deadline has passed: optional rules call it as
     /// they work (one clock read).
     pub fn check_deadline(&self) -> Result<(), Failure> {
-        match self.deadline {
-            Some(at) if Instant::now() > at => Err(Failure::Stopped),
-            _ => Ok(()),
+        if self.deadline_passed() {
+            Err(Failure::Stopped)
+        } else {
+            Ok(())
         }
+    }
+
+    /// True once the deadline has passed (one clock read).
+    pub fn deadline_passed(&self) -> bool {
+        if let Some(reads) = self.reads {
+            let left = reads.get();
+            reads.set(left.saturating_sub(1));
+            return left == 0;
+        }
+        self.deadline.is_some_and(|at| Instant::now() > at)
     }
 }
 
@@ -80,6 +100,22 @@ impl<'a> Out<'a> {
     }
 }
 
+/// The Python exception behind a failure: the service logs it with its traceback.
+#[derive(Clone)]
+pub struct Cause(pub Arc<Py<PyAny>>);
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Cause(<exception>)")
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Why a rule did not finish.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -87,6 +123,8 @@ pub enum Failure {
     Stopped,
     /// The rule failed; the problem as the 503 and the log say it.
     Failed(String),
+    /// A Python rule raised: the problem (`raised <type>: <message>`) and the exception.
+    Raised(String, Cause),
     /// The rule found bad input the decoder could not see (a signature it cannot
     /// compare): the request is answered 4xx, as any bad input; not a rule failure.
     Refused(crate::contract::FieldError),

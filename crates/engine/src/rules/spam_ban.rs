@@ -64,6 +64,23 @@ mod tests {
     use crate::doc::testing::{docs, request, SimpleCanon};
     use crate::doc::Page;
     use crate::rules::testing::ctx;
+    use crate::rules::Rule;
+
+    #[test]
+    fn a_threshold_one_ulp_below_one_is_parsed_as_written() {
+        // The compiled spec is JSON: 0.9999999999999999 must not round to 1.0 on the way,
+        // or a spam_score of 1 would pass (found by the property test).
+        let raw: serde_json::Value =
+            serde_json::from_str(r#"{"threshold":0.9999999999999999}"#).expect("valid JSON");
+        let Rule::SpamBan(rule) = Rule::build("spam_ban", &raw).expect("valid params") else {
+            panic!("not spam_ban");
+        };
+        let mut d = docs(1);
+        d[0].spam_score = 1.0;
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        assert_eq!(rule.apply(&docs, &ctx(&page)).recs.len(), 1);
+    }
 
     #[test]
     fn strictly_above_the_threshold() {

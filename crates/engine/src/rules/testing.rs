@@ -18,6 +18,7 @@ pub fn ctx<'a>(page: &'a Page<'a>) -> Ctx<'a> {
         variants: &[],
         relaxed_from: None,
         deadline: None,
+        reads: None,
         profile: "default",
     }
 }
