@@ -21,6 +21,7 @@ mod data;
 mod names;
 mod py;
 mod shard;
+mod summary;
 mod table;
 
 pub use apply::{Change, NewEntry};
@@ -109,7 +110,7 @@ pub fn hash_str(text: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED_BA11).hash_one(text)
 }
 
-/// The shard a key (or a host's marks) lives in.
+/// The shard a key (or a name's summary) lives in.
 #[inline]
 pub fn shard_of(hash: u64) -> usize {
     (hash >> (64 - SHARD_BITS)) as usize
