@@ -117,15 +117,15 @@ pub fn name_hash(name: &str) -> u64 {
 /// A name a domain entry or an org member covering a host may be at.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Candidate {
-    /// Where the name starts in the host.
-    pub start: u32,
     /// Its hash.
     pub hash: u64,
+    /// Where the name starts in the host.
+    pub start: u32,
     /// Its counts (some domain entry or member).
     pub counts: Counts,
 }
 
-const FLAGGED: usize = 4;
+const FLAGGED: usize = 2;
 
 /// What the summary says of a host: its own counts, and the names a domain entry or an org
 /// member covering it could be at (`names::suffixes`) whose summary holds one.
