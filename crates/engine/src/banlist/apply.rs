@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
 use super::names::labels;
 use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
+use super::summary::{self, Field};
 use super::{hash_str, shard_of, tag_of, Scope};
 
 const META_CHUNK: usize = 1024;
@@ -162,8 +163,8 @@ impl Writer {
             let at = id_ref(slot);
             id_hash(shards[at.shard as usize].id(at.row))
         });
-        if matches!(e.scope, Scope::Url | Scope::Prefix) {
-            mark(data, host_part(key), e.scope, 1);
+        if let Some((name, field)) = summarized(e.scope, key) {
+            summarize(data, name, field, 1);
         }
         if e.scope == Scope::Domain {
             data.labels = data.labels.max(labels(&e.value));
@@ -190,18 +191,22 @@ fn name_code(data: &mut IndexData, id: &str) -> u64 {
     code
 }
 
-fn mark(data: &mut IndexData, host: &str, scope: Scope, delta: i32) {
-    let h = hash_str(host);
-    let shard = Arc::make_mut(&mut data.shards[shard_of(h)]);
-    let i = usize::from(scope == Scope::Prefix);
-    if delta > 0 {
-        shard.marks.entry(h).or_insert([0, 0])[i] += 1;
-    } else if let Some(counts) = shard.marks.get_mut(&h) {
-        counts[i] = counts[i].saturating_sub(1);
-        if counts == &[0, 0] {
-            shard.marks.remove(&h);
-        }
+/// The name an entry of `scope` keyed `key` is counted at in the summary, and as what
+/// (org entries are counted through their groups' members).
+fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
+    match scope {
+        Scope::Url => Some((host_part(key), summary::URL)),
+        Scope::Prefix => Some((host_part(key), summary::PREFIX)),
+        Scope::Host => Some((key, summary::HOST)),
+        Scope::Domain => Some((key, summary::DOMAIN)),
+        Scope::Org => None,
     }
+}
+
+fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
+    let h = summary::name_hash(name);
+    let shard = Arc::make_mut(&mut data.shards[shard_of(h)]);
+    summary::bump(&mut shard.names, h, field, delta);
 }
 
 /// Drop the entry with this id; whether there was one.
@@ -255,8 +260,8 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
         });
         Arc::make_mut(&mut data.ids[shard_of(mh)]).replace(mh, old, id_slot(at));
     }
-    if matches!(scope, Scope::Url | Scope::Prefix) {
-        mark(data, host_part(&key), scope, -1);
+    if let Some((name, field)) = summarized(scope, &key) {
+        summarize(data, name, field, -1);
     }
     data.counts[scope as usize] -= 1;
     data.len -= 1;
@@ -264,6 +269,9 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
 }
 
 fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
+    // the summary counts each (member domain, group) pair once
+    let mut left: Vec<Box<str>> = Vec::new();
+    let mut joined: Vec<Box<str>> = Vec::new();
     let groups = Arc::make_mut(&mut data.groups);
     let name: Box<str> = name.into();
     let members: Vec<Box<str>> = domains.into_iter().map(String::into_boxed_str).collect();
@@ -276,7 +284,11 @@ fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
     };
     for domain in old {
         if let Some(names) = groups.members.get_mut(&domain) {
+            let had = names.len();
             names.retain(|n| *n != name);
+            if names.len() < had {
+                left.push(domain.clone());
+            }
             if names.is_empty() {
                 groups.members.remove(&domain);
             }
@@ -284,10 +296,17 @@ fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
     }
     for domain in members {
         data.labels = data.labels.max(labels(&domain));
-        let names = groups.members.entry(domain).or_default();
+        let names = groups.members.entry(domain.clone()).or_default();
         if !names.contains(&name) {
             names.push(name.clone());
+            joined.push(domain);
         }
+    }
+    for domain in left {
+        summarize(data, &domain, summary::MEMBER, -1);
+    }
+    for domain in joined {
+        summarize(data, &domain, summary::MEMBER, 1);
     }
 }
 

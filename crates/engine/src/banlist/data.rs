@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use super::names::{any_suffix, path_of, prefix_keys, suffixes, url_key};
+use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key};
 use super::shard::{RowData, RowRef, Shard};
+use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
 use super::{hash_str, shard_of, tag_of, Scope, SCOPES, SHARDS};
 
@@ -286,15 +287,19 @@ impl IndexData {
 
     /// Whether url (bit 1) and prefix (bit 2) entries lie under `host`.
     pub fn under(&self, host: &str) -> u8 {
-        self.under_hashed(hash_str(host))
+        self.summary(summary::name_hash(host)).under()
     }
 
+    /// The summary of the name hashed `h` (see `summary`).
     #[inline]
-    fn under_hashed(&self, h: u64) -> u8 {
-        match self.shards[shard_of(h)].marks.get(&h) {
-            Some([url, prefix]) => u8::from(*url > 0) | (u8::from(*prefix > 0) << 1),
-            None => 0,
-        }
+    fn summary(&self, h: u64) -> Counts {
+        summary::counts(&self.shards[shard_of(h)].names, h)
+    }
+
+    /// The summaries of `host` and of the names a domain or org entry covering it could be at.
+    #[inline]
+    fn host_summary(&self, host: &str) -> HostSummary {
+        HostSummary::of(host, self.labels, |h| self.summary(h))
     }
 
     /// The names a domain or org ban of this host is looked up under, most specific first.
@@ -311,53 +316,70 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> (Option<RowRef>, bool) {
-        let h = hash_str(host);
+        let names = self.host_summary(host);
         (
-            self.covering(host, h, region, now),
-            self.under_hashed(h) != 0,
+            self.covering(host, &names, region, now),
+            names.own.under() != 0,
         )
     }
 
-    /// `h`: the host's hash (a host is its own host key, and maybe its own domain key).
-    fn covering(&self, host: &str, h: u64, region: Option<&str>, now: f64) -> Option<RowRef> {
-        if self.counts[Scope::Host as usize] > 0 {
-            if let Some((_, at)) = self.best_hashed(Scope::Host, host, h, region, now) {
+    /// Only the names whose summary holds something are looked up in the key tables (and
+    /// verified there).
+    fn covering(
+        &self,
+        host: &str,
+        names: &HostSummary,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        if names.own.has(summary::HOST) {
+            let best = self.best_hashed(Scope::Host, host, names.own_hash, region, now);
+            if let Some((_, at)) = best {
                 return Some(at);
             }
         }
-        let domains = self.counts[Scope::Domain as usize] > 0;
-        let orgs = self.counts[Scope::Org as usize] > 0 && !self.groups.members.is_empty();
-        if !domains && !orgs {
+        if names.no_parents() {
             return None;
         }
-        let mut found = None;
-        any_suffix(host, self.labels, |suffix| {
-            if domains {
-                let hs = if suffix.len() == host.len() {
-                    h
-                } else {
-                    hash_str(suffix)
+        match names.flagged() {
+            Some(list) => list
+                .into_iter()
+                .find_map(|c| self.parent_entry(&host[c.start as usize..], c, region, now)),
+            None => suffixes(host, self.labels).into_iter().find_map(|name| {
+                let hash = summary::name_hash(name);
+                let counts = self.summary(hash);
+                let c = summary::Candidate {
+                    start: 0,
+                    hash,
+                    counts,
                 };
-                if let Some((_, at)) = self.best_hashed(Scope::Domain, suffix, hs, region, now) {
-                    found = Some(at);
-                    return true;
-                }
+                self.parent_entry(name, c, region, now)
+            }),
+        }
+    }
+
+    /// The first active domain entry of `name`, else its first active org entry.
+    fn parent_entry(
+        &self,
+        name: &str,
+        c: summary::Candidate,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
+        if c.counts.has(summary::DOMAIN) {
+            if let Some((_, at)) = self.best_hashed(Scope::Domain, name, c.hash, region, now) {
+                return Some(at);
             }
-            if orgs {
-                if let Some(names) = self.groups.members.get(suffix) {
-                    let best = names
-                        .iter()
-                        .filter_map(|name| self.best_of(Scope::Org, name, region, now))
-                        .min_by_key(|(ord, _)| *ord);
-                    if let Some((_, at)) = best {
-                        found = Some(at);
-                        return true;
-                    }
-                }
-            }
-            false
-        });
-        found
+        }
+        if c.counts.has(summary::MEMBER) && self.counts[Scope::Org as usize] > 0 {
+            let groups = self.groups.members.get(name)?;
+            let best = groups
+                .iter()
+                .filter_map(|group| self.best_of(Scope::Org, group, region, now))
+                .min_by_key(|(ord, _)| *ord);
+            return best.map(|(_, at)| at);
+        }
+        None
     }
 
     /// The first active url entry of the URL, else its most specific active prefix entry;
@@ -391,8 +413,23 @@ impl IndexData {
         }
         if under & 2 != 0 {
             let path = path_of(canonical)?;
-            for key in prefix_keys(host, path) {
-                if let Some((_, at)) = self.best_of(Scope::Prefix, &key, region, now) {
+            // the keys are prefixes of the url key when it is `host + path + …` (always, for
+            // a canonical URL and its own host)
+            let whole = url_key(canonical);
+            let sliced = whole
+                .strip_prefix(host)
+                .is_some_and(|rest| rest.starts_with(path));
+            let mut key = String::new();
+            for len in prefix_lens(path) {
+                let key: &str = if sliced {
+                    &whole[..host.len() + len]
+                } else {
+                    key.clear();
+                    key.push_str(host);
+                    key.push_str(&path[..len]);
+                    &key
+                };
+                if let Some((_, at)) = self.best_of(Scope::Prefix, key, region, now) {
                     return Some(at);
                 }
             }
@@ -408,9 +445,9 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
-        let h = hash_str(host);
-        self.match_under(canonical, host, self.under_hashed(h), region, now)
-            .or_else(|| self.covering(host, h, region, now))
+        let names = self.host_summary(host);
+        self.match_under(canonical, host, names.own.under(), region, now)
+            .or_else(|| self.covering(host, &names, region, now))
     }
 
     /// The entry the banlist rule removes a document for: the host's (or a parent's) host,

@@ -15,12 +15,21 @@
 //! and u64/f64 (offset, id, created, expires, scope + meta, insertion order); what repeats
 //! (reason, actor, regions) is interned once as a meta. Keys are found through tables of
 //! `u64` slots (32 bits of the key's hash and the row), a hit verified against the value.
+//!
+//! What a lookup probes first is the summary (see `summary`): one `u64` slot per name (a
+//! host, a domain, an org member domain) in the summary table of the name's shard, counting
+//! the host, domain, url and prefix entries at that name and the org groups holding it. A
+//! lookup probes the summary of the host and of each parent a domain entry could be at
+//! (`labels`: no more labels than the longest domain entry or member has), and goes to the
+//! key tables only for names whose summary holds something; a clean host costs one hash
+//! and one summary probe per name.
 
 mod apply;
 mod data;
 mod names;
 mod py;
 mod shard;
+mod summary;
 mod table;
 
 pub use apply::{Change, NewEntry};
@@ -109,7 +118,7 @@ pub fn hash_str(text: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED_BA11).hash_one(text)
 }
 
-/// The shard a key (or a host's marks) lives in.
+/// The shard a key (or a name's summary) lives in.
 #[inline]
 pub fn shard_of(hash: u64) -> usize {
     (hash >> (64 - SHARD_BITS)) as usize

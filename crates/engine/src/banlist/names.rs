@@ -25,33 +25,48 @@ pub fn path_of(canonical: &str) -> Option<&str> {
 /// The prefix keys of a path, most specific first, each once: `host + p.rstrip("/")` for
 /// every `p` of `canon.path_prefixes(path)`, reversed (what `index._prefix_rows` probes).
 pub fn prefix_keys(host: &str, path: &str) -> Vec<String> {
-    let mut prefixes: Vec<&str> = vec!["/"];
+    prefix_lens(path)
+        .map(|len| format!("{host}{}", &path[..len]))
+        .collect()
+}
+
+/// The lengths of the path part of the prefix keys of `path`, longest first, each once:
+/// every key is `host + &path[..len]`, so a caller holding `host + path` in one string
+/// (a canonical URL's url key) slices the keys out of it.
+pub fn prefix_lens(path: &str) -> impl Iterator<Item = usize> + '_ {
     let bytes = path.as_bytes();
-    let mut from = 1;
-    while let Some(found) = bytes
-        .get(from..)
-        .and_then(|b| b.iter().position(|&c| c == b'/'))
-    {
-        let slash = from + found;
-        prefixes.push(&path[..slash]);
-        prefixes.push(&path[..slash + 1]);
-        from = slash + 1;
-    }
-    if prefixes.last() != Some(&path) {
-        prefixes.push(path);
-    }
-    let mut keys: Vec<String> = Vec::with_capacity(prefixes.len());
-    for p in prefixes.iter().rev() {
-        let key = format!("{host}{}", p.trim_end_matches('/'));
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    keys
+    let trimmed = move |end: usize| {
+        bytes[..end]
+            .iter()
+            .rposition(|&b| b != b'/')
+            .map_or(0, |at| at + 1)
+    };
+    // the ends of `canon.path_prefixes`: the path, each slash past the first (before it and
+    // after it), and the root; a prefix's key drops its trailing slashes
+    let slashes = bytes
+        .iter()
+        .enumerate()
+        .skip(1)
+        .rev()
+        .filter(|(_, &b)| b == b'/')
+        .flat_map(|(at, _)| [at + 1, at]);
+    let mut last = None;
+    std::iter::once(bytes.len())
+        .chain(slashes)
+        .chain(std::iter::once(1.min(bytes.len())))
+        .map(trimmed)
+        .filter(move |&len| {
+            let new = last != Some(len);
+            last = Some(len);
+            new
+        })
 }
 
 /// `canon.is_ipv4`: a dotted quad of 1-3 digit groups.
 pub fn is_ipv4(host: &str) -> bool {
+    if !host.as_bytes().last().is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
     let mut parts = 0;
     for part in host.split('.') {
         parts += 1;
@@ -100,36 +115,6 @@ pub fn suffixes(host: &str, limit: usize) -> Vec<&str> {
     found
 }
 
-/// `suffixes` without allocating (the request path): calls `f` on each, most specific
-/// first, until it returns true; whether one did.
-#[inline]
-pub fn any_suffix<'h>(host: &'h str, limit: usize, mut f: impl FnMut(&'h str) -> bool) -> bool {
-    const MOST: usize = 16;
-    if limit > MOST || host.starts_with('[') || is_ipv4(host) {
-        return suffixes(host, limit).into_iter().any(f);
-    }
-    let bytes = host.as_bytes();
-    let mut starts = [0usize; MOST];
-    let (mut found, mut pos, mut whole) = (0, bytes.len(), false);
-    while found < limit {
-        match bytes[..pos].iter().rposition(|&b| b == b'.') {
-            Some(dot) => {
-                starts[found] = dot + 1;
-                found += 1;
-                pos = dot;
-            }
-            None => {
-                whole = true;
-                break;
-            }
-        }
-    }
-    if whole && f(host) {
-        return true;
-    }
-    (2..=found).rev().any(|k| f(&host[starts[k - 1]..]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,21 +136,6 @@ mod tests {
         assert_eq!(suffixes("a.b.c", 1), Vec::<&str>::new());
         assert_eq!(suffixes("1.2.3.4", 9), ["1.2.3.4"]);
         assert_eq!(suffixes("[::1]", 9), ["[::1]"]);
-        for (host, limit) in [
-            ("a.b.c.d", 2),
-            ("a.b.c.d", 9),
-            ("c.d", 2),
-            ("localhost", 1),
-            ("a.b.c", 1),
-            ("1.2.3.4", 3),
-        ] {
-            let mut seen = Vec::new();
-            any_suffix(host, limit, |s| {
-                seen.push(s);
-                false
-            });
-            assert_eq!(seen, suffixes(host, limit));
-        }
     }
 
     #[test]

@@ -71,9 +71,9 @@ pub struct Shard {
     pub expiring: u32,
     /// Key tag -> rows.
     pub keys: Table,
-    /// Hash of a host -> how many url and prefix entries lie under it (entries of every
-    /// shard: a host's marks live in the host's own shard).
-    pub marks: hashbrown::HashMap<u64, [u32; 2]>,
+    /// The summary of the names whose `summary::name_hash` falls in this shard (of entries
+    /// of every shard: see `summary`).
+    pub names: Table,
 }
 
 impl Shard {
@@ -95,6 +95,14 @@ impl Shard {
         let bytes = &self.arena[at + skip..at + skip + len];
         // SAFETY-free: values are pushed from &str, so they are UTF-8; fall back to "" if not.
         std::str::from_utf8(bytes).unwrap_or("")
+    }
+
+    /// The bytes of the value written for a row.
+    #[inline]
+    fn value_bytes(&self, row: u32) -> &[u8] {
+        let at = self.off[row as usize] as usize;
+        let (len, skip) = read_len(&self.arena[at..]);
+        &self.arena[at + skip..at + skip + len]
     }
 
     /// The row's fields.
@@ -213,7 +221,6 @@ impl Shard {
         self.expires.shrink_to_fit();
         self.meta.shrink_to_fit();
         self.ord.shrink_to_fit();
-        self.marks.shrink_to_fit();
     }
 
     /// Rows of `scope` keyed exactly `key` (tag `tag`), in table order: a tag hit is
@@ -230,7 +237,9 @@ impl Shard {
             .probe(u64::from(tag))
             .filter(move |&slot| slot_tag(slot) == want)
             .map(slot_row)
-            .filter(move |&row| self.scope(row) == scope && scope.key_of(self.value(row)) == key)
+            .filter(move |&row| {
+                self.scope(row) == scope && key_matches(scope, self.value_bytes(row), key)
+            })
     }
 
     /// Bytes held (capacity, not only what is used).
@@ -243,8 +252,23 @@ impl Shard {
             + self.meta.capacity() * 4
             + self.ord.capacity() * 4
             + self.keys.bytes()
-            + self.marks.capacity() * 17
+            + self.names.bytes()
     }
+}
+
+/// Whether a value of `scope` is keyed `key` (`Scope::key_of`, on bytes).
+#[inline]
+fn key_matches(scope: Scope, value: &[u8], key: &str) -> bool {
+    let value = if scope == Scope::Prefix {
+        let end = value
+            .iter()
+            .rposition(|&b| b != b'/')
+            .map_or(0, |at| at + 1);
+        &value[..end]
+    } else {
+        value
+    };
+    value == key.as_bytes()
 }
 
 fn write_len(arena: &mut Vec<u8>, mut len: usize) {
