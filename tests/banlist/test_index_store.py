@@ -228,15 +228,17 @@ def test_redefining_a_group_never_shows_members_that_stay_as_unbanned():
     batch = [("group", "acme", ("a.com", "b.com", "c.com")),
              *(("add", entry(str(n), "host", f"h{n}.example")) for n in range(2, 150_002))]
     seen: list[tuple[str | None, str | None, int]] = []
-    done = threading.Event()
+    done, reading = threading.Event(), threading.Event()
 
     def read() -> None:
         while not done.is_set():
             seen.append((check(index, "http://a.com/"), check(index, "http://c.com/"),
                          len(index)))
+            reading.set()
 
     reader = threading.Thread(target=read)
     reader.start()
+    reading.wait(10)  # the reader is in its loop before the batch starts, on a busy machine too
     try:
         index.apply(batch)
     finally:
