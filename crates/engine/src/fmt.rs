@@ -56,47 +56,8 @@ fn strip_zeros(s: &str) -> &str {
     }
 }
 
-/// Python's `repr()` of a str: single quotes unless the text holds `'` and no `"`, with
-/// backslash, the quote and non-printable characters escaped.
-///
-/// Non-printable is decided for the control characters, the Latin-1 ones (0x7f-0xa0, 0xad)
-/// and the usual invisible format characters; rarer unassigned code points print as is.
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if invisible(c) => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-fn invisible(c: char) -> bool {
-    matches!(c as u32,
-        0x1680 | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x3000 | 0xfeff
-        | 0xd800..=0xdfff | 0xe000..=0xf8ff)
-}
+/// Python's `repr()` of a str (the exact one, from the decoder's Unicode tables).
+pub use crate::contract::py_repr;
 
 #[cfg(test)]
 mod tests {
