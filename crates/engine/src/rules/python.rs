@@ -2,7 +2,7 @@
 //! request's document format and a context dict; its output is checked before the runner
 //! takes it, and anything it cannot vouch for is a failure of the rule.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
