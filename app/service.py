@@ -94,7 +94,8 @@ class Rearranger:
             body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
-            elapsed=now - started, deadline_reads=self.deadline_reads)
+            elapsed=now - started, deadline_reads=self.deadline_reads,
+            audit_line=self.audit_log is not None)  # no log: the engine need not write it
         for rule, phase, problem, closed, profile, cause in failures:
             self.failures.failed(rule, phase, problem, closed, profile, cause)
         if line is not None and self.audit_log is not None:

@@ -1,4 +1,4 @@
-"""Benchmark: one result page through the `default` profile, in process, as ratios to orjson.
+"""Benchmark: one result page through a profile (`--profile`), in process, as ratios to orjson.
 
 What is measured, per page size (`--sizes`, default 100 documents):
 
@@ -26,7 +26,8 @@ Texts are left out unless `--text` is given (then near_duplicates has work). The
 built with `build_service` and an in-memory banlist seeded with `--banlist` generated
 host/domain entries; how long seeding took is reported, but it is not part of any ratio.
 
-Run from the repository root: `python -m bench.pipeline [--sizes 20,100,500] [--text]`.
+Run from the repository root:
+`python -m bench.pipeline [--sizes 20,100,500] [--text] [--profile commercial]`.
 """
 from __future__ import annotations
 
@@ -373,7 +374,10 @@ def run_interleaved(measured: Sequence[Measured], iterations: int, warmup: int) 
 def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
                user_id: str) -> dict[str, Any]:
     """Measure (a)-(c) for a page of n documents; returns the figures."""
-    body = orjson.dumps(make_serp(n, args.seed, user_id, args.text))
+    page = make_serp(n, args.seed, user_id, args.text)
+    if args.profile is not None:
+        page["profile"] = args.profile  # forced, as bench.http forces it
+    body = orjson.dumps(page)
     config = service.config.engine
     store = service.store
     encode = msgspec.json.Encoder().encode  # as app/api/rerank.py did
@@ -540,6 +544,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="give every page ~300 words of text (near_duplicates then works)")
     parser.add_argument("--seed", type=int, default=2024, help="page and banlist seed")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="force the body's `profile` (default: routed by the query, i.e. "
+                             "default); `commercial` runs anti_seo_reset on most documents")
     parser.add_argument("--ceiling", action="store_true",
                         help="serve the sample config with no rule but depth (ceiling_config)")
     args = parser.parse_args(argv)

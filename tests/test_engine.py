@@ -133,6 +133,12 @@ def test_audit_line_and_errors() -> None:
                                     "forced": True}]
     assert line["query"] == {"text": "диван", "region": "DE"}
     assert line["audit"] == out["audit"] and line["ts"] == NOW
+    # Without an audit log to write to, the service asks for no line: same response.
+    raw = json.dumps(page(unit={"user_id": "u-1"})).encode()
+    with_line = e.rerank(raw, banlist=BANS, banlist_version=7, now=NOW)
+    without = e.rerank(raw, banlist=BANS, banlist_version=7, now=NOW, audit_line=False)
+    assert with_line[2] is not None and without[2] is None
+    assert without[:2] == with_line[:2]
     assert {r["mode"] for r in out["audit"] if r["rule"] == "spam_demotion"} == {"shadow"}
     status, out, line = run(e, page(profile="nope"))
     assert (status, out) == (422, {"error": "invalid_request", "field": "profile",

@@ -2,7 +2,7 @@
 //! churn, per rule call, for the metrics. Pages are compared as sequences of request
 //! indices (a document's identity).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::doc::Doc;
 

@@ -210,10 +210,12 @@ impl Engine {
     /// before this call (reading the body), added to the request duration; `forced`
     /// experiment → variant from the QA header, `forced_by` its checked actor;
     /// `deadline_reads`, for tests only, makes the deadline pass after that many clock
-    /// reads of the runner and the optional rules, whatever the time.
+    /// reads of the runner and the optional rules, whatever the time; `audit_line=False`
+    /// (no audit log to write it to) skips writing the line and returns None for it.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
-                        max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None))]
+                        max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None,
+                        audit_line=true))]
     #[allow(clippy::too_many_arguments)]
     fn rerank<'py>(
         &self,
@@ -230,6 +232,7 @@ impl Engine {
         max_text_chars: usize,
         elapsed: f64,
         deadline_reads: Option<u64>,
+        audit_line: bool,
     ) -> PyResult<Answer> {
         let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
@@ -360,15 +363,24 @@ impl Engine {
             banlist_version,
             exposures: &assigned.exposures,
         };
-        let mut out = Vec::with_capacity(256 + 256 * outcome.docs.len());
-        write_response(&mut out, &head, &page, &outcome);
-        let line = if !outcome.audit.is_empty()
-            || !assigned.exposures.is_empty()
-            || !outcome.skipped.is_empty()
+        // Kept documents are at most the body's size; audit records ~150 bytes each.
+        let mut out = Vec::with_capacity(512 + bytes.len() + 192 * outcome.audit.len());
+        let tail = write_response(&mut out, &head, &page, &outcome);
+        let line = if audit_line
+            && (!outcome.audit.is_empty()
+                || !assigned.exposures.is_empty()
+                || !outcome.skipped.is_empty())
         {
-            let mut line = Vec::with_capacity(256 + 160 * outcome.audit.len());
+            let mut line = Vec::with_capacity(512 + tail.len() + req.query.text.len());
             let query = (req.query.text.as_str(), region.as_deref());
-            write_audit_line(&mut line, &head, now, query, &outcome, forced_by.as_deref());
+            write_audit_line(
+                &mut line,
+                &head,
+                now,
+                query,
+                &out[tail],
+                forced_by.as_deref(),
+            );
             Some(line)
         } else {
             None

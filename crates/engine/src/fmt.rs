@@ -5,7 +5,142 @@ use std::fmt::Write;
 
 /// Append `x` as Python's `format(x, "g")`: 6 significant digits, trailing zeros dropped,
 /// scientific notation (`1e+06`, `1.5e-05`) below 1e-4 and from 1e6.
+///
+/// Audit reasons spell a float or two per record, so the digits come from the shortest
+/// round-trip form (ryu) rounded to 6 places, which is what rounding the exact binary value
+/// gives except at a tie (the shortest form is exactly 7 digits ending in 5) and for a
+/// subnormal (too few bits for its shortest form to stand for it): those, and the
+/// non-finite and zero values, take the exact path.
 pub fn push_g(out: &mut String, x: f64) {
+    if !x.is_normal() || !push_g_shortest(out, x) {
+        push_g_exact(out, x);
+    }
+}
+
+/// The fast path of `push_g`; false (nothing written) where it cannot decide.
+fn push_g_shortest(out: &mut String, x: f64) -> bool {
+    let mut buf = ryu::Buffer::new();
+    let text = buf.format_finite(x.abs()).as_bytes();
+    let (mantissa, exp) = match text.iter().position(|&b| b == b'e') {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => (text, &b""[..]),
+    };
+    let mut exp10: i32 = 0;
+    if !exp.is_empty() {
+        let (neg, digits) = match exp.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            _ => (false, exp),
+        };
+        for &d in digits {
+            exp10 = exp10 * 10 + i32::from(d - b'0');
+        }
+        if neg {
+            exp10 = -exp10;
+        }
+    }
+    // The significant digits, and the power of ten of the first of them.
+    let mut digits = [0u8; 24];
+    let mut n = 0;
+    let mut int_len: i32 = 0;
+    let mut seen_point = false;
+    for &c in mantissa {
+        if c == b'.' {
+            seen_point = true;
+            continue;
+        }
+        if !seen_point {
+            int_len += 1;
+        }
+        if n == 0 && c == b'0' {
+            exp10 -= 1; // a leading zero: the first digit is one place further right
+            continue;
+        }
+        if n == digits.len() {
+            return false;
+        }
+        digits[n] = c;
+        n += 1;
+    }
+    // Trailing zeros (`100.0`) are no digits of the value: without them a tie shows.
+    while n > 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    if n == 0 {
+        return false;
+    }
+    exp10 += int_len - 1;
+    if n > 6 {
+        if n == 7 && digits[6] == b'5' {
+            return false; // a tie on the shortest form: the exact value decides
+        }
+        let up = digits[6] >= b'5';
+        n = 6;
+        if up {
+            let mut k = 6;
+            loop {
+                if k == 0 {
+                    digits[0] = b'1'; // 999999.5 -> 1e+06: every digit carried
+                    n = 1;
+                    exp10 += 1;
+                    break;
+                }
+                k -= 1;
+                if digits[k] == b'9' {
+                    digits[k] = b'0';
+                } else {
+                    digits[k] += 1;
+                    break;
+                }
+            }
+        }
+    }
+    while n > 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    let digits = &digits[..n];
+    if x < 0.0 {
+        out.push('-');
+    }
+    // ASCII digits only, so each byte is a char.
+    let push = |out: &mut String, bytes: &[u8]| bytes.iter().for_each(|&b| out.push(b as char));
+    if (-4..6).contains(&exp10) {
+        if exp10 < 0 {
+            out.push_str("0.");
+            for _ in 0..(-exp10 - 1) {
+                out.push('0');
+            }
+            push(out, digits);
+        } else {
+            let int_digits = exp10 as usize + 1;
+            if digits.len() <= int_digits {
+                push(out, digits);
+                for _ in digits.len()..int_digits {
+                    out.push('0');
+                }
+            } else {
+                push(out, &digits[..int_digits]);
+                out.push('.');
+                push(out, &digits[int_digits..]);
+            }
+        }
+    } else {
+        push(out, &digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            push(out, &digits[1..]);
+        }
+        let _ = write!(
+            out,
+            "e{}{:02}",
+            if exp10 < 0 { '-' } else { '+' },
+            exp10.abs()
+        );
+    }
+    true
+}
+
+/// `format(x, "g")` from the exact binary value (Rust's exact decimal formatting).
+fn push_g_exact(out: &mut String, x: f64) {
     if !x.is_finite() {
         out.push_str(if x.is_nan() {
             "nan"
@@ -112,6 +247,56 @@ mod tests {
         }
         assert_eq!(g(1e300), "1e+300");
         assert_eq!(g(f64::INFINITY), "inf");
+    }
+
+    #[test]
+    fn the_shortest_path_agrees_with_the_exact_one() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut values = vec![
+            999999.5,
+            999999.4,
+            9999995.0,
+            0.00012345650,
+            1.2345650,
+            123456.5,
+            99999.95,
+            9.999995e-5,
+            0.0001,
+            0.00009999995,
+            1e6,
+            1e-5,
+            5e-324,
+            1.7976931348623157e308,
+            9.681800000000003,
+            27.3547,
+            0.1 + 0.2,
+            1234565.0,
+            12345650.0,
+        ];
+        for _ in 0..200_000 {
+            let r = next();
+            values.push(match r % 4 {
+                0 => f64::from_bits(r >> 2 | 1 << 62 >> (r % 3)),
+                // 4-to-8-digit decimals around the rounding places, as the rules meet them
+                1 => (r % 100_000_000) as f64 / 10f64.powi((r >> 40) as i32 % 12),
+                2 => ((r % 2_000_000) as f64 * 0.5 + 0.5) / 10f64.powi((r >> 40) as i32 % 14 - 4),
+                _ => (r >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((r >> 8) as i32 % 30 - 15),
+            });
+        }
+        for v in values {
+            for v in [v, -v] {
+                let (mut fast, mut exact) = (String::new(), String::new());
+                push_g(&mut fast, v);
+                push_g_exact(&mut exact, v);
+                assert_eq!(fast, exact, "{v:?}");
+            }
+        }
     }
 
     #[test]

@@ -29,10 +29,53 @@ const ESCAPE: [u8; 256] = {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Append `s` as a JSON string: `"`, `\` and control characters escaped, the rest as UTF-8.
+///
+/// Most strings of a response (ids, URLs, reasons) need no escape: the clean prefix is
+/// found eight bytes at a time and copied at once.
+#[inline]
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.reserve(s.len() + 2);
-    out.push(b'"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let clean = clean_prefix(bytes);
+    out.extend_from_slice(&bytes[..clean]);
+    if clean < bytes.len() {
+        write_escaped(out, &bytes[clean..]);
+    }
+    out.push(b'"');
+}
+
+/// The length of the longest prefix of `bytes` with nothing to escape.
+#[inline]
+fn clean_prefix(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= bytes.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[i..i + 8]);
+        let x = u64::from_le_bytes(word);
+        // A byte below 0x20, or equal to `"` or `\`, sets its high bit in one of the
+        // three masks (the classic "has less than" and "has zero byte" tricks, exact for
+        // "is there any").
+        let below = x.wrapping_sub(ONES * 0x20) & !x;
+        let quote = x ^ (ONES * b'"' as u64);
+        let quote = quote.wrapping_sub(ONES) & !quote;
+        let slash = x ^ (ONES * b'\\' as u64);
+        let slash = slash.wrapping_sub(ONES) & !slash;
+        if (below | quote | slash) & HIGH != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && ESCAPE[bytes[i] as usize] == 0 {
+        i += 1;
+    }
+    i
+}
+
+/// Append `bytes` (inside a string) with each byte that needs it escaped.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let e = ESCAPE[b as usize];
@@ -51,7 +94,6 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
 /// Append a finite float the way msgspec writes a Python float (shortest round-trip form).
@@ -107,6 +149,27 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\nd\\u0001é\u{7f}\u{2028}\\u001f\""
+        );
+    }
+
+    #[test]
+    fn escapes_are_found_in_any_lane_of_a_long_string() {
+        for special in ["\"", "\\", "\n", "\u{0}", "\u{1f}"] {
+            for at in 0..20 {
+                let s = format!("{}{special}{}", "a".repeat(at), "é".repeat(5));
+                let mut fast = Vec::new();
+                write_str(&mut fast, &s);
+                let mut slow = vec![b'"'];
+                write_escaped(&mut slow, s.as_bytes());
+                slow.push(b'"');
+                assert_eq!(fast, slow, "{s:?}");
+            }
+        }
+        let mut out = Vec::new();
+        write_str(&mut out, "0123456789abcdef\u{7f}\u{2028}~!#$%&'()*+,-./");
+        assert_eq!(
+            out,
+            "\"0123456789abcdef\u{7f}\u{2028}~!#$%&'()*+,-./\"".as_bytes()
         );
     }
 

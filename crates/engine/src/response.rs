@@ -3,7 +3,7 @@
 
 use crate::doc::Page;
 use crate::experiments::Exposure;
-use crate::json::{write_f64, write_str};
+use crate::json::{write_f64, write_i64, write_str};
 use crate::record::{Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
@@ -16,20 +16,26 @@ pub struct Head<'a> {
     pub exposures: &'a [Exposure],
 }
 
-fn key(out: &mut Vec<u8>, k: &str) {
-    write_str(out, k);
-    out.push(b':');
+/// Append literal JSON text (a key with its punctuation, written as one copy).
+#[inline]
+fn lit(out: &mut Vec<u8>, text: &[u8]) {
+    out.extend_from_slice(text);
+}
+
+/// Append one of the engine's own names (a phase, action or mode: ASCII letters and `-`,
+/// nothing to escape) as a JSON string.
+#[inline]
+fn name(out: &mut Vec<u8>, s: &'static str) {
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
 }
 
 fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
     match v {
         Some(s) => write_str(out, s),
-        None => out.extend_from_slice(b"null"),
+        None => lit(out, b"null"),
     }
-}
-
-fn int(out: &mut Vec<u8>, n: i64) {
-    out.extend_from_slice(n.to_string().as_bytes());
 }
 
 fn list<T>(
@@ -50,23 +56,18 @@ fn list<T>(
 /// `experiments`: {experiment, variant, bucket, layer, salt[, forced]} each.
 pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
     list(out, exposures, |out, e| {
-        out.push(b'{');
-        key(out, "experiment");
+        lit(out, b"{\"experiment\":");
         write_str(out, &e.experiment);
-        out.push(b',');
-        key(out, "variant");
+        lit(out, b",\"variant\":");
         write_str(out, &e.variant);
-        out.push(b',');
-        key(out, "bucket");
+        lit(out, b",\"bucket\":");
         match e.bucket {
-            Some(b) => int(out, b as i64),
-            None => out.extend_from_slice(b"null"),
+            Some(b) => write_i64(out, b as i64),
+            None => lit(out, b"null"),
         }
-        out.push(b',');
-        key(out, "layer");
+        lit(out, b",\"layer\":");
         opt_str(out, e.layer.as_deref());
-        out.push(b',');
-        key(out, "salt");
+        lit(out, b",\"salt\":");
         opt_str(out, e.salt.as_deref());
         if e.forced {
             out.extend_from_slice(b",\"forced\":true");
@@ -78,35 +79,27 @@ pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
 /// `audit`: the CONTRACT's record objects (`relax_to` only when set).
 pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
     list(out, audit, |out, r| {
-        out.push(b'{');
-        key(out, "rule");
+        lit(out, b"{\"rule\":");
         write_str(out, r.rule);
-        out.push(b',');
-        key(out, "phase");
-        write_str(out, r.phase.as_str());
-        out.push(b',');
-        key(out, "doc_id");
+        lit(out, b",\"phase\":");
+        name(out, r.phase.as_str());
+        lit(out, b",\"doc_id\":");
         opt_str(out, r.rec.doc_id);
-        out.push(b',');
-        key(out, "action");
-        write_str(out, r.rec.action.as_str());
-        out.push(b',');
-        key(out, "reason");
+        lit(out, b",\"action\":");
+        name(out, r.rec.action.as_str());
+        lit(out, b",\"reason\":");
         write_str(out, &r.rec.reason);
-        out.push(b',');
-        key(out, "delta");
+        lit(out, b",\"delta\":");
         match r.rec.delta {
-            Delta::None => out.extend_from_slice(b"null"),
-            Delta::Int(n) => int(out, n),
+            Delta::None => lit(out, b"null"),
+            Delta::Int(n) => write_i64(out, n),
             Delta::Float(x) => write_f64(out, x),
         }
-        out.push(b',');
-        key(out, "mode");
-        write_str(out, r.mode.as_str());
+        lit(out, b",\"mode\":");
+        name(out, r.mode.as_str());
         if let Some(m) = r.rec.relax_to {
-            out.push(b',');
-            key(out, "relax_to");
-            write_str(out, m.as_str());
+            lit(out, b",\"relax_to\":");
+            name(out, m.as_str());
         }
         out.push(b'}');
     });
@@ -115,180 +108,149 @@ pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
 /// `skipped`: {rule, phase, reason} each.
 pub fn write_skipped(out: &mut Vec<u8>, skipped: &[Skip]) {
     list(out, skipped, |out, s| {
-        out.push(b'{');
-        key(out, "rule");
+        lit(out, b"{\"rule\":");
         write_str(out, s.rule);
-        out.push(b',');
-        key(out, "phase");
-        write_str(out, s.phase.as_str());
-        out.push(b',');
-        key(out, "reason");
+        lit(out, b",\"phase\":");
+        name(out, s.phase.as_str());
+        lit(out, b",\"reason\":");
         write_str(out, s.reason);
         out.push(b'}');
     });
 }
 
-/// The 200 body.
-pub fn write_response(out: &mut Vec<u8>, head: &Head, page: &Page, outcome: &Outcome) {
-    out.push(b'{');
-    key(out, "request_id");
+/// The 200 body; returns where in `out` its audit tail (`audit` and `skipped`, the part the
+/// audit line repeats) lies, so the line copies those bytes instead of writing them again.
+pub fn write_response(
+    out: &mut Vec<u8>,
+    head: &Head,
+    page: &Page,
+    outcome: &Outcome,
+) -> std::ops::Range<usize> {
+    lit(out, b"{\"request_id\":");
     write_str(out, head.request_id);
-    out.push(b',');
-    key(out, "profile");
+    lit(out, b",\"profile\":");
     write_str(out, head.profile);
-    out.push(b',');
-    key(out, "config_version");
+    lit(out, b",\"config_version\":");
     write_str(out, head.config_version);
-    out.push(b',');
-    key(out, "banlist_version");
-    int(out, head.banlist_version);
-    out.push(b',');
-    key(out, "experiments");
+    lit(out, b",\"banlist_version\":");
+    write_i64(out, head.banlist_version);
+    lit(out, b",\"experiments\":");
     write_exposures(out, head.exposures);
-    out.push(b',');
-    key(out, "documents");
+    lit(out, b",\"documents\":");
     list(out, outcome.docs.iter().enumerate(), |out, (i, d)| {
         let src = page.src(d);
-        out.push(b'{');
-        key(out, "id");
+        lit(out, b"{\"id\":");
         write_str(out, &src.id);
-        out.push(b',');
-        key(out, "url");
+        lit(out, b",\"url\":");
         write_str(out, &src.url);
-        out.push(b',');
-        key(out, "position");
-        int(out, i as i64 + 1);
-        out.push(b',');
-        key(out, "original_position");
-        int(out, d.at as i64 + 1);
-        out.push(b',');
-        key(out, "score");
+        lit(out, b",\"position\":");
+        write_i64(out, i as i64 + 1);
+        lit(out, b",\"original_position\":");
+        write_i64(out, d.at as i64 + 1);
+        lit(out, b",\"score\":");
         write_f64(out, d.score);
-        out.push(b',');
-        key(out, "original_score");
+        lit(out, b",\"original_score\":");
         write_f64(out, src.score);
-        out.push(b',');
-        key(out, "annotations");
+        lit(out, b",\"annotations\":");
         list(out, &d.annotations, |out, a| write_str(out, a));
-        out.push(b',');
-        key(out, "collapsed");
+        lit(out, b",\"collapsed\":");
         list(out, &d.collapsed, |out, c| {
             let folded = &page.req.documents[c.at as usize];
-            out.push(b'{');
-            key(out, "id");
+            lit(out, b"{\"id\":");
             write_str(out, &folded.id);
-            out.push(b',');
-            key(out, "url");
+            lit(out, b",\"url\":");
             write_str(out, &folded.url);
-            out.push(b',');
-            key(out, "rule");
+            lit(out, b",\"rule\":");
             write_str(out, c.rule);
             out.push(b'}');
         });
-        out.push(b',');
-        key(out, "attributes");
+        lit(out, b",\"attributes\":");
         out.extend_from_slice(src.attributes.as_bytes());
         out.push(b'}');
     });
-    out.push(b',');
-    key(out, "removed");
+    lit(out, b",\"removed\":");
     let removed = outcome.audit.iter().filter(|r| {
         matches!(r.rec.action, Action::Remove | Action::Trim) && r.mode == Mode::Applied
     });
     list(out, removed, |out, r| {
-        out.push(b'{');
-        key(out, "id");
+        lit(out, b"{\"id\":");
         opt_str(out, r.rec.doc_id);
-        out.push(b',');
-        key(out, "rule");
+        lit(out, b",\"rule\":");
         write_str(out, r.rule);
-        out.push(b',');
-        key(out, "phase");
-        write_str(out, r.phase.as_str());
-        out.push(b',');
-        key(out, "action");
-        write_str(out, r.rec.action.as_str());
-        out.push(b',');
-        key(out, "reason");
+        lit(out, b",\"phase\":");
+        name(out, r.phase.as_str());
+        lit(out, b",\"action\":");
+        name(out, r.rec.action.as_str());
+        lit(out, b",\"reason\":");
         write_str(out, &r.rec.reason);
         out.push(b'}');
     });
-    out.push(b',');
-    key(out, "fallback");
+    lit(out, b",\"fallback\":");
     match &outcome.fallback {
-        None => out.extend_from_slice(b"null"),
+        None => lit(out, b"null"),
         Some(f) => {
-            out.push(b'{');
-            key(out, "rule");
+            lit(out, b"{\"rule\":");
             write_str(out, f.rule);
-            out.push(b',');
-            key(out, "action");
+            lit(out, b",\"action\":");
             write_str(out, f.action);
-            out.push(b',');
-            key(out, "reason");
+            lit(out, b",\"reason\":");
             write_str(out, &f.reason);
             out.push(b'}');
         }
     }
-    out.push(b',');
-    key(out, "audit");
+    lit(out, b",");
+    let tail = out.len();
+    write_audit_tail(out, outcome);
+    let range = tail..out.len();
+    out.push(b'}');
+    range
+}
+
+/// `"audit":[...]` and, when a rule was skipped, `,"skipped":[...]`: the end of both the
+/// response and the audit line.
+fn write_audit_tail(out: &mut Vec<u8>, outcome: &Outcome) {
+    lit(out, b"\"audit\":");
     write_audit(out, &outcome.audit);
     if !outcome.skipped.is_empty() {
-        out.push(b',');
-        key(out, "skipped");
+        lit(out, b",\"skipped\":");
         write_skipped(out, &outcome.skipped);
     }
-    out.push(b'}');
 }
 
 /// The audit-log line (without its newline): ts, request_id, profile, config_version,
 /// banlist_version, experiments, query{text, region}, audit, skipped?, forced_by?.
+///
+/// `tail` is the audit tail `write_response` wrote (its returned range of the response).
 pub fn write_audit_line(
     out: &mut Vec<u8>,
     head: &Head,
     ts: f64,
     query: (&str, Option<&str>),
-    outcome: &Outcome,
+    tail: &[u8],
     forced_by: Option<&str>,
 ) {
-    out.push(b'{');
-    key(out, "ts");
+    lit(out, b"{\"ts\":");
     write_f64(out, ts);
-    out.push(b',');
-    key(out, "request_id");
+    lit(out, b",\"request_id\":");
     write_str(out, head.request_id);
-    out.push(b',');
-    key(out, "profile");
+    lit(out, b",\"profile\":");
     write_str(out, head.profile);
-    out.push(b',');
-    key(out, "config_version");
+    lit(out, b",\"config_version\":");
     write_str(out, head.config_version);
-    out.push(b',');
-    key(out, "banlist_version");
-    int(out, head.banlist_version);
-    out.push(b',');
-    key(out, "experiments");
+    lit(out, b",\"banlist_version\":");
+    write_i64(out, head.banlist_version);
+    lit(out, b",\"experiments\":");
     write_exposures(out, head.exposures);
-    out.push(b',');
-    key(out, "query");
-    out.push(b'{');
-    key(out, "text");
+    lit(out, b",\"query\":");
+    lit(out, b"{\"text\":");
     write_str(out, query.0);
-    out.push(b',');
-    key(out, "region");
+    lit(out, b",\"region\":");
     opt_str(out, query.1);
     out.push(b'}');
     out.push(b',');
-    key(out, "audit");
-    write_audit(out, &outcome.audit);
-    if !outcome.skipped.is_empty() {
-        out.push(b',');
-        key(out, "skipped");
-        write_skipped(out, &outcome.skipped);
-    }
+    out.extend_from_slice(tail);
     if let Some(actor) = forced_by {
-        out.push(b',');
-        key(out, "forced_by");
+        lit(out, b",\"forced_by\":");
         write_str(out, actor);
     }
     out.push(b'}');

@@ -6,7 +6,7 @@
 //! with a repeated key keeps the first key's place and the last key's value, as a dict
 //! does. Writing that while scanning costs one pass and no tree.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use super::scan::{checked, Num, Path, Scanner, R};
 use crate::json::{write_f64, write_str, write_u64};

@@ -315,7 +315,7 @@ fn dedupe<T>(entries: &mut Vec<(String, T)>) {
     let repeats = if n <= 16 {
         (1..n).any(|i| entries[..i].iter().any(|e| e.0 == entries[i].0))
     } else {
-        let mut seen = std::collections::HashSet::with_capacity(n);
+        let mut seen = <foldhash::HashSet<&str> as foldhash::HashSetExt>::with_capacity(n);
         !entries.iter().all(|e| seen.insert(e.0.as_str()))
     };
     if !repeats {

@@ -1,7 +1,7 @@
 //! `host_crowding`: documents past `max_per_host` per host (or registrable domain) fold
 //! under the first document of their host.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde::Deserialize;
 

@@ -1,6 +1,6 @@
 //! `host_quota`: drops documents past the quota per host.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde::Deserialize;
 

@@ -1,6 +1,6 @@
 //! `topic_filter`: removes a document with a blocked topic.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use serde::Deserialize;
 
