@@ -132,6 +132,30 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
     write_u64(out, v.unsigned_abs());
 }
 
+/// Append a string or `null`.
+pub fn write_opt_str(out: &mut Vec<u8>, v: Option<&str>) {
+    match v {
+        Some(s) => write_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Append a JSON array of `items`, each written by `each`.
+pub fn write_list<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(out, item);
+    }
+    out.push(b']');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

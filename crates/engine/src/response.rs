@@ -3,7 +3,7 @@
 
 use crate::doc::Page;
 use crate::experiments::Exposure;
-use crate::json::{write_f64, write_i64, write_str};
+use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str};
 use crate::record::{Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
@@ -31,31 +31,9 @@ fn name(out: &mut Vec<u8>, s: &'static str) {
     out.push(b'"');
 }
 
-fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
-    match v {
-        Some(s) => write_str(out, s),
-        None => lit(out, b"null"),
-    }
-}
-
-fn list<T>(
-    out: &mut Vec<u8>,
-    items: impl IntoIterator<Item = T>,
-    mut each: impl FnMut(&mut Vec<u8>, T),
-) {
-    out.push(b'[');
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        each(out, item);
-    }
-    out.push(b']');
-}
-
 /// `experiments`: {experiment, variant, bucket, layer, salt[, forced]} each.
 pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
-    list(out, exposures, |out, e| {
+    write_list(out, exposures, |out, e| {
         lit(out, b"{\"experiment\":");
         write_str(out, &e.experiment);
         lit(out, b",\"variant\":");
@@ -66,9 +44,9 @@ pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
             None => lit(out, b"null"),
         }
         lit(out, b",\"layer\":");
-        opt_str(out, e.layer.as_deref());
+        write_opt_str(out, e.layer.as_deref());
         lit(out, b",\"salt\":");
-        opt_str(out, e.salt.as_deref());
+        write_opt_str(out, e.salt.as_deref());
         if e.forced {
             out.extend_from_slice(b",\"forced\":true");
         }
@@ -78,13 +56,13 @@ pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
 
 /// `audit`: the CONTRACT's record objects (`relax_to` only when set).
 pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
-    list(out, audit, |out, r| {
+    write_list(out, audit, |out, r| {
         lit(out, b"{\"rule\":");
         write_str(out, r.rule);
         lit(out, b",\"phase\":");
         name(out, r.phase.as_str());
         lit(out, b",\"doc_id\":");
-        opt_str(out, r.rec.doc_id);
+        write_opt_str(out, r.rec.doc_id);
         lit(out, b",\"action\":");
         name(out, r.rec.action.as_str());
         lit(out, b",\"reason\":");
@@ -107,7 +85,7 @@ pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
 
 /// `skipped`: {rule, phase, reason} each.
 pub fn write_skipped(out: &mut Vec<u8>, skipped: &[Skip]) {
-    list(out, skipped, |out, s| {
+    write_list(out, skipped, |out, s| {
         lit(out, b"{\"rule\":");
         write_str(out, s.rule);
         lit(out, b",\"phase\":");
@@ -137,7 +115,7 @@ pub fn write_response(
     lit(out, b",\"experiments\":");
     write_exposures(out, head.exposures);
     lit(out, b",\"documents\":");
-    list(out, outcome.docs.iter().enumerate(), |out, (i, d)| {
+    write_list(out, outcome.docs.iter().enumerate(), |out, (i, d)| {
         let src = page.src(d);
         lit(out, b"{\"id\":");
         write_str(out, &src.id);
@@ -152,9 +130,9 @@ pub fn write_response(
         lit(out, b",\"original_score\":");
         write_f64(out, src.score);
         lit(out, b",\"annotations\":");
-        list(out, &d.annotations, |out, a| write_str(out, a));
+        write_list(out, &d.annotations, |out, a| write_str(out, a));
         lit(out, b",\"collapsed\":");
-        list(out, &d.collapsed, |out, c| {
+        write_list(out, &d.collapsed, |out, c| {
             let folded = &page.req.documents[c.at as usize];
             lit(out, b"{\"id\":");
             write_str(out, &folded.id);
@@ -172,9 +150,9 @@ pub fn write_response(
     let removed = outcome.audit.iter().filter(|r| {
         matches!(r.rec.action, Action::Remove | Action::Trim) && r.mode == Mode::Applied
     });
-    list(out, removed, |out, r| {
+    write_list(out, removed, |out, r| {
         lit(out, b"{\"id\":");
-        opt_str(out, r.rec.doc_id);
+        write_opt_str(out, r.rec.doc_id);
         lit(out, b",\"rule\":");
         write_str(out, r.rule);
         lit(out, b",\"phase\":");
@@ -245,7 +223,7 @@ pub fn write_audit_line(
     lit(out, b"{\"text\":");
     write_str(out, query.0);
     lit(out, b",\"region\":");
-    opt_str(out, query.1);
+    write_opt_str(out, query.1);
     out.push(b'}');
     out.push(b',');
     out.extend_from_slice(tail);

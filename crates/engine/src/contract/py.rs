@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::{decode, Document, Limits, Request};
-use crate::json::{write_f64, write_i64, write_str, write_u64};
+use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str, write_u64};
 
 pyo3::create_exception!(
     _engine,
@@ -48,21 +48,11 @@ fn decode_dump<'py>(
 }
 
 fn opt_str(out: &mut Vec<u8>, v: &Option<String>) {
-    match v {
-        Some(s) => write_str(out, s),
-        None => out.extend_from_slice(b"null"),
-    }
+    write_opt_str(out, v.as_deref());
 }
 
 fn strs(out: &mut Vec<u8>, v: &[String]) {
-    out.push(b'[');
-    for (i, s) in v.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(out, s);
-    }
-    out.push(b']');
+    write_list(out, v, |out, s| write_str(out, s));
 }
 
 fn key(out: &mut Vec<u8>, first: bool, k: &str) {
