@@ -232,8 +232,12 @@ def test_redefining_a_group_never_shows_members_that_stay_as_unbanned():
 
     def read() -> None:
         while not done.is_set():
-            seen.append((check(index, "http://a.com/"), check(index, "http://c.com/"),
-                         len(index)))
+            # each call reads the snapshot of its moment: a sample is kept only when the
+            # count is the same before and after, i.e. no batch was published in between
+            before = len(index)
+            sample = (check(index, "http://a.com/"), check(index, "http://c.com/"), len(index))
+            if sample[2] == before:
+                seen.append(sample)
             reading.set()
 
     reader = threading.Thread(target=read)
