@@ -7,7 +7,7 @@ use std::fmt::Write;
 /// scientific notation (`1e+06`, `1.5e-05`) below 1e-4 and from 1e6.
 ///
 /// Audit reasons spell a float or two per record, so the digits come from the shortest
-/// round-trip form (ryu) rounded to 6 places, which is what rounding the exact binary value
+/// round-trip form (zmij) rounded to 6 places, which is what rounding the exact binary value
 /// gives except at a tie (the shortest form is exactly 7 digits ending in 5) and for a
 /// subnormal (too few bits for its shortest form to stand for it): those, and the
 /// non-finite and zero values, take the exact path.
@@ -19,7 +19,7 @@ pub fn push_g(out: &mut String, x: f64) {
 
 /// The fast path of `push_g`; false (nothing written) where it cannot decide.
 fn push_g_shortest(out: &mut String, x: f64) -> bool {
-    let mut buf = ryu::Buffer::new();
+    let mut buf = zmij::Buffer::new();
     let text = buf.format_finite(x.abs()).as_bytes();
     let (mantissa, exp) = match text.iter().position(|&b| b == b'e') {
         Some(at) => (&text[..at], &text[at + 1..]),
@@ -29,6 +29,7 @@ fn push_g_shortest(out: &mut String, x: f64) -> bool {
     if !exp.is_empty() {
         let (neg, digits) = match exp.split_first() {
             Some((b'-', rest)) => (true, rest),
+            Some((b'+', rest)) => (false, rest),
             _ => (false, exp),
         };
         for &d in digits {

@@ -102,7 +102,17 @@ fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 /// arithmetic is bounded; msgspec writes one as `null`, and so does this.
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     if v.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+        let mut buf = zmij::Buffer::new();
+        let text = buf.format_finite(v).as_bytes();
+        // zmij lays a float out as ryu does (msgspec's layout), except that a positive
+        // exponent gets a `+` (`1e+16`), which msgspec does not write.
+        match text.iter().position(|&b| b == b'+') {
+            Some(plus) => {
+                out.extend_from_slice(&text[..plus]);
+                out.extend_from_slice(&text[plus + 1..]);
+            }
+            None => out.extend_from_slice(text),
+        }
     } else {
         out.extend_from_slice(b"null");
     }
@@ -217,6 +227,25 @@ mod tests {
             assert_eq!(f(v), s);
         }
         assert_eq!(f(f64::NAN), "null");
+    }
+
+    #[test]
+    fn floats_respell_as_ryu_the_writer_they_replaced() {
+        // ryu (a dev-dependency) is the reference: msgspec's writer is a port of its layout.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..2_000_000u64 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let v = match i % 3 {
+                0 => f64::from_bits(state),
+                1 => (state >> 11) as f64 / (1u64 << 53) as f64 * 40.0 - 20.0,
+                _ => (state % 10_000_000) as f64 / 10f64.powi((state >> 40) as i32 % 24 - 4),
+            };
+            if v.is_finite() {
+                assert_eq!(f(v), ryu::Buffer::new().format_finite(v), "{v:e}");
+            }
+        }
     }
 
     #[test]
