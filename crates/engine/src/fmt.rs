@@ -99,44 +99,48 @@ fn push_g_shortest(out: &mut String, x: f64) -> bool {
         n -= 1;
     }
     let digits = &digits[..n];
+    // Laid out in a stack buffer and appended in one copy (at most 12 bytes: a sign, `0.`,
+    // three zeros and six digits, or six digits with `e-300`).
+    let mut text = [0u8; 24];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        text[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
     if x < 0.0 {
-        out.push('-');
+        put(b"-");
     }
-    // ASCII digits only, so each byte is a char.
-    let push = |out: &mut String, bytes: &[u8]| bytes.iter().for_each(|&b| out.push(b as char));
     if (-4..6).contains(&exp10) {
         if exp10 < 0 {
-            out.push_str("0.");
-            for _ in 0..(-exp10 - 1) {
-                out.push('0');
-            }
-            push(out, digits);
+            put(b"0.");
+            put(&b"000"[..(-exp10 - 1) as usize]);
+            put(digits);
         } else {
             let int_digits = exp10 as usize + 1;
             if digits.len() <= int_digits {
-                push(out, digits);
-                for _ in digits.len()..int_digits {
-                    out.push('0');
-                }
+                put(digits);
+                put(&b"00000"[..int_digits - digits.len()]);
             } else {
-                push(out, &digits[..int_digits]);
-                out.push('.');
-                push(out, &digits[int_digits..]);
+                put(&digits[..int_digits]);
+                put(b".");
+                put(&digits[int_digits..]);
             }
         }
     } else {
-        push(out, &digits[..1]);
+        put(&digits[..1]);
         if digits.len() > 1 {
-            out.push('.');
-            push(out, &digits[1..]);
+            put(b".");
+            put(&digits[1..]);
         }
-        let _ = write!(
-            out,
-            "e{}{:02}",
-            if exp10 < 0 { '-' } else { '+' },
-            exp10.abs()
-        );
+        put(if exp10 < 0 { b"e-" } else { b"e+" });
+        let e = exp10.unsigned_abs();
+        if e >= 100 {
+            put(&[b'0' + (e / 100) as u8]);
+        }
+        put(&[b'0' + (e / 10 % 10) as u8, b'0' + (e % 10) as u8]);
     }
+    // ASCII only.
+    out.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
     true
 }
 

@@ -61,7 +61,7 @@ impl AntiSeoReset {
 
     /// Take the weighted reset blocks out of each score.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
-        let mut changes = Vec::new();
+        let mut changes = Vec::with_capacity(docs.len());
         for (i, doc) in docs.iter().enumerate() {
             let factors = &ctx.page.src(doc).factors;
             if factors.is_empty() {
@@ -77,7 +77,8 @@ impl AntiSeoReset {
             }
             let delta = -sum;
             if delta != 0.0 {
-                let mut reason = String::from("reset factor blocks ");
+                let mut reason = String::with_capacity(64);
+                reason.push_str("reset factor blocks ");
                 let mut first = true;
                 for (b, _) in &self.weighted {
                     if let Some(f) = factor(b) {

@@ -47,7 +47,7 @@ impl Depth {
         let reason = format!("below depth {k}");
         let mut recs = Vec::with_capacity(docs.len() - k);
         for doc in &docs[k..] {
-            dropped(ctx.page, &mut recs, doc, Action::Trim, &reason);
+            dropped(ctx.page, &mut recs, doc, Action::Trim, reason.clone());
         }
         Out {
             docs: Some(docs[..k].to_vec()),

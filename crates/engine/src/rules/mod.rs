@@ -308,17 +308,19 @@ pub fn dropped<'a>(
     recs: &mut Vec<Rec<'a>>,
     doc: &Doc,
     action: Action,
-    reason: &str,
+    reason: String,
 ) {
     let id = page.id(doc);
-    recs.push(Rec::new(Some(id), action, reason.to_string()));
-    if !doc.collapsed.is_empty() {
+    if doc.collapsed.is_empty() {
+        recs.push(Rec::new(Some(id), action, reason));
+    } else {
         let verb = if action == Action::Trim {
             "trimmed"
         } else {
             "removed"
         };
         let why = format!("collapsed under {id}, {verb} with it: {reason}");
+        recs.push(Rec::new(Some(id), action, reason));
         for c in &doc.collapsed {
             recs.push(Rec::new(Some(page.id_at(c.at)), action, why.clone()));
         }
@@ -333,7 +335,7 @@ pub fn removing<'a>(page: &Page<'a>, docs: &[Doc], removals: Vec<(usize, String)
     }
     let mut recs = Vec::with_capacity(removals.len());
     let mut kept = Vec::with_capacity(docs.len() - removals.len());
-    let mut next = removals.iter().peekable();
+    let mut next = removals.into_iter().peekable();
     for (i, doc) in docs.iter().enumerate() {
         if next.peek().is_some_and(|(at, _)| *at == i) {
             let (_, reason) = next.next().expect("peeked");

@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::{rescoring, Ctx, Out};
 use crate::doc::Doc;
-use crate::fmt::g;
+use crate::fmt::push_g;
 
 /// `theta_low: 0.3`, `theta_high: 0.8`, `lambda: 5.0`.
 #[derive(Deserialize)]
@@ -79,7 +79,7 @@ impl SpamDemotion {
         if lambda == 0.0 {
             return Out::unchanged();
         }
-        let mut changes = Vec::new();
+        let mut changes = Vec::with_capacity(docs.len());
         for (i, doc) in docs.iter().enumerate() {
             let s = ctx.page.src(doc).spam_score;
             if s <= low {
@@ -88,12 +88,13 @@ impl SpamDemotion {
             let penalty = spam_penalty(s, low, high);
             let delta = -lambda * penalty;
             if delta != 0.0 {
-                let reason = format!(
-                    "spam_score {}: penalty {} x lambda {}",
-                    g(s),
-                    g(penalty),
-                    g(lambda)
-                );
+                let mut reason = String::with_capacity(48);
+                reason.push_str("spam_score ");
+                push_g(&mut reason, s);
+                reason.push_str(": penalty ");
+                push_g(&mut reason, penalty);
+                reason.push_str(" x lambda ");
+                push_g(&mut reason, lambda);
                 changes.push((i, doc.score + delta, delta, reason));
             }
         }
