@@ -6,7 +6,8 @@ from typing import Any
 
 import httpx
 
-from app.pipeline import Context, Doc, Phase
+from app.pipeline import Phase
+from tests.reference.pipeline import Context, Doc
 
 
 def doc(id: str, score: float = 1.0, host: str | None = None, **fields: Any) -> Doc:

