@@ -80,13 +80,13 @@ class Service:
             response["skipped"] = outcome.skipped
         return response
 
-    def caches(self, kind: str) -> list[tuple[str, Any]]:
-        """(profile, cache) of every near_duplicates rule's `signature` or `shingle` cache
-        that is on, variants' rules included, in the order Engine.cache_stats lists them."""
-        attribute = {"signature": "cache", "shingle": "exact_cache"}[kind]
-        return [(name, cache) for name in sorted(self.profiles)
+    def caches(self) -> list[tuple[str, str, Any]]:
+        """(profile, signature | shingle, cache) of every near_duplicates cache that is on,
+        variants' rules included, in the order Engine.cache_stats lists them."""
+        return [(name, kind, cache) for name in sorted(self.profiles)
                 for _, step in self.profiles[name].rules()
                 for rule in (step.rule, *step.variants.values())
+                for kind, attribute in (("signature", "cache"), ("shingle", "exact_cache"))
                 if (cache := getattr(rule, attribute, None)) is not None]
 
 
