@@ -7,6 +7,10 @@ UTF-8 bytes of "<experiment>:<NFC unit value>". A salt goes between the two
 hash ("<layer>:<unit>") picks a slot, each experiment of the layer owns a disjoint range
 of slots, and the experiment's hash (a different key, so never the same hash) picks the
 variant. The holdout hashes "holdout[:<salt>]:<unit>".
+
+These are the experiments a config declares, checked at load and behind the SRM check; a
+request's assignment is the engine's (crates/engine/src/experiments.rs), and
+tests/reference/experiments.py is the Python one it replaced.
 """
 from __future__ import annotations
 
