@@ -47,34 +47,6 @@ def pydantic_problem(exc: ValidationError) -> str:
     return f"parameter {where!r}: {msg}" if where else msg
 
 
-class RuleFailed(RearrangeError):
-    """A rule whose `on_error` is `closed` failed: no page is served (the API answers 503).
-
-    `errors` holds every failure of the request up to this one (RuleError of the pipeline),
-    so the service counts and logs the open ones before it as well.
-    """
-
-    def __init__(self, rule: str, phase: str, problem: str, errors: list[Any]) -> None:
-        super().__init__(f"{rule} in {phase} failed: {problem}")
-        self.rule = rule
-        self.phase = phase
-        self.problem = problem
-        self.errors = errors
-
-
-class RefusedOutput(RearrangeError):  # noqa: N818 (a refusal of what a rule gave back)
-    """What a Python rule returned breaks the contract; the message names the problem."""
-
-
-class DeadlineExceeded(RearrangeError):
-    """An optional rule found the request's deadline passed while it ran, and gave up.
-
-    Raised from `Context.check_deadline`; the runner catches it for optional rules only
-    (the page goes on unchanged and the rule is reported in `skipped`), so from any other
-    rule it escapes as the bug it would be.
-    """
-
-
 class BanlistError(RearrangeError):
     """A refused banlist write (unknown scope, malformed value, unknown id)."""
 

@@ -7,6 +7,10 @@ UTF-8 bytes of "<experiment>:<NFC unit value>". A salt goes between the two
 hash ("<layer>:<unit>") picks a slot, each experiment of the layer owns a disjoint range
 of slots, and the experiment's hash (a different key, so never the same hash) picks the
 variant. The holdout hashes "holdout[:<salt>]:<unit>".
+
+These are the experiments a config declares, checked at load and behind the SRM check; a
+request's assignment is the engine's (crates/engine/src/experiments.rs), and
+tests/reference/experiments.py is the Python one it replaced.
 """
 from __future__ import annotations
 
@@ -102,55 +106,6 @@ class Holdout:
         """The unit's holdout bucket, or None without a unit value."""
         value = unit.get(self.unit)
         return bucket(HOLDOUT, value, self.salt) if value else None
-
-
-@dataclass(slots=True)
-class Assignment:
-    """One request's exposure: what each experiment served, for the response and the log."""
-
-    exposures: list[dict[str, Any]]  # {experiment, variant, bucket, layer, salt[, forced]}
-    variants: dict[str, str]         # experiment → variant, for the pipeline
-    counted: list[tuple[str, str]]   # (experiment, variant) pairs for the assignment metric
-
-
-def assign(experiments: tuple[Experiment, ...], holdout: Holdout | None,
-           unit: Mapping[str, str], forced: Mapping[str, str] | None = None) -> Assignment:
-    """Assign one request; `forced` (experiment → variant, already validated) wins for QA.
-
-    A forced experiment takes its layer: no other experiment of that layer is assigned.
-    Forced assignments are marked and not counted (they would skew the SRM check).
-    """
-    out = Assignment([], {}, [])
-    forced = forced or {}
-    held = False
-    if holdout is not None:
-        hb = holdout.bucket_of(unit)
-        if hb is not None:
-            held = hb < holdout.upper
-            out.counted.append((HOLDOUT, HOLDOUT if held else HOLDOUT_REST))
-            if held:
-                out.exposures.append({"experiment": HOLDOUT, "variant": HOLDOUT, "bucket": hb,
-                                      "layer": None, "salt": holdout.salt or None})
-    forced_layers = {e.layer for e in experiments if e.name in forced and e.layer is not None}
-    for exp in experiments:
-        value = unit.get(exp.unit)
-        variant = forced.get(exp.name)
-        if variant is not None:
-            b = exp.variant_of(value)[1] if value else None
-            out.variants[exp.name] = variant
-            out.exposures.append({"experiment": exp.name, "variant": variant, "bucket": b,
-                                  "layer": exp.layer, "salt": exp.salt or None, "forced": True})
-            continue
-        if held or not value or exp.layer in forced_layers or not exp.in_slots(value):
-            continue
-        variant, b = exp.variant_of(value)
-        if variant is None:
-            continue
-        out.variants[exp.name] = variant
-        out.counted.append((exp.name, variant))
-        out.exposures.append({"experiment": exp.name, "variant": variant, "bucket": b,
-                              "layer": exp.layer, "salt": exp.salt or None})
-    return out
 
 
 def rebucketing(old: Experiment, new: Experiment) -> str | None:

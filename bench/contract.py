@@ -4,7 +4,8 @@ Per page size (`--sizes`, default 20,100,500; pages from bench.pipeline's genera
 `--text` ~300 words per document), interleaved in one run:
 
   (a) `orjson.loads(body)`: the yardstick;
-  (b) `app.contract.decode(body)` + `to_docs`: today's Python decoding and page checks;
+  (b) `contract.decode(body)` + `to_docs`: the Python decoding and page checks the engine
+      replaced (tests/reference/contract.py);
   (c) `app._engine.decode_check(body, …)`: the engine's decode and page checks (the
       request built as Rust values and dropped; URLs not canonicalized).
 
@@ -22,8 +23,9 @@ from collections.abc import Sequence
 
 import orjson
 
-from app import _engine, contract
+from app import _engine
 from bench.pipeline import Measured, Stats, make_serp, run_interleaved
+from tests.reference import contract
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 100_000

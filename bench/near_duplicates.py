@@ -1,11 +1,13 @@
 """Benchmark: the near_duplicates rule per result page, as ratios to one orjson parse.
 
 Per page of `--docs` documents × `--words` words (default 100 × 300; about a fifth of them
-in template families, from tests/corpus.py), measured interleaved in one run:
+in template families, from tests/corpus.py), measured interleaved in one run. "The rule"
+is the Python one the engine replaced (tests/reference/rules/diversity.py):
 
   (a) `orjson.loads(body)` of the request carrying the texts: the yardstick;
-  (b) `contract.decode` of that body, and of the same page carrying `minhash` signatures
-      instead of texts (what precomputed signatures cost to travel and decode);
+  (b) `contract.decode` (tests/reference/contract.py) of that body, and of the same page
+      carrying `minhash` signatures instead of texts (what precomputed signatures cost to
+      travel and decode);
   (c) the rule with `method: exact` (shingle sets, all pairs against kept documents), with
       no shingle-set cache, and with a warm one (every text seen before);
   (d) the rule with `method: minhash` and no cache (shingles + signatures + comparison);
@@ -33,11 +35,13 @@ from collections.abc import Callable
 
 import orjson
 
-from app import _engine, contract
-from app.pipeline import Context, Doc, Phase
-from app.rules.diversity import NearDuplicates
+from app import _engine
+from app.pipeline import Phase
 from tests.corpus import corpus
 from tests.minhash_reference import signature as reference_signature
+from tests.reference import contract
+from tests.reference.pipeline import Context, Doc
+from tests.reference.rules.diversity import NearDuplicates
 
 
 def rule(**params: object) -> NearDuplicates:

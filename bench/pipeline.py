@@ -378,13 +378,13 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
     if args.profile is not None:
         page["profile"] = args.profile  # forced, as bench.http forces it
     body = orjson.dumps(page)
-    config = service.config.engine
+    legacy = reference.Service(service.config.engine)  # built once, caches kept, as it was
     store = service.store
     encode = msgspec.json.Encoder().encode  # as app/api/rerank.py did
 
     def before() -> bytes:  # the Python request path the engine replaced, encoding included
-        return encode(reference.rerank(
-            config, body, banlist=store.index, banlist_version=store.version,
+        return encode(legacy.rerank(
+            body, banlist=store.index, banlist_version=store.version,
             max_documents=service.settings.max_documents,
             max_text_chars=service.settings.max_text_chars))
 

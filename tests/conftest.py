@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "tns:tns-token,antispam:spam-token"
@@ -56,3 +57,10 @@ def plugin_path(monkeypatch):
     """tests/plugins on sys.path, as PYTHONPATH would put a team's rule modules."""
     monkeypatch.syspath_prepend(str(PLUGINS))
     return PLUGINS
+
+
+@pytest.fixture(params=SIDES, ids=lambda side: side.name)
+def side(request) -> Side:
+    """The engine, then the reference model (tests/sides.py): a test that takes it states
+    behaviour both must have."""
+    return request.param

@@ -6,11 +6,13 @@ from typing import Any
 
 import httpx
 
-from app.pipeline import Context, Doc, Phase
+from app.pipeline import Phase
+from tests.reference.pipeline import Context, Doc
 
 
 def doc(id: str, score: float = 1.0, host: str | None = None, **fields: Any) -> Doc:
-    """A Doc as the request path builds it, with a URL on `host` (default `<id>.example`)."""
+    """A reference Doc as its request path builds it, with a URL on `host` (default
+    `<id>.example`); tests/sides.py's `document` is the request's own dict."""
     host = host or f"{id}.example"
     url = fields.pop("url", f"https://{host}/{id}")
     return Doc(id=id, url=url, canonical=url.replace("https://", "http://"), host=host,
@@ -19,12 +21,13 @@ def doc(id: str, score: float = 1.0, host: str | None = None, **fields: Any) -> 
 
 
 def ctx(**fields: Any) -> Context:
-    """A Context with the given fields."""
+    """A reference Context with the given fields."""
     return Context(**fields)
 
 
 def make(rule_cls: type, phase: Phase | None = None, **params: Any):
-    """A rule instance built the way the config loader builds it (params validated)."""
+    """A reference rule built the way the config loader builds its declaration (params
+    validated)."""
     return rule_cls(rule_cls.Params.model_validate(params), phase or next(iter(rule_cls.phases)))
 
 

@@ -1,5 +1,5 @@
-"""The engine's body decoder against app.contract (decode + to_docs), and its JSON writers
-against msgspec's encoder.
+"""The engine's body decoder against the reference decoder (tests/reference/contract.py:
+decode + to_docs), and its JSON writers against msgspec's encoder.
 
 For random pages, valid and with one corruption of each kind, the engine accepts exactly
 what the Python service accepts, refuses the rest with the same status, field and problem,
@@ -31,15 +31,16 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from app import _engine, contract
+from app import _engine
 from app.errors import FieldError
+from tests.reference import contract
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def reference(body: bytes, max_documents: int, max_text_chars: int):
-    """(status, field, problem) from app.contract, or the accepted request.
+    """(status, field, problem) from the reference decoder, or the accepted request.
 
     Run at Python's default recursion limit: hypothesis raises it while a test runs, and
     msgspec's nesting guard is that limit."""

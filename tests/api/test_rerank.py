@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app import contract
 from tests.conftest import AUTH
+from tests.reference.contract import LOCATE_MAX_BYTES
 
 
 def page(n: int = 5, **extra):
@@ -272,7 +272,7 @@ def test_an_out_of_range_number_in_a_map_is_named_in_a_body_of_any_size(client):
                "attributes": {"pad": "x" * 2000}} for i in range(600)]
     body = json.dumps({"documents": filler, "unit": {"u": "v"}}).encode()
     body = body.replace(b'"unit": {"u": "v"}', b'"unit": {"u": "v", "n": 1e400}')
-    assert len(body) > contract.LOCATE_MAX_BYTES
+    assert len(body) > LOCATE_MAX_BYTES
     small = b'{"documents": [], "unit": {"u": "v", "n": 1e400}}'
     head = {"content-type": "application/json"}
     for sent in (body, small):

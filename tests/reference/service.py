@@ -1,8 +1,8 @@
 """The reference model of the request path: the Python service as it was before the engine.
 
-Decode, route, assign experiments, run the Python pipeline and build the response dict, as
-app/service.py did; no metrics and no audit log. The property tests compare the engine's
-bytes with `msgspec.json.encode` of what `rerank` returns.
+Decode, route, assign experiments, run the reference pipeline and build the response dict,
+as app/service.py did before issue 14; no metrics and no audit log. The property tests
+compare the engine's bytes with `msgspec.json.encode` of what `rerank` returns.
 """
 from __future__ import annotations
 
@@ -13,66 +13,93 @@ from typing import Any
 
 import msgspec
 
-from app import contract
 from app.config import Engine
+from app.contract import Document, RerankRequest
 from app.errors import FieldError
-from app.experiments import Experiment, assign
-from app.pipeline import APPLIED, Context, Doc, Outcome
+from app.experiments import Experiment
+from tests.reference import contract
+from tests.reference.experiments import assign
+from tests.reference.pipeline import APPLIED, Context, Doc, Outcome, Pipeline
+from tests.reference.rules import behaviour
 
 _REMOVING = frozenset({"remove", "trim"})
 FORCE_HEADER = "X-Rearrange-Force-Variant"
 
 
-def rerank(engine: Engine, body: bytes, *, banlist: Any = None, quarantine: Any = None,
-           banlist_version: int = 0, now: float | None = None, deadline: float | None = None,
-           forced: Mapping[str, str] | None = None, max_documents: int = 1000,
-           max_text_chars: int = 1_000_000,
-           clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """The response dict for one body; FieldError for bad input, RuleFailed (raised by the
-    runner) when a closed rule fails."""
-    req = contract.decode(body)
-    if req.profile is not None:
-        if req.profile not in engine.profiles:
-            raise FieldError("profile", f"unknown profile {req.profile!r} "
-                             f"(known: {', '.join(sorted(engine.profiles))})")
-        profile = req.profile
-    else:
-        profile = engine.route(tuple(req.query.classes))
-    docs = contract.to_docs(req, max_documents, max_text_chars)
-    docs = _with_given(docs, req, body)
-    if forced:
-        _check_forced(engine.experiments, forced)
-    assigned = assign(engine.experiments, engine.holdout, req.unit, forced)
-    q = req.query
-    ctx = Context(
-        query_text=q.text, classes=tuple(q.classes),
-        region=q.region.upper() if q.region else None, age_mode=q.age_mode,
-        depth=req.depth, input_count=len(docs), now=time.time() if now is None else now,
-        banlist=banlist, variants=assigned.variants, quarantine=quarantine,
-        deadline=deadline, clock=clock, query=q,
-    )
-    outcome = engine.profiles[profile].run(docs, ctx)
-    response = {
-        "request_id": req.request_id or uuid.uuid4().hex,
-        "profile": profile,
-        "config_version": engine.version,
-        "banlist_version": banlist_version,
-        "experiments": assigned.exposures,
-        "documents": [_doc_out(i, d) for i, d in enumerate(outcome.docs, 1)],
-        "removed": _removed(outcome),
-        "fallback": outcome.fallback,
-        "audit": outcome.audit,
-    }
-    if outcome.skipped:
-        response["skipped"] = outcome.skipped
-    return response
+class Service:
+    """A loaded config with the reference behaviour of each rule, built once: rules that
+    keep caches (near_duplicates) keep them from one request to the next."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.profiles = {name: Pipeline.of(pipeline, behaviour)
+                         for name, pipeline in engine.profiles.items()}
+
+    def rerank(self, body: bytes, *, banlist: Any = None, quarantine: Any = None,
+               banlist_version: int = 0, now: float | None = None,
+               deadline: float | None = None, forced: Mapping[str, str] | None = None,
+               max_documents: int = 1000, max_text_chars: int = 1_000_000,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+        """The response dict for one body; FieldError for bad input, RuleFailed (raised by
+        the runner) when a closed rule fails."""
+        engine = self.engine
+        req = contract.decode(body)
+        if req.profile is not None:
+            if req.profile not in engine.profiles:
+                raise FieldError("profile", f"unknown profile {req.profile!r} "
+                                 f"(known: {', '.join(sorted(engine.profiles))})")
+            profile = req.profile
+        else:
+            profile = engine.route(tuple(req.query.classes))
+        docs = contract.to_docs(req, max_documents, max_text_chars)
+        docs = _with_given(docs, req, body)
+        if forced:
+            _check_forced(engine.experiments, forced)
+        assigned = assign(engine.experiments, engine.holdout, req.unit, forced)
+        q = req.query
+        ctx = Context(
+            query_text=q.text, classes=tuple(q.classes),
+            region=q.region.upper() if q.region else None, age_mode=q.age_mode,
+            depth=req.depth, input_count=len(docs), now=time.time() if now is None else now,
+            banlist=banlist, variants=assigned.variants, quarantine=quarantine,
+            deadline=deadline, clock=clock, query=q,
+        )
+        outcome = self.profiles[profile].run(docs, ctx)
+        response = {
+            "request_id": req.request_id or uuid.uuid4().hex,
+            "profile": profile,
+            "config_version": engine.version,
+            "banlist_version": banlist_version,
+            "experiments": assigned.exposures,
+            "documents": [_doc_out(i, d) for i, d in enumerate(outcome.docs, 1)],
+            "removed": _removed(outcome),
+            "fallback": outcome.fallback,
+            "audit": outcome.audit,
+        }
+        if outcome.skipped:
+            response["skipped"] = outcome.skipped
+        return response
+
+    def caches(self) -> list[tuple[str, str, Any]]:
+        """(profile, signature | shingle, cache) of every near_duplicates cache that is on,
+        variants' rules included, in the order Engine.cache_stats lists them."""
+        return [(name, kind, cache) for name in sorted(self.profiles)
+                for _, step in self.profiles[name].rules()
+                for rule in (step.rule, *step.variants.values())
+                for kind, attribute in (("signature", "cache"), ("shingle", "exact_cache"))
+                if (cache := getattr(rule, attribute, None)) is not None]
 
 
-_OPTIONAL = tuple(f for f in contract.Document.__struct_fields__
+def rerank(engine: Engine, body: bytes, **request: Any) -> dict[str, Any]:
+    """One request on a Service of its own (`Service.rerank` for the arguments)."""
+    return Service(engine).rerank(body, **request)
+
+
+_OPTIONAL = tuple(f for f in Document.__struct_fields__
                   if f not in ("id", "url", "score"))
 
 
-def _with_given(docs: list[Doc], req: contract.RerankRequest, body: bytes) -> list[Doc]:
+def _with_given(docs: list[Doc], req: RerankRequest, body: bytes) -> list[Doc]:
     """Each Doc with the optional fields its request document gave (CONTRACT "Python
     rules": a Python rule is handed exactly those); the typed decode cannot tell a field
     sent with its default from one left out, so the keys come from an untyped decode."""

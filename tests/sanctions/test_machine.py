@@ -6,9 +6,6 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from app.banlist.index import BanIndex
-from app.banlist.model import Entry
-from app.rules.demotion import QuarantineDemotion
 from app.sanctions.machine import (
     BANNED,
     CLEAN,
@@ -22,7 +19,6 @@ from app.sanctions.machine import (
     next_state_without_hysteresis,
     observe,
 )
-from tests.helpers import ctx, doc, make
 
 T = Thresholds()  # ban > 0.9 until < 0.6; quarantine > 0.7 until < 0.5
 
@@ -104,15 +100,3 @@ def test_out_of_order_observations_are_stale():
     assert is_stale(host, Observation("a.example", "host", 0.1, 49.0))
     assert not is_stale(host, Observation("a.example", "host", 0.1, 50.0))
     assert not is_stale(HostState("b"), Observation("b", "host", 0.1, 0.0))
-
-
-def test_quarantine_demotion_penalises_host_and_subdomains():
-    quarantine = BanIndex([Entry("q1", "domain", "grey.example", "spam_score 0.75", "antispam",
-                                 0.0, None, frozenset())])
-    rule = make(QuarantineDemotion, penalty=2.5)
-    docs = [doc("a", 8.0, host="www.grey.example"), doc("b", 7.0, host="ok.example")]
-    out, records = rule(docs, ctx(quarantine=quarantine, now=1.0))
-    assert [d.score for d in out] == [5.5, 7.0]
-    assert records[0].delta == -2.5
-    assert records[0].reason == "domain grey.example is in spam quarantine [entry q1]"
-    assert not rule.applies(ctx()) and not rule.applies(ctx(quarantine=BanIndex()))

@@ -160,7 +160,7 @@ pub struct Decoded {
 }
 
 /// Decode and type-check a body, then check the page against `limits`: what
-/// app/contract.py's `decode` followed by `to_docs` refuse, with the same status, field
+/// tests/reference/contract.py's `decode` followed by `to_docs` refuse, with the same status, field
 /// and problem (URLs are checked by the caller).
 pub fn decode(body: &[u8], limits: &Limits) -> Result<Request, FieldError> {
     let decoded = decode_body(body)?;

@@ -107,6 +107,69 @@ mod tests {
         assert_eq!(effect(&before, &before[..5]), (vec![], 0));
     }
 
+    /// Documents d0..d(n-1), document i scored `score(i)`.
+    fn page(n: u32, score: impl Fn(u32) -> f64) -> Vec<Doc> {
+        (0..n)
+            .map(|at| Doc {
+                at,
+                score: score(at),
+                annotations: Vec::new(),
+                collapsed: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// A rescore's effect as the runner judges it in rerank: both pages sorted by score.
+    fn resorted(before: &[Doc], after: &[Doc]) -> Effect {
+        compare_ranked(&by_score(before), &by_score(after))
+    }
+
+    #[test]
+    fn a_document_lifted_into_the_top_pushes_the_rest_down_and_churns_one() {
+        let before = page(12, |i| 100.0 - i as f64);
+        let mut after = before.clone();
+        after[11].score = 200.0;
+        let (moves, churn) = resorted(&before, &after);
+        assert_eq!((moves[0], moves.len(), churn), (-11, 10, 1)); // d11 in, the rest down 1
+        let removed: Vec<u32> = (1..12).collect();
+        let (moves, churn) = effect(&ats(&before), &removed);
+        assert_eq!((moves, churn), (vec![-1; 10], 1)); // d10 enters at 10th place
+    }
+
+    #[test]
+    fn outside_rerank_the_walk_survives_a_reorder() {
+        let before: Vec<u32> = (0..15).collect();
+        assert_eq!(effect(&before, &before), (vec![], 0)); // labels: nothing moved
+        let collapsed: Vec<u32> = [0, 1].into_iter().chain(4..15).collect();
+        assert_eq!(effect(&before, &collapsed), (vec![-2; 8], 2)); // the rest up two
+        let reordered: Vec<u32> = (0..14).rev().collect(); // the full index is used
+        let (moves, churn) = effect(&before, &reordered);
+        assert_eq!((moves[0], churn), (-13, 4));
+    }
+
+    #[test]
+    fn a_trim_a_removal_below_the_top_or_a_fold_into_a_leader_moves_no_leader() {
+        let before: Vec<u32> = (0..15).collect();
+        assert_eq!(effect(&before, &before[..10]), (vec![], 0));
+        let below: Vec<u32> = (0..12).chain(13..15).collect();
+        assert_eq!(effect(&before, &below), (vec![], 0));
+        // d1 folded under d0: the leader stays first, the rest move up one
+        let folded: Vec<u32> = [0].into_iter().chain(2..15).collect();
+        assert_eq!(effect(&before, &folded), (vec![-1; 9], 1));
+    }
+
+    #[test]
+    fn a_rescore_that_leaves_the_sorted_top_as_it_was_moved_nothing() {
+        let before = page(12, |i| 100.0 - i as f64);
+        let mut demoted = before.clone();
+        demoted[11].score = 0.5; // already last: stays last
+        assert_eq!(resorted(&before, &demoted), (vec![], 0));
+        let mut lifted = before.clone();
+        lifted[10].score = 95.5;
+        // d10 to 6th, d5..d8 down one, d9 out of the top
+        assert_eq!(resorted(&before, &lifted), (vec![-5, 1, 1, 1, 1], 1));
+    }
+
     #[test]
     fn ranked_pages_compare_by_position() {
         let before: Vec<u32> = (0..12).collect();

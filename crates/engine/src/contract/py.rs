@@ -1,5 +1,5 @@
 //! The contract's Python functions: the decoder's verdict on a body, and the JSON writers,
-//! for the property tests that hold them to app/contract.py and msgspec.
+//! for the property tests that hold them to tests/reference/contract.py and msgspec.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

@@ -1,5 +1,5 @@
 //! Bounded LRUs of what near_duplicates computes from a text, keyed by a 128-bit
-//! MurmurHash3 of it (app/sigcache.py): MinHash signatures, and the exact method's
+//! MurmurHash3 of it (tests/reference/sigcache.py): MinHash signatures, and the exact method's
 //! shingle sets. Popular pages come back on many result pages; memory is capped in bytes.
 //!
 //! One mutex per cache guards its map and counters; rows are copied out under it, and
@@ -30,7 +30,7 @@ pub struct Stats {
     pub max_bytes: u64,
 }
 
-/// The cache key of a text: `app.sigcache.content_key`.
+/// The cache key of a text: `tests.reference.sigcache.content_key`.
 pub fn content_key(text: &str) -> u128 {
     murmur3::hash128(text.as_bytes())
 }

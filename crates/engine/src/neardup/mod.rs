@@ -1,6 +1,7 @@
 //! Near-duplicate detection for the `near_duplicates` rule (seed 000): word shingles
 //! compared exactly (Jaccard or containment) on small pages, MinHash signatures on large
-//! ones or when documents bring them (app/rules/diversity.py, app/neardup.py).
+//! ones or when documents bring them (the reference model: tests/reference/rules/diversity.py
+//! and tests/reference/neardup.py).
 //!
 //! A `Matcher` is built once per config load and holds the rule's two caches; `pairs`
 //! finds, in rank order, each document folded under an earlier one, with the value the

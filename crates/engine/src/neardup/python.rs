@@ -35,7 +35,7 @@ fn minhash_signature(text: &str, width: usize, k: usize, seed: u64) -> (Vec<u64>
     (values, set.len() as u64)
 }
 
-/// `app.sigcache.content_key(text)`.
+/// `tests.reference.sigcache.content_key(text)`.
 #[pyfunction]
 fn neardup_content_key(text: &str) -> u128 {
     super::cache::content_key(text)

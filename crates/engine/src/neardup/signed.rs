@@ -1,4 +1,4 @@
-//! The MinHash path of `Matcher::pairs` (app/neardup.py `Matcher.minhash_pairs`).
+//! The MinHash path of `Matcher::pairs` (tests/reference/neardup.py `Matcher.minhash_pairs`).
 //!
 //! A document's signature comes from the request, else from the cache by the text's
 //! content key, else it is computed from the text and cached. Agreements between all

@@ -1,8 +1,8 @@
 //! A Python rule (CONTRACT.md "Python rules"): called with the page as dicts in the
 //! request's document format and a context dict; what it returns is checked
 //! (`python_output`) before the runner takes it, and anything it cannot vouch for is a
-//! failure of the rule. Problems are worded as the Python runner (app/plugins.py, the
-//! reference model) words them.
+//! failure of the rule. Problems are worded as the Python runner (the reference model,
+//! tests/reference/plugins.py) words them.
 
 use std::sync::Arc;
 

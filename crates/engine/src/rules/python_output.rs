@@ -1,6 +1,6 @@
 //! The runner's check of what a Python rule returned (CONTRACT.md "Python rules"): the
 //! page and records as `Doc`s and `Rec`s, or the refusal worded as the Python runner
-//! (app/plugins.py `PythonRule.checked`) words it, check for check in the same order.
+//! (tests/reference/plugins.py `PythonRule.checked`) words it, check for check in the same order.
 //!
 //! Where that check runs Python (a repr, a float conversion, a hash), this runs the same
 //! Python, so an exception it raises is the same `raised ...` failure.

@@ -1,5 +1,8 @@
 """Bounded LRUs of what near_duplicates computes from a text, keyed by a content hash of it.
 
+The reference model's caches; the engine's are crates/engine/src/neardup/, and
+tests/test_neardup_engine.py holds their counters together.
+
 Popular pages appear on many result pages, so what is computed once from a text is reused
 by every later request that carries the same text: a MinHash signature (20-30 ms of
 shingling for a 100-document page) or, for the exact method on small pages, the shingle

@@ -1,12 +1,13 @@
-"""contract.to_docs: every Doc field comes from its own field of the request."""
+"""The reference decoder's to_docs: every Doc field comes from its own field of the request."""
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from app import contract
+from app.contract import MinHash
 from app.errors import FieldError
-from app.pipeline import Doc
+from tests.reference import contract
+from tests.reference.pipeline import Doc
 
 
 def _request(*documents: dict) -> contract.RerankRequest:
@@ -26,7 +27,7 @@ def test_to_docs_fills_each_field_from_its_own_source():
         id="a", url="HTTP://Example.COM", score=2.5, original_score=2.5,
         canonical="http://example.com/", host="example.com", original_position=1, topics=[]))
     got = msgspec.structs.asdict(b)
-    assert got.pop("signature") == contract.MinHash(**signature)
+    assert got.pop("signature") == MinHash(**signature)
     assert got == {
         "id": "b", "url": "https://b.example/p?q=1", "score": 1.5, "original_score": 1.5,
         "canonical": "https://b.example/p?q=1", "host": "b.example", "original_position": 2,

@@ -1,5 +1,5 @@
-"""The caches of near_duplicates: signatures in a slab of slots, exact shingle sets packed;
-LRU by bytes, hit and miss counts."""
+"""The reference caches of near_duplicates: signatures in a slab of slots, exact shingle
+sets packed; LRU by bytes, hit and miss counts."""
 from __future__ import annotations
 
 import gc
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from app import shingles
-from app.sigcache import (
+from app.config import load_bytes
+from tests.reference.service import Service
+from tests.reference.sigcache import (
     ENTRY_OVERHEAD,
     SET_OVERHEAD,
     ShingleSetCache,
@@ -162,3 +164,15 @@ def test_threads_sharing_a_shingle_cache_get_right_sets_and_keep_its_accounts():
     assert cache.hits + cache.misses == 1600
     assert cache.bytes == sum(len(p) + SET_OVERHEAD for p in cache._sets.values())
     assert cache.bytes <= cache.max_bytes
+
+
+def test_each_profile_rule_gets_caches_sized_from_the_config():
+    raw = (b"profiles:\n  default:\n    diversify: [{near_duplicates: "
+           b"{cache_mb: 1, exact_cache_mb: 2, num_perm: 64, shingle_words: 7}}]\n"
+           b"  other:\n    extends: default\n")
+    caches = {(profile, kind): cache for profile, kind, cache in Service(load_bytes(raw)).caches()}
+    assert set(caches) == {(p, k) for p in ("default", "other") for k in ("signature", "shingle")}
+    assert caches["default", "signature"] is not caches["other", "signature"]
+    signature, shingle = caches["default", "signature"], caches["default", "shingle"]
+    assert signature.k == 64 and signature.capacity == (1 << 20) // (64 * 8 + 8 + ENTRY_OVERHEAD)
+    assert shingle.max_bytes == 2 << 20 and shingle.width == 7
