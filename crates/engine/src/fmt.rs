@@ -177,7 +177,7 @@ fn push_g_exact(out: &mut String, x: f64) {
 
 /// `format(x, "g")` as a new string.
 pub fn g(x: f64) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(16);
     push_g(&mut s, x);
     s
 }

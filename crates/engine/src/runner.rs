@@ -195,7 +195,7 @@ pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a
     if order.iter().enumerate().all(|(i, &j)| i == j) {
         return (docs, Vec::new());
     }
-    let mut recs = Vec::new();
+    let mut recs = Vec::with_capacity(docs.len());
     for (after, &before) in order.iter().enumerate() {
         let delta = after as i64 - before as i64;
         if delta != 0 {
@@ -282,9 +282,11 @@ impl Pipeline {
         mut docs: Vec<Doc>,
         ctx: &Ctx<'a>,
     ) -> Result<Outcome<'a>, RuleFailed<'a>> {
-        let mut audit: Vec<Record<'a>> = Vec::new();
-        let mut timings = Vec::new();
-        let mut actions = Vec::new();
+        // Sized for a page most of whose documents get a record or two and for one timing
+        // per step, so neither is regrown (and copied) as the rules run.
+        let mut audit: Vec<Record<'a>> = Vec::with_capacity(3 * docs.len() + 8);
+        let mut timings = Vec::with_capacity(self.steps.len());
+        let mut actions = Vec::with_capacity(self.steps.len());
         let mut skipped = Vec::new();
         let mut errors = Vec::new();
         let mut phase_at = 0;
