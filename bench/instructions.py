@@ -19,6 +19,7 @@ Run from the repository root: `python -m bench.instructions [--sizes 20,100,500]
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -62,7 +63,8 @@ def count(profile: str, size: int, calls: int, warmup: int) -> tuple[float, floa
              f"--toggle-collect={ENGINE_ENTRY}", f"--toggle-collect={ORJSON_ENTRY}",
              sys.executable, "-m", "bench.instructions", "--child", profile, str(size),
              str(calls), str(warmup)],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONHASHSEED": "0"})  # str hashes, hence dict work, repeat
         report = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
                                 check=True, capture_output=True, text=True).stdout
     engine = _inclusive(report, "Engine::__pymethod_rerank__")

@@ -195,3 +195,83 @@ fn the_shortcut_for_clean_urls_agrees_with_the_full_work() {
         assert_eq!(already_canonical(url), None, "{url}");
     }
 }
+
+/// The shortcut as it was first written, on str searches: the reference the byte-by-byte
+/// one is checked against.
+fn already_canonical_reference(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (host, tail) = rest.split_at(host_end);
+    let mut last_first = 0;
+    for label in host.split('.') {
+        last_first = *label.as_bytes().first()?;
+        let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_';
+        if label.starts_with("xn--") || !label.bytes().all(plain) {
+            return None;
+        }
+    }
+    if !last_first.is_ascii_lowercase() {
+        return None;
+    }
+    let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+    // One pass over the path: only kept bytes, and no `//` or `/.` (a dot segment).
+    let path_bytes = path.as_bytes();
+    for (i, &b) in path_bytes.iter().enumerate() {
+        if !KEPT[b as usize] {
+            return None;
+        }
+        if b == b'/' && matches!(path_bytes.get(i + 1), Some(b'/' | b'.')) {
+            return None;
+        }
+    }
+    if !query.bytes().all(|b| KEPT[b as usize] || b == b'?') {
+        return None;
+    }
+    let canonical = if path.is_empty() {
+        format!("{scheme}://{host}/{}", &tail[path.len()..])
+    } else {
+        url.to_owned()
+    };
+    Some((canonical, host.to_owned()))
+}
+
+#[test]
+fn the_byte_by_byte_shortcut_agrees_with_the_str_one() {
+    // URLs from the bytes that decide the shortcut's answer, short enough that every
+    // arrangement of them near the host and path boundaries comes up.
+    let alphabet: &[&str] = &[
+        "http://", "https://", "a", "Z", "9", "-", "_", ".", "xn--", "/", "//", "/.", "?", ":",
+        "%", "#", "é", "~", "=", "&", "@", ";", "\"", " ",
+    ];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut agreed_some = 0;
+    for _ in 0..300_000 {
+        let mut url = String::from(if next() % 2 == 0 {
+            "http://"
+        } else {
+            "https://"
+        });
+        if next() % 16 == 0 {
+            url.clear(); // now and then no scheme, or another
+        }
+        for _ in 0..next() % 12 {
+            url.push_str(alphabet[(next() % alphabet.len() as u64) as usize]);
+        }
+        let (new, old) = (already_canonical(&url), already_canonical_reference(&url));
+        agreed_some += usize::from(new.is_some());
+        assert_eq!(new, old, "{url:?}");
+    }
+    assert!(
+        agreed_some > 1000,
+        "too few clean URLs drawn: {agreed_some}"
+    );
+}
