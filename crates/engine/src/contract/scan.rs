@@ -44,6 +44,12 @@ impl<'a> Scanner<'a> {
     /// The next byte that is not whitespace, not consumed.
     #[inline(always)]
     pub(crate) fn peek(&mut self) -> R<u8> {
+        // Compact JSON (what a ranker sends) has no whitespace: one compare decides.
+        if let Some(&c) = self.buf.get(self.pos) {
+            if c > b' ' {
+                return Ok(c);
+            }
+        }
         while let Some(&c) = self.buf.get(self.pos) {
             if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
                 return Ok(c);
