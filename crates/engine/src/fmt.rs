@@ -12,9 +12,58 @@ use std::fmt::Write;
 /// subnormal (too few bits for its shortest form to stand for it): those, and the
 /// non-finite and zero values, take the exact path.
 pub fn push_g(out: &mut String, x: f64) {
-    if !x.is_normal() || !push_g_shortest(out, x) {
+    if !x.is_normal() || !(push_g_scaled(out, x) || push_g_shortest(out, x)) {
         push_g_exact(out, x);
     }
+}
+
+/// Exact powers of ten, 1 to 1e9.
+const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
+/// The fastest path of `push_g`, for 1e-4 <= |x| < 1e6 (scores, factors, penalties):
+/// |x| times an exact power of ten is its six significant digits plus a fraction, with
+/// one rounding (an error under 1e-10); unless that fraction is within 1e-6 of a half,
+/// rounding it is rounding the exact value. False (nothing written) otherwise.
+fn push_g_scaled(out: &mut String, x: f64) -> bool {
+    let a = x.abs();
+    if !(1e-4..1e6).contains(&a) {
+        return false;
+    }
+    // The power of ten of the first significant digit, from the decade `a` is in; a
+    // decade bound that is itself inexact (1e-4..1e-1) is corrected by the range check.
+    let mut exp10: i32 = if a >= 1.0 {
+        POW10[1..6].iter().take_while(|&&p| a >= p).count() as i32
+    } else {
+        -(POW10[1..5].iter().take_while(|&&p| a * p < 1.0).count() as i32) - 1
+    };
+    let mut t = a * POW10[(5 - exp10) as usize];
+    if t < 100_000.0 {
+        if exp10 == -4 {
+            return false;
+        }
+        exp10 -= 1;
+        t = a * POW10[(5 - exp10) as usize];
+    }
+    let fraction = t - t.floor();
+    if (fraction - 0.5).abs() < 1e-6 || !(100_000.0..1_000_000.0).contains(&t) {
+        return false;
+    }
+    let mut r = t.round() as u32;
+    if r == 1_000_000 {
+        r = 100_000; // 999999.5 and over: every digit carried
+        exp10 += 1;
+    }
+    let mut digits = [0u8; 6];
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (r % 10) as u8;
+        r /= 10;
+    }
+    let mut n = 6;
+    while n > 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    lay_out_g(out, x < 0.0, &digits[..n], exp10);
+    true
 }
 
 /// The fast path of `push_g`; false (nothing written) where it cannot decide.
@@ -98,7 +147,13 @@ fn push_g_shortest(out: &mut String, x: f64) -> bool {
     while n > 1 && digits[n - 1] == b'0' {
         n -= 1;
     }
-    let digits = &digits[..n];
+    lay_out_g(out, x < 0.0, &digits[..n], exp10);
+    true
+}
+
+/// Append `format(x, "g")` from its significant digits (no trailing zeros) and the power
+/// of ten of the first of them.
+fn lay_out_g(out: &mut String, negative: bool, digits: &[u8], exp10: i32) {
     // Laid out in a stack buffer and appended in one copy (at most 12 bytes: a sign, `0.`,
     // three zeros and six digits, or six digits with `e-300`).
     let mut text = [0u8; 24];
@@ -107,7 +162,7 @@ fn push_g_shortest(out: &mut String, x: f64) -> bool {
         text[len..len + bytes.len()].copy_from_slice(bytes);
         len += bytes.len();
     };
-    if x < 0.0 {
+    if negative {
         put(b"-");
     }
     if (-4..6).contains(&exp10) {
@@ -141,7 +196,6 @@ fn push_g_shortest(out: &mut String, x: f64) -> bool {
     }
     // ASCII only.
     out.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
-    true
 }
 
 /// `format(x, "g")` from the exact binary value (Rust's exact decimal formatting).
@@ -294,14 +348,23 @@ mod tests {
                 _ => (r >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((r >> 8) as i32 % 30 - 15),
             });
         }
+        let mut scaled_decided = 0;
+        let n = values.len();
         for v in values {
             for v in [v, -v] {
                 let (mut fast, mut exact) = (String::new(), String::new());
                 push_g(&mut fast, v);
                 push_g_exact(&mut exact, v);
                 assert_eq!(fast, exact, "{v:?}");
+                let mut scaled = String::new();
+                if push_g_scaled(&mut scaled, v) {
+                    scaled_decided += 1;
+                    assert_eq!(scaled, exact, "{v:?} (scaled)");
+                }
             }
         }
+        // Half the values are in the scaled path's range: it must decide nearly all of them.
+        assert!(scaled_decided > n / 2, "{scaled_decided} of {}", 2 * n);
     }
 
     #[test]
