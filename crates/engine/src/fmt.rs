@@ -158,9 +158,12 @@ fn lay_out_g(out: &mut String, negative: bool, digits: &[u8], exp10: i32) {
     // three zeros and six digits, or six digits with `e-300`).
     let mut text = [0u8; 24];
     let mut len = 0;
+    // Byte by byte: the pieces are a few bytes each, shorter than a memcpy call's setup.
     let mut put = |bytes: &[u8]| {
-        text[len..len + bytes.len()].copy_from_slice(bytes);
-        len += bytes.len();
+        for &b in bytes {
+            text[len] = b;
+            len += 1;
+        }
     };
     if negative {
         put(b"-");
@@ -194,8 +197,8 @@ fn lay_out_g(out: &mut String, negative: bool, digits: &[u8], exp10: i32) {
         }
         put(&[b'0' + (e / 10 % 10) as u8, b'0' + (e % 10) as u8]);
     }
-    // ASCII only.
-    out.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
+    // SAFETY: only ASCII digits, `-`, `.`, `e` and `+` were put.
+    out.push_str(unsafe { std::str::from_utf8_unchecked(&text[..len]) });
 }
 
 /// `format(x, "g")` from the exact binary value (Rust's exact decimal formatting).
