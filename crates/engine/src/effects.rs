@@ -2,7 +2,9 @@
 //! churn, per rule call, for the metrics. Pages are compared as sequences of request
 //! indices (a document's identity).
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
+#[cfg(test)]
+use foldhash::HashMapExt;
 
 use crate::doc::Doc;
 
@@ -13,7 +15,46 @@ pub const TOP: usize = 10;
 /// and how many of them were not in the top 10 before.
 pub type Effect = (Vec<i64>, usize);
 
-/// The request indices of `docs`, stably sorted by score, best first.
+/// In rerank: what a rescore did to the top of the page as it will be sorted, i.e.
+/// `compare_ranked(&by_score(before), &by_score(after))` without sorting either page: only
+/// the top of `after` and the sorted positions of those documents in `before` are needed.
+pub fn rescored(before: &[Doc], after: &[Doc]) -> Effect {
+    let top = top_by_score(after);
+    if top == top_by_score(before)[..top.len().min(before.len())] && before.len() >= top.len() {
+        return (Vec::new(), 0);
+    }
+    tally(&top, |d| {
+        let at = before.iter().position(|x| x.at == d)?;
+        Some(sorted_position(before, at))
+    })
+}
+
+/// `by_score(docs)[..TOP]`: one pass that keeps the best `TOP` (a later document of an
+/// equal score goes after the earlier one, as the stable sort puts it). Scores are finite
+/// (the decoder refuses others, and a Python rule's output is checked).
+fn top_by_score(docs: &[Doc]) -> Vec<u32> {
+    let mut top: Vec<(f64, u32)> = Vec::with_capacity(TOP + 1);
+    for d in docs {
+        if top.len() == TOP && d.score <= top[TOP - 1].0 {
+            continue;
+        }
+        let at = top.partition_point(|&(s, _)| s >= d.score);
+        top.insert(at, (d.score, d.at));
+        top.truncate(TOP);
+    }
+    top.into_iter().map(|(_, at)| at).collect()
+}
+
+/// The position docs[i] takes when `docs` is stably sorted by score, best first.
+fn sorted_position(docs: &[Doc], i: usize) -> usize {
+    let s = docs[i].score;
+    let higher = docs.iter().filter(|d| d.score > s).count();
+    higher + docs[..i].iter().filter(|d| d.score == s).count()
+}
+
+/// The request indices of `docs`, stably sorted by score, best first (with
+/// `compare_ranked`, the reference `rescored` is tested against).
+#[cfg(test)]
 pub fn by_score(docs: &[Doc]) -> Vec<u32> {
     let mut order: Vec<&Doc> = docs.iter().collect();
     order.sort_by(|a, b| {
@@ -62,6 +103,7 @@ pub fn effect(before: &[u32], after: &[u32]) -> Effect {
 }
 
 /// (moves, churn) of the top 10 between two pages already sorted by score.
+#[cfg(test)]
 pub fn compare_ranked(before: &[u32], after: &[u32]) -> Effect {
     let top = &after[..after.len().min(TOP)];
     if before.len() >= top.len() && top == &before[..top.len()] {
@@ -108,7 +150,7 @@ mod tests {
     }
 
     /// Documents d0..d(n-1), document i scored `score(i)`.
-    fn page(n: u32, score: impl Fn(u32) -> f64) -> Vec<Doc> {
+    fn page(n: u32, mut score: impl FnMut(u32) -> f64) -> Vec<Doc> {
         (0..n)
             .map(|at| Doc {
                 at,
@@ -119,9 +161,36 @@ mod tests {
             .collect()
     }
 
-    /// A rescore's effect as the runner judges it in rerank: both pages sorted by score.
+    /// A rescore's effect as the runner judges it in rerank: both pages sorted by score
+    /// (`rescored`, checked here against sorting both, its reference).
     fn resorted(before: &[Doc], after: &[Doc]) -> Effect {
-        compare_ranked(&by_score(before), &by_score(after))
+        let reference = compare_ranked(&by_score(before), &by_score(after));
+        assert_eq!(rescored(before, after), reference);
+        reference
+    }
+
+    #[test]
+    fn rescored_agrees_with_sorting_both_pages() {
+        let mut state: u64 = 0x853c_49e6_748f_ea9b;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let n = (next() % 30) as u32;
+            // few distinct scores, so ties (and their order) matter
+            let levels = 1 + next() % 8;
+            let before = page(n, |_| (next() % levels) as f64);
+            let mut after = before.clone();
+            for d in after.iter_mut() {
+                if next() % 3 == 0 {
+                    d.score = (next() % levels) as f64 - 0.5 * (next() % 2) as f64;
+                }
+            }
+            resorted(&before, &after);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::contract::AgeMode;
 use crate::doc::Doc;
-use crate::effects::{ats, by_score, compare_ranked, effect};
+use crate::effects::{ats, effect, rescored};
 use crate::fmt::push_g;
 use crate::record::{Action, Delta, Mode, Phase, Rec, Record};
 use crate::rules::empty_result_fallback::emptied;
@@ -380,7 +380,7 @@ impl Pipeline {
                 if !out.recs.is_empty() {
                     let after = out.docs.as_deref().unwrap_or(&docs);
                     (timing.moves, timing.churn) = if phase == Phase::Rerank {
-                        compare_ranked(&by_score(&docs), &by_score(after))
+                        rescored(&docs, after)
                     } else {
                         effect(&ats(&docs), &ats(after))
                     };
