@@ -10,7 +10,7 @@ import orjson
 from pydantic import ValidationError
 
 from app.banlist.base import EntrySpec, prepare
-from app.banlist.model import Entry
+from app.banlist.model import SCOPES, Entry
 from app.contract import BanIn
 from app.errors import BanlistError
 
@@ -92,6 +92,11 @@ def _spec(row: dict[str, Any], now: float) -> EntrySpec:
     if unknown:
         raise BanlistError(unknown[0], "unknown field")
     fields = {k: row[k] for k in WRITABLE if k in row}
+    if isinstance(fields.get("scope"), str) and fields["scope"].strip():
+        scope = fields["scope"]
+        if scope not in SCOPES:  # the store's wording, which names the scopes
+            raise BanlistError("scope", f"unknown scope {scope!r} "
+                               f"(one of {', '.join(SCOPES)})")
     if isinstance(fields.get("regions"), str):  # CSV, or a string in NDJSON: one item,
         fields["regions"] = [fields["regions"]]  # split at , ; and spaces like the add's
     try:
