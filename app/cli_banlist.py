@@ -25,6 +25,10 @@ class ApiError(Exception):
         self.status, self.body = status, body
 
 
+class FileRefused(Exception):
+    """A file the CLI cannot read as what it claims to be (nothing was sent)."""
+
+
 class Client:
     """A tiny JSON client of the admin API (stdlib only: the CLI needs no extra package)."""
 
@@ -147,6 +151,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         if refused:
             table(refused, ["line", "field", "problem"], err)
         return 1
+    except FileRefused as exc:
+        print(f"refused: {exc}", file=err)
+        return 1
     except (urllib.error.URLError, OSError) as exc:
         print(f"cannot reach {args.service_url}: {exc}", file=err)
         return 2
@@ -162,6 +169,8 @@ def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> 
     got = client.call("POST", "/v1/banlist/entries", body)
     table([got["entry"]], ["id", "scope", "value", "regions", "expires_at", "actor", "reason"],
           out)
+    if got.get("existing"):
+        print(f"already banned by entry {got['entry']['id']}: nothing added", file=out)
     print(f"banlist version {got['banlist_version']}", file=out)
     return 0
 
@@ -171,6 +180,11 @@ def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
                       {"reason": args.reason})
     print(f"removed entry {got['removed']['id']} ({got['removed']['scope']} "
           f"{got['removed']['value']}); banlist version {got['banlist_version']}", file=out)
+    others = got.get("still_banned_by") or []
+    if others:
+        print(f"{got['removed']['scope']} {got['removed']['value']} is STILL BANNED by "
+              f"{len(others)} other entr{'y' if len(others) == 1 else 'ies'}:", file=out)
+        table(others, ["id", "regions", "expires_at", "actor", "reason"], out)
     return 0
 
 
@@ -210,7 +224,7 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
         return 0
     bad = {r["line"] for r in refused}
     good = [pair for pair in lines if pair[0] not in bad]
-    bar, done, version = Progress("import", len(good), err), 0, None
+    bar, done, present, version = Progress("import", len(good), err), 0, 0, None
     for start in range(0, len(good), CHUNK):
         chunk = good[start:start + CHUNK]
         try:
@@ -222,11 +236,12 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
             _stopped(good[start - 1][0] if start else None, chunk, done, exc, err)
             raise
         done += got["imported"]
+        present += got.get("existing", 0)
         version = got["banlist_version"]
-        bar.update(done)
+        bar.update(done + present)
     bar.close()
-    print(f"imported {done} entries, {len(refused)} refused; banlist version {version}",
-          file=out)
+    print(f"imported {done} entries, {present} already present, {len(refused)} refused; "
+          f"banlist version {version}", file=out)
     return 0
 
 
@@ -256,13 +271,17 @@ def _ndjson_lines(path: Path, fmt: str) -> list[tuple[int, str]]:
     if fmt == "ndjson":
         return [(n, line) for n, line in enumerate(text.splitlines(), 1)
                 if line.strip() and not line.lstrip().startswith("#")]
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text), strict=True)
     rows = []
-    for row in reader:
-        clean = {k: v for k, v in row.items() if v not in ("", None) and k is not None}
-        if None in row:
-            clean["csv_extra_columns"] = "more fields than the header names"
-        rows.append((reader.line_num, json.dumps(clean)))
+    try:
+        for row in reader:
+            clean = {k: v for k, v in row.items() if v not in ("", None) and k is not None}
+            if None in row:
+                clean["csv_extra_columns"] = "more fields than the header names"
+            rows.append((reader.line_num, json.dumps(clean)))
+    except csv.Error as exc:  # a field past csv's 131,072-character limit, a stray quote
+        raise FileRefused(f"{path}: line {reader.line_num + 1}: not CSV: {exc}; "
+                          "nothing imported") from None
     return rows
 
 

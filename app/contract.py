@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-from app.banlist.base import MAX_TTL_SECONDS, expiry
+from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, expiry
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
 Region = Annotated[str, Meta(min_length=1, max_length=16)]
@@ -98,8 +98,8 @@ class BanIn(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     scope: Literal["url", "prefix", "host", "domain", "org"]
-    value: str = PField(min_length=1, max_length=8192)
-    reason: str = PField(min_length=1, max_length=1000)
+    value: str = PField(min_length=1, max_length=MAX_VALUE)
+    reason: str = PField(min_length=1, max_length=MAX_REASON)
     regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
     ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
     expires_at: AwareDatetime | None = None

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import Actor, Reader, Service, Store
 from app.banlist import bulk, canon
-from app.banlist.base import EntrySpec
+from app.banlist.base import EntrySpec, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
 from app.errors import FieldError
 
@@ -24,19 +24,31 @@ IMPORT_MAX_LINES = 10_000
 
 
 @router.post("/entries", status_code=201)
-def add_entry(body: BanIn, store: Store, actor: Actor) -> dict[str, Any]:
-    """Ban a URL, prefix, host, domain or org group; returns the entry and the new version."""
+def add_entry(body: BanIn, store: Store, actor: Actor) -> Any:
+    """Ban a URL, prefix, host, domain or org group; returns the entry and the new version.
+
+    An add identical (scope, normalized value, regions) to an active entry creates nothing:
+    200 with that entry and `"existing": true`."""
     spec = EntrySpec(body.scope, body.value, body.reason, tuple(body.regions),
                      body.expiry(time.time()))
-    entry = store.add(spec, actor)
+    entry, existing = store.put_many([spec], actor)[0]
+    if existing:
+        return JSONResponse({"entry": entry.as_dict(), "existing": True,
+                             "banlist_version": store.version})
     return {"entry": entry.as_dict(), "banlist_version": store.version}
 
 
 @router.delete("/entries/{entry_id}")
 def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> dict[str, Any]:
-    """Lift an entry (an appeal); the removal is logged with actor and reason."""
+    """Lift an entry (an appeal); the removal is logged with actor and reason.
+
+    `still_banned_by` lists the other active entries for the same scope and value (a store
+    can hold duplicates written before adds were idempotent): while it is not empty the
+    target stays banned."""
     entry = store.remove(entry_id, actor, body.reason)
-    return {"removed": entry.as_dict(), "banlist_version": store.version}
+    others = still_banning(store.index, entry, time.time())
+    return {"removed": entry.as_dict(), "still_banned_by": [e.as_dict() for e in others],
+            "banlist_version": store.version}
 
 
 @router.get("/lookup")
@@ -124,8 +136,10 @@ async def import_entries(request: Request, store: Store, actor: Actor,
         result.update(imported=0, banlist_version=store.version)
         return JSONResponse(result)
     # the commit talks to Redis: off the event loop
-    entries = await anyio.to_thread.run_sync(store.add_many, [s for _, s in specs], actor)
-    result.update(imported=len(entries), first_id=entries[0].id, last_id=entries[-1].id,
+    added = await anyio.to_thread.run_sync(store.put_many, [s for _, s in specs], actor)
+    new = [entry for entry, existing in added if not existing]
+    result.update(imported=len(new), existing=len(added) - len(new),
+                  first_id=new[0].id if new else None, last_id=new[-1].id if new else None,
                   banlist_version=store.version)
     return JSONResponse(result)
 

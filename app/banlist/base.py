@@ -1,6 +1,7 @@
 """What every banlist store offers (embedded or Redis-backed), and the validation they share."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,9 +36,97 @@ class Prepared:
         return Entry(entry_id, self.scope, self.value, self.reason, actor, created_at,
                      self.expires_at, self.regions)
 
+    @property
+    def identity(self) -> tuple[str, str, frozenset[str]]:
+        """What makes two bans the same ban (CONTRACT.md): scope, normalized value, regions."""
+        return self.scope, self.value, self.regions
+
+
+# ISO 3166-1 alpha-2: two letters. An item holding several ("RU,KZ", "RU; KZ", "RU KZ") is
+# split, on the single add and on import alike: kept whole it would name no region at all.
+_REGION = re.compile(r"[A-Z]{2}")
+_REGION_SEPARATORS = re.compile(r"[,;\s]+")
+
+
+def regions_of(items: Iterable[str]) -> frozenset[str]:
+    """Region codes of a spec, upper-cased and split at commas, semicolons and spaces;
+    BanlistError naming `regions[n]` for an item that is not a list of alpha-2 codes."""
+    out: set[str] = set()
+    for n, item in enumerate(items):
+        codes = [c for c in _REGION_SEPARATORS.split(item.strip().upper()) if c]
+        if not codes:
+            raise BanlistError(f"regions[{n}]", "a region cannot be empty")
+        for code in codes:
+            if not _REGION.fullmatch(code):
+                raise BanlistError(f"regions[{n}]", f"{code[:20]!r} is not an ISO 3166-1 "
+                                   "alpha-2 code (two letters, such as RU or KZ)")
+        out.update(codes)
+    return frozenset(out)
+
+
+def identical(index: BanIndex, p: Prepared, now: float) -> Entry | None:
+    """The oldest active entry identical to `p` (same scope, value and regions), if any."""
+    for e in index.by_value(p.scope, p.value):
+        if e.regions == p.regions and (e.expires_at is None or e.expires_at > now):
+            return e
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a batch of adds does: `fresh` are committed; each spec's slot is either an entry
+    already in the store or the position of its fresh entry (`dup`: the same ban was asked
+    for earlier in this batch)."""
+
+    fresh: list[Prepared]
+    slots: list[Entry | tuple[int, bool]]
+
+    def resolve(self, committed: list[Entry]) -> list[tuple[Entry, bool]]:
+        """(entry, existing) per spec, in the order asked, once `fresh` is committed."""
+        return [(s, True) if isinstance(s, Entry) else (committed[s[0]], s[1])
+                for s in self.slots]
+
+
+def plan(prepared: list[Prepared], index: BanIndex, now: float) -> Plan:
+    """Which of `prepared` are new bans, which are already active entries (idempotent adds)."""
+    fresh: list[Prepared] = []
+    slots: list[Entry | tuple[int, bool]] = []
+    seen: dict[tuple[str, str, frozenset[str]], Entry | int] = {}
+    for p in prepared:
+        key = p.identity
+        if key in seen:
+            prior = seen[key]
+            slots.append(prior if isinstance(prior, Entry) else (prior, True))
+            continue
+        found = identical(index, p, now)
+        if found is None:
+            seen[key] = len(fresh)
+            slots.append((len(fresh), False))
+            fresh.append(p)
+        else:
+            seen[key] = found
+            slots.append(found)
+    return Plan(fresh, slots)
+
+
+def still_banning(index: BanIndex, entry: Entry, now: float) -> list[Entry]:
+    """Other active entries for the same scope and value as `entry` (say, after removing one
+    of two duplicates an old log holds): the target stays banned by them."""
+    return [e for e in index.by_value(entry.scope, entry.value)
+            if e.id != entry.id and (e.expires_at is None or e.expires_at > now)]
+
+
+MAX_REASON = 1000  # characters, as the single add (BanIn) takes them
+MAX_VALUE = 8192
+
 
 def prepare(spec: EntrySpec, now: float, groups: dict[str, tuple[str, ...]]) -> Prepared:
-    """Validate and normalize a spec; BanlistError naming the field when it is refused."""
+    """Validate and normalize a spec; BanlistError naming the field when it is refused.
+
+    Every path that adds goes through here (the single add, import, seed files, sanctions),
+    so the limits are the same on all of them."""
+    if len(spec.value) > MAX_VALUE:
+        raise BanlistError("value", f"{len(spec.value)} characters; at most {MAX_VALUE}")
     value = normalize(spec.scope, spec.value)
     reason = spec.reason.strip()
     if not reason:
@@ -47,9 +136,9 @@ def prepare(spec: EntrySpec, now: float, groups: dict[str, tuple[str, ...]]) -> 
     if spec.scope == "org" and value not in groups:
         raise BanlistError("value", f"no org group named {value!r}: define it first "
                            "(PUT /v1/banlist/groups/{name})", status=422)
-    regions = frozenset(r.strip().upper() for r in spec.regions)
-    if any(not r for r in regions):
-        raise BanlistError("regions", "a region cannot be empty")
+    if len(reason) > MAX_REASON:
+        raise BanlistError("reason", f"{len(reason)} characters; at most {MAX_REASON}")
+    regions = regions_of(spec.regions)
     return Prepared(spec.scope, value, reason, spec.expires_at, regions)
 
 
@@ -108,6 +197,8 @@ class BanStore(Protocol):
     def add(self, spec: EntrySpec, actor: str) -> Entry: ...
 
     def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]: ...
+
+    def put_many(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]: ...
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry: ...
 

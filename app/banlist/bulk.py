@@ -7,9 +7,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-from app.banlist.base import EntrySpec, expiry, prepare
-from app.banlist.model import Entry, parse_iso
+from app.banlist.base import EntrySpec, prepare
+from app.banlist.model import SCOPES, Entry
+from app.contract import BanIn
 from app.errors import BanlistError
 
 FORMATS = ("ndjson", "csv")
@@ -63,42 +65,49 @@ def _ndjson(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 
 def _csv(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    missing = [c for c in ("scope", "value", "reason") if c not in header]
-    if missing:
-        raise BanlistError("header", f"the CSV header lacks {', '.join(missing)} "
-                           f"(got {', '.join(header) or 'nothing'})")
-    for row in reader:
-        if None in row:
-            yield reader.line_num, "more fields than the header names"
-            continue
-        yield reader.line_num, {k: v for k, v in row.items() if v not in ("", None)}
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    try:
+        header = reader.fieldnames or []
+        missing = [c for c in ("scope", "value", "reason") if c not in header]
+        if missing:
+            raise BanlistError("header", f"the CSV header lacks {', '.join(missing)} "
+                               f"(got {', '.join(header) or 'nothing'})")
+        for row in reader:
+            if None in row:
+                yield reader.line_num, "more fields than the header names"
+                continue
+            yield reader.line_num, {k: v for k, v in row.items() if v not in ("", None)}
+    except csv.Error as exc:
+        # a field past csv's limit (131,072 characters, far above any field's own limit) or
+        # a malformed quote: the reader cannot go on, so the whole body is refused, by line
+        line = reader.line_num + 1  # the record that failed starts after the last one read
+        raise BanlistError("body", f"line {line}: not CSV: {exc} (nothing imported)",
+                           extra={"line": line}) from None
 
 
 def _spec(row: dict[str, Any], now: float) -> EntrySpec:
+    """A line as the single add takes it: validated by the same model (BanIn), so every
+    limit of `POST /v1/banlist/entries` holds for every line too."""
     unknown = sorted(set(row) - set(WRITABLE) - set(IGNORED))
     if unknown:
         raise BanlistError(unknown[0], "unknown field")
-    for name in ("scope", "value", "reason"):
-        if not isinstance(row.get(name), str) or not row[name].strip():
-            raise BanlistError(name, "required (a non-empty string)")
-    regions = row.get("regions") or ()
-    if isinstance(regions, str):
-        regions = regions.replace(";", " ").split()
-    if not isinstance(regions, list | tuple) or not all(isinstance(r, str) for r in regions):
-        raise BanlistError("regions", "a list of region codes")
-    ttl, expires = row.get("ttl_seconds"), row.get("expires_at")
+    fields = {k: row[k] for k in WRITABLE if k in row}
+    if isinstance(fields.get("scope"), str) and fields["scope"].strip():
+        scope = fields["scope"]
+        if scope not in SCOPES:  # the store's wording, which names the scopes
+            raise BanlistError("scope", f"unknown scope {scope!r} "
+                               f"(one of {', '.join(SCOPES)})")
+    if isinstance(fields.get("regions"), str):  # CSV, or a string in NDJSON: one item,
+        fields["regions"] = [fields["regions"]]  # split at , ; and spaces like the add's
     try:
-        seconds = None if ttl is None else float(ttl)
-    except (TypeError, ValueError):
-        raise BanlistError("ttl_seconds", f"not a number: {ttl!r}") from None
-    try:
-        at = None if expires is None else parse_iso(str(expires))
-    except ValueError:
-        raise BanlistError("expires_at", f"not an ISO 8601 time: {expires!r}") from None
-    expires_at = expiry(seconds, at, now)
-    return EntrySpec(row["scope"], row["value"], row["reason"], tuple(regions), expires_at)
+        body = BanIn.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                        for part in first["loc"]).lstrip(".") or "line"
+        raise BanlistError(where, first["msg"].removeprefix("Value error, ")) from None
+    return EntrySpec(body.scope, body.value, body.reason, tuple(body.regions),
+                     body.expiry(now))
 
 
 def export(entries: Iterable[Entry], fmt: str) -> Iterator[bytes]:

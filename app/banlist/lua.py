@@ -7,9 +7,12 @@ from __future__ import annotations
 # A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, and this
 # write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet, '!fresh' = a
 # seed, refused once any banlist exists), retention
-# ms, outcome TTL s, attempt id, then six per change: op, key, payload, actor, reason,
-# group-that-must-exist. Returns {epoch, seq of each change (0 when an expiry found the
-# entry already gone)}.
+# ms, outcome TTL s, attempt id, the stream id of the last change the writer's copy held when
+# it decided which adds are new ('' = the write does not depend on the list; else the script
+# refuses with REARRANGE_CONFLICT when a change since then added one of the same bans, or
+# replaced the list, so two replicas cannot both add it), then six per change: op, key,
+# payload, actor, reason, group-that-must-exist. Returns {epoch, seq of each change (0 when
+# an expiry found the entry already gone)}.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
@@ -54,7 +57,26 @@ elseif expected ~= '' and epoch ~= expected then
   return redis.error_reply('REARRANGE_EPOCH Redis holds banlist epoch ' .. epoch ..
     ', this replica epoch ' .. expected .. ': refusing to write into another history')
 end
-for i = 5, #ARGV, 6 do
+if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
+  local function ident(p)
+    return p.scope .. '\n' .. p.value .. '\n' .. table.concat(p.regions or {}, ',')
+  end
+  local want = {}
+  for i = 6, #ARGV, 6 do
+    if ARGV[i] == 'add' then want[ident(cjson.decode(ARGV[i + 2]))] = true end
+  end
+  for _, rec in ipairs(redis.call('XRANGE', KEYS[5], '(' .. ARGV[5], '+')) do
+    local f, op, payload = rec[2], nil, nil
+    for j = 1, #f, 2 do
+      if f[j] == 'op' then op = f[j + 1] elseif f[j] == 'payload' then payload = f[j + 1] end
+    end
+    if op == 'seed' or op == 'reseed' or (op == 'add' and want[ident(cjson.decode(payload))]) then
+      return redis.error_reply('REARRANGE_CONFLICT an identical ban (or a whole new list) ' ..
+        'was committed since this write was decided on')
+    end
+  end
+end
+for i = 6, #ARGV, 6 do
   local op, key, group = ARGV[i], ARGV[i + 1], ARGV[i + 5]
   if op == 'add' and group ~= '' and redis.call('HEXISTS', KEYS[2], group) == 0 then
     return redis.error_reply('REARRANGE_NOGROUP no org group named ' .. group)
@@ -69,7 +91,7 @@ end
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
-for i = 5, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local op, key, payload, actor, reason =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local seq = 0

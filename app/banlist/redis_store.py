@@ -22,7 +22,14 @@ import orjson
 import redis
 
 from app.banlist import lua, outcomes
-from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
+from app.banlist.base import (
+    EntrySpec,
+    SyncState,
+    plan,
+    prepare,
+    require_reason,
+    validate_all,
+)
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.banlist.replica import Replicator, change_of
@@ -32,6 +39,7 @@ from app.metrics import Metrics
 log = logging.getLogger(__name__)
 BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
 MAX_SCRIPT = 10_000  # changes one write script may carry: one import request (≤ 10,000 lines)
+DECIDE_TRIES = 8  # adds decided again after another replica added the same ban first
 STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
 
 
@@ -112,11 +120,19 @@ class RedisStore:
 
     # ---- writes ---------------------------------------------------------------------------
     def add(self, spec: EntrySpec, actor: str) -> Entry:
-        return self.add_many([spec], actor)[0]
+        return self.put_many([spec], actor)[0][0]
 
     def add_many(self, specs: list[EntrySpec], actor: str, fresh: bool = False) -> list[Entry]:
-        """Validate all, then commit them in one script: all get consecutive seqs, or none do.
+        return [entry for entry, _ in self.put_many(specs, actor, fresh)]
 
+    def put_many(self, specs: list[EntrySpec], actor: str,
+                 fresh: bool = False) -> list[tuple[Entry, bool]]:
+        """Validate all, then commit the new bans in one script: consecutive seqs, or none.
+
+        (entry, existing) per spec, `existing` when an identical entry is active already
+        (nothing written for it). That is decided on this replica's copy once caught up,
+        and the script commits only if Redis's seq is still the one decided on; otherwise
+        the decision is made again on the newer copy.
         `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
         """
         if len(specs) > MAX_SCRIPT:
@@ -125,18 +141,31 @@ class RedisStore:
         now = self.clock()
         prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
             prepare(specs[0], now, self.index.groups)]
-        args: list[Any] = []
-        payloads = []
-        for p in prepared:
-            payload = p.entry("", actor, now).as_dict()
-            del payload["id"]
-            payloads.append(payload)
-            args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
-                     p.value if p.scope == "org" else ""]
-        seqs = self._run(args, fresh)
-        # from the written form, so the caller sees exactly what every replica holds
-        return [Entry.from_dict({**payload, "id": str(seq)})
-                for payload, seq in zip(payloads, seqs, strict=True)]
+        for _ in range(DECIDE_TRIES):
+            self.replica.catch_up()
+            with self.replica.lock:
+                decided_on, todo = self.replica.stream_id, plan(prepared, self.index, now)
+            if not todo.fresh:
+                return todo.resolve([])
+            args: list[Any] = []
+            payloads = []
+            for p in todo.fresh:
+                payload = p.entry("", actor, now).as_dict()
+                del payload["id"]
+                payloads.append(payload)
+                args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
+                         p.value if p.scope == "org" else ""]
+            try:
+                seqs = self._run(args, fresh, decided_on=decided_on)
+            except BanlistError as exc:
+                if exc.field == "conflict":
+                    continue
+                raise
+            # from the written form, so the caller sees exactly what every replica holds
+            return todo.resolve([Entry.from_dict({**payload, "id": str(seq)})
+                                 for payload, seq in zip(payloads, seqs, strict=True)])
+        raise BanlistError("banlist", f"the banlist changed under this write {DECIDE_TRIES} "
+                           "times in a row; nothing was added: send it again", status=503)
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
@@ -203,7 +232,8 @@ class RedisStore:
             raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
                                status=503) from exc
         try:
-            added = (len(self.add_many(items, actor, fresh=True)) if len(items) <= MAX_SCRIPT
+            added = (sum(1 for _, existing in self.put_many(items, actor, fresh=True)
+                         if not existing) if len(items) <= MAX_SCRIPT
                      else self._seed_staged(items, actor))
         except BanlistError as exc:
             if exc.field != "seed":
@@ -214,7 +244,8 @@ class RedisStore:
 
     def _seed_staged(self, items: list[EntrySpec], actor: str) -> int:
         now = self.clock()
-        prepared = validate_all(items, now, self.index.groups)
+        # a seed file naming one ban twice seeds it once
+        prepared = plan(validate_all(items, now, self.index.groups), BanIndex(), now).fresh
         stage = self.keys.seed_stage()
         try:
             for start in range(0, len(prepared), 5000):
@@ -342,7 +373,8 @@ class RedisStore:
             raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
                                status=503) from exc
 
-    def _run(self, args: list[Any], fresh: bool = False) -> list[int]:
+    def _run(self, args: list[Any], fresh: bool = False,
+             decided_on: str | None = None) -> list[int]:
         rep = self.replica
         if not rep.writable():
             raise BanlistError("banlist", rep.why_not_writable(), status=503)
@@ -351,7 +383,8 @@ class RedisStore:
         try:
             result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
                                  args=[expected, self.retention_ms,
-                                       max(1, self.retention_ms // 1000), attempt, *args])
+                                       max(1, self.retention_ms // 1000), attempt,
+                                       decided_on or "", *args])
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
@@ -365,6 +398,8 @@ def _refusal(exc: redis.ResponseError) -> BanlistError:
     code, _, text = str(exc).partition(" ")
     if code == "REARRANGE_NOTFOUND":
         return BanlistError("id", text, status=404)
+    if code == "REARRANGE_CONFLICT":
+        return BanlistError("conflict", text, status=409)
     if code == "REARRANGE_SEEDED":
         return BanlistError("seed", text, status=409)
     if code == "REARRANGE_NOGROUP":

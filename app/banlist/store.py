@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from app.banlist.base import EntrySpec, SyncState, prepare, require_reason, validate_all
+from app.banlist.base import (
+    EntrySpec,
+    SyncState,
+    plan,
+    prepare,
+    require_reason,
+    validate_all,
+)
 from app.banlist.changelog import ChangeLog
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
@@ -93,21 +100,31 @@ class EmbeddedStore:
                            "committed: it hands out no write ids", status=404)
 
     def add(self, spec: EntrySpec, actor: str) -> Entry:
-        """Validate, persist and index a new entry; returns it with its id."""
-        return self.add_many([spec], actor)[0]
+        """Validate, persist and index a new entry; returns it with its id (or the active
+        entry identical to it, which makes the add a no-op)."""
+        return self.put_many([spec], actor)[0][0]
 
     def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
-        """Validate every spec first, then commit all as one transaction (all or nothing)."""
+        return [entry for entry, _ in self.put_many(specs, actor)]
+
+    def put_many(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]:
+        """Validate every spec first, then commit the new bans as one transaction (all or
+        nothing); (entry, existing) per spec, `existing` when an identical entry was active
+        already (nothing is written for it: no id, no change, no seq)."""
         self._writable()
         with self._lock:
             return self._add_all(specs, actor)
 
-    def _add_all(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
+    def _add_all(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]:
         now = self.clock()
         prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
             prepare(specs[0], now, self.index.groups)]
-        entries = [p.entry(str(n), actor, now) for n, p in enumerate(prepared, self.version + 1)]
+        todo = plan(prepared, self.index, now)
         del prepared
+        entries = [p.entry(str(n), actor, now)
+                   for n, p in enumerate(todo.fresh, self.version + 1)]
+        if not entries:
+            return todo.resolve(entries)
         at = iso(now)
 
         def batches() -> Iterator[list[dict[str, Any]]]:
@@ -117,7 +134,7 @@ class EmbeddedStore:
 
         with self._publishing(self._write(batches(), len(entries))):  # durable, then applied
             self.index.add_many(entries)  # one batch: a request sees all of it or none
-        return entries
+        return todo.resolve(entries)
 
     def define_group(self, name: str, domains: list[str], actor: str,
                      reason: str) -> dict[str, Any]:
@@ -180,7 +197,7 @@ class EmbeddedStore:
             if self.version or not items:
                 return 0
             self._writable()
-            count = len(self._add_all(items, actor))
+            count = sum(1 for _, old in self._add_all(items, actor) if not old)
         gc.freeze()
         return count
 
@@ -194,6 +211,8 @@ class EmbeddedStore:
         """The change log after `seq`: from the recent tail in memory, else from the file."""
         seq = max(seq, 0)
         with self._lock:
+            if seq >= self.version:  # nothing after it (and no index past sys.maxsize)
+                return []
             first = self._tail[0]["seq"] if self._tail else self.version + 1
             if self.changelog is None or seq + 1 >= first:
                 skip = seq + 1 - first

@@ -77,7 +77,7 @@ def test_a_refusal_inside_a_script_leaves_redis_as_it_was(replicas, redis_server
     changes = ["add", "", payload, "t", "r", ""] * 2 + ["add", "", payload, "t", "r", "nogroup"]
     with pytest.raises(redis.ResponseError, match="REARRANGE_NOGROUP"):
         a._write(keys=[*a.keys.write(), a.keys.outcome("0" * 32)],
-                 args=[str(a.replica.epoch), a.retention_ms, 60, "attempt", *changes])
+                 args=[str(a.replica.epoch), a.retention_ms, 60, "attempt", "", *changes])
     with redis_server.client() as r:  # the two adds before the refused one were not made
         assert r.get(SEQ) == "1" and r.hlen(ENTRIES) == 1
         assert r.xlen("rearrange:{banlist}:stream") == 1
