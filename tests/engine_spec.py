@@ -1,7 +1,9 @@
 """A compiled config for the Rust Engine from a loaded Python config (tests only).
 
-The control-plane work emits this JSON from the YAML loader itself; until it lands, the
-engine tests compile it from `app.config.Engine` here, in the shape the Engine parses.
+The service compiles its config with `app.spec.compile_spec`. tests/test_engine.py uses
+this smaller compiler instead because it can leave rules out and append raw steps
+(reserved keys, Python rules by index) that a YAML config would spell differently or
+refuse. Both emit the shape the Engine parses.
 """
 from __future__ import annotations
 
