@@ -11,28 +11,9 @@ from app._engine import EngineMetrics
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.config import load_bytes, with_core
+from tests.test_pipeline import EXPERIMENT, SEED_CONFIG  # the same page and experiment
 
 NOW = 1_900_000_000.0
-SEED_CONFIG = """
-profiles:
-  default:
-    pre-filter: [banlist]
-    rerank: [spam_demotion]
-    diversify: [{host_crowding: {max_per_host: 1}}]
-    trim: [{depth: {k: 3}}]
-    annotate: [ad_label]
-    post-filter: [safe_search, empty_result_fallback]
-"""
-EXPERIMENT = """
-experiments:
-  - name: antispam_v7
-    unit: user_id
-    variants:
-      control: 40
-      treatment: 30
-      mild: {weight: 30, params: {spam_demotion: {lambda: 0.5}}}
-    rules: [spam_demotion]
-"""
 BANS = BanIndex([Entry("1", "domain", "banned.example", "legal removal", "tns", 0.0, None,
                        frozenset())])
 
