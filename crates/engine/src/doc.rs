@@ -26,6 +26,18 @@ pub trait Lookup {
     /// The most specific active entry for a canonical URL on `host` (url, prefix, host,
     /// domain), for the request's region at `now` (epoch seconds).
     fn lookup(&self, canonical: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit>;
+    /// `lookup` of each `(canonical URL, host)` of a page, in order (an index may overlap
+    /// the reads of a page's URLs).
+    fn lookup_page(
+        &self,
+        urls: &[(&str, &str)],
+        region: Option<&str>,
+        now: f64,
+    ) -> Vec<Option<Hit>> {
+        urls.iter()
+            .map(|&(canonical, host)| self.lookup(canonical, host, region, now))
+            .collect()
+    }
     /// Entries held; an empty index is not consulted.
     fn len(&self) -> usize;
     /// True when no entry is held.

@@ -56,14 +56,30 @@ impl Snapshot {
     }
 }
 
+fn owned(hit: crate::banlist::Hit<'_>) -> Hit {
+    Hit {
+        id: hit.id_text(),
+        scope: hit.scope.to_string(),
+        value: hit.value.to_string(),
+        reason: hit.reason().to_string(),
+    }
+}
+
 impl Lookup for Snapshot {
     fn lookup(&self, canonical: &str, host: &str, region: Option<&str>, now: f64) -> Option<Hit> {
-        self.0.lookup(canonical, host, region, now).map(|hit| Hit {
-            id: hit.id_text(),
-            scope: hit.scope.to_string(),
-            value: hit.value.to_string(),
-            reason: hit.reason().to_string(),
-        })
+        self.0.lookup(canonical, host, region, now).map(owned)
+    }
+
+    fn lookup_page(
+        &self,
+        urls: &[(&str, &str)],
+        region: Option<&str>,
+        now: f64,
+    ) -> Vec<Option<Hit>> {
+        let hits = self
+            .0
+            .lookup_page(urls, |&(canonical, host)| (canonical, host), region, now);
+        hits.into_iter().map(|hit| hit.map(owned)).collect()
     }
 
     fn len(&self) -> usize {

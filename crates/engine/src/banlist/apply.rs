@@ -81,6 +81,15 @@ impl Writer {
                 shard.shrink();
             }
         }
+        for table in data.summary.iter_mut().filter(|t| t.is_unique()) {
+            table.fit(summary::slot_pos);
+        }
+        let shards = &data.shards;
+        for table in data.ids.iter_mut() {
+            if let Some(table) = Arc::get_mut(table) {
+                table.fit(|slot| id_pos(shards, slot));
+            }
+        }
     }
 
     fn intern(&mut self, data: &mut IndexData, meta: Meta) -> Result<u32, String> {
@@ -127,6 +136,7 @@ impl Writer {
             e.regions.into_iter().map(String::into_boxed_str).collect();
         regions.sort_unstable();
         regions.dedup();
+        let regional = !regions.is_empty();
         let meta = Meta {
             reason: e.reason.into(),
             actor: e.actor.into(),
@@ -144,25 +154,22 @@ impl Writer {
             expires: e.expires.unwrap_or(f64::NAN),
             scope: e.scope,
             meta,
+            regional,
             ord,
         };
         let shard = Arc::make_mut(&mut data.shards[s]);
         let row = shard
             .push(&e.value, row_data)
             .ok_or("a banlist shard is full (4 GiB of values)")?;
-        shard
-            .keys
-            .insert(u64::from(tag), key_slot(tag, row), slot_tag);
+        shard.keys.insert(tag, key_slot(tag, row), slot_tag);
         let at = RowRef {
             shard: s as u32,
             row,
         };
         let ih = id_hash(code);
         let shards = &data.shards;
-        Arc::make_mut(&mut data.ids[shard_of(ih)]).insert(ih, id_slot(at), |slot| {
-            let at = id_ref(slot);
-            id_hash(shards[at.shard as usize].id(at.row))
-        });
+        Arc::make_mut(&mut data.ids[shard_of(ih)])
+            .insert(ih as u32, id_slot(at), |slot| id_pos(shards, slot));
         if let Some((name, field)) = summarized(e.scope, key) {
             summarize(data, name, field, 1);
         }
@@ -203,10 +210,22 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
     }
 }
 
+/// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
-    let h = summary::name_hash(name);
-    let shard = Arc::make_mut(&mut data.shards[shard_of(h)]);
-    summary::bump(&mut shard.names, h, field, delta);
+    let mut bump = |name: &str, field: Field| {
+        let h = summary::name_hash(name);
+        summary::bump(&mut data.summary[shard_of(h)], h, field, delta);
+    };
+    bump(name, field);
+    for at in summary::parents(name) {
+        bump(&name[at..], summary::BELOW);
+    }
+}
+
+/// The position an id table's slot was placed by: its row's id's hash.
+fn id_pos(shards: &[Arc<super::shard::Shard>], slot: u64) -> u32 {
+    let at = id_ref(slot);
+    id_hash(shards[at.shard as usize].id(at.row)) as u32
 }
 
 /// Drop the entry with this id; whether there was one.
@@ -230,16 +249,12 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
     let ih = id_hash(code);
     {
         let shards = &data.shards;
-        Arc::make_mut(&mut data.ids[shard_of(ih)]).remove(ih, id_slot(at), |slot| {
-            let at = id_ref(slot);
-            id_hash(shards[at.shard as usize].id(at.row))
-        });
+        Arc::make_mut(&mut data.ids[shard_of(ih)])
+            .remove(ih as u32, id_slot(at), |slot| id_pos(shards, slot));
     }
     let tag = tag_of(scope, hash_str(&key));
     let shard = Arc::make_mut(&mut data.shards[s]);
-    shard
-        .keys
-        .remove(u64::from(tag), key_slot(tag, at.row), slot_tag);
+    shard.keys.remove(tag, key_slot(tag, at.row), slot_tag);
     if let Some(last) = shard.swap_remove(at.row) {
         // the last row now sits at `at.row`: re-point its key slot and its id slot
         let moved_scope = shard.scope(at.row);
@@ -248,7 +263,7 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
             hash_str(moved_scope.key_of(shard.value(at.row))),
         );
         shard.keys.replace(
-            u64::from(moved_tag),
+            moved_tag,
             key_slot(moved_tag, last),
             key_slot(moved_tag, at.row),
         );
@@ -258,7 +273,7 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
             shard: at.shard,
             row: last,
         });
-        Arc::make_mut(&mut data.ids[shard_of(mh)]).replace(mh, old, id_slot(at));
+        Arc::make_mut(&mut data.ids[shard_of(mh)]).replace(mh as u32, old, id_slot(at));
     }
     if let Some((name, field)) = summarized(scope, &key) {
         summarize(data, name, field, -1);

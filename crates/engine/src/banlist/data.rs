@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::chunks::Chunks;
 use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
@@ -53,7 +54,9 @@ pub struct Groups {
 #[derive(Clone, Debug)]
 pub struct IndexData {
     pub(super) shards: Vec<Arc<Shard>>,
-    pub(super) ids: Vec<Arc<Table>>,
+    /// The summary of the names whose `summary::name_hash` falls in each shard.
+    pub(super) summary: Vec<Chunks>,
+    pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
     pub(super) metas_len: usize,
     pub(super) names: Arc<Names>,
@@ -67,11 +70,10 @@ pub struct IndexData {
 
 impl Default for IndexData {
     fn default() -> Self {
-        let shard = Arc::new(Shard::default());
-        let table = Arc::new(Table::default());
         IndexData {
-            shards: vec![shard; SHARDS],
-            ids: vec![table; SHARDS],
+            shards: vec![Arc::default(); SHARDS],
+            summary: vec![Chunks::default(); SHARDS],
+            ids: vec![Arc::default(); SHARDS],
             metas: Vec::new(),
             metas_len: 0,
             names: Arc::default(),
@@ -139,12 +141,15 @@ fn first_active(
     region: Option<&str>,
     now: f64,
 ) {
-    let shard = &data.shards[at.shard as usize];
-    let ord = shard.ord(at.row);
+    let (ord, expires, regional) = data.shards[at.shard as usize].activity(at.row);
     if best.is_some_and(|(o, _)| o <= ord) {
         return;
     }
-    if data.active(at, region, now) {
+    let covered = match regional {
+        Some(i) => data.meta_at(i).covers(region),
+        None => true,
+    };
+    if unexpired(expires, now) && covered {
         *best = Some((ord, at));
     }
 }
@@ -222,7 +227,7 @@ impl IndexData {
     pub fn find_code(&self, code: u64) -> Option<RowRef> {
         let h = id_hash(code);
         self.ids[shard_of(h)]
-            .probe(h)
+            .probe(h as u32)
             .map(id_ref)
             .find(|at| self.shards[at.shard as usize].id(at.row) == code)
     }
@@ -270,18 +275,13 @@ impl IndexData {
     ) -> Option<(u32, RowRef)> {
         let s = shard_of(h);
         let mut best = None;
-        for row in self.shards[s].rows(scope, key, tag_of(scope, h)) {
-            first_active(
-                self,
-                &mut best,
-                RowRef {
-                    shard: s as u32,
-                    row,
-                },
-                region,
-                now,
-            );
-        }
+        self.shards[s].each_row(scope, key, tag_of(scope, h), |row| {
+            let at = RowRef {
+                shard: s as u32,
+                row,
+            };
+            first_active(self, &mut best, at, region, now);
+        });
         best
     }
 
@@ -291,15 +291,15 @@ impl IndexData {
     }
 
     /// The summary of the name hashed `h` (see `summary`).
-    #[inline]
+    #[inline(always)]
     fn summary(&self, h: u64) -> Counts {
-        summary::counts(&self.shards[shard_of(h)].names, h)
+        summary::counts(&self.summary[shard_of(h)], h)
     }
 
     /// The summaries of `host` and of the names a domain or org entry covering it could be at.
     #[inline]
     fn host_summary(&self, host: &str) -> HostSummary {
-        HostSummary::of(host, self.labels, |h| self.summary(h))
+        HostSummary::of(host, self.labels, &self.summary[..])
     }
 
     /// The names a domain or org ban of this host is looked up under, most specific first.
@@ -333,8 +333,7 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         if names.own.has(summary::HOST) {
-            let best = self.best_hashed(Scope::Host, host, names.own_hash, region, now);
-            if let Some((_, at)) = best {
+            if let Some((_, at)) = self.best_of(Scope::Host, host, region, now) {
                 return Some(at);
             }
         }
@@ -346,13 +345,8 @@ impl IndexData {
                 .into_iter()
                 .find_map(|c| self.parent_entry(&host[c.start as usize..], c, region, now)),
             None => suffixes(host, self.labels).into_iter().find_map(|name| {
-                let hash = summary::name_hash(name);
-                let counts = self.summary(hash);
-                let c = summary::Candidate {
-                    start: 0,
-                    hash,
-                    counts,
-                };
+                let counts = self.summary(summary::name_hash(name));
+                let c = summary::Candidate { start: 0, counts };
                 self.parent_entry(name, c, region, now)
             }),
         }
@@ -367,7 +361,7 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         if c.counts.has(summary::DOMAIN) {
-            if let Some((_, at)) = self.best_hashed(Scope::Domain, name, c.hash, region, now) {
+            if let Some((_, at)) = self.best_of(Scope::Domain, name, region, now) {
                 return Some(at);
             }
         }
@@ -446,8 +440,23 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         let names = self.host_summary(host);
+        if names.is_clean() {
+            return None;
+        }
+        self.match_summarized(canonical, host, &names, region, now)
+    }
+
+    /// `match_any` once the summary of the host's names holds something.
+    pub(super) fn match_summarized(
+        &self,
+        canonical: &str,
+        host: &str,
+        names: &HostSummary,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<RowRef> {
         self.match_under(canonical, host, names.own.under(), region, now)
-            .or_else(|| self.covering(host, &names, region, now))
+            .or_else(|| self.covering(host, names, region, now))
     }
 
     /// The entry the banlist rule removes a document for: the host's (or a parent's) host,
@@ -466,11 +475,11 @@ impl IndexData {
 
     /// The row as a [`Hit`].
     pub fn hit(&self, at: RowRef) -> Hit<'_> {
-        let shard = &self.shards[at.shard as usize];
+        let (id, scope, value) = self.shards[at.shard as usize].hit_parts(at.row);
         Hit {
-            id: shard.id(at.row),
-            scope: shard.scope(at.row).name(),
-            value: shard.value(at.row),
+            id,
+            scope: scope.name(),
+            value,
             at,
             data: self,
         }
@@ -666,8 +675,9 @@ impl IndexData {
     /// Bytes the snapshot's own structures hold (capacities; the allocator's overhead aside).
     pub fn bytes(&self) -> usize {
         let shards: usize = self.shards.iter().map(|s| s.bytes()).sum();
+        let summary: usize = self.summary.iter().map(|t| t.bytes()).sum();
         let ids: usize = self.ids.iter().map(|t| t.bytes()).sum();
-        shards + ids + self.metas_len * std::mem::size_of::<Meta>()
+        shards + summary + ids + self.metas_len * std::mem::size_of::<Meta>()
     }
 
     /// The scope counts as (name, count) pairs.

@@ -7,26 +7,34 @@
 //!
 //! Copying 10 M entries per change would be absurd, so the copy is copy-on-write by shard:
 //! entries are spread over [`SHARDS`] shards by the hash of their key (ids over as many id
-//! shards), a snapshot is two vectors of `Arc`s, and a batch clones only the shards it
-//! touches (`Arc::make_mut`). One change thus costs two shard copies (about a thousandth of
-//! the index), a seed or a resync builds its index aside with nothing shared to copy.
+//! tables, name summaries over as many summary tables), a snapshot is three vectors of
+//! shared tables, and a batch clones only the ones it touches. One change thus costs a few
+//! table copies (a thousandth of the index each); a seed or a resync builds its index aside
+//! with nothing shared to copy, and then sizes every table to what it holds.
 //!
-//! Layout per entry: its value in its shard's arena (length-prefixed), and columns of u32
-//! and u64/f64 (offset, id, created, expires, scope + meta, insertion order); what repeats
-//! (reason, actor, regions) is interned once as a meta. Keys are found through tables of
-//! `u64` slots (32 bits of the key's hash and the row), a hit verified against the value.
+//! Layout per entry: its value in its shard's arena (length-prefixed), and one packed row
+//! of 36 bytes (offset, scope + meta, insertion order, expiry, id, creation time); what
+//! repeats (reason, actor, regions) is interned once as a meta, and a row marks whether its
+//! meta lists regions, so that a global entry's lookup never reads the meta. Keys are found
+//! through tables of `u64` slots (32 bits of the key's hash and the row), a hit verified
+//! against the value.
 //!
-//! What a lookup probes first is the summary (see `summary`): one `u64` slot per name (a
-//! host, a domain, an org member domain) in the summary table of the name's shard, counting
-//! the host, domain, url and prefix entries at that name and the org groups holding it. A
-//! lookup probes the summary of the host and of each parent a domain entry could be at
-//! (`labels`: no more labels than the longest domain entry or member has), and goes to the
-//! key tables only for names whose summary holds something; a clean host costs one hash
-//! and one summary probe per name.
+//! What a lookup probes first is the summary (see `summary`): one `u32` slot per name (a
+//! host, a domain, an org member domain, and each parent of one), in chunks of a cache
+//! line, counting the host, domain, url and prefix entries at that name, the org groups
+//! holding it, and whether anything sits below it. A lookup walks a host's names from its
+//! site (its last two labels) down and stops at the first with nothing below it, so a
+//! clean site costs one hash and one probe, and goes to the key tables only for names
+//! whose summary holds something. A page of lookups (`page`) takes each step for all its
+//! URLs in turn, prefetching, so that their cache misses overlap.
 
 mod apply;
+mod chunks;
 mod data;
+#[cfg(test)]
+mod model_test;
 mod names;
+mod page;
 mod py;
 mod shard;
 mod summary;
@@ -128,6 +136,21 @@ pub fn shard_of(hash: u64) -> usize {
 #[inline]
 pub fn tag_of(scope: Scope, hash: u64) -> u32 {
     (hash as u32) ^ scope.salt()
+}
+
+/// Ask the CPU to bring `item`'s cache line in (a page of lookups issues these ahead, so
+/// that the misses of its URLs overlap).
+#[inline(always)]
+pub(crate) fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it reads nothing into the program and cannot
+    // fault, and the pointer is that of a live reference.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((item as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
 }
 
 /// Registers the `BanIndex` class on the Python module.
@@ -241,17 +264,18 @@ mod tests {
             expires: f64::NAN,
             scope: Scope::Domain,
             meta: 0,
+            regional: false,
             ord: 9,
         };
         let row = shard.push("other.com", row_data).unwrap();
         shard
             .keys
-            .insert(u64::from(tag), shard::key_slot(tag, row), shard::slot_tag);
+            .insert(tag, shard::key_slot(tag, row), shard::slot_tag);
         assert_eq!(
             shard
                 .keys
-                .probe(u64::from(tag))
-                .filter(|&s| shard::slot_tag(s) == u64::from(tag))
+                .probe(tag)
+                .filter(|&s| shard::slot_tag(s) == tag)
                 .count(),
             1
         );

@@ -29,12 +29,15 @@ pub struct RowData {
     pub scope: Scope,
     /// Into the index's metas (reason, actor, regions).
     pub meta: u32,
+    /// Whether the meta lists regions (a lookup reads the meta only then).
+    pub regional: bool,
     /// Insertion order across the index.
     pub ord: u32,
 }
 
 const SCOPE_SHIFT: u32 = 29;
-const META_MASK: u32 = (1 << SCOPE_SHIFT) - 1;
+const REGIONAL: u32 = 1 << 28;
+const META_MASK: u32 = REGIONAL - 1;
 /// Most metas (distinct reason, actor, regions) an index can hold.
 pub const MAX_METAS: u32 = META_MASK;
 const ROW_SHIFT: u32 = 32;
@@ -45,10 +48,10 @@ pub fn key_slot(tag: u32, row: u32) -> u64 {
     (u64::from(tag) << ROW_SHIFT) | (u64::from(row) + 1)
 }
 
-/// The tag a key slot was placed by.
+/// The position a key slot was placed by: its tag.
 #[inline]
-pub fn slot_tag(slot: u64) -> u64 {
-    slot >> ROW_SHIFT
+pub fn slot_tag(slot: u64) -> u32 {
+    (slot >> ROW_SHIFT) as u32
 }
 
 #[inline]
@@ -56,51 +59,55 @@ fn slot_row(slot: u64) -> u32 {
     ((slot & 0xffff_ffff) as u32).wrapping_sub(1)
 }
 
+/// One row, packed: what a hit reads of it lies within 36 bytes, mostly one cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, packed(4))]
+struct Row {
+    off: u32,
+    meta: u32, // scope << 29 | regional << 28 | meta index
+    ord: u32,
+    expires: f64,
+    id: u64,
+    created: f64,
+}
+
 /// The rows of one shard.
 #[derive(Clone, Debug, Default)]
 pub struct Shard {
     arena: Vec<u8>,
     garbage: usize,
-    off: Vec<u32>,
-    ids: Vec<u64>,
-    created: Vec<f64>,
-    expires: Vec<f64>,
-    meta: Vec<u32>, // scope << 29 | meta index
-    ord: Vec<u32>,
+    rows: Vec<Row>,
     /// Rows with an expiry (a sweep or a count of the active skips shards without any).
     pub expiring: u32,
     /// Key tag -> rows.
-    pub keys: Table,
-    /// The summary of the names whose `summary::name_hash` falls in this shard (of entries
-    /// of every shard: see `summary`).
-    pub names: Table,
+    pub keys: Table<u64>,
 }
 
 impl Shard {
     /// How many rows.
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.rows.len()
     }
 
     /// Whether it holds no row.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.rows.is_empty()
     }
 
     /// The value written for a row.
     #[inline]
     pub fn value(&self, row: u32) -> &str {
-        let at = self.off[row as usize] as usize;
-        let (len, skip) = read_len(&self.arena[at..]);
-        let bytes = &self.arena[at + skip..at + skip + len];
-        // SAFETY-free: values are pushed from &str, so they are UTF-8; fall back to "" if not.
-        std::str::from_utf8(bytes).unwrap_or("")
+        let bytes = self.value_bytes(row);
+        // SAFETY: the arena holds only whole values pushed from `&str` (a compaction copies
+        // whole records), and a row's offset is the start of its record, so these bytes
+        // are one UTF-8 string.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
     /// The bytes of the value written for a row.
     #[inline]
     fn value_bytes(&self, row: u32) -> &[u8] {
-        let at = self.off[row as usize] as usize;
+        let at = self.rows[row as usize].off as usize;
         let (len, skip) = read_len(&self.arena[at..]);
         &self.arena[at + skip..at + skip + len]
     }
@@ -108,51 +115,59 @@ impl Shard {
     /// The row's fields.
     #[inline]
     pub fn data(&self, row: u32) -> RowData {
-        let r = row as usize;
-        let meta = self.meta[r];
+        let r = self.rows[row as usize];
         RowData {
-            id: self.ids[r],
-            created: self.created[r],
-            expires: self.expires[r],
-            scope: Scope::from_bits(meta >> SCOPE_SHIFT),
-            meta: meta & META_MASK,
-            ord: self.ord[r],
+            id: r.id,
+            created: r.created,
+            expires: r.expires,
+            scope: Scope::from_bits(r.meta >> SCOPE_SHIFT),
+            meta: r.meta & META_MASK,
+            regional: r.meta & REGIONAL != 0,
+            ord: r.ord,
         }
     }
 
     /// The row's scope.
     #[inline]
     pub fn scope(&self, row: u32) -> Scope {
-        Scope::from_bits(self.meta[row as usize] >> SCOPE_SHIFT)
+        Scope::from_bits(self.rows[row as usize].meta >> SCOPE_SHIFT)
     }
 
     /// The row's meta index.
     #[inline]
     pub fn meta(&self, row: u32) -> u32 {
-        self.meta[row as usize] & META_MASK
+        self.rows[row as usize].meta & META_MASK
     }
 
     /// The row's insertion order.
     #[inline]
     pub fn ord(&self, row: u32) -> u32 {
-        self.ord[row as usize]
+        self.rows[row as usize].ord
     }
 
     /// The row's id code.
     #[inline]
     pub fn id(&self, row: u32) -> u64 {
-        self.ids[row as usize]
+        self.rows[row as usize].id
     }
 
     /// The row's expiry (NaN: never).
     #[inline]
     pub fn expires(&self, row: u32) -> f64 {
-        self.expires[row as usize]
+        self.rows[row as usize].expires
+    }
+
+    /// The row's insertion order, expiry, and its meta index when that lists regions.
+    #[inline]
+    pub fn activity(&self, row: u32) -> (u32, f64, Option<u32>) {
+        let r = self.rows[row as usize];
+        let meta = (r.meta & REGIONAL != 0).then_some(r.meta & META_MASK);
+        (r.ord, r.expires, meta)
     }
 
     /// Sets a row's insertion order (renumbering, when the counter would overflow).
     pub fn set_ord(&mut self, row: u32, ord: u32) {
-        self.ord[row as usize] = ord;
+        self.rows[row as usize].ord = ord;
     }
 
     /// Append a row (not yet in the key table); its number, or None when the shard's arena
@@ -160,16 +175,18 @@ impl Shard {
     pub fn push(&mut self, value: &str, data: RowData) -> Option<u32> {
         let at = u32::try_from(self.arena.len()).ok()?;
         u32::try_from(self.arena.len() + value.len() + 5).ok()?;
-        let row = u32::try_from(self.ids.len()).ok()?;
+        let row = u32::try_from(self.rows.len()).ok()?;
         write_len(&mut self.arena, value.len());
         self.arena.extend_from_slice(value.as_bytes());
-        self.off.push(at);
-        self.ids.push(data.id);
-        self.created.push(data.created);
-        self.expires.push(data.expires);
-        self.meta
-            .push(((data.scope as u32) << SCOPE_SHIFT) | data.meta);
-        self.ord.push(data.ord);
+        let regional = if data.regional { REGIONAL } else { 0 };
+        self.rows.push(Row {
+            off: at,
+            meta: ((data.scope as u32) << SCOPE_SHIFT) | regional | (data.meta & META_MASK),
+            ord: data.ord,
+            expires: data.expires,
+            id: data.id,
+            created: data.created,
+        });
         if !data.expires.is_nan() {
             self.expiring += 1;
         }
@@ -181,19 +198,15 @@ impl Shard {
     /// The row's own key slot must be removed first.
     pub fn swap_remove(&mut self, row: u32) -> Option<u32> {
         let r = row as usize;
-        let at = self.off[r] as usize;
+        let gone = self.rows[r];
+        let at = gone.off as usize;
         let (len, skip) = read_len(&self.arena[at..]);
         self.garbage += len + skip;
-        if !self.expires[r].is_nan() {
+        if !gone.expires.is_nan() {
             self.expiring -= 1;
         }
-        let last = self.ids.len() - 1;
-        self.off.swap_remove(r);
-        self.ids.swap_remove(r);
-        self.created.swap_remove(r);
-        self.expires.swap_remove(r);
-        self.meta.swap_remove(r);
-        self.ord.swap_remove(r);
+        let last = self.rows.len() - 1;
+        self.rows.swap_remove(r);
         if self.garbage > 4096 && self.garbage * 2 > self.arena.len() {
             self.compact_arena();
         }
@@ -202,10 +215,10 @@ impl Shard {
 
     fn compact_arena(&mut self) {
         let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
-        for off in self.off.iter_mut() {
-            let at = *off as usize;
+        for row in self.rows.iter_mut() {
+            let at = row.off as usize;
             let (len, skip) = read_len(&self.arena[at..]);
-            *off = arena.len() as u32; // smaller than the old arena, which fit in u32
+            row.off = arena.len() as u32; // smaller than the old arena, which fit in u32
             arena.extend_from_slice(&self.arena[at..at + skip + len]);
         }
         self.arena = arena;
@@ -214,13 +227,9 @@ impl Shard {
 
     /// Give back spare capacity (after a large batch: what a build leaves over).
     pub fn shrink(&mut self) {
-        self.arena.shrink_to_fit();
-        self.off.shrink_to_fit();
-        self.ids.shrink_to_fit();
-        self.created.shrink_to_fit();
-        self.expires.shrink_to_fit();
-        self.meta.shrink_to_fit();
-        self.ord.shrink_to_fit();
+        fit(&mut self.arena);
+        fit(&mut self.rows);
+        self.keys.fit(slot_tag);
     }
 
     /// Rows of `scope` keyed exactly `key` (tag `tag`), in table order: a tag hit is
@@ -232,43 +241,97 @@ impl Shard {
         key: &'a str,
         tag: u32,
     ) -> impl Iterator<Item = u32> + 'a {
-        let want = u64::from(tag);
         self.keys
-            .probe(u64::from(tag))
-            .filter(move |&slot| slot_tag(slot) == want)
+            .probe(tag)
+            .filter(move |&slot| slot_tag(slot) == tag)
             .map(slot_row)
-            .filter(move |&row| {
-                self.scope(row) == scope && key_matches(scope, self.value_bytes(row), key)
-            })
+            .filter(move |&row| self.keyed(row, scope, key))
+    }
+
+    /// Call `each` with every row of `scope` keyed exactly `key` (tag `tag`), in table
+    /// order (`rows`, as a plain loop for the lookup path).
+    #[inline(always)]
+    pub fn each_row(&self, scope: Scope, key: &str, tag: u32, mut each: impl FnMut(u32)) {
+        for slot in self.keys.probe(tag) {
+            if slot_tag(slot) == tag && self.keyed(slot_row(slot), scope, key) {
+                each(slot_row(slot));
+            }
+        }
+    }
+
+    /// Whether the row is of `scope` and keyed `key`.
+    #[inline(always)]
+    fn keyed(&self, row: u32, scope: Scope, key: &str) -> bool {
+        self.scope(row) == scope && key_matches(scope, self.value_bytes(row), key)
+    }
+
+    /// A row's id code, scope and value (what a hit reports).
+    #[inline]
+    pub fn hit_parts(&self, row: u32) -> (u64, Scope, &str) {
+        let r = self.rows[row as usize];
+        (
+            r.id,
+            Scope::from_bits(r.meta >> SCOPE_SHIFT),
+            self.value(row),
+        )
     }
 
     /// Bytes held (capacity, not only what is used).
     pub fn bytes(&self) -> usize {
         self.arena.capacity()
-            + self.off.capacity() * 4
-            + self.ids.capacity() * 8
-            + self.created.capacity() * 8
-            + self.expires.capacity() * 8
-            + self.meta.capacity() * 4
-            + self.ord.capacity() * 4
+            + self.rows.capacity() * std::mem::size_of::<Row>()
             + self.keys.bytes()
-            + self.names.bytes()
+    }
+}
+
+/// Move a vector into an allocation of its length. (`shrink_to_fit` may not: mimalloc, the
+/// engine's allocator, keeps a block in place when at most half of it would be freed, and
+/// a vector grown by doubling always is.)
+fn fit<T: Copy>(v: &mut Vec<T>) {
+    if v.capacity() > v.len() {
+        let mut exact = Vec::with_capacity(v.len());
+        exact.extend_from_slice(v);
+        *v = exact;
     }
 }
 
 /// Whether a value of `scope` is keyed `key` (`Scope::key_of`, on bytes).
-#[inline]
+#[inline(always)]
 fn key_matches(scope: Scope, value: &[u8], key: &str) -> bool {
-    let value = if scope == Scope::Prefix {
-        let end = value
-            .iter()
-            .rposition(|&b| b != b'/')
-            .map_or(0, |at| at + 1);
-        &value[..end]
-    } else {
-        value
+    let key = key.as_bytes();
+    if scope != Scope::Prefix {
+        return same(value, key);
+    }
+    // a prefix's key is its value without trailing slashes
+    value.len() >= key.len()
+        && same(&value[..key.len()], key)
+        && value[key.len()..].iter().all(|&b| b == b'/')
+        && key.last() != Some(&b'/')
+}
+
+/// `a == b`, comparing short slices (most keys) a word at a time in line.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
     };
-    value == key.as_bytes()
+    match len {
+        // two words, overlapping when shorter than 16
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        17..=32 => {
+            word(a, 0) == word(b, 0)
+                && word(a, 8) == word(b, 8)
+                && word(a, len - 16) == word(b, len - 16)
+                && word(a, len - 8) == word(b, len - 8)
+        }
+        _ => a == b,
+    }
 }
 
 fn write_len(arena: &mut Vec<u8>, mut len: usize) {
@@ -295,4 +358,84 @@ fn read_len(bytes: &[u8]) -> (usize, usize) {
         shift += 7;
     }
     (len, used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_as_the_value_reads_and_short_ones_a_word_at_a_time() {
+        let words = [
+            "",
+            "a",
+            "a/",
+            "example.com",
+            "example.com/p",
+            "ab/",
+            "x/y//",
+        ];
+        let mut values: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        for len in 0..40 {
+            let text: String = (0..len).map(|i| (b'a' + (i % 7) as u8) as char).collect();
+            let mut other = text.clone().into_bytes();
+            if let Some(last) = other.last_mut() {
+                *last = b'z';
+            }
+            values.push(text.clone());
+            values.push(String::from_utf8(other).unwrap_or_default());
+            values.push(format!("{text}//"));
+        }
+        for value in &values {
+            for key in &values {
+                assert_eq!(same(value.as_bytes(), key.as_bytes()), value == key);
+                for scope in [Scope::Url, Scope::Host, Scope::Domain, Scope::Prefix] {
+                    assert_eq!(
+                        key_matches(scope, value.as_bytes(), key),
+                        scope.key_of(value) == key,
+                        "{scope:?} {value:?} {key:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_packed_row_reads_back_what_was_pushed() {
+        let mut shard = Shard::default();
+        let data = RowData {
+            id: u64::MAX - 3,
+            created: 1.5,
+            expires: f64::NAN,
+            scope: Scope::Prefix,
+            meta: MAX_METAS,
+            regional: true,
+            ord: 7,
+        };
+        let row = shard.push("h/p", data).unwrap_or(u32::MAX);
+        let back = shard.data(row);
+        assert_eq!(
+            (
+                back.id,
+                back.created,
+                back.scope,
+                back.meta,
+                back.regional,
+                back.ord
+            ),
+            (
+                data.id,
+                data.created,
+                data.scope,
+                data.meta,
+                data.regional,
+                data.ord
+            )
+        );
+        assert!(back.expires.is_nan() && shard.expiring == 0);
+        let (ord, expires, meta) = shard.activity(row);
+        assert!(ord == 7 && expires.is_nan() && meta == Some(MAX_METAS));
+        assert_eq!(shard.hit_parts(row), (u64::MAX - 3, Scope::Prefix, "h/p"));
+        assert_eq!(std::mem::size_of::<Row>(), 36);
+    }
 }

@@ -1,41 +1,55 @@
-//! The per-name summary: one `u64` slot per name (a host, a domain, an org member) saying
-//! which kinds of entries sit at that name, so that a clean host is answered by one probe
-//! per name it could be banned under, and only names with something there are looked up
-//! in the key tables.
+//! The per-name summary: one `u32` slot per name (a host, a domain, an org member, and each
+//! parent of one of them) saying which kinds of entries sit at that name and whether any
+//! sit below it, so that a clean site is answered by one probe, and only names with
+//! something there are looked up in the key tables.
 //!
-//! A slot is the name's tag (the low 32 bits of its [`name_hash`]) above five saturating
+//! A slot is the name's tag (20 bits of its [`name_hash`]) above six saturating 2-bit
 //! counts: host entries of the name, domain entries, url entries under it (their host
-//! part), prefix entries under it, org groups holding it as a member. The name lives in the
-//! summary table of shard `shard_of(name_hash)`, found by its tag (home slot `tag & mask`).
-//! Names that share a shard and a tag share a slot, their counts added: the summary is a
-//! filter, and every positive is verified against the stored values by the lookup that
-//! follows. A count that reaches its maximum stays there (the true count is then unknown,
-//! so it may only err on the side of a lookup).
+//! part), prefix entries under it, org groups holding it as a member, and everything of
+//! those at names below it (`BELOW`: counted at each parent of a name, up to [`DEEP`]
+//! labels). The name lives in the summary table of shard `shard_of(name_hash)`. Names that
+//! share a shard and a tag share a slot, their counts added: the summary is a filter, and
+//! every positive is verified against the stored values by the lookup that follows. A
+//! count that reaches its maximum stays there (the true count is then unknown, so it may
+//! only err on the side of a lookup).
 //!
-//! [`HostSummary`] probes a host and every parent a domain entry could be at (the parent
-//! names found in one backward scan for dots); a clean host costs one hash and one probe
-//! per name, and nothing else is looked at.
+//! [`HostSummary`] walks a host's names from its site (the name of its last two labels)
+//! down, and stops at the first that has nothing below it: every name that could hold an
+//! entry covering the host is the host or a parent of it with at least two labels, and
+//! each of those is the site or lies below it. A clean site costs one hash and one probe.
+//! (An address is only itself; past [`DEEP`] labels the walk probes each name a domain
+//! entry could be at, and then the host.)
 
-use super::names::is_ipv4;
-use super::table::Table;
+use super::chunks::Chunks;
+use super::names::{is_ipv4, Dots};
 
-/// One count of a summary slot: its shift and width.
+/// One count of a summary slot: its shift.
 #[derive(Clone, Copy, Debug)]
 pub struct Field {
     shift: u32,
-    max: u32,
 }
 
 /// Host entries with this value.
-pub const HOST: Field = Field { shift: 0, max: 127 };
+pub const HOST: Field = Field { shift: 0 };
 /// Domain entries with this value.
-pub const DOMAIN: Field = Field { shift: 7, max: 127 };
+pub const DOMAIN: Field = Field { shift: 2 };
 /// Url entries whose host part is this name.
-pub const URL: Field = Field { shift: 14, max: 63 };
+pub const URL: Field = Field { shift: 4 };
 /// Prefix entries whose host part is this name.
-pub const PREFIX: Field = Field { shift: 20, max: 63 };
+pub const PREFIX: Field = Field { shift: 6 };
 /// Org groups with this name as a member domain.
-pub const MEMBER: Field = Field { shift: 26, max: 63 };
+pub const MEMBER: Field = Field { shift: 8 };
+/// Any of the above at a name below this one (a subdomain of it).
+pub const BELOW: Field = Field { shift: 10 };
+
+const MAX: u32 = 3;
+const COUNT_BITS: u32 = 12;
+const COUNTS: u32 = (1 << COUNT_BITS) - 1;
+
+/// Names of up to this many labels carry `BELOW` (a name deeper than that is summarized
+/// at its own slot and at its parents of at most `DEEP` labels; a lookup past `DEEP`
+/// labels probes each name).
+pub const DEEP: usize = 8;
 
 /// The counts of one name (all zero when the name has no slot).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,7 +59,7 @@ impl Counts {
     /// Whether the field's count is nonzero.
     #[inline]
     pub fn has(self, field: Field) -> bool {
-        (self.0 >> field.shift) & field.max != 0
+        (self.0 >> field.shift) & MAX != 0
     }
 
     /// Url (bit 1) and prefix (bit 2) entries under the name.
@@ -54,53 +68,76 @@ impl Counts {
         u8::from(self.has(URL)) | (u8::from(self.has(PREFIX)) << 1)
     }
 
+    /// Whether a domain entry or an org member is at the name.
+    #[inline]
+    pub fn covers_below(self) -> bool {
+        self.0 & ((MAX << DOMAIN.shift) | (MAX << MEMBER.shift)) != 0
+    }
+
     fn adjust(self, field: Field, delta: i32) -> Counts {
-        let v = (self.0 >> field.shift) & field.max;
+        let v = (self.0 >> field.shift) & MAX;
         let w = match v {
-            v if v == field.max => v,
+            MAX => MAX,
             v if delta > 0 => v + 1,
             v => v.saturating_sub(1),
         };
-        Counts((self.0 & !(field.max << field.shift)) | (w << field.shift))
+        Counts((self.0 & !(MAX << field.shift)) | (w << field.shift))
     }
 }
 
-/// The tag a name's slot is found by (also its hash in the table).
+/// The position a name's slot is found by: its tag, in the slot's top bits (never 0: an
+/// empty slot is).
 #[inline]
-fn tag(hash: u64) -> u64 {
-    hash & 0xffff_ffff
+fn pos(hash: u64) -> u32 {
+    ((hash as u32) & !COUNTS).max(1 << COUNT_BITS)
 }
 
-/// The tag a slot was placed by.
+/// The position a slot was placed by.
 #[inline]
-pub fn slot_tag(slot: u64) -> u64 {
-    slot >> 32
+pub fn slot_pos(slot: u32) -> u32 {
+    slot & !COUNTS
 }
 
 /// The counts in `table` for the name hashed `hash`.
-#[inline]
-pub fn counts(table: &Table, hash: u64) -> Counts {
-    let want = tag(hash);
+#[inline(always)]
+pub fn counts(table: &Chunks, hash: u64) -> Counts {
     table
-        .probe(want)
-        .find(|&slot| slot_tag(slot) == want)
-        .map_or(Counts(0), |slot| Counts(slot as u32))
+        .find(pos(hash), !COUNTS)
+        .map_or(Counts(0), |slot| Counts(slot & COUNTS))
+}
+
+/// Where a name's counts are read (the index's tables by shard; one table in tests).
+pub trait Source {
+    /// The counts of the name hashed `hash`.
+    fn counts(&self, hash: u64) -> Counts;
+}
+
+impl Source for [Chunks] {
+    #[inline(always)]
+    fn counts(&self, hash: u64) -> Counts {
+        counts(&self[super::shard_of(hash)], hash)
+    }
+}
+
+/// Prefetch the summary slot of the name hashed `hash` (see `Chunks::prefetch`).
+#[inline(always)]
+pub fn prefetch(table: &Chunks, hash: u64) {
+    table.prefetch(pos(hash));
 }
 
 /// Count one more (`delta > 0`) or one fewer entry of `field` at the name hashed `hash`.
-pub fn bump(table: &mut Table, hash: u64, field: Field, delta: i32) {
-    let want = tag(hash);
-    let old = table.probe(want).find(|&slot| slot_tag(slot) == want);
-    let before = old.map_or(Counts(0), |slot| Counts(slot as u32));
+pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32) {
+    let want = pos(hash);
+    let old = table.find(want, !COUNTS);
+    let before = old.map_or(Counts(0), |slot| Counts(slot & COUNTS));
     let after = before.adjust(field, delta);
-    let slot = |c: Counts| (want << 32) | u64::from(c.0);
     match old {
-        None if after.0 != 0 => table.insert(want, slot(after), slot_tag),
+        None if after.0 != 0 => table.insert(want, want | after.0, slot_pos),
         Some(old) if after.0 == 0 => {
-            table.remove(want, old, slot_tag);
+            table.remove(want, old);
         }
         Some(old) if after != before => {
-            table.replace(want, old, slot(after));
+            table.replace(want, old, want | after.0);
         }
         _ => {}
     }
@@ -109,81 +146,80 @@ pub fn bump(table: &mut Table, hash: u64, field: Field, delta: i32) {
 /// The hash a name is summarized under: the key tables' own (`hash_str`), so that a name
 /// found in the summary is looked up in its key table without hashing it again, in the
 /// same shard.
-#[inline]
+#[inline(always)]
 pub fn name_hash(name: &str) -> u64 {
     super::hash_str(name)
+}
+
+/// The parents of `name` that count it in `BELOW`: those of 2 to [`DEEP`] labels, as the
+/// byte offsets they start at (a dot-separated name; the bare last label is no parent).
+pub fn parents(name: &str) -> impl Iterator<Item = usize> + '_ {
+    Dots::of(name).skip(1).take(DEEP - 1).map(|dot| dot + 1)
 }
 
 /// A name a domain entry or an org member covering a host may be at.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Candidate {
-    /// Its hash.
-    pub hash: u64,
     /// Where the name starts in the host.
     pub start: u32,
     /// Its counts (some domain entry or member).
     pub counts: Counts,
 }
 
-const FLAGGED: usize = 2;
+const FLAGGED: usize = 3;
 
 /// What the summary says of a host: its own counts, and the names a domain entry or an org
-/// member covering it could be at (`names::suffixes`) whose summary holds one.
+/// member covering it could be at whose summary holds one.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostSummary {
-    /// The host's own counts.
+    /// The host's own counts (zero when the walk stopped above it: nothing is there).
     pub own: Counts,
-    /// The host's hash.
-    pub own_hash: u64,
     flagged: [Candidate; FLAGGED],
     len: usize,
 }
 
 impl HostSummary {
-    /// Summarize `host` and its parents of at most `limit` labels (`counts` gives a name's
-    /// counts by its hash), probing each name as its hash is ready.
-    #[inline]
-    pub fn of(host: &str, limit: usize, counts: impl Fn(u64) -> Counts) -> Self {
-        let bytes = host.as_bytes();
-        let mut out = HostSummary {
-            own_hash: name_hash(host),
-            ..HostSummary::default()
-        };
-        out.own = counts(out.own_hash);
-        if host.starts_with('[') || is_ipv4(host) {
-            out.note(0, out.own_hash, out.own);
-            return out;
+    /// Summarize `host`: its site, then each name below it down to the host, stopping at
+    /// the first with nothing below it. `limit` is the most labels a domain entry or member
+    /// has (past [`DEEP`] labels only names within it are probed); `source` gives a name's
+    /// counts by its hash.
+    #[inline(always)]
+    pub fn of(host: &str, limit: usize, source: &(impl Source + ?Sized)) -> Self {
+        let at = Self::start(host);
+        Self::from(host, limit, source, at, name_hash(&host[at..]))
+    }
+
+    /// Where the walk of `host` starts: at its site (the name of its last two labels), or
+    /// at the host itself (0) when it is the site, has one label, or is an address.
+    #[inline(always)]
+    pub fn start(host: &str) -> usize {
+        let digit = host.as_bytes().last().is_some_and(u8::is_ascii_digit);
+        if host.starts_with('[') || (digit && is_ipv4(host)) {
+            return 0;
         }
-        // the k-th dot from the end starts the parent of k labels (1: the TLD, skipped)
-        let (mut found, mut pos) = (0, bytes.len());
-        while found < limit {
-            match bytes[..pos].iter().rposition(|&b| b == b'.') {
-                Some(dot) => {
-                    found += 1;
-                    pos = dot;
-                    if found >= 2 {
-                        let h = name_hash(&host[dot + 1..]);
-                        out.note(dot as u32 + 1, h, counts(h));
-                    }
-                }
-                None => {
-                    out.note(0, out.own_hash, out.own);
-                    break;
-                }
-            }
-        }
+        Dots::of(host).nth(1).map_or(0, |dot| dot + 1)
+    }
+
+    /// `of`, given where the walk starts and that name's hash.
+    #[inline(always)]
+    pub fn from(
+        host: &str,
+        limit: usize,
+        source: &(impl Source + ?Sized),
+        start: usize,
+        hash: u64,
+    ) -> Self {
+        let mut out = HostSummary::default();
+        let mut walk = Walk::new(start, hash);
+        while walk.step(host, limit, source, &mut out) {}
         out
     }
 
-    #[inline]
-    fn note(&mut self, start: u32, hash: u64, counts: Counts) {
-        if counts.has(DOMAIN) || counts.has(MEMBER) {
+    #[inline(always)]
+    fn note(&mut self, start: u32, counts: Counts) {
+        if counts.covers_below() {
             if let Some(slot) = self.flagged.get_mut(self.len) {
-                *slot = Candidate {
-                    start,
-                    hash,
-                    counts,
-                };
+                *slot = Candidate { start, counts };
             }
             self.len += 1;
         }
@@ -198,6 +234,12 @@ impl HostSummary {
             .map(|list| list.iter().rev().copied())
     }
 
+    /// Whether nothing may cover the host: no candidate, nothing at the host itself.
+    #[inline]
+    pub fn is_clean(&self) -> bool {
+        self.len == 0 && self.own == Counts(0)
+    }
+
     /// Whether no candidate name may hold a domain entry or a member.
     #[inline]
     pub fn no_parents(&self) -> bool {
@@ -205,76 +247,190 @@ impl HostSummary {
     }
 }
 
+/// A walk down a host's names, one probe a step (a page of lookups steps every walk in
+/// turn, prefetching each one's next slot).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Walk {
+    /// Where the name probed next starts in the host (0: the host itself).
+    pub at: usize,
+    /// That name's hash.
+    pub hash: u64,
+    found: usize,
+}
+
+impl Walk {
+    /// A walk starting at `at` (`HostSummary::start`), that name hashed `hash`.
+    #[inline(always)]
+    pub fn new(at: usize, hash: u64) -> Self {
+        // the name after the k-th dot from the end has k labels; the walk starts at 2
+        Walk { at, hash, found: 2 }
+    }
+
+    /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
+    #[inline(always)]
+    pub fn step(
+        &mut self,
+        host: &str,
+        limit: usize,
+        source: &(impl Source + ?Sized),
+        out: &mut HostSummary,
+    ) -> bool {
+        let c = source.counts(self.hash);
+        out.note(self.at as u32, c);
+        if self.at == 0 {
+            // the host itself: the site, the last name below it, or an address
+            out.own = c;
+            return false;
+        }
+        if self.found <= DEEP && !c.has(BELOW) {
+            return false;
+        }
+        self.found += 1;
+        let found = self.found;
+        // the dot before this name starts the next one down; past where `BELOW` is kept
+        // and where a domain entry could be, the host is next
+        let dot = host.as_bytes()[..self.at - 1]
+            .iter()
+            .rposition(|&b| b == b'.');
+        self.at = (dot)
+            .filter(|_| found <= DEEP || found <= limit)
+            .map_or(0, |dot| dot + 1);
+        self.hash = name_hash(&host[self.at..]);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::names::suffixes;
+    use super::super::names::{labels, suffixes};
     use super::*;
 
-    #[test]
-    fn one_pass_flags_exactly_the_candidates_holding_something() {
-        let hosts = [
-            "a.b.c.d",
-            "shop12345.example.com",
-            "x",
-            "c.d",
-            "1.2.3.4",
-            "[::1]",
-            "very-long-label-of-a-host.sub.domain.example.co.uk",
-            "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u",
-            "",
-            ".",
-            "a..b",
-        ];
-        for host in hosts {
-            for limit in [1, 2, 3, 9, 17, 40] {
-                let candidates = suffixes(host, limit);
-                for (i, pick) in candidates.iter().enumerate() {
-                    // a domain entry at one candidate, a member at the next
-                    let mut t = Table::default();
-                    bump(&mut t, name_hash(pick), DOMAIN, 1);
-                    let member = candidates.get(i + 1);
-                    if let Some(m) = member {
-                        bump(&mut t, name_hash(m), MEMBER, 1);
-                    }
-                    bump(&mut t, name_hash(host), HOST, 1);
-                    let summary = HostSummary::of(host, limit, |h| counts(&t, h));
-                    assert!(summary.own.has(HOST), "{host} {limit}");
-                    let flagged: Vec<(&str, bool, bool)> = summary
-                        .flagged()
-                        .map(|list| {
-                            list.map(|c| {
-                                let name = &host[c.start as usize..];
-                                assert_eq!(c.hash, name_hash(name));
-                                (name, c.counts.has(DOMAIN), c.counts.has(MEMBER))
-                            })
-                            .collect()
-                        })
-                        .unwrap_or_default();
-                    let want: Vec<(&str, bool, bool)> = candidates
-                        .iter()
-                        .filter(|c| *c == pick || Some(*c) == member)
-                        .map(|c| (*c, c == pick, Some(c) == member))
-                        .collect();
-                    assert_eq!(flagged, want, "{host} {limit}");
-                }
-                let t = Table::default();
-                assert!(HostSummary::of(host, limit, |h| counts(&t, h)).no_parents());
+    impl Source for Chunks {
+        fn counts(&self, hash: u64) -> Counts {
+            counts(self, hash)
+        }
+    }
+
+    struct Counting<'a>(&'a Chunks, std::cell::RefCell<Vec<u64>>);
+
+    impl Source for Counting<'_> {
+        fn counts(&self, hash: u64) -> Counts {
+            self.1.borrow_mut().push(hash);
+            counts(self.0, hash)
+        }
+    }
+
+    /// A summary table as the writer keeps it: each name at its slot, `BELOW` at its
+    /// parents.
+    fn table(names: &[(&str, Field)]) -> Chunks {
+        let mut t = Chunks::default();
+        for &(name, field) in names {
+            bump(&mut t, name_hash(name), field, 1);
+            for at in parents(name) {
+                bump(&mut t, name_hash(&name[at..]), BELOW, 1);
             }
         }
-        // more flagged candidates than are kept: the caller walks them all
-        let mut t = Table::default();
-        let host = "a.b.c.d.e.f.g";
-        for name in suffixes(host, 9) {
-            bump(&mut t, name_hash(name), DOMAIN, 1);
+        t
+    }
+
+    const HOSTS: [&str; 13] = [
+        "a.b.c.d",
+        "shop12345.example.com",
+        "x",
+        "c.d",
+        "1.2.3.4",
+        "9.1.2.3.4",
+        "[::1]",
+        "very-long-label-of-a-host.sub.domain.example.co.uk",
+        "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u",
+        "",
+        ".",
+        "a..b",
+        "example.com.",
+    ];
+
+    #[test]
+    fn the_walk_flags_exactly_the_candidates_holding_something() {
+        for host in HOSTS {
+            let limit = labels(host).max(1);
+            let candidates = suffixes(host, limit);
+            for (i, pick) in candidates.iter().enumerate() {
+                // a domain entry at one candidate, a member at the next, the host banned
+                let member = candidates.get(i + 1);
+                let mut names = vec![(*pick, DOMAIN), (host, HOST)];
+                names.extend(member.map(|m| (*m, MEMBER)));
+                let t = table(&names);
+                let summary = HostSummary::of(host, limit, &t);
+                assert!(summary.own.has(HOST), "{host}");
+                let flagged: Vec<(&str, bool, bool)> = summary
+                    .flagged()
+                    .map(|list| {
+                        list.map(|c| {
+                            let name = &host[c.start as usize..];
+                            (name, c.counts.has(DOMAIN), c.counts.has(MEMBER))
+                        })
+                        .collect()
+                    })
+                    .unwrap_or_default();
+                let want: Vec<(&str, bool, bool)> = candidates
+                    .iter()
+                    .filter(|c| *c == pick || Some(*c) == member)
+                    .map(|c| (*c, c == pick, Some(c) == member))
+                    .collect();
+                assert_eq!(flagged, want, "{host}");
+            }
+            let t = Chunks::default();
+            let clean = HostSummary::of(host, limit, &t);
+            assert!(clean.no_parents() && clean.own == Counts::default());
         }
-        assert!(HostSummary::of(host, 9, |h| counts(&t, h))
-            .flagged()
-            .is_none());
+        // more flagged candidates than are kept: the caller walks them all
+        let host = "a.b.c.d.e.f.g";
+        let names: Vec<(&str, Field)> = suffixes(host, 9).iter().map(|n| (*n, DOMAIN)).collect();
+        let t = table(&names);
+        assert!(HostSummary::of(host, 9, &t).flagged().is_none());
+    }
+
+    #[test]
+    fn a_clean_site_is_one_probe_and_the_walk_stops_where_nothing_is_below() {
+        let t = table(&[("www.banned.com", HOST), ("x.y.z.other.com", DOMAIN)]);
+        let probes = |host: &str| {
+            let seen = Counting(&t, std::cell::RefCell::new(Vec::new()));
+            HostSummary::of(host, 5, &seen);
+            let seen = seen.1;
+            let names: Vec<&str> = suffixes(host, 99).into_iter().rev().collect();
+            let seen = seen.into_inner();
+            names[..seen.len()]
+                .iter()
+                .zip(&seen)
+                .for_each(|(n, h)| assert_eq!(name_hash(n), *h));
+            seen.len()
+        };
+        assert_eq!(probes("a.b.clean.com"), 1);
+        assert_eq!(probes("cdn.banned.com"), 2);
+        assert_eq!(probes("www.banned.com"), 2);
+        assert_eq!(probes("a.y.z.other.com"), 4);
+        assert_eq!(probes("a.x.y.z.other.com"), 4);
+        // deeper than DEEP labels and than any domain entry: the host's own slot next
+        let deep = "a.b.c.d.e.f.g.h.i.j.k.z.other.com";
+        let t = table(&[(deep, HOST)]);
+        let s = HostSummary::of(deep, 5, &t);
+        assert!(s.own.has(HOST));
+    }
+
+    #[test]
+    fn parents_from_two_labels_to_deep() {
+        let of =
+            |name: &'static str| -> Vec<&str> { parents(name).map(|at| &name[at..]).collect() };
+        assert_eq!(of("a.b.c.d.e.f.g.h.i.j")[DEEP - 2], "c.d.e.f.g.h.i.j");
+        assert_eq!(of("a.b.c.d"), ["c.d", "b.c.d"]);
+        assert_eq!(of("c.d"), Vec::<&str>::new());
+        assert_eq!(of("d"), Vec::<&str>::new());
+        assert_eq!(of("a.b.c.d.e.f.g.h.i.j").len(), DEEP - 1);
     }
 
     #[test]
     fn counts_saturate_and_slots_go_when_empty() {
-        let mut t = Table::default();
+        let mut t = Chunks::default();
         let h = name_hash("example.com");
         bump(&mut t, h, URL, 1);
         bump(&mut t, h, HOST, 1);
@@ -283,13 +439,20 @@ mod tests {
         bump(&mut t, h, URL, -1);
         bump(&mut t, h, HOST, -1);
         assert_eq!(t.len(), 0);
-        for _ in 0..70 {
+        for _ in 0..2 {
             bump(&mut t, h, PREFIX, 1);
         }
-        for _ in 0..80 {
+        for _ in 0..2 {
             bump(&mut t, h, PREFIX, -1);
         }
-        // past its maximum the count is unknown: it stays
+        assert_eq!(t.len(), 0);
+        for _ in 0..3 {
+            bump(&mut t, h, PREFIX, 1);
+        }
+        for _ in 0..5 {
+            bump(&mut t, h, PREFIX, -1);
+        }
+        // at its maximum the count is unknown: it stays
         assert_eq!(counts(&t, h).under(), 2);
         assert_eq!(counts(&t, name_hash("example.org")), Counts::default());
     }

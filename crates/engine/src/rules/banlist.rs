@@ -23,21 +23,30 @@ impl Banlist {
     /// Remove banned documents and those with URLs no browser could open.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let index = ctx.banlist.filter(|i| !i.is_empty());
+        let metas: Vec<_> = docs.iter().map(|doc| ctx.page.meta(doc)).collect();
+        // the page's openable URLs, looked up together
+        let urls: Vec<(&str, &str)> = metas
+            .iter()
+            .filter(|meta| meta.url_problem.is_none())
+            .map(|meta| (meta.canonical.as_str(), meta.host.as_str()))
+            .collect();
+        let mut hits = match index {
+            Some(index) => index.lookup_page(&urls, ctx.region, ctx.now),
+            None => Vec::new(),
+        }
+        .into_iter();
         let mut removals = Vec::new();
-        for (i, doc) in docs.iter().enumerate() {
-            let meta = ctx.page.meta(doc);
+        for (i, meta) in metas.iter().enumerate() {
             if let Some(problem) = &meta.url_problem {
                 removals.push((i, format!("URL cannot be opened: {problem}")));
-            } else if let Some(index) = index {
-                if let Some(hit) = index.lookup(&meta.canonical, &meta.host, ctx.region, ctx.now) {
-                    removals.push((
-                        i,
-                        format!(
-                            "{} {} banned ({}) [entry {}]",
-                            hit.scope, hit.value, hit.reason, hit.id
-                        ),
-                    ));
-                }
+            } else if let Some(hit) = hits.next().flatten() {
+                removals.push((
+                    i,
+                    format!(
+                        "{} {} banned ({}) [entry {}]",
+                        hit.scope, hit.value, hit.reason, hit.id
+                    ),
+                ));
             }
         }
         removing(ctx.page, docs, removals)

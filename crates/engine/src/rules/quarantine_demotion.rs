@@ -48,13 +48,21 @@ impl QuarantineDemotion {
         let Some(index) = ctx.quarantine else {
             return Out::unchanged();
         };
+        // the page's openable URLs, looked up together
+        let open: Vec<(usize, &Doc)> = (docs.iter().enumerate())
+            .filter(|(_, doc)| ctx.page.meta(doc).url_problem.is_none())
+            .collect();
+        let urls: Vec<(&str, &str)> = open
+            .iter()
+            .map(|(_, doc)| {
+                let meta = ctx.page.meta(doc);
+                (meta.canonical.as_str(), meta.host.as_str())
+            })
+            .collect();
+        let hits = index.lookup_page(&urls, ctx.region, ctx.now);
         let mut changes = Vec::new();
-        for (i, doc) in docs.iter().enumerate() {
-            let meta = ctx.page.meta(doc);
-            if meta.url_problem.is_some() {
-                continue;
-            }
-            if let Some(hit) = index.lookup(&meta.canonical, &meta.host, ctx.region, ctx.now) {
+        for ((i, doc), hit) in open.into_iter().zip(hits) {
+            if let Some(hit) = hit {
                 let reason = format!(
                     "{} {} is in spam quarantine [entry {}]",
                     hit.scope, hit.value, hit.id
