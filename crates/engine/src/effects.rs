@@ -171,13 +171,8 @@ mod tests {
 
     #[test]
     fn rescored_agrees_with_sorting_both_pages() {
-        let mut state: u64 = 0x853c_49e6_748f_ea9b;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::testing::Xorshift(0x853c_49e6_748f_ea9b);
+        let mut next = move || rng.next();
         for _ in 0..20_000 {
             let n = (next() % 30) as u32;
             // few distinct scores, so ties (and their order) matter

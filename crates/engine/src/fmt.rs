@@ -313,13 +313,8 @@ mod tests {
 
     #[test]
     fn the_shortest_path_agrees_with_the_exact_one() {
-        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::testing::Xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = || rng.next();
         let mut values = vec![
             999999.5,
             999999.4,

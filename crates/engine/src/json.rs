@@ -232,11 +232,9 @@ mod tests {
     #[test]
     fn floats_respell_as_ryu_the_writer_they_replaced() {
         // ryu (a dev-dependency) is the reference: msgspec's writer is a port of its layout.
-        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = crate::testing::Xorshift(0x9e37_79b9_7f4a_7c15);
         for i in 0..2_000_000u64 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = rng.next();
             let v = match i % 3 {
                 0 => f64::from_bits(state),
                 1 => (state >> 11) as f64 / (1u64 << 53) as f64 * 40.0 - 20.0,

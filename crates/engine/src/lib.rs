@@ -21,6 +21,9 @@ pub mod runner;
 pub mod spec;
 pub mod url;
 
+#[cfg(test)]
+mod testing;
+
 use pyo3::prelude::*;
 
 /// mimalloc for every Rust allocation of the engine: a request builds and drops a few

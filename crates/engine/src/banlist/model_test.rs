@@ -99,20 +99,7 @@ impl Model {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
-        &from[self.next() as usize % from.len()]
-    }
-}
+use crate::testing::Xorshift as Rng;
 
 const LABELS: [&str; 12] = [
     "a",
