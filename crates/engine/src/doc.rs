@@ -1,14 +1,18 @@
 //! The page a request brings: documents as the runner moves them (`Doc`), and what is
 //! fixed for the whole run about each (`Meta`: canonical URL, host, upper-cased regions).
 
+use std::borrow::Cow;
+
 use crate::contract::{Document, Request};
+pub use crate::url::Canonical;
 
 /// URL canonicalization as the banlist matches it; the lead plugs `crate::url` in here.
 pub trait Canon {
-    /// (canonical URL, host) of a URL, or why no browser could open it.
-    fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String>;
-    /// The registrable domain (eTLD+1) of a host; the host itself for IPs and suffixes.
-    fn registrable_domain(&self, host: &str) -> String;
+    /// The canonical URL and its host, or why no browser could open it.
+    fn canonical_parts<'u>(&self, url: &'u str) -> Result<Canonical<'u>, String>;
+    /// The registrable domain (eTLD+1) of a host, a suffix of it; the host itself for IPs
+    /// and suffixes.
+    fn registrable_domain<'h>(&self, host: &'h str) -> &'h str;
 }
 
 /// An entry that matched: what an audit reason says about it.
@@ -65,15 +69,18 @@ pub struct Doc {
     pub collapsed: Vec<Folded>,
 }
 
-/// What the run needs of a document beyond the request, computed once.
+/// What the run needs of a document beyond the request, computed once. The host and
+/// the domain are ranges of the canonical URL, and that is the document's own `url` when
+/// it is already canonical (most are): no copies of a page's URLs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meta {
-    pub canonical: String,
-    pub host: String,
+    /// The canonical URL when it is not the document's `url` as given.
+    rewritten: Option<String>,
+    /// `host.0..host.1` of the canonical URL; the domain is `domain..host.1`.
+    host: (u32, u32),
+    domain: u32,
     /// Why no browser could open the URL (the banlist rule removes such a document).
     pub url_problem: Option<String>,
-    /// The registrable domain of `host`, when a rule of the profile keys on it.
-    pub domain: String,
     /// `blocked_regions`, upper-cased as the query's region is.
     pub blocked_regions: Vec<String>,
 }
@@ -85,25 +92,35 @@ pub struct Page<'a> {
 }
 
 impl<'a> Page<'a> {
-    /// The page of a request and its documents in the ranker's order.
+    /// The page of a request and its documents in the ranker's order. The registrable
+    /// domain is found only if `need_domain` (a rule of the profile keys on it); else
+    /// `domain` is the host.
     pub fn build(req: &'a Request, canon: &dyn Canon, need_domain: bool) -> (Page<'a>, Vec<Doc>) {
         let mut meta = Vec::with_capacity(req.documents.len());
         let mut docs = Vec::with_capacity(req.documents.len());
         for (i, d) in req.documents.iter().enumerate() {
-            let (canonical, host, url_problem) = match canon.canonicalize_with_host(&d.url) {
-                Ok((c, h)) => (c, h, None),
-                Err(problem) => (String::new(), String::new(), Some(problem)),
-            };
-            let domain = if need_domain {
-                canon.registrable_domain(&host)
-            } else {
-                String::new()
+            let (rewritten, host, domain, url_problem) = match canon.canonical_parts(&d.url) {
+                Ok(found) => {
+                    let host = &found.url[found.host.clone()];
+                    let domain = if need_domain {
+                        host.len() - canon.registrable_domain(host).len()
+                    } else {
+                        0
+                    };
+                    let span = (found.host.start as u32, found.host.end as u32);
+                    let rewritten = match found.url {
+                        Cow::Borrowed(_) => None,
+                        Cow::Owned(url) => Some(url),
+                    };
+                    (rewritten, span, span.0 + domain as u32, None)
+                }
+                Err(problem) => (Some(String::new()), (0, 0), 0, Some(problem)),
             };
             meta.push(Meta {
-                canonical,
+                rewritten,
                 host,
-                url_problem,
                 domain,
+                url_problem,
                 blocked_regions: d.blocked_regions.iter().map(|r| r.to_uppercase()).collect(),
             });
             docs.push(Doc {
@@ -114,6 +131,32 @@ impl<'a> Page<'a> {
             });
         }
         (Page { req, meta }, docs)
+    }
+
+    /// The canonical URL of `doc` ("" if no browser could open it).
+    pub fn canonical(&self, doc: &Doc) -> &str {
+        self.canonical_at(doc.at)
+    }
+
+    /// The canonical URL of a request document by index.
+    pub fn canonical_at(&self, at: u32) -> &str {
+        match &self.meta[at as usize].rewritten {
+            Some(url) => url,
+            None => &self.req.documents[at as usize].url,
+        }
+    }
+
+    /// The host of `doc`'s canonical URL ("" if no browser could open it).
+    pub fn host(&self, doc: &Doc) -> &str {
+        let (start, end) = self.meta[doc.at as usize].host;
+        &self.canonical(doc)[start as usize..end as usize]
+    }
+
+    /// The registrable domain of `doc`'s host (its host if the page was built without
+    /// domains).
+    pub fn domain(&self, doc: &Doc) -> &str {
+        let m = &self.meta[doc.at as usize];
+        &self.canonical(doc)[m.domain as usize..m.host.1 as usize]
     }
 
     /// The request's document behind `doc`.
@@ -131,7 +174,7 @@ impl<'a> Page<'a> {
         &self.req.documents[at as usize].id
     }
 
-    /// The `Meta` of `doc`.
+    /// The `Meta` of `doc`: why its URL cannot be opened, its blocked regions.
     pub fn meta(&self, doc: &Doc) -> &Meta {
         &self.meta[doc.at as usize]
     }
@@ -148,14 +191,27 @@ pub mod testing {
     pub struct SimpleCanon;
 
     impl Canon for SimpleCanon {
-        fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String> {
-            let rest = url.split_once("//").ok_or("no host")?.1;
-            let host = rest.split('/').next().unwrap_or("").to_lowercase();
-            Ok((url.to_string(), host))
+        fn canonical_parts<'u>(&self, url: &'u str) -> Result<Canonical<'u>, String> {
+            let at = url.find("//").ok_or("no host")? + 2;
+            let end = url[at..].find('/').map_or(url.len(), |i| at + i);
+            let host = &url[at..end];
+            let url = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+                Cow::Owned(format!(
+                    "{}{}{}",
+                    &url[..at],
+                    host.to_lowercase(),
+                    &url[end..]
+                ))
+            } else {
+                Cow::Borrowed(url)
+            };
+            Ok(Canonical { url, host: at..end })
         }
-        fn registrable_domain(&self, host: &str) -> String {
-            let labels: Vec<&str> = host.split('.').collect();
-            labels[labels.len().saturating_sub(2)..].join(".")
+        fn registrable_domain<'h>(&self, host: &'h str) -> &'h str {
+            match host.rmatch_indices('.').nth(1) {
+                Some((dot, _)) => &host[dot + 1..],
+                None => host,
+            }
         }
     }
 

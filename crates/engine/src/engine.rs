@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::banlist::{BanIndex, IndexData};
 use crate::contract::{check_page, decode_body, FieldError, Limits};
-use crate::doc::{Canon, Hit, Lookup, Page};
+use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
 use crate::fmt::py_repr;
 use crate::json::write_str;
@@ -33,12 +33,12 @@ pub struct Engine {
 struct UrlCanon;
 
 impl Canon for UrlCanon {
-    fn canonicalize_with_host(&self, url: &str) -> Result<(String, String), String> {
-        crate::url::canonicalize_with_host(url).map_err(|e| e.to_string())
+    fn canonical_parts<'u>(&self, url: &'u str) -> Result<Canonical<'u>, String> {
+        crate::url::canonical_parts(url).map_err(|e| e.to_string())
     }
 
-    fn registrable_domain(&self, host: &str) -> String {
-        crate::domain::registrable_domain(host).to_string()
+    fn registrable_domain<'h>(&self, host: &'h str) -> &'h str {
+        crate::domain::registrable_domain(host)
     }
 }
 

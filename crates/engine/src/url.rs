@@ -22,6 +22,7 @@ mod safe_browsing;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
 
 use ::url::{Host, Position, Url};
 
@@ -69,13 +70,47 @@ impl fmt::Display for UrlError {
 
 impl std::error::Error for UrlError {}
 
+/// A URL's canonical form and where its host is in it. Most result URLs are their own
+/// canonical form, so the page borrows them rather than copying each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Canonical<'u> {
+    pub url: Cow<'u, str>,
+    /// The host: `url[host]`.
+    pub host: Range<usize>,
+}
+
+impl Canonical<'_> {
+    /// The host as `url` spells it.
+    pub fn host(&self) -> &str {
+        &self.url[self.host.clone()]
+    }
+
+    /// A canonical form built as `scheme://host/...`.
+    fn owned(url: String, host: &str) -> Canonical<'static> {
+        let at = url.find("://").map_or(0, |i| i + 3);
+        debug_assert_eq!(&url[at..at + host.len()], host);
+        Canonical {
+            host: at..at + host.len(),
+            url: Cow::Owned(url),
+        }
+    }
+}
+
 /// The canonical form `scheme://host/path[?query]` of a URL and its host, in one pass.
 pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
+    canonical_parts(url).map(|c| {
+        let host = c.host().to_owned();
+        (c.url.into_owned(), host)
+    })
+}
+
+/// `canonicalize_with_host` without copying a URL that is already canonical.
+pub fn canonical_parts(url: &str) -> Result<Canonical<'_>, UrlError> {
     if let Some(found) = already_canonical(url) {
         return Ok(found);
     }
     if let Some(found) = as_a_browser_opens(url) {
-        return found;
+        return found.map(|(canonical, host)| Canonical::owned(canonical, &host));
     }
     let text = url
         .split('#')
@@ -83,8 +118,11 @@ pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
         .unwrap_or_default()
         .trim_matches(is_python_space);
     let canonical = safe_browsing::canonicalize_raw(text.as_bytes())?;
-    let host = host_of(&canonical).to_owned();
-    Ok((canonical, host))
+    let range = host_range(&canonical);
+    Ok(Canonical {
+        url: Cow::Owned(canonical),
+        host: range,
+    })
 }
 
 /// The canonical form `scheme://host/path[?query]` of a URL.
@@ -103,11 +141,16 @@ pub fn canonicalize_bytes(raw: &[u8]) -> Result<String, UrlError> {
 
 /// The host of a canonical URL (which always has a path after its host).
 pub fn host_of(canonical: &str) -> &str {
+    &canonical[host_range(canonical)]
+}
+
+/// Where `host_of` finds the host.
+fn host_range(canonical: &str) -> Range<usize> {
     let start = canonical.find("://").map_or(0, |at| at + 3);
     let end = canonical[start..]
         .find('/')
         .map_or(canonical.len(), |at| start + at);
-    &canonical[start..end]
+    start..end
 }
 
 /// The bytes a path or query keeps as they are in both parsers: ASCII letters and digits
@@ -134,7 +177,7 @@ const KEPT: [bool; 256] = {
 /// and query of characters that neither parser changes, without `//` or dot segments.
 /// Such a URL is its own canonical form ('/' added to an empty path); `tests` checks this
 /// shortcut against the full work.
-fn already_canonical(url: &str) -> Option<(String, String)> {
+fn already_canonical(url: &str) -> Option<Canonical<'_>> {
     // Byte by byte, in one pass: this runs on every URL of every page (str searches for
     // `://`, `/` and `.` cost four times as much).
     let b = url.as_bytes();
@@ -180,18 +223,20 @@ fn already_canonical(url: &str) -> Option<(String, String)> {
             return None;
         }
     }
-    let host = &url[host_at..host_end];
-    let canonical = if matches!(b.get(host_end), None | Some(b'?')) {
+    let url = if matches!(b.get(host_end), None | Some(b'?')) {
         // An empty path is `/`.
         let mut c = String::with_capacity(url.len() + 1);
         c.push_str(&url[..host_end]);
         c.push('/');
         c.push_str(&url[host_end..]);
-        c
+        Cow::Owned(c)
     } else {
-        url.to_owned()
+        Cow::Borrowed(url)
     };
-    Some((canonical, host.to_owned()))
+    Some(Canonical {
+        url,
+        host: host_at..host_end,
+    })
 }
 
 /// The canonical form and host when a browser would open the URL with a host (or the

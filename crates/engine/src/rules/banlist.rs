@@ -25,10 +25,9 @@ impl Banlist {
         let index = ctx.banlist.filter(|i| !i.is_empty());
         let metas: Vec<_> = docs.iter().map(|doc| ctx.page.meta(doc)).collect();
         // the page's openable URLs, looked up together
-        let urls: Vec<(&str, &str)> = metas
-            .iter()
-            .filter(|meta| meta.url_problem.is_none())
-            .map(|meta| (meta.canonical.as_str(), meta.host.as_str()))
+        let urls: Vec<(&str, &str)> = (docs.iter().zip(&metas))
+            .filter(|(_, meta)| meta.url_problem.is_none())
+            .map(|(doc, _)| (ctx.page.canonical(doc), ctx.page.host(doc)))
             .collect();
         let mut hits = match index {
             Some(index) => index.lookup_page(&urls, ctx.region, ctx.now),

@@ -68,11 +68,10 @@ impl HostCrowding {
         let page = ctx.page;
         let what = if self.by_domain { "domain" } else { "host" };
         let key = |d: &Doc| -> &str {
-            let m = page.meta(d);
             if self.by_domain {
-                &m.domain
+                page.domain(d)
             } else {
-                &m.host
+                page.host(d)
             }
         };
         // key → (first index, count, the reason every fold under it gives)

@@ -50,7 +50,7 @@ impl HostQuota {
         let mut kept = Vec::with_capacity(docs.len());
         let mut recs = Vec::new();
         for doc in docs {
-            let host = ctx.page.meta(doc).host.as_str();
+            let host = ctx.page.host(doc);
             let n = seen.entry(host).or_insert(0);
             *n += 1;
             if *n > self.limit {

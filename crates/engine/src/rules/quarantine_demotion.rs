@@ -54,10 +54,7 @@ impl QuarantineDemotion {
             .collect();
         let urls: Vec<(&str, &str)> = open
             .iter()
-            .map(|(_, doc)| {
-                let meta = ctx.page.meta(doc);
-                (meta.canonical.as_str(), meta.host.as_str())
-            })
+            .map(|(_, doc)| (ctx.page.canonical(doc), ctx.page.host(doc)))
             .collect();
         let hits = index.lookup_page(&urls, ctx.region, ctx.now);
         let mut changes = Vec::new();

@@ -7,6 +7,14 @@ fn canon(url: &str) -> String {
     }
 }
 
+/// (canonical URL, host) of the shortcut's answer, as the references spell it.
+fn pair(found: Option<Canonical<'_>>) -> Option<(String, String)> {
+    found.map(|c| {
+        let host = c.host().to_owned();
+        (c.url.into_owned(), host)
+    })
+}
+
 fn host(url: &str) -> String {
     match canonicalize_with_host(url) {
         Ok((_, host)) => host,
@@ -169,7 +177,7 @@ fn the_shortcut_for_clean_urls_agrees_with_the_full_work() {
         for host in hosts {
             for tail in tails {
                 let url = format!("{scheme}://{host}{tail}");
-                let shortcut = already_canonical(&url);
+                let shortcut = pair(already_canonical(&url));
                 assert!(shortcut.is_some(), "{url} takes the long way");
                 assert_eq!(
                     shortcut,
@@ -261,7 +269,10 @@ fn the_byte_by_byte_shortcut_agrees_with_the_str_one() {
         for _ in 0..next() % 12 {
             url.push_str(alphabet[(next() % alphabet.len() as u64) as usize]);
         }
-        let (new, old) = (already_canonical(&url), already_canonical_reference(&url));
+        let (new, old) = (
+            pair(already_canonical(&url)),
+            already_canonical_reference(&url),
+        );
         agreed_some += usize::from(new.is_some());
         assert_eq!(new, old, "{url:?}");
     }
@@ -269,4 +280,25 @@ fn the_byte_by_byte_shortcut_agrees_with_the_str_one() {
         agreed_some > 1000,
         "too few clean URLs drawn: {agreed_some}"
     );
+}
+
+#[test]
+fn a_canonical_url_is_borrowed_and_every_host_range_is_the_host() {
+    let found = canonical_parts("https://a.example/x?q=1").unwrap();
+    assert!(matches!(found.url, Cow::Borrowed(_)));
+    assert_eq!(found.host(), "a.example");
+    // Each way to a canonical form: the shortcut (with and without a path), the browser's
+    // parse, Safe Browsing's own algorithm.
+    for url in [
+        "https://a.example/x",
+        "http://a.example",
+        "http://A.Example:80/b/../c",
+        "\u{1}http://ev\u{ad}il.example/",
+        "mailto://x.example/y",
+        "http://1.2.3.4./",
+    ] {
+        let found = canonical_parts(url).unwrap();
+        assert_eq!(found.host(), host_of(&found.url), "{url}");
+        assert_eq!(host(url), found.host(), "{url}");
+    }
 }
