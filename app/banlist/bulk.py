@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -86,6 +88,45 @@ def parse(body: bytes, fmt: str, now: float, groups: Mapping[str, tuple[str, ...
         else:
             out.specs.append((line, spec))
     return out
+
+
+def format_of(path: Path, body: bytes) -> str:
+    """A file's format: by its extension (.csv; .ndjson, .jsonl, .json), else by its first
+    line that is not blank or a comment (an NDJSON record starts with `{`)."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".ndjson", ".jsonl", ".json"):
+        return "ndjson"
+    for raw in body.decode("utf-8-sig", errors="replace").splitlines():
+        if raw.strip() and not raw.lstrip().startswith("#"):
+            return "ndjson" if raw.lstrip().startswith("{") else "csv"
+    return "ndjson"
+
+
+def read_file(path: Path, now: float | None = None) -> tuple[list[GroupSpec], list[EntrySpec]]:
+    """The groups and entries of a banlist file (an export in either format, an import
+    file, the sample's JSON lines), for a seed; BanlistError naming `FILE:LINE` and the
+    field of the first line refused."""
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise BanlistError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    fmt = format_of(path, body)
+    try:
+        got = parse(body, fmt, time.time() if now is None else now, {})
+    except BanlistError as exc:  # the whole file refused (not UTF-8, not CSV at a line)
+        where = exc.extra.get("line")
+        if where is None:
+            raise BanlistError(str(path), f"{exc.field}: {exc.problem}") from None
+        raise BanlistError(f"{path}:{where}", exc.problem.removeprefix(f"line {where}: ")
+                           ) from None
+    if got.refused:
+        first = got.refused[0]
+        more = f" ({len(got.refused) - 1} more lines refused)" if len(got.refused) > 1 else ""
+        raise BanlistError(f"{path}:{first['line']}", f"{first['field']}: {first['problem']}"
+                           f" (read as {fmt}){more}")
+    return [g for _, g in got.groups], [s for _, s in got.specs]
 
 
 def _ndjson(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:

@@ -5,7 +5,6 @@ import contextlib
 import fcntl
 import gc
 import itertools
-import json
 import os
 import threading
 import time
@@ -30,7 +29,7 @@ from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
 
-__all__ = ["EmbeddedStore", "EntrySpec", "read_specs"]
+__all__ = ["EmbeddedStore", "EntrySpec"]
 
 
 TAIL = 10_000  # recent changes kept in memory; older history is read from the log file
@@ -332,17 +331,3 @@ def _lock(path: Path, shared: bool) -> IO[str]:
         fh.flush()
     return fh
 
-
-def read_specs(path: Path) -> list[EntrySpec]:
-    """Entries of a JSON-lines file of {scope, value, reason, regions?} (the sample banlist)."""
-    specs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            item = json.loads(line)
-            specs.append(EntrySpec(item["scope"], item["value"], item["reason"],
-                                   tuple(item.get("regions") or ())))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise BanlistError(f"{path}:{n}", f"not a banlist entry: {exc}") from exc
-    return specs
