@@ -262,3 +262,45 @@ def assert_seeded(c: TestClient, want) -> None:
     look = c.get("/v1/banlist/lookup", params={"url": "https://www.acme.com/"}).json()
     assert look["banned"] is True and look["matches"][0]["scope"] == "org"
 
+
+def test_the_cli_imports_an_export_chunk_by_chunk_each_led_by_the_groups(
+        source, tmp_path, capsys, monkeypatch):
+    """`rearrange banlist import` against `rearrange serve`: an org line in a later chunk than
+    its group's still imports, and the second import of the other format changes nothing."""
+    import argparse
+
+    import httpx
+
+    from app import cli_banlist
+    from tests.test_live_server import start_server
+
+    r = source.post("/v1/banlist/entries", headers=AUTH,
+                    json={"scope": "org", "value": "beta", "reason": "the last line"})
+    assert r.status_code == 201
+    monkeypatch.setattr(cli_banlist, "CHUNK", 2)  # 6 entries: the beta ban in the third chunk
+    (tmp_path / "live").mkdir()
+    proc, base, _ = start_server(tmp_path / "live")
+    try:
+        cli = {"service_url": base, "token": "t", "banlist_command": "import", "format": None,
+               "mode": "all", "dry_run": False}
+        for fmt, said in (("csv", "imported 6 entries, 0 already present, 0 refused, "
+                                  "2 groups defined"),
+                          ("ndjson", "imported 0 entries, 6 already present, 0 refused;")):
+            file = tmp_path / f"live.{fmt}"
+            file.write_bytes(source.get("/v1/banlist/export", params={"format": fmt}).content)
+            assert cli_banlist.run(argparse.Namespace(**cli, file=file)) == 0
+            assert said in capsys.readouterr().out
+        with httpx.Client(base_url=base) as live:
+            assert bans(live) == bans(source)
+        # a file whose group the service holds with other members: refused in the dry run
+        httpx.put(f"{base}/v1/banlist/groups/gamma", headers={"Authorization": "Bearer t"},
+                  json={"domains": ["gamma.org"], "reason": "r"}).raise_for_status()
+        file = tmp_path / "gamma.ndjson"
+        file.write_text('{"scope": "group", "value": "gamma", "domains": ["gamma.net"]}\n'
+                        '{"scope": "org", "value": "gamma", "reason": "r"}\n')
+        assert cli_banlist.run(argparse.Namespace(**cli, file=file)) == 1
+        assert "HTTP 409: group: group 'gamma' exists with other members" in (
+            capsys.readouterr().err)
+    finally:
+        proc.terminate()
+        proc.wait(10)
