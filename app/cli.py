@@ -12,7 +12,7 @@ import orjson
 
 from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
-from app.errors import ConfigError
+from app.errors import BanlistError, ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("request", type=Path, help="a JSON request body ('-' for stdin)")
     run.add_argument("--config", type=Path, help="rules file (default REARRANGE_CONFIG)")
     run.add_argument("--banlist", type=Path,
-                     help="banlist entries (JSON lines of {scope, value, reason}) to apply")
+                     help="banlist to apply: an export (NDJSON or CSV, groups included) or "
+                     "JSON lines of {scope, value, reason}")
     experiments = sub.add_parser("experiments", help="experiment tools")
     exp_sub = experiments.add_subparsers(dest="experiments_command", required=True)
     srm = exp_sub.add_parser(
@@ -170,6 +171,9 @@ def _run(args: argparse.Namespace) -> int:
         service = build_service(settings)
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
+        return 1
+    except BanlistError as exc:  # the --banlist file: `banlist: FILE:LINE: field: problem`
+        print(f"banlist: {exc}", file=sys.stderr)
         return 1
     status, answered = service.rerank(body)
     if status == 503:  # a closed rule failed: no page

@@ -10,11 +10,12 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-CHUNK = 1000  # lines per import request (the service takes at most 10,000)
+CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
+Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
 
 
 class ApiError(Exception):
@@ -203,46 +204,78 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     fmt = args.format or ("csv" if args.file.suffix.lower() == ".csv" else "ndjson")
     lines = _ndjson_lines(args.file, fmt)
-    chunks = [lines[i:i + CHUNK] for i in range(0, len(lines), CHUNK)]
-    refused: list[dict[str, Any]] = []
+    refused: dict[tuple[int, str], dict[str, Any]] = {}
     bar = Progress("validate", len(lines), err)
-    for n, chunk in enumerate(chunks):  # a dry run of everything first: all or nothing
+    for n, (lead, rows) in enumerate(_chunks(lines)):  # a dry run of everything first
+        chunk = lead + rows
         got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
                           query={"mode": "valid", "dry_run": "true"},
                           content_type="application/x-ndjson")
-        refused += [{**r, "line": chunk[r["line"] - 1][0]} for r in got["refused"]]
+        for r in got["refused"]:  # a group line is in every chunk: reported once
+            line = chunk[r["line"] - 1][0]
+            refused[line, r["field"]] = {**r, "line": line}
         bar.update(min((n + 1) * CHUNK, len(lines)))
     bar.close()
     if refused:
-        table(refused, ["line", "field", "problem"], err)
+        table(sorted(refused.values(), key=lambda r: r["line"]), ["line", "field", "problem"],
+              err)
+    bad = {line for line, _ in refused}
     if refused and args.mode == "all":
-        print(f"{len(refused)} of {len(lines)} lines refused; nothing imported "
+        print(f"{len(bad)} of {len(lines)} lines refused; nothing imported "
               "(--mode valid imports the valid lines)", file=err)
         return 1
     if args.dry_run:
-        print(f"{len(lines) - len(refused)} of {len(lines)} lines valid (dry run)", file=out)
+        print(f"{len(lines) - len(bad)} of {len(lines)} lines valid (dry run)", file=out)
         return 0
-    bad = {r["line"] for r in refused}
     good = [pair for pair in lines if pair[0] not in bad]
-    bar, done, present, version = Progress("import", len(good), err), 0, 0, None
-    for start in range(0, len(good), CHUNK):
-        chunk = good[start:start + CHUNK]
+    bar, done, present, groups, version = Progress("import", len(good), err), 0, 0, 0, None
+    last: int | None = None
+    for lead, rows in _chunks(good):
+        chunk = lead + rows
         try:
             got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
                               query={"mode": "all"}, content_type="application/x-ndjson")
         except (ApiError, urllib.error.URLError, OSError, ValueError) as exc:
             # ValueError: an answer cut off mid-JSON; the chunk may have committed
             bar.close()
-            _stopped(good[start - 1][0] if start else None, chunk, done, exc, err)
+            _stopped(last, rows or lead, done, exc, err)
             raise
         done += got["imported"]
         present += got.get("existing", 0)
+        groups += got.get("groups_defined", 0)
         version = got["banlist_version"]
-        bar.update(done + present)
+        last = chunk[-1][0]
+        bar.update(min(done + present + groups, len(good)))
     bar.close()
-    print(f"imported {done} entries, {present} already present, {len(refused)} refused; "
-          f"banlist version {version}", file=out)
+    print(f"imported {done} entries, {present} already present, {len(bad)} refused"
+          f"{f', {groups} groups defined' if groups else ''}; banlist version {version}",
+          file=out)
     return 0
+
+
+def _chunks(lines: Lines) -> Iterator[tuple[Lines, Lines]]:
+    """(every group line of the file, CHUNK entry lines) per request: a chunk's `org` lines
+    may name the groups, and a group already defined identically is a no-op."""
+    groups: Lines = []
+    entries: Lines = []
+    for pair in lines:
+        (groups if _is_group(pair[1]) else entries).append(pair)
+    if not entries:
+        yield groups, []
+    for start in range(0, len(entries), CHUNK):
+        yield groups, entries[start:start + CHUNK]
+
+
+def _is_group(line: str) -> bool:
+    """A group record (`"scope": "group"`) of an NDJSON line; one that is not JSON is left
+    to the service to refuse."""
+    if "group" not in line:
+        return False
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("scope") == "group"
 
 
 def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exception,
@@ -265,7 +298,7 @@ def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exc
           f"{chunk[0][0]}-{chunk[-1][0]}: {fate}; later lines were not sent", file=err)
 
 
-def _ndjson_lines(path: Path, fmt: str) -> list[tuple[int, str]]:
+def _ndjson_lines(path: Path, fmt: str) -> Lines:
     """(line number in the file, one NDJSON line) for each entry line; CSV rows converted."""
     text = path.read_text(encoding="utf-8-sig")
     if fmt == "ndjson":

@@ -20,9 +20,10 @@ from uvicorn.logging import DefaultFormatter
 from app.api import admin, banlist, experiments, health, rerank, sanctions
 from app.api.observe import BodyLimit, ResponseCounter
 from app.audit import AuditLog
+from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.redis_store import RedisStore
-from app.banlist.store import EmbeddedStore, read_specs
+from app.banlist.store import EmbeddedStore
 from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
@@ -42,8 +43,10 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     store = build_store(settings, metrics)
     store.start()
     if settings.banlist_seed is not None and store.version == 0:
-        added = store.seed(read_specs(settings.banlist_seed))
-        log.info("banlist: seeded %d entries from %s", added, settings.banlist_seed)
+        groups, specs = bulk.read_file(settings.banlist_seed)
+        added = store.seed(specs, groups=groups)
+        log.info("banlist: seeded %d entries and %d groups from %s", added, len(groups),
+                 settings.banlist_seed)
     config = ConfigHolder(settings.config, metrics.engine_metrics)
     metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
     metrics.config_info.set_to_current_time()

@@ -45,7 +45,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.banlist.store import EmbeddedStore, read_specs
+from app.banlist.bulk import read_file
+from app.banlist.store import EmbeddedStore
 from app.config import load_file
 from bench.pipeline import ceiling_config, make_serp, write_banlist
 from bench.replicas import free_port
@@ -147,7 +148,7 @@ def prepare_banlist(tmp: Path, entries: int) -> tuple[Path, float]:
     write_banlist(seed, entries, 2024)
     log = tmp / "banlist.jsonl"
     started = time.monotonic()
-    EmbeddedStore(log).seed(read_specs(seed))
+    EmbeddedStore(log).seed(read_file(seed)[1])
     return log, time.monotonic() - started
 
 

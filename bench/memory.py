@@ -39,10 +39,11 @@ import orjson
 import redis
 
 from app.banlist.base import EntrySpec
+from app.banlist.bulk import read_file
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, normalize
 from app.banlist.redis_store import RedisStore
-from app.banlist.store import EmbeddedStore, read_specs
+from app.banlist.store import EmbeddedStore
 from app.metrics import Metrics
 from bench import replicas
 from bench.banlist import start_redis
@@ -63,7 +64,7 @@ def part(name: str, entries: int, work: Path) -> None:
     """RSS growth per million entries of the index alone or of the whole embedded store."""
     seed = work / "seed.jsonl"
     write_banlist(seed, entries, 2024)
-    specs = read_specs(seed)
+    specs = read_file(seed)[1]
     # Not the RSS delta: the index's arrays reuse heap the seed generation freed, so RSS
     # can grow by nothing. tracemalloc counts what the structure holds (array buffers too).
     tracemalloc.start()

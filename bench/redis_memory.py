@@ -26,8 +26,8 @@ from pathlib import Path
 
 import redis
 
+from app.banlist.bulk import read_file
 from app.banlist.model import Entry, iso, normalize
-from app.banlist.store import read_specs
 from bench.pipeline import write_banlist
 from bench.replicas import free_port
 
@@ -42,7 +42,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rearrange-redis-"))
     seed = work / "seed.jsonl"
     write_banlist(seed, args.entries, 2024)
-    specs = read_specs(seed)
+    specs = read_file(seed)[1]
     port = free_port()
     server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
                                "--appendonly", "no", "--dir", str(work)],

@@ -5,7 +5,7 @@ Usage: python -m bench.seed [--entries 1000000] [--dir DIR]
 Writes `--entries` generated host/domain entries (bench.pipeline's generator, as
 bench/http.py `prepare_banlist` does), then reports:
 
-  seed:     seconds for `EmbeddedStore(log).seed(read_specs(seed_file))` and the fsyncs
+  seed:     seconds for `EmbeddedStore(log).seed(read_file(seed_file)[1])` and the fsyncs
             it made (counted by wrapping os.fsync), and the log's size;
   restart:  in a fresh process, seconds to replay the log and the RSS that start added
             (RSS after `EmbeddedStore(log)` minus RSS before it; imports excluded);
@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.banlist.store import EmbeddedStore, read_specs
+from app.banlist.bulk import read_file
+from app.banlist.store import EmbeddedStore
 from bench.pipeline import write_banlist
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def main() -> int:
     try:
         seed = work / "seed.jsonl"
         written = write_banlist(seed, args.entries, 2024)
-        specs = read_specs(seed)
+        specs = read_file(seed)[1]
         log = work / "banlist.jsonl"
         fsyncs = [0]
         real_fsync = os.fsync

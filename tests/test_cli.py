@@ -37,6 +37,67 @@ def test_run_offline_with_a_banlist(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "var").exists()
 
 
+@pytest.fixture
+def exports(settings, tmp_path):
+    """A service's export in each format, as `rearrange banlist export` writes it, and the
+    request of a page with a document on a member of its org group."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from tests.conftest import AUTH
+
+    with TestClient(create_app(settings)) as c:
+        c.put("/v1/banlist/groups/acme", headers=AUTH,
+              json={"domains": ["acme.com", "acme-shop.net"], "reason": "one owner"})
+        for body in ({"scope": "org", "value": "acme", "reason": "court order"},
+                     {"scope": "host", "value": "x.example", "reason": "malware",
+                      "regions": ["RU", "KZ"], "ttl_seconds": 3600}):
+            assert c.post("/v1/banlist/entries", headers=AUTH, json=body).status_code == 201
+        files = {}
+        for name, fmt in (("live.ndjson", "ndjson"), ("live.csv", "csv"),
+                          ("export-ndjson", "ndjson"), ("export-csv", "csv")):
+            files[name] = tmp_path / name
+            files[name].write_bytes(c.get("/v1/banlist/export", params={"format": fmt}).content)
+    request = tmp_path / "req.json"
+    request.write_text(json.dumps({"request_id": "offline", "documents": [
+        {"id": "a", "url": "https://shop.acme-shop.net/x", "score": 2},
+        {"id": "b", "url": "http://ok.example/x", "score": 1}]}))
+    return files, request
+
+
+@pytest.mark.parametrize("name", ["live.ndjson", "live.csv", "export-ndjson", "export-csv"])
+def test_run_takes_an_export_in_either_format(exports, name, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    files, request = exports
+    assert main(["run", str(request), "--banlist", str(files[name])]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [d["id"] for d in out["documents"]] == ["b"]
+    assert "org acme banned (court order)" in out["removed"][0]["reason"]
+
+
+@pytest.mark.parametrize(("name", "edit", "where"), [
+    ("live.csv", lambda t: t.replace(",org,", ",orgg,"), "live.csv:3: scope: unknown scope"),
+    ("live.ndjson", lambda t: t.replace('"scope":"org",', '"scope":"org",,'),
+     "live.ndjson:2: line: not JSON"),
+    ("live.ndjson", lambda t: "\n".join(t.splitlines()[1:] + t.splitlines()[:1]),
+     "live.ndjson:1: value: no org group named 'acme'"),
+    ("live.csv", lambda t: t + 'host,"unclosed\n', "live.csv:5: not CSV: unexpected end"),
+    ("missing.ndjson", None, "missing.ndjson: cannot read: No such file or directory"),
+])
+def test_run_names_the_file_and_line_of_a_bad_banlist(exports, name, edit, where, capsys,
+                                                      monkeypatch):
+    monkeypatch.chdir(ROOT)
+    files, request = exports
+    path = files.get(name, request.with_name(name))
+    if edit is not None:
+        path.write_text(edit(path.read_text()))
+    assert main(["run", str(request), "--banlist", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"banlist: {request.parent}/{where}"), captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
 def test_run_reports_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     request = tmp_path / "req.json"

@@ -159,7 +159,8 @@ def test_the_cli_against_a_running_replica(cluster, tmp_path):
     code, out, _ = run("history", "--since", "2500")
     assert code == 0 and "group acme: 2 domains" in out and "tns" in out
     code, out, _ = run("export", "--format", "csv")
-    assert code == 0 and out.count("\n") == 2502 and out.startswith("id,scope,value")
+    assert code == 0 and out.count("\n") == 2503 and out.startswith("id,scope,value")
+    assert out.splitlines()[1] == ",group,acme,,,,,,acme.com;acme-shop.net"  # groups first
     # roles: a read token looks up, cannot write; a bare actor:token still writes
     r = httpx.post(f"{a.base}/v1/banlist/entries", headers={"Authorization": "Bearer t-read"},
                    json={"scope": "host", "value": "x.example", "reason": "r"})

@@ -6,7 +6,9 @@ event loop that serves /v1/rerank.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -15,9 +17,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import Actor, Reader, Service, Store
 from app.banlist import bulk, canon
-from app.banlist.base import EntrySpec, still_banning
+from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
-from app.errors import FieldError
+from app.errors import BanlistError, FieldError
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
 IMPORT_MAX_LINES = 10_000
@@ -120,28 +122,45 @@ async def import_entries(request: Request, store: Store, actor: Actor,
                          format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",
                          mode: Annotated[str, Query(pattern="^(all|valid)$")] = "all",
                          dry_run: bool = False) -> JSONResponse:
-    """Import NDJSON or CSV; every line validated. `mode=all` (default) imports nothing
-    unless every line is valid; `mode=valid` imports the valid ones. Refusals by line."""
+    """Import NDJSON or CSV: org group records and entries (an export imports as is); every
+    line validated. `mode=all` (default) imports nothing unless every line is valid;
+    `mode=valid` imports the valid ones. Refusals by line. A group held with the same
+    members is a no-op; one held with other members is a 409 naming it, nothing imported."""
     body = await request.body()
-    specs, refused = bulk.parse(body, format, time.time(), store.index.groups)
-    lines = len(specs) + len(refused)
-    if lines > IMPORT_MAX_LINES:
-        return _refuse(413, f"{lines} lines; at most {IMPORT_MAX_LINES} per request "
+    got = bulk.parse(body, format, time.time(), store.index.groups)
+    if got.lines > IMPORT_MAX_LINES:
+        return _refuse(413, f"{got.lines} lines; at most {IMPORT_MAX_LINES} per request "
                        "(`rearrange banlist import` sends chunks)", [])
-    if refused and mode == "all":
-        return _refuse(422, f"{len(refused)} of {lines} lines refused; nothing imported "
-                       "(mode=valid imports the valid lines)", refused)
-    result: dict[str, Any] = {"lines": lines, "refused": refused, "dry_run": dry_run}
-    if dry_run or not specs:
-        result.update(imported=0, banlist_version=store.version)
-        return JSONResponse(result)
-    # the commit talks to Redis: off the event loop
-    added = await anyio.to_thread.run_sync(store.put_many, [s for _, s in specs], actor)
+    if got.refused and mode == "all":
+        return _refuse(422, f"{len(got.refused)} of {got.lines} lines refused; nothing "
+                       "imported (mode=valid imports the valid lines)", got.refused)
+    groups, specs = [g for _, g in got.groups], [s for _, s in got.specs]
+    result: dict[str, Any] = {"lines": got.lines, "refused": got.refused, "dry_run": dry_run}
+    with _naming_lines(got.groups):
+        if dry_run or not (specs or groups):
+            new_groups(groups, store.index.groups)  # a conflict is a 409 in a dry run too
+            result.update(imported=0, banlist_version=store.version)
+            return JSONResponse(result)
+        # the commit talks to Redis: off the event loop
+        defined, added = await anyio.to_thread.run_sync(store.put_import, groups, specs, actor)
     new = [entry for entry, existing in added if not existing]
     result.update(imported=len(new), existing=len(added) - len(new),
+                  groups_defined=len(defined), groups_existing=len(groups) - len(defined),
                   first_id=new[0].id if new else None, last_id=new[-1].id if new else None,
                   banlist_version=store.version)
     return JSONResponse(result)
+
+
+@contextlib.contextmanager
+def _naming_lines(groups: list[tuple[int, GroupSpec]]) -> Iterator[None]:
+    """A group conflict's 409 names the line of the body that defines the group too."""
+    try:
+        yield
+    except BanlistError as exc:
+        if exc.field == "group":
+            exc.extra["line"] = next((n for n, g in groups if g.name == exc.extra["group"]),
+                                     None)
+        raise
 
 
 def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONResponse:
@@ -153,10 +172,14 @@ def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONRes
 def export(store: Store, _: Reader,
                  format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson"
                  ) -> StreamingResponse:
-    """Every active entry, oldest first, as NDJSON (re-importable) or CSV."""
+    """Every org group, then every active entry oldest first, as NDJSON or CSV: the layout
+    the import reads, so an export imports as is."""
     entries = sorted(store.active(), key=lambda e: int(e.id))
+    # read after the entries: a group is never dropped, so every group an entry names is
+    # there even when a change lands between the two reads
+    groups = store.index.groups
     media = "application/x-ndjson" if format == "ndjson" else "text/csv"
-    return StreamingResponse(bulk.export(entries, format), media_type=media,
+    return StreamingResponse(bulk.export(groups, entries, format), media_type=media,
                              headers={"X-Banlist-Version": str(store.version)})
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +20,9 @@ class EntrySpec:
     reason: str
     regions: tuple[str, ...] = ()
     expires_at: float | None = None
+    # who banned it, when that is not the writer: an export's line keeps its actor when
+    # imported (the change log still records the importing token as the writer)
+    actor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +34,12 @@ class Prepared:
     reason: str
     expires_at: float | None
     regions: frozenset[str]
+    actor: str | None = None
 
     def entry(self, entry_id: str, actor: str, created_at: float) -> Entry:
-        return Entry(entry_id, self.scope, self.value, self.reason, actor, created_at,
-                     self.expires_at, self.regions)
+        """The entry as committed by `actor` (unless the spec named who banned it)."""
+        return Entry(entry_id, self.scope, self.value, self.reason, self.actor or actor,
+                     created_at, self.expires_at, self.regions)
 
     @property
     def identity(self) -> tuple[str, str, frozenset[str]]:
@@ -139,7 +144,41 @@ def prepare(spec: EntrySpec, now: float, groups: dict[str, tuple[str, ...]]) -> 
     if len(reason) > MAX_REASON:
         raise BanlistError("reason", f"{len(reason)} characters; at most {MAX_REASON}")
     regions = regions_of(spec.regions)
-    return Prepared(spec.scope, value, reason, spec.expires_at, regions)
+    return Prepared(spec.scope, value, reason, spec.expires_at, regions, spec.actor)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """An org group as an import defines it: normalized name and members, and why."""
+
+    name: str
+    domains: tuple[str, ...]
+    reason: str
+
+
+def new_groups(groups: Iterable[GroupSpec],
+               current: Mapping[str, tuple[str, ...]]) -> list[GroupSpec]:
+    """The groups of an import that the store does not hold yet; one it holds with the same
+    members (in any order) is a no-op, one it holds with other members a 409 naming it."""
+    out = []
+    for g in groups:
+        held = current.get(g.name)
+        if held is None:
+            out.append(g)
+        elif set(held) != set(g.domains):
+            only_held = [d for d in held if d not in g.domains]
+            only_new = [d for d in g.domains if d not in held]
+            raise BanlistError("group", f"group {g.name!r} exists with other members ("
+                               f"held, not in the import: {_some(only_held)}; in the import, "
+                               f"not held: {_some(only_new)}): redefine it with PUT "
+                               f"/v1/banlist/groups/{g.name}, or drop it from the import; "
+                               "nothing imported", status=409, extra={"group": g.name})
+    return out
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (", ".join(names[:shown]) or "none") + more
 
 
 MAX_TTL_SECONDS = 10 * 365 * 86400
@@ -200,6 +239,9 @@ class BanStore(Protocol):
 
     def put_many(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]: ...
 
+    def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
+                   ) -> tuple[list[str], list[tuple[Entry, bool]]]: ...
+
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry: ...
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -207,7 +249,8 @@ class BanStore(Protocol):
 
     def sweep(self) -> int: ...
 
-    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int: ...
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
+             groups: Sequence[GroupSpec] = ()) -> int: ...
 
     def active(self) -> list[Entry]: ...
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 # seed, refused once any banlist exists), retention
 # ms, outcome TTL s, attempt id, the stream id of the last change the writer's copy held when
 # it decided which adds are new ('' = the write does not depend on the list; else the script
-# refuses with REARRANGE_CONFLICT when a change since then added one of the same bans, or
-# replaced the list, so two replicas cannot both add it), then six per change: op, key,
-# payload, actor, reason, group-that-must-exist. Returns {epoch, seq of each change (0 when
+# refuses with REARRANGE_CONFLICT when a change since then added one of the same bans,
+# defined a group this write defines, or replaced the list, so two replicas cannot both add
+# it), then six per change: op, key, payload, actor, reason, group-that-must-exist (held in
+# Redis, or defined by a `group` change of this write). Returns {epoch, seq of each change (0 when
 # an expiry found the entry already gone)}.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
@@ -57,6 +58,10 @@ elseif expected ~= '' and epoch ~= expected then
   return redis.error_reply('REARRANGE_EPOCH Redis holds banlist epoch ' .. epoch ..
     ', this replica epoch ' .. expected .. ': refusing to write into another history')
 end
+local defining = {}  -- groups this write defines (an import's), before the adds naming them
+for i = 6, #ARGV, 6 do
+  if ARGV[i] == 'group' then defining[ARGV[i + 1]] = true end
+end
 if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
   local function ident(p)
     return p.scope .. '\n' .. p.value .. '\n' .. table.concat(p.regions or {}, ',')
@@ -66,19 +71,22 @@ if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
     if ARGV[i] == 'add' then want[ident(cjson.decode(ARGV[i + 2]))] = true end
   end
   for _, rec in ipairs(redis.call('XRANGE', KEYS[5], '(' .. ARGV[5], '+')) do
-    local f, op, payload = rec[2], nil, nil
+    local f, op, key, payload = rec[2], nil, nil, nil
     for j = 1, #f, 2 do
-      if f[j] == 'op' then op = f[j + 1] elseif f[j] == 'payload' then payload = f[j + 1] end
+      if f[j] == 'op' then op = f[j + 1] elseif f[j] == 'key' then key = f[j + 1]
+      elseif f[j] == 'payload' then payload = f[j + 1] end
     end
-    if op == 'seed' or op == 'reseed' or (op == 'add' and want[ident(cjson.decode(payload))]) then
-      return redis.error_reply('REARRANGE_CONFLICT an identical ban (or a whole new list) ' ..
-        'was committed since this write was decided on')
+    if op == 'seed' or op == 'reseed' or (op == 'group' and defining[key])
+        or (op == 'add' and want[ident(cjson.decode(payload))]) then
+      return redis.error_reply('REARRANGE_CONFLICT an identical ban, a group this write ' ..
+        'defines (or a whole new list) was committed since this write was decided on')
     end
   end
 end
 for i = 6, #ARGV, 6 do
   local op, key, group = ARGV[i], ARGV[i + 1], ARGV[i + 5]
-  if op == 'add' and group ~= '' and redis.call('HEXISTS', KEYS[2], group) == 0 then
+  if op == 'add' and group ~= '' and not defining[group]
+      and redis.call('HEXISTS', KEYS[2], group) == 0 then
     return redis.error_reply('REARRANGE_NOGROUP no org group named ' .. group)
   elseif op == 'remove' and redis.call('HEXISTS', KEYS[1], key) == 0 then
     return redis.error_reply('REARRANGE_NOTFOUND no active entry ' .. key)
@@ -149,9 +157,10 @@ return seq
 """
 
 # Seed an empty Redis with a list too large for one write script (a first start's seed file).
-# The entries (ids 1..count) were written to the staging hash KEYS[6] meanwhile, invisible;
-# this swaps them in and logs one `seed` change at seq count + 1, which every replica meets as
-# a new epoch and answers with a full resync. ARGV: count, actor, reason.
+# The entries (ids 1..count) were written to the staging hash KEYS[6] meanwhile, invisible,
+# and the org groups they name to KEYS[7]; this swaps them in and logs one `seed` change at
+# seq count + 1, which every replica meets as a new epoch and answers with a full resync.
+# ARGV: count, actor, reason.
 SEED = r"""#!lua
 if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.error_reply('REARRANGE_NOTEMPTY Redis holds a banlist already: not seeded')
@@ -163,9 +172,13 @@ if staged ~= tonumber(ARGV[1]) then
 end
 local t = redis.call('TIME')
 local epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-redis.call('DEL', KEYS[1], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 redis.call('RENAME', KEYS[6], KEYS[1])
 redis.call('PERSIST', KEYS[1])
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  redis.call('RENAME', KEYS[7], KEYS[2])
+  redis.call('PERSIST', KEYS[2])
+end
 local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)

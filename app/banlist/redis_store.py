@@ -14,7 +14,7 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ import redis
 from app.banlist import lua, outcomes
 from app.banlist.base import (
     EntrySpec,
+    GroupSpec,
     SyncState,
+    new_groups,
     plan,
     prepare,
     require_reason,
@@ -135,19 +137,35 @@ class RedisStore:
         the decision is made again on the newer copy.
         `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
         """
-        if len(specs) > MAX_SCRIPT:
-            raise BanlistError("entries", f"{len(specs)} entries in one write; at most "
-                               f"{MAX_SCRIPT} commit at once (send chunks)", status=413)
+        return self.put_import((), specs, actor, fresh)[1]
+
+    def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str,
+                   fresh: bool = False) -> tuple[list[str], list[tuple[Entry, bool]]]:
+        """`put_many` with the org groups an import defines, in the same script before the
+        entries (which may name them); returns the names of the groups it defined and the
+        entries as put_many does. A group held with the same members is a no-op, one held
+        with other members a 409 before anything is written; one another replica defines
+        after the decision makes the script refuse, and the decision is made again."""
+        if len(specs) + len(groups) > MAX_SCRIPT:
+            raise BanlistError("entries", f"{len(specs) + len(groups)} entries and groups in "
+                               f"one write; at most {MAX_SCRIPT} commit at once (send chunks)",
+                               status=413)
         now = self.clock()
-        prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
-            prepare(specs[0], now, self.index.groups)]
+        known = {**self.index.groups, **{g.name: g.domains for g in groups}}
+        prepared = validate_all(specs, now, known) if len(specs) != 1 else [
+            prepare(specs[0], now, known)]
         for _ in range(DECIDE_TRIES):
             self.replica.catch_up()
             with self.replica.lock:
-                decided_on, todo = self.replica.stream_id, plan(prepared, self.index, now)
-            if not todo.fresh:
-                return todo.resolve([])
+                decided_on = self.replica.stream_id
+                defined = new_groups(groups, self.index.groups)
+                todo = plan(prepared, self.index, now)
+            if not todo.fresh and not defined:
+                return [], todo.resolve([])
             args: list[Any] = []
+            for g in defined:
+                args += ["group", g.name, orjson.dumps(list(g.domains)).decode(), actor,
+                         g.reason, ""]
             payloads = []
             for p in todo.fresh:
                 payload = p.entry("", actor, now).as_dict()
@@ -156,14 +174,15 @@ class RedisStore:
                 args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
                          p.value if p.scope == "org" else ""]
             try:
-                seqs = self._run(args, fresh, decided_on=decided_on)
+                seqs = self._run(args, fresh, decided_on=decided_on)[len(defined):]
             except BanlistError as exc:
                 if exc.field == "conflict":
                     continue
                 raise
             # from the written form, so the caller sees exactly what every replica holds
-            return todo.resolve([Entry.from_dict({**payload, "id": str(seq)})
-                                 for payload, seq in zip(payloads, seqs, strict=True)])
+            return [g.name for g in defined], todo.resolve(
+                [Entry.from_dict({**payload, "id": str(seq)})
+                 for payload, seq in zip(payloads, seqs, strict=True)])
         raise BanlistError("banlist", f"the banlist changed under this write {DECIDE_TRIES} "
                            "times in a row; nothing was added: send it again", status=503)
 
@@ -214,8 +233,10 @@ class RedisStore:
                 break
         return done
 
-    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
-        """Import entries when Redis holds no banlist yet (first start of the first replica).
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
+             groups: Sequence[GroupSpec] = ()) -> int:
+        """Import entries (and the org groups they name) when Redis holds no banlist yet
+        (first start of the first replica); returns how many entries were added.
 
         All or nothing either way: up to MAX_SCRIPT entries as one write script (each add in
         the history); more are staged in a hash of their own, then swapped in by one script
@@ -223,7 +244,7 @@ class RedisStore:
         Redis empty (the staging hash expires), so the next start seeds again.
         """
         items = list(specs)
-        if not items or self.version or self.replica.epoch or not self.replica.loaded:
+        if not (items or groups) or self.version or self.replica.epoch or not self.replica.loaded:
             return 0
         try:
             if self.client.exists(self.keys.epoch):
@@ -232,9 +253,9 @@ class RedisStore:
             raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
                                status=503) from exc
         try:
-            added = (sum(1 for _, existing in self.put_many(items, actor, fresh=True)
-                         if not existing) if len(items) <= MAX_SCRIPT
-                     else self._seed_staged(items, actor))
+            added = (sum(1 for _, existing in self.put_import(groups, items, actor, fresh=True)[1]
+                         if not existing) if len(items) + len(groups) <= MAX_SCRIPT
+                     else self._seed_staged(items, actor, groups))
         except BanlistError as exc:
             if exc.field != "seed":
                 raise
@@ -242,11 +263,13 @@ class RedisStore:
         gc.freeze()
         return added
 
-    def _seed_staged(self, items: list[EntrySpec], actor: str) -> int:
+    def _seed_staged(self, items: list[EntrySpec], actor: str,
+                     groups: Sequence[GroupSpec]) -> int:
         now = self.clock()
+        members = {g.name: g.domains for g in groups}
         # a seed file naming one ban twice seeds it once
-        prepared = plan(validate_all(items, now, self.index.groups), BanIndex(), now).fresh
-        stage = self.keys.seed_stage()
+        prepared = plan(validate_all(items, now, members), BanIndex(), now).fresh
+        stage, stage_groups = self.keys.seed_stage(), self.keys.seed_stage()
         try:
             for start in range(0, len(prepared), 5000):
                 mapping = {}
@@ -256,10 +279,15 @@ class RedisStore:
                     mapping[str(n)] = orjson.dumps(payload).decode()
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(stage, mapping=mapping).expire(stage, STAGE_TTL).execute()
-            self._seed(keys=[*self.keys.write(), stage],
+            if members:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(stage_groups, mapping={k: orjson.dumps(list(v)).decode()
+                                                 for k, v in members.items()})
+                pipe.expire(stage_groups, STAGE_TTL).execute()
+            self._seed(keys=[*self.keys.write(), stage, stage_groups],
                        args=[len(prepared), actor, "seed"])
         except redis.ResponseError as exc:
-            self.client.delete(stage)
+            self.client.delete(stage, stage_groups)
             if str(exc).startswith("REARRANGE_NOTEMPTY"):
                 return 0  # another replica seeded first
             raise _refusal(exc) from exc

@@ -5,19 +5,20 @@ import contextlib
 import fcntl
 import gc
 import itertools
-import json
 import os
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.base import (
     EntrySpec,
+    GroupSpec,
     SyncState,
+    new_groups,
     plan,
     prepare,
     require_reason,
@@ -28,7 +29,7 @@ from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
 
-__all__ = ["EmbeddedStore", "EntrySpec", "read_specs"]
+__all__ = ["EmbeddedStore", "EntrySpec"]
 
 
 TAIL = 10_000  # recent changes kept in memory; older history is read from the log file
@@ -111,30 +112,48 @@ class EmbeddedStore:
         """Validate every spec first, then commit the new bans as one transaction (all or
         nothing); (entry, existing) per spec, `existing` when an identical entry was active
         already (nothing is written for it: no id, no change, no seq)."""
+        return self.put_import((), specs, actor)[1]
+
+    def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
+                   ) -> tuple[list[str], list[tuple[Entry, bool]]]:
+        """`put_many` with the org groups an import defines, committed in the same
+        transaction before the entries (which may name them); returns the names of the
+        groups it defined (one held with the same members is a no-op, one held with other
+        members a 409 before anything is written) and the entries as put_many does."""
         self._writable()
         with self._lock:
-            return self._add_all(specs, actor)
+            return self._add_all(specs, actor, groups)
 
-    def _add_all(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]:
+    def _add_all(self, specs: list[EntrySpec], actor: str, groups: Sequence[GroupSpec] = ()
+                 ) -> tuple[list[str], list[tuple[Entry, bool]]]:
         now = self.clock()
-        prepared = validate_all(specs, now, self.index.groups) if len(specs) > 1 else [
-            prepare(specs[0], now, self.index.groups)]
+        defined = new_groups(groups, self.index.groups)
+        known = {**self.index.groups, **{g.name: g.domains for g in defined}}
+        prepared = validate_all(specs, now, known) if len(specs) != 1 else [
+            prepare(specs[0], now, known)]
         todo = plan(prepared, self.index, now)
         del prepared
-        entries = [p.entry(str(n), actor, now)
-                   for n, p in enumerate(todo.fresh, self.version + 1)]
-        if not entries:
-            return todo.resolve(entries)
+        first = self.version + len(defined) + 1  # the groups' changes come first
+        entries = [p.entry(str(n), actor, now) for n, p in enumerate(todo.fresh, first)]
+        if not entries and not defined:
+            return [], todo.resolve(entries)
         at = iso(now)
 
         def batches() -> Iterator[list[dict[str, Any]]]:
+            if defined:
+                yield [{"seq": n, "op": "group", "name": g.name, "domains": list(g.domains),
+                        "actor": actor, "reason": g.reason, "at": at}
+                       for n, g in enumerate(defined, self.version + 1)]
             for start in range(0, len(entries), BATCH):
                 yield [{"seq": int(e.id), "op": "add", "entry": e.as_dict(), "actor": actor,
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
-        with self._publishing(self._write(batches(), len(entries))):  # durable, then applied
-            self.index.add_many(entries)  # one batch: a request sees all of it or none
-        return todo.resolve(entries)
+        count = len(defined) + len(entries)
+        with self._publishing(self._write(batches(), count)):  # durable, then applied
+            # one batch: a request sees all of it or none
+            self.index.apply(itertools.chain((("group", g.name, g.domains) for g in defined),
+                                             (("add", e) for e in entries)))
+        return [g.name for g in defined], todo.resolve(entries)
 
     def define_group(self, name: str, domains: list[str], actor: str,
                      reason: str) -> dict[str, Any]:
@@ -185,8 +204,10 @@ class EmbeddedStore:
                     self.index.apply([("remove", entry.id) for entry in expired])
         return len(expired)
 
-    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed") -> int:
-        """Import entries into an empty store (first start); returns how many were added.
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
+             groups: Sequence[GroupSpec] = ()) -> int:
+        """Import entries (and the org groups they name) into an empty store (first start);
+        returns how many entries were added.
 
         All are validated first and committed as one transaction in batches of BATCH (one
         fsync each): a crash mid-seed leaves an unfinished transaction that the next start
@@ -194,10 +215,10 @@ class EmbeddedStore:
         """
         items = list(specs)
         with self._lock:
-            if self.version or not items:
+            if self.version or not (items or groups):
                 return 0
             self._writable()
-            count = sum(1 for _, old in self._add_all(items, actor) if not old)
+            count = sum(1 for _, old in self._add_all(items, actor, groups)[1] if not old)
         gc.freeze()
         return count
 
@@ -310,17 +331,3 @@ def _lock(path: Path, shared: bool) -> IO[str]:
         fh.flush()
     return fh
 
-
-def read_specs(path: Path) -> list[EntrySpec]:
-    """Entries of a JSON-lines file of {scope, value, reason, regions?} (the sample banlist)."""
-    specs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            item = json.loads(line)
-            specs.append(EntrySpec(item["scope"], item["value"], item["reason"],
-                                   tuple(item.get("regions") or ())))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise BanlistError(f"{path}:{n}", f"not a banlist entry: {exc}") from exc
-    return specs
