@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _unit(text: str) -> float:
@@ -46,8 +47,18 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--canonical-urls", action="store_true",
                    help="name saved HTML pages by the canonical URL they declare, when they "
                    "do (default: their path inside the folder)")
-    p.add_argument("--csv", type=Path, help="write every pair found to this CSV file")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out pages whose name (path in the folder, or url) or last "
+                   "path component matches GLOB, e.g. print.html; repeatable")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes extracting HTML and threads shingling (default: one per "
+                   "core)")
+    p.add_argument("--csv", type=Path,
+                   help="write the pairs at or over the threshold to this CSV file")
     p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
+    p.add_argument("--all-candidates", action="store_true",
+                   help="--csv and --json hold every verified pair sharing text, not only "
+                   "those at or over the threshold")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always draw the progress bar on stderr")
@@ -58,10 +69,10 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read pages, audit, print the report and write the files; 2 on bad input."""
     from app import dupes
-    from app.dupes_report import ProgressBar, as_json, render, write_csv, write_json
+    from app.dupes_report import ProgressBar
 
     for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
-                      ("bins", 1), ("sample", 0)):
+                      ("bins", 1), ("sample", 0), ("workers", 0)):
         if getattr(args, name) < low:
             print(f"rearrange dupes: --{name.replace('_', '-')} must be >= {low}",
                   file=sys.stderr)
@@ -71,28 +82,38 @@ def run(args: argparse.Namespace) -> int:
         return 2
     enabled = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressBar(sys.stderr, enabled)
+    excluded: list[str] = []
     try:
-        total = dupes.count_pages(args.pages) if args.pages.exists() else 0
+        pages = dupes.read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
+                                 bar, excluded)
         result = dupes.audit(
-            dupes.read_pages(args.pages, args.canonical_urls), width=args.width,
-            measure=args.measure, threshold=args.threshold, method=args.method,
-            exact_max=args.exact_max, k=args.num_perm, max_size_ratio=args.max_size_ratio,
-            progress=bar, total=total)
+            pages, width=args.width, measure=args.measure, threshold=args.threshold,
+            method=args.method, exact_max=args.exact_max, k=args.num_perm,
+            max_size_ratio=args.max_size_ratio,
+            threads=args.workers, excluded=excluded, progress=bar)
     except dupes.AuditInputError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
         return 2
     bar.close()
-    sample = dupes.near_threshold(result.pairs, args.measure, args.threshold, args.sample,
-                                  args.margin, args.sample_seed) if args.sample else []
+    with result:
+        _report(args, dupes, result)
+    return 0
+
+
+def _report(args: argparse.Namespace, dupes: Any, result: Any) -> None:
+    from app.dupes_report import as_json, render, write_csv, write_json
+
+    sample = (dupes.near_threshold(result, args.sample, args.margin, args.sample_seed)
+              if args.sample else dupes.Pairs.empty())
     sys.stdout.write(render(result, args.top, sample, args.bins))
     if args.csv is not None:
-        write_csv(args.csv, result)
+        write_csv(args.csv, result, args.all_candidates)
         print(f"pairs written to {args.csv}", file=sys.stderr)
     if args.json is not None:
         params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
                   "method": result.method, "num_perm": args.num_perm,
-                  "max_size_ratio": args.max_size_ratio}
-        write_json(args.json, as_json(result, sample, params, args.bins))
+                  "max_size_ratio": args.max_size_ratio, "exclude": args.exclude,
+                  "all_candidates": args.all_candidates}
+        write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates))
         print(f"audit written to {args.json}", file=sys.stderr)
-    return 0
