@@ -193,7 +193,7 @@ class Audit:
 def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
           measure: str = "containment", threshold: float = shingles.DEFAULT_THRESHOLD,
           method: str = "auto", exact_max: int = EXACT_MAX, k: int = minhash.DEFAULT_K,
-          max_size_ratio: float = 2.0,
+          max_size_ratio: float = 2.0, weights: tuple[float, float] = minhash.LSH_WEIGHTS,
           threads: int = 0, excluded: list[str] | None = None,
           progress: Progress = _no_progress) -> Audit:
     """Shingle every page, find the pairs that share text, cluster at the threshold."""
@@ -227,7 +227,7 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
     if result.method == "exact":
         result.pairs = _exact_pairs(site, n, progress)
     else:
-        _lsh_pairs(result, k, max_size_ratio, progress)
+        _lsh_pairs(result, k, max_size_ratio, weights, progress)
     over = result.over()
     result.clusters, result.multi = clusters(n, over.a, over.b, site.shared, progress)
     return result
@@ -268,7 +268,8 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
     return threshold / (1.0 + max_size_ratio - threshold)
 
 
-def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, progress: Progress) -> None:
+def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[float, float],
+               progress: Progress) -> None:
     site, n = result.site, len(result.urls)
     matrix = np.empty((n, k), dtype=np.uint64)
     progress("signatures", 0, n)
@@ -280,7 +281,7 @@ def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, progress: Progress)
         matrix[first:first + ids.size] = rows[ids - lo]
         progress("signatures", first + ids.size, n)
     floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
-    bands, rows = minhash.bands_for(floor, k)
+    bands, rows = minhash.lsh_params(floor, k, *weights)
     candidates = minhash.candidate_pairs(
         matrix, bands, rows, lambda done, total: progress("candidates", done, total))
     del matrix

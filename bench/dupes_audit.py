@@ -42,7 +42,8 @@ def run(pages: Path, method: str, out: Path) -> dict:
                            method, str(out)], capture_output=True, text=True, check=True)
     result = json.loads(proc.stderr.strip().splitlines()[-1])
     report = proc.stdout
-    result["clusters"] = int(report.split("clusters at the threshold: ")[1].split()[0])
+    clusters = report.split("clusters at the threshold")[1]
+    result["clusters"] = int(clusters.split(": ")[1].split()[0])
     result["over"] = int(report.split("at or over the threshold: ")[1].split(";")[0].split()[0])
     return result
 

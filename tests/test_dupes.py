@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import dupes
+from app import dupes, minhash
 from app.cli import main
 from tests.corpus import corpus
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
@@ -220,3 +220,16 @@ def test_exclude_leaves_pages_out_by_name_or_last_component(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "p.jsonl", SEED)
     assert main(["dupes", str(pages), "--no-progress", "--exclude", "/delivery/*"]) == 0
     assert "pages: 1 with text" in capsys.readouterr().out
+
+
+def test_lsh_bands_and_rows_come_from_the_threshold_and_the_weights(tmp_path, capsys):
+    pages = write_jsonl(tmp_path / "p.jsonl", corpus(300, seed=4))
+    floor = dupes.lsh_jaccard_floor("containment", 0.5, 2.0)
+    for weights in ((0.5, 0.5), (0.2, 0.8)):
+        bands, rows = minhash.lsh_params(floor, 128, *weights)
+        assert main(["dupes", str(pages), "--method", "minhash", "--no-progress",
+                     "--lsh-weights", ",".join(map(str, weights))]) == 0
+        assert f"MinHash LSH ({bands} bands x {rows} rows)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["dupes", str(pages), "--lsh-weights", "1"])
+    assert "expected two numbers FP,FN" in capsys.readouterr().err
