@@ -14,7 +14,7 @@ import os
 import random
 import tempfile
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -270,21 +270,16 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
 
 def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[float, float],
                progress: Progress) -> None:
+    """Signatures stream batch by batch into LSH band keys; candidates are then verified."""
     site, n = result.site, len(result.urls)
-    matrix = np.empty((n, k), dtype=np.uint64)
-    progress("signatures", 0, n)
-    for first in range(0, n, SIGN_BATCH):
-        ids = site.ids[first:first + SIGN_BATCH]
-        lo, hi = int(ids[0]), int(ids[-1]) + 1
-        rows = np.frombuffer(site.sets.sign(lo, hi, k, minhash.DEFAULT_SEED, site.threads),
-                             dtype=np.uint64).reshape(hi - lo, k)
-        matrix[first:first + ids.size] = rows[ids - lo]
-        progress("signatures", first + ids.size, n)
     floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
     bands, rows = minhash.lsh_params(floor, k, *weights)
-    candidates = minhash.candidate_pairs(
-        matrix, bands, rows, lambda done, total: progress("candidates", done, total))
-    del matrix
+    keys = np.empty((n, bands), dtype=np.uint64)
+    for first, matrix in signatures(site, k, progress):
+        keys[first:first + len(matrix)] = minhash.band_keys(matrix, bands, rows)
+    candidates = minhash.pairs_of_keys(
+        keys, lambda done, total: progress("candidates", done, total))
+    del keys
     result.lsh, result.candidates = (bands, rows), len(candidates)
     found = []
     progress("verifying", 0, len(candidates))
@@ -294,6 +289,20 @@ def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[floa
         found.append(pairs.take(pairs.both > 0))
         progress("verifying", first + a.size, len(candidates))
     result.pairs = _concat(found)
+
+
+def signatures(site: Site, k: int, progress: Progress = _no_progress,
+               seed: int = minhash.DEFAULT_SEED) -> Iterator[tuple[int, np.ndarray]]:
+    """(first page, (m, k) uint64 signatures) of the pages with words, a batch at a time."""
+    n = site.ids.size
+    progress("signatures", 0, n)
+    for first in range(0, n, SIGN_BATCH):
+        ids = site.ids[first:first + SIGN_BATCH]
+        lo, hi = int(ids[0]), int(ids[-1]) + 1
+        rows = np.frombuffer(site.sets.sign(lo, hi, k, seed, site.threads),
+                             dtype=np.uint64).reshape(hi - lo, k)
+        yield first, rows[ids - lo]
+        progress("signatures", first + ids.size, n)
 
 
 def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:

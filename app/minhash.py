@@ -201,24 +201,41 @@ def lsh_params(threshold: float, k: int, fp_weight: float = LSH_WEIGHTS[0],
 _GRID = 2001
 
 
+def band_keys(matrix: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n, bands) uint64: each band's rows of each signature folded into one key.
+
+    A spurious key collision only adds a candidate; every candidate is scored after. Keys
+    can be made batch by batch as signatures stream, and the signatures dropped.
+    """
+    mult = family(rows, 0x5EED)[0]
+    keys = np.empty((matrix.shape[0], bands), dtype=np.uint64)
+    for band in range(bands):
+        block = matrix[:, band * rows:(band + 1) * rows]
+        keys[:, band] = (block * mult).sum(axis=1, dtype=np.uint64)
+    return keys
+
+
 def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
                     progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array.
+    """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array."""
+    return pairs_of_keys(band_keys(matrix, bands, rows), progress)
 
-    Each band's rows are folded into one 64-bit key (a spurious key collision only adds a
-    candidate; every candidate is then scored on the whole signature). Rows sharing a key
-    are found by sorting the keys, so memory is O(n * bands) plus the pairs.
+
+def pairs_of_keys(keys: np.ndarray, progress: Callable[[int, int], None] | None = None
+                  ) -> np.ndarray:
+    """Pairs (i < j) of rows sharing a key in some band (column) of `keys`, as (m, 2) int64.
+
+    Rows sharing a key are found by sorting each band's keys, so memory is the keys plus
+    the distinct pairs.
     """
-    n = matrix.shape[0]
+    n, bands = keys.shape
     seen = np.empty(0, dtype=np.int64)  # packed (i << 32 | j), unique, sorted
     found: list[np.ndarray] = []
     pending = 0
-    mult = family(rows, 0x5EED)[0]
     for band in range(bands):
-        block = matrix[:, band * rows:(band + 1) * rows]
-        keys = (block * mult).sum(axis=1, dtype=np.uint64)
-        order = np.argsort(keys, kind="stable")
-        ranked = keys[order]
+        column = keys[:, band]
+        order = np.argsort(column, kind="stable")
+        ranked = column[order]
         # Keep only keys shared by two or more rows (usually few) before pairing them up.
         shared = np.zeros(n, dtype=bool)
         equal = ranked[1:] == ranked[:-1]
