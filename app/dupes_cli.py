@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+HTML_SAMPLE = 25  # pairs near the threshold the HTML report shows without --sample
+
 
 def _unit(text: str) -> float:
     value = float(text)
@@ -69,6 +71,10 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", type=Path,
                    help="write the pairs at or over the threshold to this CSV file")
     p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
+    p.add_argument("--html", type=Path,
+                   help="write a self-contained report to look at: the histogram, clusters "
+                   "with their template, pairs near the threshold side by side (the --sample "
+                   "pairs, or 25)")
     p.add_argument("--all-candidates", action="store_true",
                    help="--csv and --json hold every verified pair sharing text, not only "
                    "those at or over the threshold")
@@ -130,3 +136,10 @@ def _report(args: argparse.Namespace, dupes: Any, result: Any) -> None:
                   "all_candidates": args.all_candidates}
         write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates))
         print(f"audit written to {args.json}", file=sys.stderr)
+    if args.html is not None:
+        from app.dupes_html import write_html
+
+        shown = sample if args.sample else dupes.near_threshold(
+            result, HTML_SAMPLE, args.margin, args.sample_seed)
+        write_html(args.html, result, shown, args.bins)
+        print(f"report written to {args.html}", file=sys.stderr)
