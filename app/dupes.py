@@ -14,7 +14,7 @@ import os
 import random
 import tempfile
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +28,9 @@ EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engin
 SHINGLE_BATCH = 2048  # texts shingled per engine call
 SIGN_BATCH = 8192  # signatures per engine call
 PAIR_BATCH = 1 << 20  # pairs intersected per engine call
+
+
+Sink = Callable[["Audit", int, np.ndarray], None]  # (audit, first page, (m, k) signatures)
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -195,8 +198,12 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
           method: str = "auto", exact_max: int = EXACT_MAX, k: int = minhash.DEFAULT_K,
           max_size_ratio: float = 2.0, weights: tuple[float, float] = minhash.LSH_WEIGHTS,
           threads: int = 0, excluded: list[str] | None = None,
-          progress: Progress = _no_progress) -> Audit:
-    """Shingle every page, find the pairs that share text, cluster at the threshold."""
+          progress: Progress = _no_progress, sink: Sink | None = None) -> Audit:
+    """Shingle every page, find the pairs that share text, cluster at the threshold.
+
+    `sink`, when given, is handed each batch of signatures (the audit so far, first page,
+    rows) as they are computed (--signatures); the exact method computes them for it alone.
+    """
     if measure not in shingles.MEASURES:
         raise ValueError(f"measure must be one of {shingles.MEASURES}")
     threads = threads or os.cpu_count() or 1
@@ -225,9 +232,11 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
     if method == "auto":
         result.method = "exact" if n <= exact_max else "minhash"
     if result.method == "exact":
+        for first, rows in signatures(site, k, progress) if sink else ():
+            sink(result, first, rows)
         result.pairs = _exact_pairs(site, n, progress)
     else:
-        _lsh_pairs(result, k, max_size_ratio, weights, progress)
+        _lsh_pairs(result, k, max_size_ratio, weights, progress, sink)
     over = result.over()
     result.clusters, result.multi = clusters(n, over.a, over.b, site.shared, progress)
     return result
@@ -269,7 +278,7 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
 
 
 def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[float, float],
-               progress: Progress) -> None:
+               progress: Progress, sink: Sink | None) -> None:
     """Signatures stream batch by batch into LSH band keys; candidates are then verified."""
     site, n = result.site, len(result.urls)
     floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
@@ -277,6 +286,8 @@ def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[floa
     keys = np.empty((n, bands), dtype=np.uint64)
     for first, matrix in signatures(site, k, progress):
         keys[first:first + len(matrix)] = minhash.band_keys(matrix, bands, rows)
+        if sink is not None:
+            sink(result, first, matrix)
     candidates = minhash.pairs_of_keys(
         keys, lambda done, total: progress("candidates", done, total))
     del keys

@@ -75,6 +75,9 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    help="write a self-contained report to look at: the histogram, clusters "
                    "with their template, pairs near the threshold side by side (the --sample "
                    "pairs, or 25)")
+    p.add_argument("--signatures", type=Path, metavar="FILE",
+                   help="write each page's url, shingle count and MinHash values as JSON "
+                   "lines (README: Exporting signatures)")
     p.add_argument("--all-candidates", action="store_true",
                    help="--csv and --json hold every verified pair sharing text, not only "
                    "those at or over the threshold")
@@ -88,7 +91,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read pages, audit, print the report and write the files; 2 on bad input."""
     from app import dupes
-    from app.dupes_report import ProgressBar
+    from app.dupes_report import ProgressBar, SignatureWriter
 
     for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
                       ("bins", 1), ("sample", 0), ("workers", 0)):
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     enabled = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressBar(sys.stderr, enabled)
     excluded: list[str] = []
+    sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
     try:
         pages = dupes.read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
                                  bar, excluded)
@@ -109,12 +113,17 @@ def run(args: argparse.Namespace) -> int:
             pages, width=args.width, measure=args.measure, threshold=args.threshold,
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
             max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
-            threads=args.workers, excluded=excluded, progress=bar)
+            threads=args.workers, excluded=excluded, progress=bar, sink=sink)
     except dupes.AuditInputError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if sink is not None:
+            sink.close()
     bar.close()
+    if sink is not None:
+        print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
     with result:
         _report(args, dupes, result)
     return 0

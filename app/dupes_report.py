@@ -13,6 +13,7 @@ import mmh3
 import numpy as np
 import orjson
 
+from app import minhash
 from app.dupes import Audit, Pairs, histogram
 from app.dupes_cluster import Cluster
 
@@ -199,6 +200,28 @@ def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
                            for m in audit.multi],
         "sample": pair_dicts(audit, sample),
     }
+
+
+class SignatureWriter:
+    """--signatures FILE: one JSON line per page with words, written as signatures stream:
+    {"url", "minhash": {"values", "shingles", "width", "seed"}}, the `minhash` object a
+    /v1/rerank document may carry (README, "Exporting signatures")."""
+
+    def __init__(self, path: Path, width: int, seed: int = minhash.DEFAULT_SEED) -> None:
+        self._file = path.open("wb")
+        self._width, self._seed = width, seed
+        self.written = 0
+
+    def __call__(self, audit: Audit, first: int, rows: np.ndarray) -> None:
+        for n, row in enumerate(rows, first):
+            doc = {"url": audit.urls[n], "minhash": {
+                "values": row, "shingles": int(audit.sizes[n]), "width": self._width,
+                "seed": self._seed}}
+            self._file.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self.written += len(rows)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
