@@ -62,6 +62,10 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--canonical-urls", action="store_true",
                    help="name saved HTML pages by the canonical URL they declare, when they "
                    "do (default: their path inside the folder)")
+    p.add_argument("--extractor", choices=("auto", "trafilatura"), default="auto",
+                   help="main text of saved HTML: auto takes the element a page marks as "
+                   "main (<main>, role=main) and trafilatura's heuristics for the rest "
+                   "(default); trafilatura for every page")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out pages whose name (path in the folder, or url) or last "
                    "path component matches GLOB, e.g. print.html; repeatable")
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
     try:
         pages = dupes.read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
-                                 bar, excluded)
+                                 bar, excluded, args.extractor)
         result = dupes.audit(
             pages, width=args.width, measure=args.measure, threshold=args.threshold,
             method=args.method, exact_max=args.exact_max, k=args.num_perm,

@@ -88,7 +88,8 @@ def html_page(title: str, body: str) -> str:
             f"{FOOTER}</body></html>")
 
 
-def test_html_folder_main_text_only(tmp_path, capsys):
+@pytest.mark.parametrize("extractor", ["auto", "trafilatura"])
+def test_html_folder_main_text_only(tmp_path, capsys, extractor):
     site = tmp_path / "site"
     (site / "delivery").mkdir(parents=True)
     (site / "blog").mkdir()
@@ -98,7 +99,7 @@ def test_html_folder_main_text_only(tmp_path, capsys):
     (site / "blog" / "returns.html").write_text(html_page("Возврат", RETURNS), encoding="utf-8")
     (site / "notes.txt").write_text("not a page")
     assert main(["dupes", str(site), "--no-progress", "--json", str(tmp_path / "r.json"),
-                 "--all-candidates"]) == 0
+                 "--all-candidates", "--extractor", extractor]) == 0
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["pages"] == 4
     assert [c["pages"] for c in report["clusters"]] == [

@@ -5,7 +5,7 @@ import io
 import multiprocessing
 
 from app import dupes
-from app.dupes_read import POOL_MIN_FILES, excluded, read_pages
+from app.dupes_read import POOL_MIN_FILES, excluded, extract, read_pages
 from app.dupes_report import ProgressBar
 from tests.corpus import corpus
 from tests.test_dupes import html_page
@@ -19,6 +19,31 @@ def test_exclude_globs_match_the_name_or_its_last_component():
     assert not excluded("book/api/b.html", ["api/*"])
     assert excluded("https://shop.example/tag/x", ["*/tag/*"])
     assert not excluded("book/index.html", ["print.html", "api/*"])
+
+
+def test_a_marked_main_element_gives_its_text_without_what_it_marks_as_aside(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text(
+        "<html><head><link rel='canonical' href='https://shop.example/p'></head><body>"
+        "<nav>Каталог Акции</nav><main><nav>Хлебные крошки</nav><h1>Доставка</h1>"
+        "<p>по городу</p><p>Казань<b>ский</b> район</p><aside>Реклама</aside>"
+        "<script>var x = 1;</script></main><footer>© Магазин</footer></body></html>",
+        encoding="utf-8")
+    url, text = extract((str(page), "p.html", True, "auto"))
+    assert url == "https://shop.example/p"
+    assert text == "Доставка\nпо городу\nКазаньский район"  # blocks apart, inline kept whole
+
+
+def test_a_redirect_has_no_text_and_an_unmarked_page_goes_to_trafilatura(tmp_path):
+    stub = tmp_path / "old.html"
+    stub.write_text("<html><head><meta http-equiv='Refresh' content='0;URL=new.html'></head>"
+                    "<body><p>Redirecting to new.html...</p></body></html>", encoding="utf-8")
+    assert extract((str(stub), "old.html", False, "auto")) == ("old.html", "")
+    plain = tmp_path / "plain.html"
+    plain.write_text(html_page("Доставка", KAZAN).replace("<main>", "").replace("</main>", ""),
+                     encoding="utf-8")
+    url, text = extract((str(plain), "plain.html", False, "auto"))
+    assert "Доставка по городу Казань" in text and "Каталог товаров" not in text
 
 
 def test_main_text_is_extracted_in_worker_processes_as_in_one(tmp_path):
