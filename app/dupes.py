@@ -201,20 +201,30 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
           progress: Progress = _no_progress, sink: Sink | None = None) -> Audit:
     """Shingle every page, find the pairs that share text, cluster at the threshold.
 
+    `excluded` is the list the reader appends the names of excluded pages to, as it goes.
     `sink`, when given, is handed each batch of signatures (the audit so far, first page,
     rows) as they are computed (--signatures); the exact method computes them for it alone.
     """
     if measure not in shingles.MEASURES:
         raise ValueError(f"measure must be one of {shingles.MEASURES}")
-    threads = threads or os.cpu_count() or 1
-    texts, urls = Texts(), []
+    texts = Texts()
     try:
-        for url, text in pages:
-            urls.append(url)
-            texts.add(text)
+        return _audit(texts, pages, width, measure, threshold, method, exact_max, k,
+                      max_size_ratio, weights, threads or os.cpu_count() or 1,
+                      excluded if excluded is not None else [], progress, sink)
     except BaseException:
         texts.close()
         raise
+
+
+def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: str,
+           threshold: float, method: str, exact_max: int, k: int, max_size_ratio: float,
+           weights: tuple[float, float], threads: int, excluded: list[str],
+           progress: Progress, sink: Sink | None) -> Audit:
+    urls = []
+    for url, text in pages:
+        urls.append(url)
+        texts.add(text)
     sets = NearDupSets(width)
     sizes = np.empty(len(texts), dtype=np.int64)
     done = 0
@@ -226,8 +236,8 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
     ids = np.flatnonzero(sizes > 0)
     site = Site(sets, texts, ids, sizes[ids], threads)
     without = [urls[i] for i in np.flatnonzero(sizes == 0)]
-    result = Audit([urls[i] for i in ids], site.sizes, without, list(excluded or []),
-                   Pairs.empty(), method, measure, threshold, site, width)
+    result = Audit([urls[i] for i in ids], site.sizes, without, excluded, Pairs.empty(),
+                   method, measure, threshold, site, width)
     n = ids.size
     if method == "auto":
         result.method = "exact" if n <= exact_max else "minhash"
