@@ -135,9 +135,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, dupes: Any, result: Any) -> None:
     from app.dupes_report import as_json, render, write_csv, write_json
+    from app.dupes_site import Pairs
 
     sample = (dupes.near_threshold(result, args.sample, args.margin, args.sample_seed)
-              if args.sample else dupes.Pairs.empty())
+              if args.sample else Pairs.empty())
     sys.stdout.write(render(result, args.top, sample, args.bins))
     if args.csv is not None:
         write_csv(args.csv, result, args.all_candidates)

@@ -6,8 +6,9 @@ import difflib
 from html import escape
 from pathlib import Path
 
-from app.dupes import Audit, Pairs, histogram
+from app.dupes import Audit, histogram
 from app.dupes_report import template_runs
+from app.dupes_site import Pairs
 
 SHOWN_WORDS = 2000  # a page's text is cut after this many words in the side-by-side view
 MEMBERS_SHOWN = 200  # urls listed per cluster

@@ -14,8 +14,9 @@ import numpy as np
 import orjson
 
 from app import minhash
-from app.dupes import Audit, Pairs, histogram
+from app.dupes import Audit, histogram
 from app.dupes_cluster import Cluster
+from app.dupes_site import Pairs
 
 BAR_WIDTH = 30
 _WORD = re.compile(r"\w+")  # app/shingles.py's words, with where each one is

@@ -11,6 +11,7 @@ import pytest
 
 from app import dupes, minhash
 from app.cli import main
+from app.dupes_site import Pairs
 from tests.corpus import corpus
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
@@ -181,7 +182,7 @@ def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     assert "100%" in captured.err
 
 
-def pair_set(result: dupes.Audit, p: dupes.Pairs) -> dict[tuple[int, int], int]:
+def pair_set(result: dupes.Audit, p: Pairs) -> dict[tuple[int, int], int]:
     return dict(zip(zip(p.a.tolist(), p.b.tolist(), strict=True), p.both.tolist(), strict=True))
 
 

@@ -7,6 +7,7 @@ import multiprocessing
 from app import dupes
 from app.dupes_read import POOL_MIN_FILES, excluded, extract, read_pages
 from app.dupes_report import ProgressBar
+from app.dupes_site import Texts
 from tests.corpus import corpus
 from tests.test_dupes import html_page
 from tests.test_shingles import KAZAN, OMSK, PERM
@@ -77,7 +78,7 @@ def test_every_stage_reports_progress():
 
 
 def test_texts_are_kept_on_disk_and_read_back_by_page():
-    texts = dupes.Texts()
+    texts = Texts()
     try:
         for t in ("Казань", "", "Пермь и Омск", "x" * 10_000):
             texts.add(t)

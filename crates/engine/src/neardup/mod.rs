@@ -10,6 +10,7 @@
 //! stopped by its deadline changes nothing; what was computed by then stays cached.
 
 pub mod audit;
+pub mod audit_py;
 mod cache;
 mod format;
 mod lru;
