@@ -53,6 +53,7 @@ class Audit:
     lsh: tuple[int, int] | None = None  # (bands, rows) when MinHash LSH proposed the pairs
     candidates: int = 0
     clusters: list[Cluster] = field(default_factory=list)
+    templates: dict[int, list[str]] = field(default_factory=dict)  # by representative, as shown
     multi: list[MultiTemplate] = field(default_factory=list)
 
     def __enter__(self) -> Audit:

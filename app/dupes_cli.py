@@ -129,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
     if sink is not None:
         print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
     with result:
-        _report(args, dupes, result)
+        _report(args, dupes, result, bar)
     return 0
 
 
-def _report(args: argparse.Namespace, dupes: Any, result: Any) -> None:
+def _report(args: argparse.Namespace, dupes: Any, result: Any, bar: Any) -> None:
     from app.dupes_report import as_json, render, write_csv, write_json
     from app.dupes_site import Pairs
 
@@ -141,19 +141,23 @@ def _report(args: argparse.Namespace, dupes: Any, result: Any) -> None:
               if args.sample else Pairs.empty())
     sys.stdout.write(render(result, args.top, sample, args.bins))
     if args.csv is not None:
-        write_csv(args.csv, result, args.all_candidates)
+        write_csv(args.csv, result, args.all_candidates, bar)
+        bar.close()
         print(f"pairs written to {args.csv}", file=sys.stderr)
     if args.json is not None:
         params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
                   "method": result.method, "num_perm": args.num_perm,
                   "max_size_ratio": args.max_size_ratio, "exclude": args.exclude,
                   "all_candidates": args.all_candidates}
-        write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates))
+        write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates,
+                                      bar))
+        bar.close()
         print(f"audit written to {args.json}", file=sys.stderr)
     if args.html is not None:
         from app.dupes_html import write_html
 
         shown = sample if args.sample else dupes.near_threshold(
             result, HTML_SAMPLE, args.margin, args.sample_seed)
-        write_html(args.html, result, shown, args.bins)
+        write_html(args.html, result, shown, args.bins, bar)
+        bar.close()
         print(f"report written to {args.html}", file=sys.stderr)

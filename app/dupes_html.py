@@ -7,11 +7,12 @@ from html import escape
 from pathlib import Path
 
 from app.dupes import Audit, histogram
-from app.dupes_report import template_runs
+from app.dupes_report import Progress, counted, no_progress, template_runs
 from app.dupes_site import Pairs
 
 SHOWN_WORDS = 2000  # a page's text is cut after this many words in the side-by-side view
 MEMBERS_SHOWN = 200  # urls listed per cluster
+CLUSTERS_SHOWN = 500  # the largest clusters, and as many multi-template pages (all: --json)
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
@@ -105,7 +106,8 @@ def _cluster_html(audit: Audit, c: int, members: list[int], runs: list[str]) -> 
             f"<details><summary>pages</summary><ul>{listed}{more}</ul></details></section>")
 
 
-def render_html(audit: Audit, sample: Pairs, bins: int = 10) -> str:
+def render_html(audit: Audit, sample: Pairs, bins: int = 10,
+                progress: Progress = no_progress) -> str:
     """The report as one HTML document."""
     n, over = len(audit.urls), int((audit.values() >= audit.threshold).sum())
     what = "jaccard" if audit.measure == "jaccard" else "max(in, out)"
@@ -119,11 +121,15 @@ def render_html(audit: Audit, sample: Pairs, bins: int = 10) -> str:
             ("pages holding several templates", "multi", len(audit.multi))]
     summary = "".join(f'<tr><td>{label}</td><td class="num" id="count-{key}">{value}</td></tr>'
                       for label, key, value in rows)
+    shown = audit.clusters[:CLUSTERS_SHOWN]
     clusters = "".join(_cluster_html(audit, c, cl.members, template_runs(audit, cl))
-                       for c, cl in enumerate(audit.clusters, 1))
+                       for c, cl in enumerate(counted(shown, "writing html", progress), 1))
+    clusters += _more(len(audit.clusters) - len(shown), "clusters")
     multi = "".join(
         f'<section class="multi"><b>{escape(audit.urls[m.page])}</b> holds parts of '
-        + ", ".join(escape(audit.urls[p]) for p in m.parts) + "</section>" for m in audit.multi)
+        + ", ".join(escape(audit.urls[p]) for p in m.parts) + "</section>"
+        for m in audit.multi[:CLUSTERS_SHOWN])
+    multi += _more(len(audit.multi) - CLUSTERS_SHOWN, "pages holding several templates")
     pairs = "".join(_pair_html(audit, sample, i) for i in range(len(sample)))
     csp = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
            "img-src data:")
@@ -153,6 +159,11 @@ the representative's text that at least half of the pages share.</p>
 """
 
 
-def write_html(path: Path, audit: Audit, sample: Pairs, bins: int = 10) -> None:
+def _more(hidden: int, what: str) -> str:
+    return f'<p class="more">… and {hidden} more {what} (all in --json)</p>' if hidden > 0 else ""
+
+
+def write_html(path: Path, audit: Audit, sample: Pairs, bins: int = 10,
+               progress: Progress = no_progress) -> None:
     """Write the report (UTF-8)."""
-    path.write_text(render_html(audit, sample, bins), encoding="utf-8")
+    path.write_text(render_html(audit, sample, bins, progress), encoding="utf-8")

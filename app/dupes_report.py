@@ -6,6 +6,7 @@ import csv
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,6 +20,7 @@ from app.dupes_cluster import Cluster
 from app.dupes_site import Pairs
 
 BAR_WIDTH = 30
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 _WORD = re.compile(r"\w+")  # app/shingles.py's words, with where each one is
 
 
@@ -30,6 +32,7 @@ class ProgressBar:
         self.enabled = enabled
         self._stage = ""
         self._started = self._drawn = 0.0
+        self._last = (-1, -1)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if not self.enabled:
@@ -39,9 +42,9 @@ class ProgressBar:
             if self._stage:
                 self.stream.write("\n")
             self._stage, self._started, self._drawn = stage, now, 0.0
-        elif done < total and now - self._drawn < 0.1:
+        elif (done, total) == self._last or done < total and now - self._drawn < 0.1:
             return
-        self._drawn = now
+        self._drawn, self._last = now, (done, total)
         share = done / total if total else 1.0
         filled = int(share * BAR_WIDTH)
         elapsed = now - self._started
@@ -55,21 +58,30 @@ class ProgressBar:
         if self.enabled and self._stage:
             self.stream.write("\n")
             self.stream.flush()
+        self._stage, self._last = "", (-1, -1)
 
 
 def template_runs(audit: Audit, cluster: Cluster) -> list[str]:
     """The representative's text where its shingles are the cluster's template, as runs of
     consecutive words (with their punctuation, when lowercasing kept the text's length)."""
+    if cluster.rep not in audit.templates:
+        audit.templates[cluster.rep] = _template_runs(audit, cluster)
+    return audit.templates[cluster.rep]
+
+
+def _template_runs(audit: Audit, cluster: Cluster) -> list[str]:
     text = audit.site.text(cluster.rep)
-    keep = set(audit.site.shingles(cluster.rep)[cluster.template].tolist())
     lower = text.lower()
     spans = [m.span() for m in _WORD.finditer(lower)]
     words = [lower[a:b].encode() for a, b in spans]
     width = min(audit.width, len(words))
-    covered = np.zeros(len(words), dtype=bool)
-    for i in range(len(words) - width + 1):
-        if mmh3.hash64(b" ".join(words[i:i + width]), seed=0, signed=False)[0] in keep:
-            covered[i:i + width] = True
+    windows = len(words) - width + 1
+    hashes = np.fromiter((mmh3.hash64(b" ".join(words[i:i + width]), seed=0, signed=False)[0]
+                          for i in range(windows)), dtype=np.uint64, count=windows)
+    template = audit.site.shingles(cluster.rep)[cluster.template]
+    # a word is template text when a template shingle (a window of `width` words) covers it
+    starts = np.isin(hashes, template).astype(np.int32)
+    covered = np.convolve(starts, np.ones(width, dtype=np.int32))[:len(words)] > 0
     source = text if len(lower) == len(text) else lower
     edges = np.flatnonzero(np.diff(np.concatenate([[False], covered, [False]]).astype(int)))
     return [source[spans[first][0]:spans[last - 1][1]] for first, last in edges.reshape(-1, 2)]
@@ -154,7 +166,12 @@ def written_pairs(audit: Audit, everything: bool) -> Pairs:
     return audit.ranked(audit.pairs if everything else audit.over())
 
 
-def write_csv(path: Path, audit: Audit, everything: bool = False) -> None:
+def no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def write_csv(path: Path, audit: Audit, everything: bool = False,
+              progress: Progress = no_progress) -> None:
     """url_a, url_b, jaccard, in, out, over_threshold, cluster (when both are in one)."""
     p = written_pairs(audit, everything)
     of = cluster_of(audit)
@@ -164,11 +181,14 @@ def write_csv(path: Path, audit: Audit, everything: bool = False) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["url_a", "url_b", "jaccard", "in", "out", "over_threshold", "cluster"])
-        for a, b, jac, ins, out, o, c in zip(
+        for n, (a, b, jac, ins, out, o, c) in enumerate(zip(
                 p.a.tolist(), p.b.tolist(), audit.jaccard(p).tolist(), audit.inside(p).tolist(),
-                audit.outside(p).tolist(), over.tolist(), same.tolist(), strict=True):
+                audit.outside(p).tolist(), over.tolist(), same.tolist(), strict=True)):
             writer.writerow([urls[a], urls[b], f"{jac:.4f}", f"{ins:.4f}", f"{out:.4f}",
                              int(o), c or ""])
+            if n % 50_000 == 0:
+                progress("writing csv", n, len(p))
+        progress("writing csv", len(p), len(p))
 
 
 def pair_dicts(audit: Audit, p: Pairs) -> list[dict[str, Any]]:
@@ -181,9 +201,11 @@ def pair_dicts(audit: Audit, p: Pairs) -> list[dict[str, Any]]:
 
 
 def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
-            everything: bool = False) -> dict[str, Any]:
+            everything: bool = False, progress: Progress = no_progress) -> dict[str, Any]:
     """The whole audit as one JSON document."""
     urls = audit.urls
+    templates = [template_runs(audit, c) for c in counted(audit.clusters, "writing json",
+                                                         progress)]
     return {
         "params": params,
         "method": audit.method,
@@ -196,11 +218,20 @@ def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
         "histogram": [{"low": lo, "high": hi, "pages": c}
                       for lo, hi, c in histogram(audit.best_containment(), bins)],
         "clusters": [{"representative": urls[c.rep], "pages": [urls[i] for i in c.members],
-                      "template": template_runs(audit, c)} for c in audit.clusters],
+                      "template": t} for c, t in zip(audit.clusters, templates, strict=True)],
         "multi_template": [{"url": urls[m.page], "parts": [urls[p] for p in m.parts]}
                            for m in audit.multi],
         "sample": pair_dicts(audit, sample),
     }
+
+
+def counted(items: list, stage: str, progress: Progress) -> Iterator:
+    """The items, with progress every 200 and at the end."""
+    for n, item in enumerate(items):
+        if n % 200 == 0:
+            progress(stage, n, len(items))
+        yield item
+    progress(stage, len(items), len(items))
 
 
 class SignatureWriter:

@@ -169,7 +169,8 @@ def test_pages_without_words_are_reported_not_compared(tmp_path, capsys):
 
 def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "p.jsonl", corpus(120, seed=5))
-    assert main(["dupes", str(pages), "--sample", "25", "--margin", "0.2", "--progress"]) == 0
+    assert main(["dupes", str(pages), "--sample", "25", "--margin", "0.2", "--progress",
+                 "--csv", str(tmp_path / "p.csv"), "--json", str(tmp_path / "p.json")]) == 0
     captured = capsys.readouterr()
     sample = captured.out.split("pairs near the threshold to open and judge by eye:\n")[1]
     lines = sample.strip().splitlines()
@@ -177,7 +178,8 @@ def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     for line in lines:
         inside, outside = (float(line.split(f"{k}=")[1].split()[0]) for k in ("in", "out"))
         assert abs(max(inside, outside) - 0.5) <= 0.2
-    for stage in ("reading", "shingling", "comparing", "clustering"):
+    for stage in ("reading", "shingling", "comparing", "clustering", "writing csv",
+                  "writing json"):
         assert stage in captured.err
     assert "100%" in captured.err
 

@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 
+from app import dupes, dupes_html
 from app.cli import main
 from app.dupes_html import side_by_side, svg_histogram
-from tests.corpus import mixed_site
+from app.dupes_site import Pairs
+from tests.corpus import corpus, mixed_site
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -64,3 +66,12 @@ def test_histogram_bars_scale_to_the_largest_bin_with_the_threshold_line():
     heights = [float(h) for h in re.findall(r'<rect class="bar"[^>]* height="([\d.]+)"', svg)]
     assert heights[1] == 2 * heights[0]
     assert '<title>threshold 0.5</title>' in svg
+
+
+def test_the_page_shows_the_largest_clusters_and_says_how_many_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(dupes_html, "CLUSTERS_SHOWN", 3)
+    with dupes.audit(corpus(300, seed=6)) as result:
+        html = dupes_html.render_html(result, Pairs.empty())
+        assert len(result.clusters) > 3
+        assert html.count('class="cluster"') == 3
+        assert f"… and {len(result.clusters) - 3} more clusters (all in --json)" in html
