@@ -65,3 +65,13 @@ def test_forty_templates_and_forty_mixed_pages_make_forty_clusters(method):
             t = int(result.urls[m.page].split("/")[2])
             owners = {result.urls[p].split("/")[1] for p in m.parts}
             assert owners == {f"t{t}", f"t{(t + 1) % 40}"}
+
+
+def test_an_index_holding_every_page_is_multi_template_not_a_bridge():
+    site = mixed_site(templates=10, pages=20)[:200]  # no mixed pages this time
+    book = " ".join(text for url, text in site if url.endswith("/p0"))  # print.html
+    with dupes.audit([*site, ("/print.html", book)], method="exact") as result:
+        assert len(result.clusters) == 10
+        assert all(len(c.members) == 20 for c in result.clusters)
+        [index] = result.multi
+        assert result.urls[index.page] == "/print.html" and len(index.parts) == 10
