@@ -4,7 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from app.dupes import Audit
+    from app.dupes_report import ProgressBar
 
 HTML_SAMPLE = 25  # pairs near the threshold the HTML report shows without --sample
 
@@ -133,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, dupes: Any, result: Any, bar: Any) -> None:
+def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
+            bar: ProgressBar) -> None:
+    """Print the report and write the files asked for."""
     from app.dupes_report import as_json, render, write_csv, write_json
     from app.dupes_site import Pairs
 
