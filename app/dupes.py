@@ -1,201 +1,193 @@
 """`rearrange dupes`: find templated near-duplicate pages on a site (seed 000).
 
-Pages come from a JSON-lines file of {url, text} or a folder of saved HTML pages (main text
-extracted with trafilatura, without menus and footers). Every pair of pages gets the
-seed's three numbers: Jaccard, `in` (share of the first page inside the second) and `out`
-(share of the second inside the first). Up to --exact-max pages every pair is compared
-exactly; above that, MinHash LSH proposes candidate pairs and each candidate is then
-scored exactly on its shingle sets, so reported numbers are never estimates.
+Pages stream through stages, each with its progress: reading (or extracting main text from
+saved HTML, app/dupes_read.py), shingling, signatures, candidates, verification,
+clustering. Texts go to a temporary file as they arrive and are read back only for the
+pages a report shows; shingle sets are held in the engine (`NearDupSets`, 8 bytes a
+shingle) for exact scoring. Up to --exact-max pages every pair is compared exactly; above
+that MinHash LSH proposes candidate pairs and each is scored exactly, so reported numbers
+are never estimates. Clustering is app/dupes_cluster.py.
 """
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-import orjson
 
 from app import minhash, shingles
-from app.errors import RearrangeError
+from app._engine import NearDupSets
+from app.dupes_cluster import Cluster, MultiTemplate, Progress, clusters
+from app.dupes_read import AuditInputError, read_pages  # noqa: F401 (the CLI's imports)
+from app.dupes_site import Pairs, Site, Texts
 
-EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, ~20 s on one core (bench/dupes_audit.py)
-HTML_SUFFIXES = (".html", ".htm")
-
-
-class AuditInputError(RearrangeError):
-    """Unreadable input: names the file and line."""
-
-
-@dataclass(slots=True)
-class Page:
-    """One page: where it came from and the shingle hashes of its main text."""
-
-    url: str
-    shingles: np.ndarray  # sorted unique uint64
+EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine
+SHINGLE_BATCH = 2048  # texts shingled per engine call
+SIGN_BATCH = 8192  # signatures per engine call
+PAIR_BATCH = 1 << 20  # pairs intersected per engine call
 
 
-@dataclass(frozen=True, slots=True)
-class Pair:
-    """Two pages (a before b in the input) and the seed's three numbers."""
-
-    a: int
-    b: int
-    jaccard: float
-    inside: float  # share of a's shingles in b (the seed's `in`)
-    outside: float  # share of b's shingles in a (the seed's `out`)
-
-    def value(self, measure: str) -> float:
-        """The number the threshold applies to: Jaccard, or the larger containment."""
-        return self.jaccard if measure == "jaccard" else max(self.inside, self.outside)
-
-
-@dataclass(slots=True)
-class Audit:
-    """Everything the report needs."""
-
-    pages: list[Page]
-    skipped: list[str]  # URLs without any words of main text
-    pairs: list[Pair]
-    method: str
-    measure: str
-    threshold: float
-    lsh: tuple[int, int] | None = None  # (bands, rows) when MinHash LSH proposed the pairs
-    candidates: int = 0
-    clusters: list[list[int]] = field(default_factory=list)
-
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
+Sink = Callable[["Audit", int, np.ndarray], None]  # (audit, first page, (m, k) signatures)
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     return None
 
 
-# --- reading pages --------------------------------------------------------------------
+@dataclass(slots=True)
+class Audit:
+    """Everything the reports need."""
+
+    urls: list[str]  # of the pages with words
+    sizes: np.ndarray  # their shingle counts
+    skipped: list[str]  # URLs without any words of main text
+    excluded: list[str]  # URLs left out by --exclude
+    pairs: Pairs  # verified pairs sharing text (all pairs, for a handful of pages)
+    method: str
+    measure: str
+    threshold: float
+    site: Site
+    width: int = shingles.DEFAULT_WIDTH
+    lsh: tuple[int, int] | None = None  # (bands, rows) when MinHash LSH proposed the pairs
+    candidates: int = 0
+    clusters: list[Cluster] = field(default_factory=list)
+    templates: dict[int, list[str]] = field(default_factory=dict)  # by representative, as shown
+    multi: list[MultiTemplate] = field(default_factory=list)
+
+    def __enter__(self) -> Audit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete the texts' temporary file (the reports read texts from it)."""
+        self.site.texts.close()
+
+    def jaccard(self, p: Pairs | None = None) -> np.ndarray:
+        p = self.pairs if p is None else p
+        both = p.both.astype(np.float64)
+        union = self.sizes[p.a] + self.sizes[p.b] - both
+        return np.divide(both, union, out=np.zeros_like(both), where=union > 0)
+
+    def inside(self, p: Pairs | None = None) -> np.ndarray:
+        """Share of a's shingles found in b (the seed's `in`)."""
+        p = self.pairs if p is None else p
+        return p.both / self.sizes[p.a]
+
+    def outside(self, p: Pairs | None = None) -> np.ndarray:
+        """Share of b's shingles found in a (the seed's `out`)."""
+        p = self.pairs if p is None else p
+        return p.both / self.sizes[p.b]
+
+    def values(self, p: Pairs | None = None) -> np.ndarray:
+        """What the threshold applies to: Jaccard, or the larger containment."""
+        p = self.pairs if p is None else p
+        if self.measure == "jaccard":
+            return self.jaccard(p)
+        return p.both / np.minimum(self.sizes[p.a], self.sizes[p.b])
+
+    def over(self) -> Pairs:
+        """The pairs at or over the threshold."""
+        return self.pairs.take(self.values() >= self.threshold)
+
+    def ranked(self, p: Pairs | None = None) -> Pairs:
+        """Pairs by the measure, highest first (input order among ties)."""
+        p = self.pairs if p is None else p
+        order = np.lexsort((p.b, p.a, -self.values(p)))
+        return p.take(order)
+
+    def best_containment(self) -> np.ndarray:
+        """For each page, the largest share of it found inside any one other page."""
+        best = np.zeros(len(self.urls))
+        np.maximum.at(best, self.pairs.a, self.inside())
+        np.maximum.at(best, self.pairs.b, self.outside())
+        return best
 
 
-def read_pages(path: Path, canonical_urls: bool = False) -> Iterator[tuple[str, str]]:
-    """(url, main text) from a JSON-lines file or a folder of saved HTML pages.
-
-    A saved page is named by its path inside the folder, or with canonical_urls by the
-    URL it declares (`<link rel=canonical>`, `og:url`) when it declares one.
-    """
-    if path.is_dir():
-        yield from _read_html_folder(path, canonical_urls)
-    elif path.is_file():
-        yield from _read_jsonl(path)
-    else:
-        raise AuditInputError(f"{path}: no such file or folder")
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[str, str]]:
-    with path.open("rb") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise AuditInputError(f"{path}:{n}: not valid JSON: {exc}") from None
-            if not isinstance(row, dict):
-                raise AuditInputError(f"{path}:{n}: expected an object {{url, text}}")
-            url, text = row.get("url"), row.get("text")
-            if not isinstance(url, str) or not url:
-                raise AuditInputError(f"{path}:{n}: `url` must be a non-empty string")
-            if text is not None and not isinstance(text, str):
-                raise AuditInputError(f"{path}:{n}: `text` must be a string")
-            yield url, text or ""
-
-
-def _read_html_folder(path: Path, canonical_urls: bool) -> Iterator[tuple[str, str]]:
-    try:
-        import trafilatura
-    except ImportError:
-        raise AuditInputError(
-            "reading saved HTML needs trafilatura, which is not installed: "
-            "pip install 'rearrange[audit]' (or give a JSON-lines file of {url, text})"
-        ) from None
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
-    if not files:
-        raise AuditInputError(f"{path}: no .html or .htm files in this folder")
-    for file in files:
-        html = file.read_bytes().decode("utf-8", errors="replace")
-        doc = trafilatura.bare_extraction(html, with_metadata=canonical_urls,
-                                          include_comments=False, include_tables=True,
-                                          favor_precision=True)
-        url = file.relative_to(path).as_posix()
-        if canonical_urls and doc is not None and doc.url:
-            url = doc.url
-        yield url, (doc.text or "") if doc is not None else ""
-
-
-# --- the audit ------------------------------------------------------------------------
-
-
-def count_pages(path: Path) -> int:
-    """How many pages read_pages will yield at most (for progress), cheaply."""
-    if path.is_dir():
-        return sum(1 for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
-    with path.open("rb") as fh:
-        return sum(1 for line in fh if line.strip())
-
-
-def audit(texts: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
+def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
           measure: str = "containment", threshold: float = shingles.DEFAULT_THRESHOLD,
           method: str = "auto", exact_max: int = EXACT_MAX, k: int = minhash.DEFAULT_K,
-          max_size_ratio: float = 2.0, progress: Progress = _no_progress,
-          total: int = 0) -> Audit:
-    """Shingle every page, find the pairs that share text, cluster at the threshold."""
+          max_size_ratio: float = 2.0, weights: tuple[float, float] = minhash.LSH_WEIGHTS,
+          threads: int = 0, excluded: list[str] | None = None,
+          progress: Progress = _no_progress, sink: Sink | None = None) -> Audit:
+    """Shingle every page, find the pairs that share text, cluster at the threshold.
+
+    `excluded` is the list the reader appends the names of excluded pages to, as it goes.
+    `sink`, when given, is handed each batch of signatures (the audit so far, first page,
+    rows) as they are computed (--signatures); the exact method computes them for it alone.
+    """
     if measure not in shingles.MEASURES:
         raise ValueError(f"measure must be one of {shingles.MEASURES}")
-    pages: list[Page] = []
-    skipped: list[str] = []
-    for n, (url, text) in enumerate(texts):
-        hashes = np.fromiter(shingles.shingles(text, width), dtype=np.uint64)
-        if hashes.size:
-            hashes.sort()
-            pages.append(Page(url, hashes))
-        else:
-            skipped.append(url)
-        if n % 200 == 0:
-            progress("reading", n, max(total, n))
-    progress("reading", len(pages) + len(skipped), len(pages) + len(skipped))
+    texts = Texts()
+    try:
+        return _audit(texts, pages, width, measure, threshold, method, exact_max, k,
+                      max_size_ratio, weights, threads or os.cpu_count() or 1,
+                      excluded if excluded is not None else [], progress, sink)
+    except BaseException:
+        texts.close()
+        raise
+
+
+def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: str,
+           threshold: float, method: str, exact_max: int, k: int, max_size_ratio: float,
+           weights: tuple[float, float], threads: int, excluded: list[str],
+           progress: Progress, sink: Sink | None) -> Audit:
+    urls = []
+    for url, text in pages:
+        urls.append(url)
+        texts.add(text)
+    sets = NearDupSets(width)
+    sizes = np.empty(len(texts), dtype=np.int64)
+    done = 0
+    progress("shingling", 0, len(texts))
+    for batch in texts.batches(SHINGLE_BATCH):
+        sizes[done:done + len(batch)] = np.frombuffer(sets.add(batch, threads), np.uint32)
+        done += len(batch)
+        progress("shingling", done, len(texts))
+    ids = np.flatnonzero(sizes > 0)
+    site = Site(sets, texts, ids, sizes[ids], threads)
+    without = [urls[i] for i in np.flatnonzero(sizes == 0)]
+    result = Audit([urls[i] for i in ids], site.sizes, without, excluded, Pairs.empty(),
+                   method, measure, threshold, site, width)
+    n = ids.size
     if method == "auto":
-        method = "exact" if len(pages) <= exact_max else "minhash"
-    result = Audit(pages, skipped, [], method, measure, threshold)
-    if method == "exact":
-        result.pairs = _exact_pairs(pages, progress)
+        result.method = "exact" if n <= exact_max else "minhash"
+    if result.method == "exact":
+        for first, rows in signatures(site, k, progress) if sink else ():
+            sink(result, first, rows)
+        result.pairs = _exact_pairs(site, n, progress)
     else:
-        _lsh_pairs(result, k, max_size_ratio, progress)
-    result.clusters = clusters(len(pages), result.pairs, measure, threshold)
+        _lsh_pairs(result, k, max_size_ratio, weights, progress, sink)
+    over = result.over()
+    result.clusters, result.multi = clusters(n, over.a, over.b, site.shared, progress)
     return result
 
 
-def _overlap(a: np.ndarray, b: np.ndarray) -> int:
-    return int(np.intersect1d(a, b, assume_unique=True).size)
-
-
-def _pair(pages: Sequence[Page], i: int, j: int, inter: int) -> Pair:
-    na, nb = pages[i].shingles.size, pages[j].shingles.size
-    return Pair(i, j, inter / (na + nb - inter), inter / na, inter / nb)
-
-
-def _exact_pairs(pages: Sequence[Page], progress: Progress) -> list[Pair]:
+def _exact_pairs(site: Site, n: int, progress: Progress) -> Pairs:
     """Every pair that shares a shingle; every pair at all when there are few (as the seed)."""
-    n = len(pages)
-    sets = [frozenset(p.shingles.tolist()) for p in pages]
-    keep_zero = n * (n - 1) // 2 <= 1000
-    pairs = []
-    for i in range(n):
-        a = sets[i]
-        for j in range(i + 1, n):
-            inter = len(a & sets[j])
-            if inter or keep_zero:
-                pairs.append(_pair(pages, i, j, inter))
-        progress("comparing", i + 1, n)
-    return pairs
+    total = n * (n - 1) // 2
+    keep_zero = total <= 1000
+    found, done = [], 0
+    rows = max(1, PAIR_BATCH // max(n, 1))
+    progress("comparing", 0, total)
+    for first in range(0, n, rows):
+        mine = range(first, min(first + rows, n))
+        a = np.repeat(np.arange(first, mine.stop), [n - 1 - i for i in mine])
+        b = np.concatenate([np.arange(i + 1, n) for i in mine])
+        pairs = Pairs(a.astype(np.int32), b.astype(np.int32), site.intersections(a, b))
+        found.append(pairs if keep_zero else pairs.take(pairs.both > 0))
+        done += len(pairs)
+        progress("comparing", done, total)
+    return _concat(found)
+
+
+def _concat(parts: list[Pairs]) -> Pairs:
+    if not parts:
+        return Pairs.empty()
+    return Pairs(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("a", "b", "both")))
 
 
 def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> float:
@@ -209,60 +201,43 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
     return threshold / (1.0 + max_size_ratio - threshold)
 
 
-def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, progress: Progress) -> None:
-    pages = result.pages
-    matrix = np.empty((len(pages), k), dtype=np.uint64)
-    for i, page in enumerate(pages):
-        matrix[i] = minhash.signature(page.shingles, k).values
-        if i % 500 == 0:
-            progress("signatures", i, len(pages))
-    progress("signatures", len(pages), len(pages))
+def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[float, float],
+               progress: Progress, sink: Sink | None) -> None:
+    """Signatures stream batch by batch into LSH band keys; candidates are then verified."""
+    site, n = result.site, len(result.urls)
     floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
-    bands, rows = minhash.bands_for(floor, k)
-    candidates = minhash.candidate_pairs(
-        matrix, bands, rows, lambda done, total: progress("banding", done, total))
+    bands, rows = minhash.lsh_params(floor, k, *weights)
+    keys = np.empty((n, bands), dtype=np.uint64)
+    for first, matrix in signatures(site, k, progress):
+        keys[first:first + len(matrix)] = minhash.band_keys(matrix, bands, rows)
+        if sink is not None:
+            sink(result, first, matrix)
+    candidates = minhash.pairs_of_keys(
+        keys, lambda done, total: progress("candidates", done, total))
+    del keys
     result.lsh, result.candidates = (bands, rows), len(candidates)
-    pairs = []
-    for n, (i, j) in enumerate(candidates.tolist()):
-        inter = _overlap(pages[i].shingles, pages[j].shingles)
-        if inter:
-            pairs.append(_pair(pages, i, j, inter))
-        if n % 2000 == 0:
-            progress("verifying", n, len(candidates))
-    progress("verifying", len(candidates), len(candidates))
-    result.pairs = pairs
+    found = []
+    progress("verifying", 0, len(candidates))
+    for first in range(0, len(candidates), PAIR_BATCH):
+        a, b = candidates[first:first + PAIR_BATCH].T
+        pairs = Pairs(a.astype(np.int32), b.astype(np.int32), site.intersections(a, b))
+        found.append(pairs.take(pairs.both > 0))
+        progress("verifying", first + a.size, len(candidates))
+    result.pairs = _concat(found)
 
 
-def clusters(n: int, pairs: Sequence[Pair], measure: str, threshold: float) -> list[list[int]]:
-    """Groups of pages joined by pairs at or over the threshold (union-find), largest first."""
-    parent = list(range(n))
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for p in pairs:
-        if p.value(measure) >= threshold:
-            ra, rb = root(p.a), root(p.b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(root(i), []).append(i)
-    found = [g for g in groups.values() if len(g) > 1]
-    found.sort(key=lambda g: (-len(g), g[0]))
-    return found
-
-
-def best_containment(n: int, pairs: Sequence[Pair]) -> np.ndarray:
-    """For each page, the largest share of it found inside any one other page."""
-    best = np.zeros(n)
-    for p in pairs:
-        best[p.a] = max(best[p.a], p.inside)
-        best[p.b] = max(best[p.b], p.outside)
-    return best
+def signatures(site: Site, k: int, progress: Progress = _no_progress,
+               seed: int = minhash.DEFAULT_SEED) -> Iterator[tuple[int, np.ndarray]]:
+    """(first page, (m, k) uint64 signatures) of the pages with words, a batch at a time."""
+    n = site.ids.size
+    progress("signatures", 0, n)
+    for first in range(0, n, SIGN_BATCH):
+        ids = site.ids[first:first + SIGN_BATCH]
+        lo, hi = int(ids[0]), int(ids[-1]) + 1
+        rows = np.frombuffer(site.sets.sign(lo, hi, k, seed, site.threads),
+                             dtype=np.uint64).reshape(hi - lo, k)
+        yield first, rows[ids - lo]
+        progress("signatures", first + ids.size, n)
 
 
 def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
@@ -271,9 +246,8 @@ def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, in
     return [(float(edges[i]), float(edges[i + 1]), int(c)) for i, c in enumerate(counts)]
 
 
-def near_threshold(pairs: Sequence[Pair], measure: str, threshold: float, n: int,
-                   margin: float = 0.1, seed: int = 0) -> list[Pair]:
+def near_threshold(result: Audit, n: int, margin: float = 0.1, seed: int = 0) -> Pairs:
     """Up to n random pairs within ±margin of the threshold, to open and judge by eye."""
-    close = [p for p in pairs if abs(p.value(measure) - threshold) <= margin]
-    picked = random.Random(seed).sample(close, min(n, len(close)))
-    return sorted(picked, key=lambda p: -p.value(measure))
+    close = np.flatnonzero(np.abs(result.values() - result.threshold) <= margin)
+    picked = sorted(random.Random(seed).sample(close.tolist(), min(n, close.size)))
+    return result.ranked(result.pairs.take(np.asarray(picked, dtype=np.int64)))

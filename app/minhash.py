@@ -163,41 +163,79 @@ def containment_from(jac: np.ndarray | float, size_a: np.ndarray | int,
     return np.minimum(share, 1.0)
 
 
-def bands_for(threshold: float, k: int, recall: float = 0.95) -> tuple[int, int]:
-    """(bands, rows) with bands*rows <= k whose candidate probability is >= recall at J=threshold.
+# Weights of the false-positive and false-negative mass (datasketch's default is 0.5, 0.5):
+# every candidate is then scored exactly, so a false positive costs one intersection while
+# a false negative is a pair lost. On tests/corpus.py sites these took recall of the pairs
+# at Jaccard >= 0.5 from 0.88 to 0.97 for 1.4x the candidates.
+LSH_WEIGHTS = (0.2, 0.8)
 
-    A pair with Jaccard J becomes a candidate with probability 1 - (1 - J**r)**b. Among
-    the choices that reach the recall at the threshold, take the largest r (fewest false
-    candidates); if none does, the one with the highest probability there.
+
+def lsh_params(threshold: float, k: int, fp_weight: float = LSH_WEIGHTS[0],
+               fn_weight: float = LSH_WEIGHTS[1]) -> tuple[int, int]:
+    """(bands, rows), bands*rows <= k, minimizing the weighted false-positive and
+    false-negative mass at a Jaccard threshold, as datasketch's `_optimal_param` does.
+
+    A pair with Jaccard s becomes a candidate with probability P(s) = 1 - (1 - s**r)**b.
+    The false-positive mass is the integral of P over [0, threshold], the false-negative
+    mass that of 1 - P over [threshold, 1]; both are integrated on a fine grid (datasketch
+    uses scipy's quad), and the first (b, r) of least error wins, b and r ascending.
     """
+    if not 0.0 < threshold < 1.0:
+        threshold = min(max(threshold, 1e-6), 1.0 - 1e-6)
+    s = np.linspace(0.0, 1.0, _GRID)
+    low = s <= threshold
     best: tuple[float, int, int] | None = None
-    for rows in range(k, 0, -1):
-        bands = k // rows
-        p = 1.0 - (1.0 - threshold**rows) ** bands
-        if p >= recall:
-            return bands, rows
-        if best is None or p > best[0]:
-            best = (p, bands, rows)
+    for bands in range(1, k + 1):
+        rows = np.arange(1, k // bands + 1, dtype=np.float64)[:, None]
+        p = 1.0 - (1.0 - s ** rows) ** bands
+        fp = np.trapezoid(np.where(low, p, 0.0), s, axis=1)
+        fn = np.trapezoid(np.where(low, 0.0, 1.0 - p), s, axis=1)
+        error = fp_weight * fp + fn_weight * fn
+        r = int(np.argmin(error))
+        if best is None or error[r] < best[0]:
+            best = (float(error[r]), bands, r + 1)
     assert best is not None  # k >= 1 makes the loop run
     return best[1], best[2]
 
 
-def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
-                    progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array.
+_GRID = 2001
 
-    Each band's rows are folded into one 64-bit key (a spurious key collision only adds a
-    candidate; every candidate is then scored on the whole signature). Rows sharing a key
-    are found by sorting the keys, so memory is O(n * bands) plus the pairs.
+
+def band_keys(matrix: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n, bands) uint64: each band's rows of each signature folded into one key.
+
+    A spurious key collision only adds a candidate; every candidate is scored after. Keys
+    can be made batch by batch as signatures stream, and the signatures dropped.
     """
-    n = matrix.shape[0]
-    found: list[np.ndarray] = []
     mult = family(rows, 0x5EED)[0]
+    keys = np.empty((matrix.shape[0], bands), dtype=np.uint64)
     for band in range(bands):
         block = matrix[:, band * rows:(band + 1) * rows]
-        keys = (block * mult).sum(axis=1, dtype=np.uint64)
-        order = np.argsort(keys, kind="stable")
-        ranked = keys[order]
+        keys[:, band] = (block * mult).sum(axis=1, dtype=np.uint64)
+    return keys
+
+
+def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
+                    progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array."""
+    return pairs_of_keys(band_keys(matrix, bands, rows), progress)
+
+
+def pairs_of_keys(keys: np.ndarray, progress: Callable[[int, int], None] | None = None
+                  ) -> np.ndarray:
+    """Pairs (i < j) of rows sharing a key in some band (column) of `keys`, as (m, 2) int64.
+
+    Rows sharing a key are found by sorting each band's keys, so memory is the keys plus
+    the distinct pairs.
+    """
+    n, bands = keys.shape
+    seen = np.empty(0, dtype=np.int64)  # packed (i << 32 | j), unique, sorted
+    found: list[np.ndarray] = []
+    pending = 0
+    for band in range(bands):
+        column = keys[:, band]
+        order = np.argsort(column, kind="stable")
+        ranked = column[order]
         # Keep only keys shared by two or more rows (usually few) before pairing them up.
         shared = np.zeros(n, dtype=bool)
         equal = ranked[1:] == ranked[:-1]
@@ -210,9 +248,12 @@ def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
                 break
             i, j = order[same], order[same + lag]
             found.append(np.minimum(i, j).astype(np.int64) << 32 | np.maximum(i, j))
+            pending += same.size
+        # A large template proposes its pairs again in every band: fold them in as they
+        # come, so memory holds the distinct pairs, not bands times as many.
+        if pending > max(1 << 22, seen.size) or band == bands - 1:
+            seen = np.union1d(seen, np.concatenate([seen[:0], *found]))
+            found, pending = [], 0
         if progress is not None:
             progress(band + 1, bands)
-    if not found:
-        return np.empty((0, 2), dtype=np.int64)
-    packed = np.unique(np.concatenate(found))
-    return np.stack([packed >> 32, packed & 0xFFFFFFFF], axis=1)
+    return np.stack([seen >> 32, seen & 0xFFFFFFFF], axis=1)

@@ -38,3 +38,25 @@ def corpus(pages: int, seed: int = 1, words: int = 300, family_share: float = 0.
         else:
             out.append((f"/u/{len(out)}", " ".join(rng.choices(vocab, k=words))))
     return out[:pages]
+
+
+def mixed_site(templates: int = 40, pages: int = 50, words: int = 300,
+               seed: int = 3) -> list[tuple[str, str]]:
+    """`templates` template bodies of `words` words with `pages` pages each (a few words of
+    each page its own, as a city name), then one page per template t holding two thirds of
+    t's body and two thirds of t+1's (a ring: every template touches two others)."""
+    rng = random.Random(seed)
+    vocab = vocabulary(seed=seed)
+    bodies = [rng.choices(vocab, k=words) for _ in range(templates)]
+    out: list[tuple[str, str]] = []
+    for t, body in enumerate(bodies):
+        for p in range(pages):
+            page = list(body)
+            for _ in range(3):
+                page[rng.randrange(words)] = rng.choice(vocab)
+            out.append((f"/t{t}/p{p}", " ".join(page)))
+    third = words // 3
+    for t in range(templates):
+        a, b = bodies[t], bodies[(t + 1) % templates]
+        out.append((f"/mixed/{t}", " ".join(a[:2 * third] + b[third:])))
+    return out

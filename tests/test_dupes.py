@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app import dupes
+from app import dupes, minhash
 from app.cli import main
+from app.dupes_site import Pairs
 from tests.corpus import corpus
 from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
@@ -39,14 +40,33 @@ def test_seed_table_histogram_clusters_and_files(tmp_path, capsys):
     hist = [line.split() for line in out.splitlines() if line.startswith("  0.")]
     assert [int(h[1]) for h in hist] == [1, 0, 0, 0, 0, 1, 0, 0, 2, 0]  # returns, omsk, 2 more
     rows = list(csv.DictReader((tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()))
-    assert len(rows) == 6 and rows[0]["url_a"] == "/delivery/kazan"
+    assert len(rows) == 3 and rows[0]["url_a"] == "/delivery/kazan"  # those at the threshold
     assert rows[0]["url_b"] == "/delivery/perm" and rows[0]["cluster"] == "1"
-    assert rows[-1]["over_threshold"] == "0" and rows[-1]["jaccard"] == "0.0000"
+    assert {r["over_threshold"] for r in rows} == {"1"}
     report = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
-    assert report["clusters"] == [["/delivery/kazan", "/delivery/perm", "/delivery/omsk"]]
+    [cluster] = report["clusters"]
+    assert cluster["representative"] == "/delivery/kazan"
+    assert cluster["pages"] == ["/delivery/kazan", "/delivery/perm", "/delivery/omsk"]
+    # The delivery template is shared; the city's ten windows and Omsk's sentence are not.
+    [before, after] = cluster["template"]
+    assert before.startswith("Мы доставляем заказы") and before.endswith("Доставка по городу")
+    assert after.startswith("занимает от одного") and after.endswith("о новой дате")
     assert report["pairs"][1] == {"url_a": "/delivery/kazan", "url_b": "/delivery/omsk",
                                   "jaccard": 0.4706, "in": 0.8276, "out": 0.5217}
+    assert len(report["pairs"]) == 3 and report["multi_template"] == []
     assert sum(b["pages"] for b in report["histogram"]) == 4
+
+
+def test_all_candidates_writes_every_pair_found(tmp_path, capsys):
+    pages = write_jsonl(tmp_path / "pages.jsonl", SEED)
+    assert main(["dupes", str(pages), "--csv", str(tmp_path / "p.csv"), "--all-candidates",
+                 "--json", str(tmp_path / "p.json"), "--no-progress"]) == 0
+    rows = list(csv.DictReader((tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()))
+    assert len(rows) == 6  # a handful of pages: every pair, as the seed prints them
+    assert rows[-1]["over_threshold"] == "0" and rows[-1]["jaccard"] == "0.0000"
+    assert rows[-1]["cluster"] == ""
+    assert len(json.loads((tmp_path / "p.json").read_bytes())["pairs"]) == 6
+    capsys.readouterr()
 
 
 def test_jaccard_measure_leaves_omsk_out_of_the_cluster(tmp_path, capsys):
@@ -69,7 +89,8 @@ def html_page(title: str, body: str) -> str:
             f"{FOOTER}</body></html>")
 
 
-def test_html_folder_main_text_only(tmp_path, capsys):
+@pytest.mark.parametrize("extractor", ["auto", "trafilatura"])
+def test_html_folder_main_text_only(tmp_path, capsys, extractor):
     site = tmp_path / "site"
     (site / "delivery").mkdir(parents=True)
     (site / "blog").mkdir()
@@ -78,11 +99,12 @@ def test_html_folder_main_text_only(tmp_path, capsys):
                                                          encoding="utf-8")
     (site / "blog" / "returns.html").write_text(html_page("Возврат", RETURNS), encoding="utf-8")
     (site / "notes.txt").write_text("not a page")
-    assert main(["dupes", str(site), "--no-progress", "--json", str(tmp_path / "r.json")]) == 0
+    assert main(["dupes", str(site), "--no-progress", "--json", str(tmp_path / "r.json"),
+                 "--all-candidates", "--extractor", extractor]) == 0
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["pages"] == 4
-    assert report["clusters"] == [["delivery/kazan.html", "delivery/omsk.html",
-                                   "delivery/perm.html"]]
+    assert [c["pages"] for c in report["clusters"]] == [
+        ["delivery/kazan.html", "delivery/omsk.html", "delivery/perm.html"]]
     by_pair = {(p["url_a"], p["url_b"]): p for p in report["pairs"]}
     # The menu and footer are on every page; had they been kept, the article would share
     # dozens of shingles with the delivery pages. trafilatura left only the main text.
@@ -147,7 +169,8 @@ def test_pages_without_words_are_reported_not_compared(tmp_path, capsys):
 
 def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "p.jsonl", corpus(120, seed=5))
-    assert main(["dupes", str(pages), "--sample", "25", "--margin", "0.2", "--progress"]) == 0
+    assert main(["dupes", str(pages), "--sample", "25", "--margin", "0.2", "--progress",
+                 "--csv", str(tmp_path / "p.csv"), "--json", str(tmp_path / "p.json")]) == 0
     captured = capsys.readouterr()
     sample = captured.out.split("pairs near the threshold to open and judge by eye:\n")[1]
     lines = sample.strip().splitlines()
@@ -155,24 +178,62 @@ def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     for line in lines:
         inside, outside = (float(line.split(f"{k}=")[1].split()[0]) for k in ("in", "out"))
         assert abs(max(inside, outside) - 0.5) <= 0.2
-    assert "reading" in captured.err and "comparing" in captured.err and "100%" in captured.err
+    for stage in ("reading", "shingling", "comparing", "clustering", "writing csv",
+                  "writing json"):
+        assert stage in captured.err
+    assert "100%" in captured.err
+
+
+def pair_set(result: dupes.Audit, p: Pairs) -> dict[tuple[int, int], int]:
+    return dict(zip(zip(p.a.tolist(), p.b.tolist(), strict=True), p.both.tolist(), strict=True))
 
 
 def test_lsh_finds_the_exact_clusters_on_a_generated_site():
     texts = corpus(700, seed=8)
-    exact = dupes.audit(texts, method="exact")
-    approx = dupes.audit(texts, method="minhash")
-    assert approx.lsh is not None and exact.lsh is None
-    over = {(p.a, p.b) for p in exact.pairs if p.value("containment") >= 0.5}
-    found = {(p.a, p.b) for p in approx.pairs if p.value("containment") >= 0.5}
-    assert len(over) > 200
-    assert found <= over  # LSH candidates are scored exactly: no invented pairs
-    assert len(found) / len(over) >= 0.95
-    exact_pairs = {(p.a, p.b): p for p in exact.pairs}
-    assert all(exact_pairs[(p.a, p.b)] == p for p in approx.pairs)
+    with dupes.audit(texts, method="exact") as exact, \
+            dupes.audit(texts, method="minhash") as approx:
+        assert approx.lsh is not None and exact.lsh is None
+        over, found = pair_set(exact, exact.over()), pair_set(approx, approx.over())
+        assert len(over) > 200
+        assert found.keys() <= over.keys()  # candidates are scored exactly: no invented pairs
+        assert len(found) / len(over) >= 0.95
+        every = pair_set(exact, exact.pairs)
+        assert all(every[key] == both for key, both in pair_set(approx, approx.pairs).items())
 
 
 def test_lsh_jaccard_floor_for_containment():
     # A share t of A inside B with |B| <= R|A| means J >= t / (1 + R - t).
     assert dupes.lsh_jaccard_floor("containment", 0.5, 2.0) == pytest.approx(0.2)
     assert dupes.lsh_jaccard_floor("jaccard", 0.5, 2.0) == 0.5
+
+
+def test_exclude_leaves_pages_out_by_name_or_last_component(tmp_path, capsys):
+    site = tmp_path / "site"
+    (site / "book").mkdir(parents=True)
+    for name, text in (("kazan", KAZAN), ("perm", PERM)):
+        (site / "book" / f"{name}.html").write_text(html_page(name, text), encoding="utf-8")
+    # an index holding every page: excluded, it can neither bridge nor crowd the report
+    (site / "print.html").write_text(html_page("all", KAZAN + " " + RETURNS), encoding="utf-8")
+    (site / "book" / "print.html").write_text(html_page("all", PERM), encoding="utf-8")
+    assert main(["dupes", str(site), "--no-progress", "--exclude", "print.html",
+                 "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert report["excluded"] == ["book/print.html", "print.html"]
+    assert report["pages"] == 2 and report["params"]["exclude"] == ["print.html"]
+    assert "2 with text, 0 without any words (left out), 2 excluded" in capsys.readouterr().out
+    pages = write_jsonl(tmp_path / "p.jsonl", SEED)
+    assert main(["dupes", str(pages), "--no-progress", "--exclude", "/delivery/*"]) == 0
+    assert "pages: 1 with text" in capsys.readouterr().out
+
+
+def test_lsh_bands_and_rows_come_from_the_threshold_and_the_weights(tmp_path, capsys):
+    pages = write_jsonl(tmp_path / "p.jsonl", corpus(300, seed=4))
+    floor = dupes.lsh_jaccard_floor("containment", 0.5, 2.0)
+    for weights in ((0.5, 0.5), (0.2, 0.8)):
+        bands, rows = minhash.lsh_params(floor, 128, *weights)
+        assert main(["dupes", str(pages), "--method", "minhash", "--no-progress",
+                     "--lsh-weights", ",".join(map(str, weights))]) == 0
+        assert f"MinHash LSH ({bands} bands x {rows} rows)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["dupes", str(pages), "--lsh-weights", "1"])
+    assert "expected two numbers FP,FN" in capsys.readouterr().err

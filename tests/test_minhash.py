@@ -125,14 +125,35 @@ def test_estimates_within_the_stated_error_on_a_generated_corpus():
     assert max(c_err) <= 0.25 and np.mean(c_err) <= 0.05
 
 
-def test_bands_for_reaches_the_recall_at_the_threshold():
-    for threshold in (0.2, 0.5, 0.8):
-        bands, rows = minhash.bands_for(threshold, 128)
-        assert bands * rows <= 128
-        assert 1 - (1 - threshold**rows) ** bands >= 0.95
-        # one more row per band would no longer reach it
-        wider = 128 // (rows + 1)
-        assert 1 - (1 - threshold ** (rows + 1)) ** wider < 0.95
+def _error(threshold: float, bands: int, rows: int, fp: float, fn: float) -> float:
+    """The weighted error by the midpoint rule (datasketch's fallback without scipy)."""
+    step = 1e-4
+    lo = np.arange(step / 2, threshold, step)
+    hi = np.arange(threshold + step / 2, 1.0, step)
+    p = lambda s: 1 - (1 - s**rows) ** bands  # noqa: E731
+    return fp * p(lo).sum() * step + fn * (1 - p(hi)).sum() * step
+
+
+@pytest.mark.parametrize(("threshold", "weights"), [
+    (0.2, (0.5, 0.5)), (0.5, (0.5, 0.5)), (0.8, (0.5, 0.5)), (0.5, (0.2, 0.8)), (0.3, (0.9, 0.1)),
+])
+def test_lsh_params_minimize_the_weighted_error(threshold, weights):
+    k = 64
+    bands, rows = minhash.lsh_params(threshold, k, *weights)
+    assert bands * rows <= k
+    chosen = _error(threshold, bands, rows, *weights)
+    every = [_error(threshold, b, r, *weights)
+             for b in range(1, k + 1) for r in range(1, k // b + 1)]
+    assert chosen <= min(every) + 1e-4
+
+
+def test_lsh_params_trade_candidates_for_recall_with_the_weights():
+    # more weight on false negatives: a higher candidate probability at the threshold
+    def p(b, r, s):
+        return 1 - (1 - s**r) ** b
+    even = minhash.lsh_params(0.5, 128, 0.5, 0.5)
+    recall = minhash.lsh_params(0.5, 128, 0.2, 0.8)
+    assert p(*recall, 0.5) > p(*even, 0.5) and p(*recall, 0.3) > p(*even, 0.3)
 
 
 def test_lsh_recall_of_exact_pairs_over_the_threshold():
@@ -141,7 +162,7 @@ def test_lsh_recall_of_exact_pairs_over_the_threshold():
     matrix, _ = minhash.signatures(sets)
     threshold = 0.5
     candidates = {tuple(p) for p in minhash.candidate_pairs(
-        matrix, *minhash.bands_for(threshold, 128)).tolist()}
+        matrix, *minhash.lsh_params(threshold, 128, *minhash.LSH_WEIGHTS)).tolist()}
     exact = {(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
              if not sets[i].isdisjoint(sets[j]) and shingles.jaccard(sets[i], sets[j]) >= threshold}
     assert len(exact) > 300

@@ -9,6 +9,8 @@
 //! in the same order). Nothing is folded until every comparison is done, so a request
 //! stopped by its deadline changes nothing; what was computed by then stays cached.
 
+pub mod audit;
+pub mod audit_py;
 mod cache;
 mod format;
 mod lru;

@@ -237,6 +237,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(neardup_content_key, m)?)?;
     m.add_class::<PyMatcher>()?;
     m.add_class::<PyPage>()?;
+    m.add_class::<super::audit_py::PySets>()?;
     m.add("NEARDUP_UNICODE_VERSION", super::tables::UNICODE_VERSION)?;
     Ok(())
 }

@@ -1,0 +1,209 @@
+//! The audit tool's side of near-duplicate matching (`rearrange dupes`, app/dupes.py): a
+//! site's shingle sets held in Rust, their MinHash signatures, exact intersections of
+//! candidate pairs and the shared parts of one page with others. Each call spreads its work
+//! over threads; audit_py.rs releases the GIL around it. The serve-time rule uses none of
+//! this.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use super::minhash::Family;
+use super::shingles::shingles;
+use super::unicode::Words;
+
+/// Shingle sets of many pages, appended batch by batch: a batch is one chunk, so what is
+/// held is never copied to grow.
+#[derive(Default)]
+pub struct Sets {
+    chunks: Vec<Vec<u64>>,
+    /// (chunk, start, length) of each page's sorted, deduplicated set.
+    at: Vec<(u32, usize, usize)>,
+}
+
+impl Sets {
+    /// How many pages are held.
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether no page is held.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Page i's shingle set.
+    pub fn get(&self, i: usize) -> &[u64] {
+        let (chunk, start, len) = self.at[i];
+        &self.chunks[chunk as usize][start..start + len]
+    }
+
+    /// Shingle the texts (`width` words, as the rule does) and keep their sets; their sizes.
+    pub fn add(&mut self, texts: &[String], width: usize, threads: usize) -> Vec<u32> {
+        let sets = parallel(texts.len(), threads, |range| {
+            let mut words = Words::default();
+            texts[range]
+                .iter()
+                .map(|t| shingles(t, width, &mut words))
+                .collect()
+        });
+        let mut chunk = Vec::with_capacity(sets.iter().map(Vec::len).sum());
+        let mut sizes = Vec::with_capacity(sets.len());
+        let id = self.chunks.len() as u32;
+        for set in sets {
+            self.at.push((id, chunk.len(), set.len()));
+            sizes.push(set.len() as u32);
+            chunk.extend_from_slice(&set);
+        }
+        self.chunks.push(chunk);
+        sizes
+    }
+
+    /// The k-value signatures of pages `pages`, row after row.
+    pub fn sign(&self, pages: Range<usize>, family: &Family, k: usize, threads: usize) -> Vec<u64> {
+        let first = pages.start;
+        parallel(pages.len(), threads, |range| {
+            let mut out = vec![0; range.len() * k];
+            for (row, i) in out.chunks_exact_mut(k).zip(range) {
+                family.sign(self.get(first + i), row);
+            }
+            out
+        })
+    }
+
+    /// |a_n ∩ b_n| for each pair n.
+    pub fn intersections(&self, a: &[u32], b: &[u32], threads: usize) -> Vec<u32> {
+        parallel(a.len().min(b.len()), threads, |range| {
+            range
+                .map(|n| intersection(self.get(a[n] as usize), self.get(b[n] as usize)) as u32)
+                .collect()
+        })
+    }
+
+    /// For each page of `others`, one byte per shingle of page i: 1 where the other page
+    /// holds it too (rows in the order of `others`, i's set in ascending hash order).
+    pub fn shared(&self, i: usize, others: &[u32]) -> Vec<u8> {
+        let mine = self.get(i);
+        let mut out = vec![0u8; mine.len() * others.len()];
+        for (row, &o) in out.chunks_exact_mut(mine.len().max(1)).zip(others) {
+            mark(mine, self.get(o as usize), row);
+        }
+        out
+    }
+}
+
+/// |a ∩ b| of two sorted, deduplicated sets.
+fn intersection(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut both) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        both += usize::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    both
+}
+
+/// row[n] = 1 where a[n] is in b (both sorted, deduplicated).
+fn mark(a: &[u64], b: &[u64], row: &mut [u8]) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        row[i] = u8::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+}
+
+/// f over 0..n cut into pieces, run on up to `threads` threads, the outputs concatenated in
+/// order. Pieces are handed out as threads come free, so uneven pages balance out.
+fn parallel<R: Send>(
+    n: usize,
+    threads: usize,
+    f: impl Fn(Range<usize>) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, 256).min(n.max(1));
+    if threads == 1 {
+        return f(0..n);
+    }
+    let step = n.div_ceil(threads * 8).max(1);
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, Vec<R>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let start = next.fetch_add(step, Ordering::Relaxed);
+                if start >= n {
+                    break;
+                }
+                let out = f(start..(start + step).min(n));
+                done.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((start, out));
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(PoisonError::into_inner);
+    done.sort_unstable_by_key(|(start, _)| *start);
+    done.into_iter().flat_map(|(_, out)| out).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(list: &[&str]) -> Vec<String> {
+        list.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[test]
+    fn sets_are_the_rules_shingles_and_sizes_whatever_the_threads() {
+        let pages = texts(&["a b c d e", "a b c d f", "", "x y", "a b c d e f g"]);
+        let mut one = Sets::default();
+        let mut many = Sets::default();
+        assert_eq!(one.add(&pages, 2, 1), vec![4, 4, 0, 1, 6]);
+        assert_eq!(many.add(&pages[..2], 2, 3), vec![4, 4]);
+        assert_eq!(many.add(&pages[2..], 2, 3), vec![0, 1, 6]);
+        for (i, text) in pages.iter().enumerate() {
+            let set = shingles(text, 2, &mut Words::default());
+            assert_eq!(one.get(i), &set[..]);
+            assert_eq!(many.get(i), &set[..]);
+        }
+    }
+
+    #[test]
+    fn intersections_and_shared_parts() {
+        let mut sets = Sets::default();
+        sets.add(&texts(&["a b c d e", "a b c d f", "e f g"]), 2, 2);
+        // {ab bc cd de} {ab bc cd df} {ef fg}
+        assert_eq!(sets.intersections(&[0, 0, 1], &[1, 2, 0], 2), vec![3, 0, 3]);
+        let shared = sets.shared(0, &[1, 2]);
+        assert_eq!(shared.len(), 8);
+        assert_eq!(shared[..4].iter().map(|&x| u32::from(x)).sum::<u32>(), 3);
+        assert_eq!(&shared[4..], &[0, 0, 0, 0]);
+        let de = shingles("d e", 2, &mut Words::default())[0];
+        let at = sets.get(0).iter().position(|&x| x == de).unwrap_or(9);
+        assert_eq!(shared[at], 0);
+    }
+
+    #[test]
+    fn signatures_match_one_page_at_a_time() {
+        let mut sets = Sets::default();
+        let pages = texts(&["one two three four", "five six seven", "one two three five"]);
+        sets.add(&pages, 2, 1);
+        let family = Family::new(8, 1);
+        let rows = sets.sign(1..3, &family, 8, 2);
+        for (row, i) in rows.chunks_exact(8).zip(1..3) {
+            let mut alone = vec![0; 8];
+            family.sign(sets.get(i), &mut alone);
+            assert_eq!(row, &alone[..]);
+        }
+    }
+
+    #[test]
+    fn parallel_keeps_the_order() {
+        let out = parallel(1000, 3, |r| r.map(|x| x * 2).collect());
+        assert_eq!(out, (0..1000).map(|x| x * 2).collect::<Vec<_>>());
+        assert!(parallel(0, 4, |r| r.collect::<Vec<usize>>()).is_empty());
+    }
+}

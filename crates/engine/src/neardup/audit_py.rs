@@ -1,0 +1,143 @@
+//! What Python sees: `app._engine.NearDupSets`, the audit's shingle sets. Numbers cross as
+//! little-endian bytes (numpy reads them with `frombuffer`), not lists of Python ints.
+
+use std::sync::RwLock;
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::audit::Sets;
+use super::minhash::Family;
+
+/// A site's shingle sets, added batch by batch.
+#[pyclass(frozen, name = "NearDupSets")]
+pub struct PySets {
+    width: usize,
+    sets: RwLock<Sets>,
+}
+
+fn words_of(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+fn bytes_of<T: Copy, const N: usize>(values: &[T], le: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| le(v)).collect()
+}
+
+impl PySets {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Sets> {
+        self.sets
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn page(&self, i: usize) -> PyResult<()> {
+        if i < self.read().len() {
+            Ok(())
+        } else {
+            Err(PyIndexError::new_err(format!("no page {i}")))
+        }
+    }
+}
+
+#[pymethods]
+impl PySets {
+    #[new]
+    fn new(width: usize) -> PyResult<Self> {
+        if width < 1 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "width must be >= 1",
+            ));
+        }
+        Ok(PySets {
+            width,
+            sets: RwLock::new(Sets::default()),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Shingle and keep the texts; their set sizes (u32).
+    fn add<'py>(&self, py: Python<'py>, texts: Vec<String>, threads: usize) -> Bound<'py, PyBytes> {
+        let sizes = py.detach(|| {
+            let mut sets = self
+                .sets
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            sets.add(&texts, self.width, threads)
+        });
+        PyBytes::new(py, &bytes_of(&sizes, u32::to_le_bytes))
+    }
+
+    /// Signatures (u64, k per page) of pages start..end, family `seed`.
+    fn sign<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+        k: usize,
+        seed: u64,
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        if start > end || end > self.read().len() {
+            return Err(PyIndexError::new_err(format!("no pages {start}..{end}")));
+        }
+        let rows = py.detach(|| {
+            self.read()
+                .sign(start..end, &Family::new(k, seed), k, threads)
+        });
+        Ok(PyBytes::new(py, &bytes_of(&rows, u64::to_le_bytes)))
+    }
+
+    /// |a_n ∩ b_n| (u32) for pages a, b given as u32.
+    fn intersections<'py>(
+        &self,
+        py: Python<'py>,
+        a: &[u8],
+        b: &[u8],
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (a, b) = (words_of(a), words_of(b));
+        let n = self.read().len();
+        if a.len() != b.len() || a.iter().chain(&b).any(|&i| i as usize >= n) {
+            return Err(PyIndexError::new_err(
+                "pairs name pages not held, or differ in length",
+            ));
+        }
+        let both = py.detach(|| self.read().intersections(&a, &b, threads));
+        Ok(PyBytes::new(py, &bytes_of(&both, u32::to_le_bytes)))
+    }
+
+    /// One byte per shingle of page i (ascending hash) for each of `others` (u32): 1
+    /// where that page holds the shingle too.
+    fn shared<'py>(
+        &self,
+        py: Python<'py>,
+        i: usize,
+        others: &[u8],
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.page(i)?;
+        let others = words_of(others);
+        let n = self.read().len();
+        if others.iter().any(|&o| o as usize >= n) {
+            return Err(PyIndexError::new_err("others name pages not held"));
+        }
+        let rows = py.detach(|| self.read().shared(i, &others));
+        Ok(PyBytes::new(py, &rows))
+    }
+
+    /// Page i's shingle hashes (u64, ascending).
+    fn shingles<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
+        self.page(i)?;
+        Ok(PyBytes::new(
+            py,
+            &bytes_of(self.read().get(i), u64::to_le_bytes),
+        ))
+    }
+}
