@@ -68,7 +68,9 @@ def _sanctions(settings: Settings, banlist: BanStore,
     quarantine = build_store(settings, metrics, list_name="quarantine")
     quarantine.start()
     if isinstance(banlist, RedisStore):
-        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix)
+        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
+                                         metrics)
+        states.check()  # learn the epoch Redis holds now, so a later loss is noticed
     else:
         beside = settings.banlist_path
         states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
@@ -83,7 +85,8 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
 
     `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
-    snapshot beside the banlist's; the replication counters are shared by both lists.
+    snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
+    rearrange_redis_* series tell them apart.
     """
     own = list_name == "banlist"
     if not settings.redis_url:
@@ -97,7 +100,7 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
                       retention_seconds=settings.banlist_retention_seconds,
                       block_seconds=settings.banlist_block_seconds,
-                      snapshot_seconds=settings.banlist_snapshot_seconds)
+                      snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name)
 
 
 class RearrangeApp(FastAPI):
@@ -188,7 +191,8 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
         return
     while True:
         await asyncio.sleep(poll_seconds)
-        for task, step in (("config", _poll_config), ("sweep", _sweep)):
+        for task, step in (("config", _poll_config), ("sweep", _sweep),
+                           ("sanctions", _check_sanctions)):
             try:
                 await step(service)
             except Exception:
@@ -218,6 +222,10 @@ async def _sweep(service: Rearranger) -> None:
     expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
+
+
+async def _check_sanctions(service: Rearranger) -> None:
+    await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
 
 
 def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:

@@ -73,7 +73,7 @@ class RedisStore:
     def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, name: str = "banlist") -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
@@ -81,6 +81,7 @@ class RedisStore:
         self.keys = Keys(prefix)
         self.metrics = metrics
         self.clock = clock
+        self.name = name  # "banlist", or "quarantine": in logs and metric labels
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
