@@ -28,6 +28,7 @@ from app.config import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError
 from app.metrics import Metrics
+from app.readings import LastReading
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates, HostStates, RedisStates
@@ -143,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             with contextlib.ExitStack() as closing:  # each closes even if one before fails
+                closing.callback(app.state.sanction_hosts.close)
                 closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
                 closing.callback(service.store.close)
                 if service.audit_log is not None:
@@ -152,6 +154,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   summary="Post-ranking rule pipeline over a search result page")
     app.state.service = service
     app.state.tokens = settings.tokens()
+    # /metrics never waits on Redis for long: the host counts are the last good reading
+    app.state.sanction_hosts = LastReading("sanction_hosts", service.sanctions.counts,
+                                           service.metrics)
     for module in (rerank, banlist, sanctions, admin, health, experiments):
         app.include_router(module.router)
     _install_error_handlers(app)

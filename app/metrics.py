@@ -264,6 +264,10 @@ class Metrics:
             "rearrange_redis_refusals_total", "Times what Redis held of a structure was "
             "refused: lost (Redis empty), backward (older or another history), fork "
             "(rewritten history)", ["structure", "cause"], registry=r)
+        self.redis_reading_age = Gauge(
+            "rearrange_redis_reading_age_seconds", "Age of the last successful reading behind "
+            "series that need Redis (reading=sanction_hosts: rearrange_sanction_hosts)",
+            ["reading"], registry=r)
         for structure in STRUCTURES:
             for cause in REFUSAL_CAUSES:
                 self.redis_refusals.labels(structure, cause)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -59,6 +60,15 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(10)
             self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and commands hang, as on a stalled host."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def restart(self, empty: bool = False) -> None:
         """Start again on the same port; `empty` throws the append-only file away first."""

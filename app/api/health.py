@@ -1,10 +1,9 @@
 """Liveness, readiness and Prometheus metrics."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -59,8 +58,8 @@ async def readyz(service: Service) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics(service: Service) -> Response:
-    """Prometheus text exposition."""
+async def metrics(request: Request, service: Service) -> Response:
+    """Prometheus text exposition; answers without waiting on Redis for more than a moment."""
     m, store = service.metrics, service.store
     m.banlist_entries.set(len(store))
     m.banlist_version.set(store.version)
@@ -76,8 +75,7 @@ async def metrics(service: Service) -> Response:
         m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
         m.redis_diverged.labels(name).set(1 if state.diverged else 0)
         m.redis_staleness.labels(name).set(state.staleness_seconds)
-    if service.sanctions is not None:  # reads every host state: off the event loop
-        counts = await asyncio.to_thread(service.sanctions.counts)
-        for sanction_state, count in counts.items():
-            m.sanction_hosts.labels(sanction_state).set(count)
+    counts, _ = await request.app.state.sanction_hosts.get()  # the last good reading
+    for sanction_state, count in (counts or {}).items():
+        m.sanction_hosts.labels(sanction_state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
