@@ -255,7 +255,7 @@ class Metrics:
             "Redis (always 1 embedded)", ["structure"], registry=r)
         self.redis_diverged = Gauge(
             "rearrange_redis_diverged", "1 while Redis holds an older or other copy of a "
-            "structure than this replica and it is refused (alert)",
+            "structure than this replica, or a forked changelog, and it is refused (alert)",
             ["structure"], registry=r)
         self.redis_staleness = Gauge(
             "rearrange_redis_staleness_seconds", "Seconds since this replica last confirmed "

@@ -311,7 +311,8 @@ class RedisStore:
             cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
             cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
             same = cur_epoch == str(rep.epoch)
-            if same and int(cur_seq) >= rep.version and rep.diverged is None:
+            if (same and int(cur_seq) >= rep.version and rep.diverged is None
+                    and rep.forked is None):
                 raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
                                    f"{cur_seq}, replica {rep.version}): nothing to reseed",
                                    status=409)
@@ -364,7 +365,13 @@ class RedisStore:
                 page = self.client.xrange(self.keys.stream, min=start, max="+",
                                           count=limit + 64)
                 for sid, fields in page:
-                    if int(fields["seq"]) > seq and len(out) < limit:
+                    at = int(fields["seq"])
+                    if out and at <= out[-1]["seq"] and sid not in self.replica.replays:
+                        raise BanlistError("banlist", f"Redis's changelog holds seq {at} "
+                                           f"twice (again at stream id {sid}): its history "
+                                           "was rewritten, and none is served until a "
+                                           "reseed rewrites it", status=503)
+                    if at > seq and len(out) < limit and sid not in self.replica.replays:
                         out.append(change_of(sid, fields))
                 start = f"({page[-1][0]}" if len(page) == limit + 64 else None
             return out

@@ -17,6 +17,9 @@ then resyncs on the gap, as it always did; a replica that already refused Redis 
 refused: only proof that Redis holds its history (our record, followed by the next seq, or
 an operator's reseed after it) lifts a refusal.
 
+Redis can also rewrite the changelog itself (an AOF replay putting back refused writes): each
+round counts it too (forks.py), and a seq held twice with different changes is refused on
+every replica, one that resynced past it included; the same change twice is a replay, skipped.
 The same replica class follows the quarantine list (`name`), under its own keys.
 """
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import redis
 
-from app.banlist import snapshot
+from app.banlist import forks, snapshot
 from app.banlist.base import SyncState
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
@@ -103,8 +106,11 @@ class Replicator:
         self.synced_at = 0.0  # wall time this copy was last confirmed equal to Redis's
         self.connected = False
         self.diverged: str | None = None
+        self.forked: str | None = None  # why Redis's changelog is not one history (forks.py)
         self.problem: str | None = None
         self._resync_cause: str | None = None
+        self._excess = 0  # forks.excess of the changelog when it was last read through
+        self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snap_seq = -1
@@ -164,11 +170,15 @@ class Replicator:
     def poll(self, block: bool) -> None:
         checked = self.clock()
         known = (self.epoch, self.version, self.stream_id)  # a writer may apply more meanwhile
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self.client.pipeline(transaction=True)  # one moment: the count must add up
         pipe.mget(self.keys.epoch, self.keys.seq)
         pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
-        (epoch_r, seq_r), mine = pipe.execute()
-        if not self._accept(epoch_r, seq_r, mine, known):
+        pipe.xlen(self.keys.stream).xrange(self.keys.stream, count=1)
+        pipe.xrevrange(self.keys.stream, count=1)
+        (epoch_r, seq_r), mine, length, first, last = pipe.execute()
+        self._check_changelog(forks.excess(length, first, last))
+        refused = not self._accept(epoch_r, seq_r, mine, known)
+        if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
             self.connected, self.problem = True, None  # reachable, but refused
             if block:
                 self._stop.wait(self.block_ms / 1000)
@@ -191,6 +201,32 @@ class Replicator:
             self._apply_records(records, observe=True)
         if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
             self._confirmed(self.clock() if block and not records else checked)
+
+    def _check_changelog(self, excess: int | None) -> None:
+        """Read the changelog through when its record count changed shape (None: whatever
+        it is; forks.py). A seq held twice with different changes flags it until Redis's
+        changelog is one history again (a reseed rewrites it); a replica holding a copy
+        applies nothing meanwhile."""
+        if excess is not None and excess == self._excess:
+            return
+        found = forks.scan(self.client, self.keys.stream, PAGE)
+        self._excess, self.replays = excess, found.replays
+        if found.fork and found.fork != self.forked:
+            log.error("%s: %s. Writes are suspended and %s. Run `%s --force` against the "
+                      "replica whose copy to keep: it rewrites the changelog as one history.",
+                      self.name, found.fork, "this replica's copy stays as it is" if self.epoch
+                      else "this replica serves what Redis holds", self._reseed_command())
+            self._count_refusal("fork")
+        elif found.replays and not found.fork:
+            log.warning("%s: Redis's changelog repeats %d change(s) exactly (a replay); "
+                        "they are skipped", self.name, len(found.replays))
+        if found.missing:
+            log.warning("%s: Redis's changelog has no record of %d seq(s) between its ends "
+                        "(deleted by hand?): `GET /v1/banlist/changes` cannot serve them",
+                        self.name, found.missing)
+        if self.forked and not found.fork:
+            log.warning("%s: Redis's changelog is one history again", self.name)
+        self.forked = found.fork
 
     def _confirmed(self, at: float) -> None:
         """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
@@ -314,8 +350,14 @@ class Replicator:
                 version, stream_id = seq, sid  # Redis now holds exactly our copy
                 last = _stream_pos(sid)
                 continue
-            if seq <= version:  # written after a rewind, over changes we applied
-                self._refuse(_forked(epoch, version), "fork")
+            if seq <= version:  # a seq we applied: a replay of the same change, or a fork
+                if sid not in self.replays:
+                    self._check_changelog(None)  # which of the two: read the changelog through
+                if sid in self.replays:
+                    stream_id, last = sid, _stream_pos(sid)  # the same change: already held
+                    continue
+                if not self.forked:  # our record of that seq is gone: nothing to compare with
+                    self._refuse(_forked(epoch, version), "fork")
                 break
             if seq != version + 1:
                 self._resync_cause = "gap"
@@ -335,6 +377,8 @@ class Replicator:
 
     def catch_up(self) -> None:
         """Apply everything committed so far (after our own write: read-your-writes)."""
+        if self.forked and self.epoch:
+            return  # the copy held stays as it is while Redis's changelog is forked
         try:
             with self.lock:
                 while True:
@@ -432,17 +476,17 @@ class Replicator:
         self._snap_seq, self._snap_at = snap.seq, now
 
     def writable(self) -> bool:
-        return self.loaded and self.diverged is None
+        return self.loaded and self.diverged is None and self.forked is None
 
     def why_not_writable(self) -> str:
         if not self.loaded:
             return f"the {self.name} is not loaded yet (Redis unreachable since start)"
-        why = self.diverged
+        why = self.forked or self.diverged
         return f"{self.name} writes are suspended: {why}"
 
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
-        diverged = self.diverged
+        diverged = self.forked or self.diverged
         in_sync = (self.loaded and self.connected and diverged is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
