@@ -26,9 +26,10 @@ from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
 from app.config import ConfigHolder
 from app.contract import request_schema
-from app.errors import BanlistError, ConfigError, FieldError
+from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
 from app.metrics import Metrics
 from app.readings import LastReading
+from app.redis_policy import EvictionPolicy
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates, HostStates, RedisStates
@@ -41,8 +42,12 @@ log = logging.getLogger("rearrange")
 def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
     metrics = metrics or Metrics()
-    store = build_store(settings, metrics)
+    policy = EvictionPolicy(metrics) if settings.redis_url else None
+    store = build_store(settings, metrics, policy=policy)
     store.start()
+    if policy is not None and policy.problem:  # checked on the first connect, in start()
+        store.close()
+        raise StartupRefused(policy.problem)
     if settings.banlist_seed is not None and store.version == 0:
         groups, specs = bulk.read_file(settings.banlist_seed)
         added = store.seed(specs, groups=groups)
@@ -58,19 +63,20 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
         metrics.audit_failing.set_function(audit.failing)  # read at scrape time
     service = Rearranger(settings, store, config, metrics, audit)
-    service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
+    service.redis_policy = policy
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)
     return service
 
 
-def _sanctions(settings: Settings, banlist: BanStore,
-               metrics: Metrics) -> tuple[BanStore, Sanctions]:
+def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
+               policy: EvictionPolicy | None) -> tuple[BanStore, Sanctions]:
     """The quarantine list (a store like the banlist, replicated the same way) and the
     state machine that feeds both; host states live beside them (Redis or a local file)."""
-    quarantine = build_store(settings, metrics, list_name="quarantine")
+    quarantine = build_store(settings, metrics, list_name="quarantine", policy=policy)
     quarantine.start()
     if isinstance(banlist, RedisStore):
         states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
-                                         metrics)
+                                         metrics, banlist.policy)
         states.check()  # learn the epoch Redis holds now, so a later loss is noticed
     else:
         beside = settings.banlist_path
@@ -82,12 +88,13 @@ def _sanctions(settings: Settings, banlist: BanStore,
     return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
 
 
-def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist") -> BanStore:
+def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist",
+                policy: EvictionPolicy | None = None) -> BanStore:
     """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
 
     `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
     snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
-    rearrange_redis_* series tell them apart.
+    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share.
     """
     own = list_name == "banlist"
     if not settings.redis_url:
@@ -101,7 +108,8 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
                       retention_seconds=settings.banlist_retention_seconds,
                       block_seconds=settings.banlist_block_seconds,
-                      snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name)
+                      snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
+                      policy=policy)
 
 
 class RearrangeApp(FastAPI):

@@ -30,6 +30,7 @@ HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions")  # rearrange_housekeeping_
 # replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
 STRUCTURES = ("banlist", "quarantine", "sanctions")
 REFUSAL_CAUSES = ("lost", "backward", "fork")
+POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
 RERANK_ROUTE = "/v1/rerank"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -268,9 +269,17 @@ class Metrics:
             "rearrange_redis_reading_age_seconds", "Age of the last successful reading behind "
             "series that need Redis (reading=sanction_hosts: rearrange_sanction_hosts)",
             ["reading"], registry=r)
+        self.redis_policy_checks = Counter(
+            "rearrange_redis_policy_checks_total", "Checks of Redis's maxmemory-policy by "
+            "result (unknown: CONFIG GET refused)", ["result"], registry=r)
+        self.redis_evicting = Gauge(
+            "rearrange_redis_evicting", "1 while Redis's maxmemory-policy is not noeviction "
+            "(writes to Redis suspended; alert)", registry=r)
         for structure in STRUCTURES:
             for cause in REFUSAL_CAUSES:
                 self.redis_refusals.labels(structure, cause)
+        for result in POLICY_RESULTS:
+            self.redis_policy_checks.labels(result)
 
     def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.

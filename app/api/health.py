@@ -53,6 +53,10 @@ async def readyz(service: Service) -> JSONResponse:
         body["quarantine_entries"] = len(service.quarantine)
     for name, state in states.items():
         body.update(state.as_dict(name))
+    policy = service.redis_policy
+    if policy is not None:
+        body["redis_maxmemory_policy"] = policy.policy
+        body["redis_policy_problem"] = policy.problem or policy.unchecked
     body["draining"] = draining
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 

@@ -37,6 +37,7 @@ from app.banlist.model import Entry, group_domains, group_name, iso
 from app.banlist.replica import Replicator, change_of
 from app.errors import BanlistError
 from app.metrics import Metrics
+from app.redis_policy import EvictionPolicy
 
 log = logging.getLogger(__name__)
 BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
@@ -73,7 +74,8 @@ class RedisStore:
     def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
-                 clock: Callable[[], float] = time.time, name: str = "banlist") -> None:
+                 clock: Callable[[], float] = time.time, name: str = "banlist",
+                 policy: EvictionPolicy | None = None) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
@@ -82,6 +84,7 @@ class RedisStore:
         self.metrics = metrics
         self.clock = clock
         self.name = name  # "banlist", or "quarantine": in logs and metric labels
+        self.policy = policy or EvictionPolicy(metrics)
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)

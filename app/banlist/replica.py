@@ -93,7 +93,7 @@ class Replicator:
     def __init__(self, store: RedisStore, block_seconds: float, snapshot_path: Path | None,
                  snapshot_seconds: float) -> None:
         self.client, self.keys, self.metrics = store.client, store.keys, store.metrics
-        self.name, self.clock = store.name, store.clock
+        self.name, self.policy, self.clock = store.name, store.policy, store.clock
         self.block_ms = int(block_seconds * 1000)
         self.snapshot_path = snapshot_path
         self.snapshot_seconds = snapshot_seconds
@@ -176,6 +176,7 @@ class Replicator:
         pipe.xlen(self.keys.stream).xrange(self.keys.stream, count=1)
         pipe.xrevrange(self.keys.stream, count=1)
         (epoch_r, seq_r), mine, length, first, last = pipe.execute()
+        self.policy.watch(self.client, reconnected=not self.connected)
         self._check_changelog(forks.excess(length, first, last))
         refused = not self._accept(epoch_r, seq_r, mine, known)
         if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
@@ -476,12 +477,13 @@ class Replicator:
         self._snap_seq, self._snap_at = snap.seq, now
 
     def writable(self) -> bool:
-        return self.loaded and self.diverged is None and self.forked is None
+        return (self.loaded and self.diverged is None and self.forked is None
+                and self.policy.problem is None)
 
     def why_not_writable(self) -> str:
         if not self.loaded:
             return f"the {self.name} is not loaded yet (Redis unreachable since start)"
-        why = self.forked or self.diverged
+        why = self.forked or self.diverged or self.policy.problem
         return f"{self.name} writes are suspended: {why}"
 
     def state(self) -> SyncState:

@@ -15,6 +15,7 @@ import redis
 from app.banlist.base import SyncState, require_reason
 from app.errors import BanlistError, RearrangeError
 from app.metrics import Metrics
+from app.redis_policy import EvictionPolicy
 from app.sanctions.machine import HostState, Transition
 
 log = logging.getLogger(__name__)
@@ -130,11 +131,12 @@ class RedisStates:
     """
 
     def __init__(self, client: redis.Redis, prefix: str, metrics: Metrics,
-                 clock: Callable[[], float] = time.time) -> None:
+                 policy: EvictionPolicy, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         base = f"{prefix}{{sanctions}}:"
         self.key, self.epoch_key, self.reseed_key = base + "hosts", base + "epoch", base + "reseed"
         self.metrics = metrics
+        self.policy = policy
         self.clock = clock
         self.epoch: str | None = None  # the history this process follows (None: none seen yet)
         self.copy: dict[str, str] = {}  # host → its JSON: what a reseed writes back
@@ -154,6 +156,9 @@ class RedisStates:
         return from_dict(json.loads(raw)) if raw else HostState(key)
 
     def update(self, key: str, change: Callable[[HostState], tuple[HostState, T]]) -> T:
+        if self.policy.problem:
+            raise BanlistError("sanctions", f"sanction writes are suspended: "
+                               f"{self.policy.problem}", status=503)
         while True:
             with self.client.pipeline() as pipe:
                 try:
