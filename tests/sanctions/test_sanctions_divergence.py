@@ -113,3 +113,26 @@ def test_an_unknown_structure_is_refused_by_name(redis_server, settings):
     with app_on(redis_server, settings, "a") as a:
         r = a.post("/v1/admin/experiments/reseed", headers=AUTH, json={"reason": "r"})
         assert r.status_code == 422 and r.json()["field"] == "path.structure"
+
+
+def test_a_forced_reseed_of_the_states_is_followed_by_the_replicas_of_the_newer_history(
+        redis_server, settings):
+    with app_on(redis_server, settings, "a") as a:
+        sanction_some_hosts(a)
+        lose_redis(redis_server, a)
+        with app_on(redis_server, settings, "b") as b:  # a new pod takes what Redis holds
+            assert feed(b, "new.example", 0.5, 2).status_code == 200  # a new states history
+            until(lambda: "another sanction-state history" in (
+                a.get("/readyz").json()["sanctions_diverged"] or ""))
+            assert b.get("/readyz").json()["sanctions_diverged"] is None
+            r = a.post("/v1/admin/sanctions/reseed", headers=AUTH, json={"reason": "keep a's"})
+            assert r.status_code == 409 and r.json()["field"] == "force"
+            r = a.post("/v1/admin/sanctions/reseed", headers=AUTH,
+                       json={"reason": "keep a's", "force": True})
+            assert r.status_code == 200 and r.json()["reseeded"]["hosts"] == 3
+            until(lambda: a.get("/readyz").json()["sanctions_in_sync"])
+            assert b.get("/v1/sanctions/grey.example").json()["state"] == "quarantine"
+            until(lambda: b.get("/readyz").json()["sanctions_epoch"]
+                  == a.get("/readyz").json()["sanctions_epoch"])
+            assert b.get("/readyz").json()["sanctions_diverged"] is None
+            assert b.get("/v1/sanctions/new.example").json()["observed_at"] is None  # replaced
