@@ -12,7 +12,7 @@ import orjson
 
 from app import cli_banlist
 from app.dupes_cli import add_dupes_arguments
-from app.errors import BanlistError, ConfigError
+from app.errors import BanlistError, ConfigError, StartupRefused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +113,11 @@ def _serve(args: argparse.Namespace) -> int:
     from app.serving import serve
     from app.settings import Settings
 
-    serve(Settings(), args.host, args.port, args.workers)
+    try:
+        serve(Settings(), args.host, args.port, args.workers)
+    except StartupRefused as exc:  # one line, no traceback: the operator's to fix
+        print(f"rearrange: not starting: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

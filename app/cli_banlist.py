@@ -134,6 +134,9 @@ def add_parser(sub: Any) -> None:
     grp.add_argument("--reason", required=True)
     res = cmds.add_parser("reseed", help="write this replica's copy back into Redis")
     res.add_argument("--reason", required=True)
+    res.add_argument("--store", choices=["banlist", "quarantine", "sanctions"],
+                     default="banlist", help="which copy: a list, or the sanction states "
+                     "(default banlist; /readyz says which diverged)")
     res.add_argument("--force", action="store_true",
                      help="overwrite Redis even if it holds another history (epoch) or "
                           "changes this replica has not applied")
@@ -356,11 +359,15 @@ def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -
 
 
 def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("POST", "/v1/admin/banlist/reseed",
+    got = client.call("POST", f"/v1/admin/{args.store}/reseed",
                       {"reason": args.reason, "force": args.force})
     r = got["reseeded"]
-    print(f"reseeded Redis with {r['entries']} entries and {r['groups']} groups "
-          f"(epoch {r['epoch']}, now seq {r['seq']}; Redis held epoch "
+    if args.store == "sanctions":
+        print(f"reseeded Redis with {r['hosts']} host sanction states (epoch {r['epoch']}; "
+              f"Redis held epoch {r['replaced']['epoch'] or 'none'})", file=out)
+        return 0
+    print(f"reseeded Redis's {args.store} with {r['entries']} entries and {r['groups']} "
+          f"groups (epoch {r['epoch']}, now seq {r['seq']}; Redis held epoch "
           f"{r['replaced']['epoch'] or 'none'} seq {r['replaced']['seq']})", file=out)
     return 0
 

@@ -10,6 +10,10 @@ class RearrangeError(Exception):
     """Base of the errors the core raises on purpose."""
 
 
+class StartupRefused(RearrangeError):
+    """The service will not start in this environment (say, Redis may evict keys)."""
+
+
 class FieldError(RearrangeError):
     """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem."""
 

@@ -26,8 +26,10 @@ from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
 from app.config import ConfigHolder
 from app.contract import request_schema
-from app.errors import BanlistError, ConfigError, FieldError
+from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
 from app.metrics import Metrics
+from app.readings import LastReading
+from app.redis_policy import EvictionPolicy
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates, HostStates, RedisStates
@@ -40,8 +42,12 @@ log = logging.getLogger("rearrange")
 def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
     metrics = metrics or Metrics()
-    store = build_store(settings, metrics)
+    policy = EvictionPolicy(metrics) if settings.redis_url else None
+    store = build_store(settings, metrics, policy=policy)
     store.start()
+    if policy is not None and policy.problem:  # checked on the first connect, in start()
+        store.close()
+        raise StartupRefused(policy.problem)
     if settings.banlist_seed is not None and store.version == 0:
         groups, specs = bulk.read_file(settings.banlist_seed)
         added = store.seed(specs, groups=groups)
@@ -57,18 +63,21 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
         metrics.audit_failing.set_function(audit.failing)  # read at scrape time
     service = Rearranger(settings, store, config, metrics, audit)
-    service.quarantine, service.sanctions = _sanctions(settings, store, metrics)
+    service.redis_policy = policy
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)
     return service
 
 
-def _sanctions(settings: Settings, banlist: BanStore,
-               metrics: Metrics) -> tuple[BanStore, Sanctions]:
+def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
+               policy: EvictionPolicy | None) -> tuple[BanStore, Sanctions]:
     """The quarantine list (a store like the banlist, replicated the same way) and the
     state machine that feeds both; host states live beside them (Redis or a local file)."""
-    quarantine = build_store(settings, metrics, list_name="quarantine")
+    quarantine = build_store(settings, metrics, list_name="quarantine", policy=policy)
     quarantine.start()
     if isinstance(banlist, RedisStore):
-        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix)
+        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
+                                         metrics, banlist.policy)
+        states.check()  # learn the epoch Redis holds now, so a later loss is noticed
     else:
         beside = settings.banlist_path
         states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
@@ -79,11 +88,13 @@ def _sanctions(settings: Settings, banlist: BanStore,
     return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
 
 
-def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist") -> BanStore:
+def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist",
+                policy: EvictionPolicy | None = None) -> BanStore:
     """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
 
     `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
-    snapshot beside the banlist's; the replication counters are shared by both lists.
+    snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
+    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share.
     """
     own = list_name == "banlist"
     if not settings.redis_url:
@@ -97,7 +108,8 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
                       retention_seconds=settings.banlist_retention_seconds,
                       block_seconds=settings.banlist_block_seconds,
-                      snapshot_seconds=settings.banlist_snapshot_seconds)
+                      snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
+                      policy=policy)
 
 
 class RearrangeApp(FastAPI):
@@ -140,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             with contextlib.ExitStack() as closing:  # each closes even if one before fails
+                closing.callback(app.state.sanction_hosts.close)
                 closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
                 closing.callback(service.store.close)
                 if service.audit_log is not None:
@@ -149,6 +162,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   summary="Post-ranking rule pipeline over a search result page")
     app.state.service = service
     app.state.tokens = settings.tokens()
+    # /metrics never waits on Redis for long: the host counts are the last good reading
+    app.state.sanction_hosts = LastReading("sanction_hosts", service.sanctions.counts,
+                                           service.metrics)
     for module in (rerank, banlist, sanctions, admin, health, experiments):
         app.include_router(module.router)
     _install_error_handlers(app)
@@ -188,7 +204,8 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
         return
     while True:
         await asyncio.sleep(poll_seconds)
-        for task, step in (("config", _poll_config), ("sweep", _sweep)):
+        for task, step in (("config", _poll_config), ("sweep", _sweep),
+                           ("sanctions", _check_sanctions)):
             try:
                 await step(service)
             except Exception:
@@ -218,6 +235,10 @@ async def _sweep(service: Rearranger) -> None:
     expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
+
+
+async def _check_sanctions(service: Rearranger) -> None:
+    await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
 
 
 def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:

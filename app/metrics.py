@@ -25,7 +25,12 @@ from app.srm import srm
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
 # rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
 RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt")
-HOUSEKEEPING_TASKS = ("config", "sweep")  # rearrange_housekeeping_errors_total
+HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions")  # rearrange_housekeeping_errors_total
+# What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
+# replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
+STRUCTURES = ("banlist", "quarantine", "sanctions")
+REFUSAL_CAUSES = ("lost", "backward", "fork")
+POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
 RERANK_ROUTE = "/v1/rerank"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -202,6 +207,7 @@ class Metrics:
         self.banlist_redis_errors = Counter("rearrange_banlist_redis_errors_total",
                                             "Failed Redis round trips, by operation", ["op"],
                                             registry=r)
+        self._init_redis()
         self.banlist_lookups = Counter("rearrange_banlist_lookups_total",
                                        "Banlist lookups (API) by outcome", ["outcome"],
                                        registry=r)
@@ -211,7 +217,8 @@ class Metrics:
                                  "When the config in use was loaded", registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
-            "Unexpected errors of the background tasks (config poll, TTL sweep), by task",
+            "Unexpected errors of the background tasks (config poll, TTL sweep, sanction "
+            "states check), by task",
             ["task"], registry=r)
         # Series that alerts take increase() of exist at 0 from the start: a series born at 1
         # has no earlier sample, so its first event (a refused reload) would never alert.
@@ -241,6 +248,38 @@ class Metrics:
         self._http: dict[tuple[str, str], Any] = {}
         for code in ("2xx", "4xx", "5xx"):  # the server-errors alert's ratio, from the start
             self.http_response_series(RERANK_ROUTE, code)
+
+    def _init_redis(self) -> None:
+        r = self.registry
+        self.redis_in_sync = Gauge(
+            "rearrange_redis_in_sync", "1 while this replica's copy of a structure follows "
+            "Redis (always 1 embedded)", ["structure"], registry=r)
+        self.redis_diverged = Gauge(
+            "rearrange_redis_diverged", "1 while Redis holds an older or other copy of a "
+            "structure than this replica, or a forked changelog, and it is refused (alert)",
+            ["structure"], registry=r)
+        self.redis_staleness = Gauge(
+            "rearrange_redis_staleness_seconds", "Seconds since this replica last confirmed "
+            "its copy of a structure equal to Redis's (0 embedded)", ["structure"], registry=r)
+        self.redis_refusals = Counter(
+            "rearrange_redis_refusals_total", "Times what Redis held of a structure was "
+            "refused: lost (Redis empty), backward (older or another history), fork "
+            "(rewritten history)", ["structure", "cause"], registry=r)
+        self.redis_reading_age = Gauge(
+            "rearrange_redis_reading_age_seconds", "Age of the last successful reading behind "
+            "series that need Redis (reading=sanction_hosts: rearrange_sanction_hosts)",
+            ["reading"], registry=r)
+        self.redis_policy_checks = Counter(
+            "rearrange_redis_policy_checks_total", "Checks of Redis's maxmemory-policy by "
+            "result (unknown: CONFIG GET refused)", ["result"], registry=r)
+        self.redis_evicting = Gauge(
+            "rearrange_redis_evicting", "1 while Redis's maxmemory-policy is not noeviction "
+            "(writes to Redis suspended; alert)", registry=r)
+        for structure in STRUCTURES:
+            for cause in REFUSAL_CAUSES:
+                self.redis_refusals.labels(structure, cause)
+        for result in POLICY_RESULTS:
+            self.redis_policy_checks.labels(result)
 
     def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.

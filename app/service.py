@@ -67,6 +67,7 @@ class Rearranger:
         self.audit_log = audit_log
         self.quarantine: BanStore | None = None  # set by build_service with sanctions
         self.sanctions: Any = None
+        self.redis_policy: Any = None  # app.redis_policy.EvictionPolicy with REDIS_URL
         self.draining = False  # set on shutdown so /readyz turns false before the last request
         self.failures = FailureLog()
         # Tests only: the engine's deadline passes after this many clock reads (None: time).

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,11 +23,13 @@ REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 class RedisServer:
     """One redis-server process; `appendonly` keeps acknowledged writes across a kill."""
 
-    def __init__(self, directory: Path, appendonly: bool = False) -> None:
+    def __init__(self, directory: Path, appendonly: bool = False,
+                 args: tuple[str, ...] = ()) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.appendonly = appendonly
+        self.args = list(args)  # more redis-server options, say ("--maxmemory-policy", …)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -41,7 +44,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed (.ci/run installs it)")
         cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
-               "--dir", str(self.dir), "--protected-mode", "no"]
+               "--dir", str(self.dir), "--protected-mode", "no", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -59,6 +62,15 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(10)
             self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and commands hang, as on a stalled host."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def restart(self, empty: bool = False) -> None:
         """Start again on the same port; `empty` throws the append-only file away first."""

@@ -1,14 +1,16 @@
-"""Operator endpoints: config reload, banlist reseed/adopt after Redis lost or rewound it."""
+"""Operator endpoints: config reload; reseed/adopt of a list or the sanction states after
+Redis lost, rewound or forked it."""
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
 
-from app.api.deps import Actor, Service, Store
+from app.api.deps import Actor, Service
 from app.contract import ReseedIn, UnbanIn
 from app.errors import ConfigError
+from app.service import Rearranger
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
@@ -29,13 +31,30 @@ async def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
     return {"config_version": version, "changed": changed, "by": actor}
 
 
-@router.post("/banlist/reseed")
-def reseed_banlist(body: ReseedIn, store: Store, actor: Actor) -> dict[str, Any]:
-    """Write this replica's banlist back into Redis (Redis came back empty or older)."""
-    return {"reseeded": store.reseed(actor, body.reason, body.force), "by": actor}
+# What Redis holds for this replica, by the name /readyz and the metrics give each
+Structure = Literal["banlist", "quarantine", "sanctions"]
 
 
-@router.post("/banlist/adopt")
-def adopt_banlist(body: UnbanIn, store: Store, actor: Actor) -> dict[str, Any]:
+def _held(service: Rearranger, structure: str) -> Any:
+    """The store (or the sanction states) behind a structure name; 404 when not served."""
+    held = {"banlist": service.store, "quarantine": service.quarantine,
+            "sanctions": service.sanctions.states if service.sanctions else None}[structure]
+    if held is None:
+        raise HTTPException(404, {"field": "structure",
+                                  "problem": f"this service holds no {structure}"})
+    return held
+
+
+@router.post("/{structure}/reseed")
+def reseed(structure: Structure, body: ReseedIn, service: Service,
+           actor: Actor) -> dict[str, Any]:
+    """Write this replica's copy back into Redis (Redis came back empty, older or forked)."""
+    return {"reseeded": _held(service, structure).reseed(actor, body.reason, body.force),
+            "by": actor}
+
+
+@router.post("/{structure}/adopt")
+def adopt(structure: Structure, body: UnbanIn, service: Service,
+          actor: Actor) -> dict[str, Any]:
     """Accept what Redis holds now on this replica, even if older than its copy."""
-    return {"adopted": store.adopt(), "by": actor, "reason": body.reason}
+    return {"adopted": _held(service, structure).adopt(), "by": actor, "reason": body.reason}

@@ -1,13 +1,15 @@
 """Liveness, readiness and Prometheus metrics."""
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import Service
+from app.banlist.base import SyncState
+from app.service import Rearranger
 
 router = APIRouter(tags=["health"])
 
@@ -18,46 +20,66 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+def sync_states(service: Rearranger) -> dict[str, SyncState]:
+    """How each copy this replica holds relates to its source of truth, by structure."""
+    states = {"banlist": service.store.sync_state()}
+    if service.quarantine is not None:
+        states["quarantine"] = service.quarantine.sync_state()
+    if service.sanctions is not None:
+        states["sanctions"] = service.sanctions.states.sync_state()
+    return states
+
+
 @router.get("/readyz")
 async def readyz(service: Service) -> JSONResponse:
-    """Ready when a config is loaded and a banlist copy is held (503 otherwise).
+    """Ready when a config is loaded and a copy of each list is held (503 otherwise).
 
-    A replica that lost Redis, or refuses a Redis that went backwards, stays ready: it
-    serves its last copy, and the body says how stale it is and why (`banlist_in_sync`,
-    `banlist_staleness_seconds`, `banlist_diverged`). Taking every replica out of the
+    A replica that lost Redis, or refuses what Redis holds (older, lost, forked), stays
+    ready: it serves its last copy, and the body says how stale it is and why, per
+    structure (`banlist_*`, `quarantine_*`, `sanctions_*`). Taking every replica out of the
     load balancer because Redis hiccuped would turn a banlist delay into an outage.
     """
     draining = service.draining
-    state = service.store.sync_state()
-    loaded = state.details.get("banlist_loaded", True)
-    body = {
+    states = sync_states(service)
+    loaded = all(s.details.get("loaded", True) for s in states.values())
+    body: dict[str, Any] = {
         "ready": not draining and loaded,
         "config_version": service.config.engine.version,
         "banlist_version": service.store.version,
         "banlist_entries": len(service.store),
-        **state.as_dict(),
-        "draining": draining,
     }
-    if body["banlist_staleness_seconds"] == float("inf"):
-        body["banlist_staleness_seconds"] = None
+    if service.quarantine is not None:
+        body["quarantine_version"] = service.quarantine.version
+        body["quarantine_entries"] = len(service.quarantine)
+    for name, state in states.items():
+        body.update(state.as_dict(name))
+    policy = service.redis_policy
+    if policy is not None:
+        body["redis_maxmemory_policy"] = policy.policy
+        body["redis_policy_problem"] = policy.problem or policy.unchecked
+    body["draining"] = draining
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
 @router.get("/metrics")
-async def metrics(service: Service) -> Response:
-    """Prometheus text exposition."""
+async def metrics(request: Request, service: Service) -> Response:
+    """Prometheus text exposition; answers without waiting on Redis for more than a moment."""
     m, store = service.metrics, service.store
-    state = store.sync_state()
     m.banlist_entries.set(len(store))
     m.banlist_version.set(store.version)
     for scope, n in store.index.counts.items():
         m.banlist_scope_entries.labels(scope).set(n)
-    m.banlist_staleness.set(state.staleness_seconds)
-    m.banlist_epoch.set(state.epoch)
-    m.banlist_in_sync.set(1 if state.in_sync else 0)
-    m.banlist_diverged.set(1 if state.diverged else 0)
-    if service.sanctions is not None:  # reads every host state: off the event loop
-        counts = await asyncio.to_thread(service.sanctions.counts)
-        for sanction_state, count in counts.items():
-            m.sanction_hosts.labels(sanction_state).set(count)
+    states = sync_states(service)
+    banlist = states["banlist"]
+    m.banlist_staleness.set(banlist.staleness_seconds)
+    m.banlist_epoch.set(banlist.epoch)
+    m.banlist_in_sync.set(1 if banlist.in_sync else 0)
+    m.banlist_diverged.set(1 if banlist.diverged else 0)
+    for name, state in states.items():
+        m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
+        m.redis_diverged.labels(name).set(1 if state.diverged else 0)
+        m.redis_staleness.labels(name).set(state.staleness_seconds)
+    counts, _ = await request.app.state.sanction_hosts.get()  # the last good reading
+    for sanction_state, count in (counts or {}).items():
+        m.sanction_hosts.labels(sanction_state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

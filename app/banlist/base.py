@@ -214,11 +214,14 @@ class SyncState:
     problem: str | None = None  # the last connection/replication problem
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"banlist_store": self.store, "banlist_in_sync": self.in_sync,
-                "banlist_staleness_seconds": round(self.staleness_seconds, 3),
-                "banlist_epoch": self.epoch, "banlist_diverged": self.diverged,
-                "banlist_problem": self.problem, **self.details}
+    def as_dict(self, name: str = "banlist") -> dict[str, Any]:
+        """The /readyz fields of this copy, each named `<name>_…` (`banlist_in_sync`, …)."""
+        staleness = self.staleness_seconds
+        fields = {"store": self.store, "in_sync": self.in_sync,
+                  "staleness_seconds": None if staleness == float("inf") else round(staleness, 3),
+                  "epoch": self.epoch, "diverged": self.diverged, "problem": self.problem,
+                  **self.details}
+        return {f"{name}_{key}": value for key, value in fields.items()}
 
 
 class BanStore(Protocol):

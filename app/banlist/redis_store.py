@@ -37,6 +37,7 @@ from app.banlist.model import Entry, group_domains, group_name, iso
 from app.banlist.replica import Replicator, change_of
 from app.errors import BanlistError
 from app.metrics import Metrics
+from app.redis_policy import EvictionPolicy
 
 log = logging.getLogger(__name__)
 BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
@@ -73,7 +74,8 @@ class RedisStore:
     def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, name: str = "banlist",
+                 policy: EvictionPolicy | None = None) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
@@ -81,6 +83,8 @@ class RedisStore:
         self.keys = Keys(prefix)
         self.metrics = metrics
         self.clock = clock
+        self.name = name  # "banlist", or "quarantine": in logs and metric labels
+        self.policy = policy or EvictionPolicy(metrics)
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
@@ -310,7 +314,8 @@ class RedisStore:
             cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
             cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
             same = cur_epoch == str(rep.epoch)
-            if same and int(cur_seq) >= rep.version and rep.diverged is None:
+            if (same and int(cur_seq) >= rep.version and rep.diverged is None
+                    and rep.forked is None):
                 raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
                                    f"{cur_seq}, replica {rep.version}): nothing to reseed",
                                    status=409)
@@ -363,7 +368,13 @@ class RedisStore:
                 page = self.client.xrange(self.keys.stream, min=start, max="+",
                                           count=limit + 64)
                 for sid, fields in page:
-                    if int(fields["seq"]) > seq and len(out) < limit:
+                    at = int(fields["seq"])
+                    if out and at <= out[-1]["seq"] and sid not in self.replica.replays:
+                        raise BanlistError("banlist", f"Redis's changelog holds seq {at} "
+                                           f"twice (again at stream id {sid}): its history "
+                                           "was rewritten, and none is served until a "
+                                           "reseed rewrites it", status=503)
+                    if at > seq and len(out) < limit and sid not in self.replica.replays:
                         out.append(change_of(sid, fields))
                 start = f"({page[-1][0]}" if len(page) == limit + 64 else None
             return out

@@ -16,6 +16,11 @@ that moved on from one rewritten more than the retention ago. A replica that fol
 then resyncs on the gap, as it always did; a replica that already refused Redis stays
 refused: only proof that Redis holds its history (our record, followed by the next seq, or
 an operator's reseed after it) lifts a refusal.
+
+Redis can also rewrite the changelog itself (an AOF replay putting back refused writes): each
+round counts it too (forks.py), and a seq held twice with different changes is refused on
+every replica, one that resynced past it included; the same change twice is a replay, skipped.
+The same replica class follows the quarantine list (`name`), under its own keys.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import redis
 
-from app.banlist import snapshot
+from app.banlist import forks, snapshot
 from app.banlist.base import SyncState
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
@@ -88,7 +93,7 @@ class Replicator:
     def __init__(self, store: RedisStore, block_seconds: float, snapshot_path: Path | None,
                  snapshot_seconds: float) -> None:
         self.client, self.keys, self.metrics = store.client, store.keys, store.metrics
-        self.clock = store.clock
+        self.name, self.policy, self.clock = store.name, store.policy, store.clock
         self.block_ms = int(block_seconds * 1000)
         self.snapshot_path = snapshot_path
         self.snapshot_seconds = snapshot_seconds
@@ -101,8 +106,11 @@ class Replicator:
         self.synced_at = 0.0  # wall time this copy was last confirmed equal to Redis's
         self.connected = False
         self.diverged: str | None = None
+        self.forked: str | None = None  # why Redis's changelog is not one history (forks.py)
         self.problem: str | None = None
         self._resync_cause: str | None = None
+        self._excess = 0  # forks.excess of the changelog when it was last read through
+        self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snap_seq = -1
@@ -114,13 +122,13 @@ class Replicator:
         if snap is not None:
             self._install(snap.index, snap.seq, snap.epoch, snap.stream_id)
             self.synced_at, self._snap_seq = snap.synced_at, snap.seq
-            log.info("banlist: loaded local snapshot seq %d epoch %d (%d entries)",
-                     snap.seq, snap.epoch, len(snap.index))
+            log.info("%s: loaded local snapshot seq %d epoch %d (%d entries)",
+                     self.name, snap.seq, snap.epoch, len(snap.index))
         try:
             self.poll(block=False)
         except redis.RedisError as exc:
             self.failed(exc)
-        self._thread = threading.Thread(target=self._run, name="banlist-replica", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}-replica", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -141,19 +149,19 @@ class Replicator:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
             except (ValueError, KeyError, TypeError) as exc:  # a malformed record in Redis
-                self.problem = f"unreadable banlist data in Redis: {exc!r}"
-                log.error("banlist: %s", self.problem)
+                self.problem = f"unreadable {self.name} data in Redis: {exc!r}"
+                log.error("%s: %s", self.name, self.problem)
                 self._stop.wait(1.0)
             except Exception as exc:  # a thread that died would stop this replica for good
                 self.problem = f"replication error: {exc!r}"
-                log.exception("banlist: replication round failed; retrying")
+                log.exception("%s: replication round failed; retrying", self.name)
                 self.metrics.banlist_redis_errors.labels("replicate").inc()
                 self._stop.wait(1.0)
 
     def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
         if self.connected or self.problem is None:
-            log.warning("banlist: Redis unreachable, serving the copy at seq %d: %s",
-                        self.version, exc)
+            log.warning("%s: Redis unreachable, serving the copy at seq %d: %s",
+                        self.name, self.version, exc)
         self.connected = False
         self.problem = f"Redis unreachable: {exc}"
         self.metrics.banlist_redis_errors.labels(op).inc()
@@ -162,11 +170,16 @@ class Replicator:
     def poll(self, block: bool) -> None:
         checked = self.clock()
         known = (self.epoch, self.version, self.stream_id)  # a writer may apply more meanwhile
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self.client.pipeline(transaction=True)  # one moment: the count must add up
         pipe.mget(self.keys.epoch, self.keys.seq)
         pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
-        (epoch_r, seq_r), mine = pipe.execute()
-        if not self._accept(epoch_r, seq_r, mine, known):
+        pipe.xlen(self.keys.stream).xrange(self.keys.stream, count=1)
+        pipe.xrevrange(self.keys.stream, count=1)
+        (epoch_r, seq_r), mine, length, first, last = pipe.execute()
+        self.policy.watch(self.client, reconnected=not self.connected)
+        self._check_changelog(forks.excess(length, first, last))
+        refused = not self._accept(epoch_r, seq_r, mine, known)
+        if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
             self.connected, self.problem = True, None  # reachable, but refused
             if block:
                 self._stop.wait(self.block_ms / 1000)
@@ -190,6 +203,32 @@ class Replicator:
         if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
             self._confirmed(self.clock() if block and not records else checked)
 
+    def _check_changelog(self, excess: int | None) -> None:
+        """Read the changelog through when its record count changed shape (None: whatever
+        it is; forks.py). A seq held twice with different changes flags it until Redis's
+        changelog is one history again (a reseed rewrites it); a replica holding a copy
+        applies nothing meanwhile."""
+        if excess is not None and excess == self._excess:
+            return
+        found = forks.scan(self.client, self.keys.stream, PAGE)
+        self._excess, self.replays = excess, found.replays
+        if found.fork and found.fork != self.forked:
+            log.error("%s: %s. Writes are suspended and %s. Run `%s --force` against the "
+                      "replica whose copy to keep: it rewrites the changelog as one history.",
+                      self.name, found.fork, "this replica's copy stays as it is" if self.epoch
+                      else "this replica serves what Redis holds", self._reseed_command())
+            self._count_refusal("fork")
+        elif found.replays and not found.fork:
+            log.warning("%s: Redis's changelog repeats %d change(s) exactly (a replay); "
+                        "they are skipped", self.name, len(found.replays))
+        if found.missing:
+            log.warning("%s: Redis's changelog has no record of %d seq(s) between its ends "
+                        "(deleted by hand?): `GET /v1/banlist/changes` cannot serve them",
+                        self.name, found.missing)
+        if self.forked and not found.fork:
+            log.warning("%s: Redis's changelog is one history again", self.name)
+        self.forked = found.fork
+
     def _confirmed(self, at: float) -> None:
         """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
         self.synced_at, self.connected, self.problem = at, True, None
@@ -205,37 +244,49 @@ class Replicator:
         epoch, version, sid = known
         if not epoch:
             return True
+        cause = "backward"  # rearrange_redis_refusals_total{cause}
         if epoch_r is None:
-            why = (f"Redis holds no banlist (restarted empty or flushed) but this replica "
-                   f"holds epoch {epoch} seq {version}")
+            why, cause = (f"Redis holds no {self.name} (restarted empty or flushed) but this "
+                          f"replica holds epoch {epoch} seq {version}"), "lost"
         elif int(epoch_r) != epoch:
             if self._reseeded_over(epoch_r):
                 return True
-            why = (f"Redis holds another banlist history (epoch {epoch_r}) than this replica "
-                   f"(epoch {epoch} seq {version})")
+            why = (f"Redis holds another {self.name} history (epoch {epoch_r}) than this "
+                   f"replica (epoch {epoch} seq {version})")
         elif int(seq_r or 0) < version:
             why = (f"Redis went backwards: seq {seq_r} < this replica's {version} "
                    f"(epoch {epoch})")
         elif sid != "0-0" and mine and mine[0][0] != sid:  # ours is gone, an older one is not
-            why = _forked(epoch, version)
+            why, cause = _forked(epoch, version), "fork"
         elif self.diverged and not (why := self._why_still_refused(mine, known, seq_r)):
-            log.warning("banlist: Redis caught up with this replica again; following it")
+            log.warning("%s: Redis caught up with this replica again; following it", self.name)
             self.diverged = None
             return True
         elif not self.diverged:
             return True
+        else:
+            cause = "fork"  # still refused: a fork, or one the trimmed changelog cannot rule out
         if (self.epoch, self.version, self.stream_id) != known:
             return False  # the copy changed under us (a write, an adopt): judge next round
-        self._refuse(why)
+        self._refuse(why, cause)
         return False
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, why: str, cause: str) -> None:
         if self.diverged != why:
-            log.error("banlist: refusing Redis's banlist, still serving seq %d: %s. Run "
-                      "`rearrange banlist reseed` against the replica with the copy to keep, "
-                      "or adopt Redis's (POST /v1/admin/banlist/adopt).", self.version, why)
-            self.metrics.banlist_backward_refused.inc()
+            log.error("%s: refusing Redis's %s, still serving seq %d: %s. Run `%s` against "
+                      "the replica with the copy to keep, or adopt Redis's "
+                      "(POST /v1/admin/%s/adopt).", self.name, self.name, self.version, why,
+                      self._reseed_command(), self.name)
+            self._count_refusal(cause)
             self.diverged = why
+
+    def _reseed_command(self) -> str:
+        store = "" if self.name == "banlist" else f" --store {self.name}"
+        return f"rearrange banlist reseed{store}"
+
+    def _count_refusal(self, cause: str) -> None:
+        self.metrics.banlist_backward_refused.inc()
+        self.metrics.redis_refusals.labels(self.name, cause).inc()
 
     def _why_still_refused(self, mine: list[Any], known: tuple[int, int, str],
                            seq_r: str) -> str:
@@ -267,8 +318,8 @@ class Replicator:
         if not self._reseed_after(epoch_r, self.stream_id):
             return False
         if self._resync_cause != "reseed":
-            log.warning("banlist: Redis was reseeded over this replica's history (epoch %s); "
-                        "following it", epoch_r)
+            log.warning("%s: Redis was reseeded over this replica's history (epoch %s); "
+                        "following it", self.name, epoch_r)
         self._resync_cause = "reseed"
         self.diverged = None
         return True
@@ -300,8 +351,14 @@ class Replicator:
                 version, stream_id = seq, sid  # Redis now holds exactly our copy
                 last = _stream_pos(sid)
                 continue
-            if seq <= version:  # written after a rewind, over changes we applied
-                self._refuse(_forked(epoch, version))
+            if seq <= version:  # a seq we applied: a replay of the same change, or a fork
+                if sid not in self.replays:
+                    self._check_changelog(None)  # which of the two: read the changelog through
+                if sid in self.replays:
+                    stream_id, last = sid, _stream_pos(sid)  # the same change: already held
+                    continue
+                if not self.forked:  # our record of that seq is gone: nothing to compare with
+                    self._refuse(_forked(epoch, version), "fork")
                 break
             if seq != version + 1:
                 self._resync_cause = "gap"
@@ -321,6 +378,8 @@ class Replicator:
 
     def catch_up(self) -> None:
         """Apply everything committed so far (after our own write: read-your-writes)."""
+        if self.forked and self.epoch:
+            return  # the copy held stays as it is while Redis's changelog is forked
         try:
             with self.lock:
                 while True:
@@ -394,7 +453,7 @@ class Replicator:
         # No gc.collect() here: a full collection over a million fresh objects would stall
         # every request for as long; the old index has no cycles, refcounting frees it.
         gc.freeze()  # the new index is long-lived: keep it out of every future collection
-        log.info("banlist: resynced (%s) to seq %d epoch %d, %d entries", cause,
+        log.info("%s: resynced (%s) to seq %d epoch %d, %d entries", self.name, cause,
                  self.version, self.epoch, len(self.index))
         self._write_snapshot(force=True)
 
@@ -412,21 +471,25 @@ class Replicator:
         try:
             snapshot.write(self.snapshot_path, snap, entries)
         except OSError as exc:
-            log.error("banlist: local snapshot %s not written: %s", self.snapshot_path, exc)
+            log.error("%s: local snapshot %s not written: %s", self.name, self.snapshot_path,
+                      exc)
             return
         self._snap_seq, self._snap_at = snap.seq, now
 
     def writable(self) -> bool:
-        return self.loaded and self.diverged is None
+        return (self.loaded and self.diverged is None and self.forked is None
+                and self.policy.problem is None)
 
     def why_not_writable(self) -> str:
         if not self.loaded:
-            return "the banlist is not loaded yet (Redis unreachable since start)"
-        return f"banlist writes are suspended: {self.diverged}"
+            return f"the {self.name} is not loaded yet (Redis unreachable since start)"
+        why = self.forked or self.diverged or self.policy.problem
+        return f"{self.name} writes are suspended: {why}"
 
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
-        in_sync = (self.loaded and self.connected and self.diverged is None
+        diverged = self.forked or self.diverged
+        in_sync = (self.loaded and self.connected and diverged is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
-        return SyncState("redis", in_sync, staleness, self.epoch, self.diverged, self.problem,
-                         {"banlist_loaded": self.loaded, "banlist_stream_id": self.stream_id})
+        return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
+                         {"loaded": self.loaded, "stream_id": self.stream_id})

@@ -2,16 +2,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import redis
 
-from app.errors import RearrangeError
+from app.banlist.base import SyncState, require_reason
+from app.errors import BanlistError, RearrangeError
+from app.metrics import Metrics
+from app.redis_policy import EvictionPolicy
 from app.sanctions.machine import HostState, Transition
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 HISTORY_LIMIT = 500  # transitions kept per host; older ones stay in the banlist change log
@@ -25,6 +32,14 @@ class HostStates(Protocol):
     def update(self, key: str, change: Callable[[HostState], tuple[HostState, T]]) -> T: ...
 
     def __iter__(self) -> Iterator[HostState]: ...
+
+    def check(self) -> None: ...
+
+    def sync_state(self) -> SyncState: ...
+
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]: ...
+
+    def adopt(self) -> dict[str, Any]: ...
 
 
 def to_dict(state: HostState) -> dict[str, Any]:
@@ -81,6 +96,20 @@ class FileStates:
     def __iter__(self) -> Iterator[HostState]:
         return iter(list(self._states.values()))
 
+    def check(self) -> None:
+        """The file is this process's own: nothing to check."""
+
+    def sync_state(self) -> SyncState:
+        return SyncState("embedded")
+
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
+        raise BanlistError("sanctions", "embedded sanction states have no Redis to reseed",
+                           status=409)
+
+    def adopt(self) -> dict[str, Any]:
+        raise BanlistError("sanctions", "embedded sanction states have no Redis to adopt",
+                           status=409)
+
     def _write(self, state: HostState) -> None:
         if self.path is None:
             return
@@ -92,32 +121,229 @@ class FileStates:
 
 
 class RedisStates:
-    """States in one Redis hash; updates are optimistic transactions (WATCH/MULTI) per host."""
+    """States in one Redis hash; updates are optimistic transactions (WATCH/MULTI) per host.
 
-    def __init__(self, client: redis.Redis, prefix: str = "rearrange:") -> None:
+    Guarded as the lists are: the first update creates an epoch key beside the hash (ms of
+    Redis's clock), this process remembers the epoch it follows, and a Redis whose epoch is
+    gone (restarted empty, flushed) or another one is refused. Updates then answer 503 and
+    reads come from this process's copy (the last full reading, plus what it read and wrote
+    since) until an operator reseeds that copy into Redis or adopts what Redis holds.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str, metrics: Metrics,
+                 policy: EvictionPolicy, clock: Callable[[], float] = time.time) -> None:
         self.client = client
-        self.key = f"{prefix}{{sanctions}}:hosts"
+        base = f"{prefix}{{sanctions}}:"
+        self.key, self.epoch_key, self.reseed_key = base + "hosts", base + "epoch", base + "reseed"
+        self.metrics = metrics
+        self.policy = policy
+        self.clock = clock
+        self.epoch: str | None = None  # the history this process follows (None: none seen yet)
+        self.copy: dict[str, str] = {}  # host → its JSON: what a reseed writes back
+        self.read_at: float | None = None  # when the copy was last read whole
+        self.confirmed_at = 0.0  # when Redis was last seen holding the epoch followed
+        self.diverged: str | None = None
+        self.problem: str | None = None
+        self._lock = threading.Lock()  # the copy and the epoch, against concurrent updates
 
+    # ---- reads and writes --------------------------------------------------------------------
     def get(self, key: str) -> HostState:
-        raw = self.client.hget(self.key, key)
+        raw = self._round(lambda p: p.hget(self.key, key))
+        if raw is _REFUSED:
+            raw = self.copy.get(key)
+        else:
+            self._keep(key, raw)
         return from_dict(json.loads(raw)) if raw else HostState(key)
 
     def update(self, key: str, change: Callable[[HostState], tuple[HostState, T]]) -> T:
+        if self.policy.problem:
+            raise BanlistError("sanctions", f"sanction writes are suspended: "
+                               f"{self.policy.problem}", status=503)
         while True:
             with self.client.pipeline() as pipe:
                 try:
-                    pipe.watch(self.key)
+                    pipe.watch(self.key, self.epoch_key, self.reseed_key)
+                    epoch_r = pipe.get(self.epoch_key)
+                    if not self._judge(pipe, epoch_r):
+                        raise BanlistError("sanctions", self.why_refused(), status=503)
                     raw = pipe.hget(self.key, key)
                     old = from_dict(json.loads(raw)) if raw else HostState(key)
                     new, result = change(old)
+                    created = None if epoch_r else _epoch(pipe.time())
                     pipe.multi()
+                    if created:
+                        pipe.set(self.epoch_key, created)
+                    text = json.dumps(to_dict(new), ensure_ascii=False) if new != old else raw
                     if new != old:
-                        pipe.hset(self.key, key, json.dumps(to_dict(new), ensure_ascii=False))
+                        pipe.hset(self.key, key, text)
                     pipe.execute()
-                    return result
                 except redis.WatchError:
                     continue  # another writer changed the hash: read again and retry
+                except redis.RedisError as exc:
+                    self._unreachable(exc)
+                    raise
+            self._reached()
+            with self._lock:
+                if created:
+                    self.epoch = created
+                self._keep(key, text)
+            return result
 
     def __iter__(self) -> Iterator[HostState]:
-        for raw in self.client.hvals(self.key):
+        """Every host's state: Redis's, read whole (the copy, while Redis's is refused)."""
+        got = self._round(lambda p: p.hgetall(self.key))
+        if got is not _REFUSED:
+            with self._lock:
+                self.copy, self.read_at = got, self.clock()
+        for raw in list(self.copy.values()):
             yield from_dict(json.loads(raw))
+
+    def check(self) -> None:
+        """One cheap round trip (the epoch), so a Redis that lost the states is noticed without
+        waiting for a write (the housekeeping loop calls it)."""
+        try:
+            self._round(lambda p: p.exists(self.key))
+        except redis.RedisError:
+            return  # counted and logged once by _round
+
+    # ---- divergence ----------------------------------------------------------------------------
+    def _round(self, read: Callable[[Any], Any]) -> Any:
+        """Read the epoch and `read` in one MULTI; _REFUSED when Redis's states are refused."""
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(self.epoch_key)
+            read(pipe)
+            epoch_r, got = pipe.execute()
+            ok = self._judge(self.client, epoch_r)
+        except redis.RedisError as exc:
+            self._unreachable(exc)
+            raise
+        self._reached()
+        return got if ok else _REFUSED
+
+    def _judge(self, client: Any, epoch_r: str | None) -> bool:
+        """True when Redis holds the history this process follows (taking the first it sees)."""
+        with self._lock:
+            if self.epoch is None or epoch_r == self.epoch:
+                self.epoch = self.epoch or epoch_r
+                if self.diverged:
+                    log.warning("sanctions: Redis holds this replica's sanction states again")
+                self.diverged, self.confirmed_at = None, self.clock()
+                return True
+            reseed = client.get(self.reseed_key) if epoch_r else None
+            if reseed and json.loads(reseed).get("over") == self.epoch:
+                log.warning("sanctions: Redis was reseeded over this replica's sanction states "
+                            "(epoch %s → %s); following it", self.epoch, epoch_r)
+                self.epoch, self.diverged, self.confirmed_at = epoch_r, None, self.clock()
+                return True
+            if epoch_r is None:
+                why, cause = (f"Redis holds no sanction states (restarted empty or flushed) but "
+                              f"this replica followed epoch {self.epoch}"), "lost"
+            else:
+                why, cause = (f"Redis holds another sanction-state history (epoch {epoch_r}) "
+                              f"than this replica (epoch {self.epoch})"), "backward"
+            if why != self.diverged:
+                log.error("sanctions: refusing Redis's sanction states, answering from this "
+                          "replica's copy of %d hosts: %s. Run `rearrange banlist reseed "
+                          "--store sanctions` against the replica with the copy to keep, or "
+                          "adopt Redis's (POST /v1/admin/sanctions/adopt).", len(self.copy), why)
+                self.metrics.redis_refusals.labels("sanctions", cause).inc()
+                self.diverged = why
+            return False
+
+    def why_refused(self) -> str:
+        return (f"sanction writes are suspended: {self.diverged}; reseed this replica's copy "
+                f"(POST /v1/admin/sanctions/reseed) or adopt Redis's")
+
+    def _keep(self, key: str, raw: str | None) -> None:
+        if raw is None:
+            self.copy.pop(key, None)
+        else:
+            self.copy[key] = raw
+
+    def _reached(self) -> None:
+        if self.problem is not None:
+            log.warning("sanctions: Redis reachable again")
+        self.problem = None
+
+    def _unreachable(self, exc: redis.RedisError) -> None:
+        if self.problem is None:
+            log.warning("sanctions: Redis unreachable: %s", exc)
+        self.problem = f"Redis unreachable: {exc}"
+        self.metrics.banlist_redis_errors.labels("sanctions").inc()
+
+    def sync_state(self) -> SyncState:
+        now = self.clock()
+        staleness = now - self.confirmed_at if self.confirmed_at else float("inf")
+        age = None if self.read_at is None else round(now - self.read_at, 3)
+        return SyncState("redis", self.diverged is None and self.problem is None, staleness,
+                         int(self.epoch or 0), self.diverged, self.problem,
+                         {"hosts": len(self.copy), "copy_age_seconds": age})
+
+    # ---- operator repairs ----------------------------------------------------------------------
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
+        """Write this replica's copy back into Redis (after Redis lost or replaced the states)."""
+        why = require_reason(reason, "a reseed")
+        if self.epoch is None:
+            raise BanlistError("sanctions", "this replica follows no sanction states to reseed "
+                               "from", status=409)
+        with self.client.pipeline() as pipe:
+            try:
+                pipe.watch(self.key, self.epoch_key)
+                current = pipe.get(self.epoch_key)
+                if current == self.epoch and self.diverged is None:
+                    raise BanlistError("sanctions", "Redis holds the sanction states this "
+                                       "replica follows: nothing to reseed", status=409)
+                if current is not None and current != self.epoch and not force:
+                    raise BanlistError("force", f"Redis holds another sanction-state history "
+                                       f"(epoch {current}, replica {self.epoch}; written after "
+                                       f"a loss?); pass force to overwrite it", status=409)
+                with self._lock:
+                    copy, epoch = dict(self.copy), self.epoch
+                pipe.multi()
+                pipe.delete(self.key)
+                items = list(copy.items())
+                for start in range(0, len(items), 5000):
+                    pipe.hset(self.key, mapping=dict(items[start:start + 5000]))
+                pipe.set(self.epoch_key, epoch)
+                pipe.set(self.reseed_key, json.dumps({"over": current, "epoch": epoch,
+                                                      "actor": actor, "reason": why}))
+                pipe.execute()
+            except redis.WatchError:
+                raise BanlistError("sanctions", "Redis's sanction states changed while the "
+                                   "copy was written: check again", status=409) from None
+            except redis.RedisError as exc:
+                self._unreachable(exc)
+                raise BanlistError("sanctions", f"Redis unreachable, not reseeded: {exc}",
+                                   status=503) from exc
+        with self._lock:
+            self.diverged, self.confirmed_at = None, self.clock()
+        log.warning("sanctions: %s reseeded Redis with %d host states (epoch %s, replacing %s): "
+                    "%s", actor, len(copy), epoch, current or "none", why)
+        return {"hosts": len(copy), "epoch": int(epoch), "replaced": {
+            "epoch": int(current) if current else None}}
+
+    def adopt(self) -> dict[str, Any]:
+        """Accept what Redis holds now, even if it lost this replica's states (operator call)."""
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            epoch_r, got = pipe.get(self.epoch_key).hgetall(self.key).execute()
+        except redis.RedisError as exc:
+            self._unreachable(exc)
+            raise BanlistError("sanctions", f"Redis unreachable, not adopted: {exc}",
+                               status=503) from exc
+        with self._lock:
+            self.epoch, self.copy, self.read_at = epoch_r, got, self.clock()
+            self.diverged, self.confirmed_at = None, self.clock()
+        log.warning("sanctions: adopted Redis's sanction states (epoch %s, %d hosts)",
+                    epoch_r or "none", len(got))
+        return {"epoch": int(epoch_r) if epoch_r else None, "hosts": len(got)}
+
+
+def _epoch(time_reply: tuple[int, int]) -> str:
+    """An epoch from Redis's clock, in ms, as the lists name theirs."""
+    seconds, micros = time_reply
+    return str(seconds * 1000 + micros // 1000)
+
+
+_REFUSED = object()

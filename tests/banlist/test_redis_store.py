@@ -212,9 +212,9 @@ def test_cold_start_from_the_local_snapshot_while_redis_is_down(replicas, redis_
     again = replicas("a")
     assert again.index.get(entry.id) == entry and again.version == 1
     state = again.sync_state()
-    assert state.details["banlist_loaded"] and not state.in_sync and state.staleness_seconds > 0
+    assert state.details["loaded"] and not state.in_sync and state.staleness_seconds > 0
     nothing = replicas("never-synced")
-    assert not nothing.sync_state().details["banlist_loaded"] and len(nothing) == 0
+    assert not nothing.sync_state().details["loaded"] and len(nothing) == 0
     redis_server.restart()
     wait_for(lambda: again.sync_state().in_sync and nothing.version == 1)
 
@@ -294,8 +294,8 @@ def test_an_unreadable_local_snapshot_is_ignored(replicas, tmp_path):
     (tmp_path / "b.snapshot.json").write_text('{"format": 99}')
     a = replicas("a")
     b = replicas("b")
-    assert a.sync_state().details["banlist_loaded"] and len(a) == 0
-    assert b.sync_state().details["banlist_loaded"] and len(b) == 0
+    assert a.sync_state().details["loaded"] and len(a) == 0
+    assert b.sync_state().details["loaded"] and len(b) == 0
 
 
 def test_a_malformed_record_in_redis_is_reported_not_fatal(replicas, redis_server):
