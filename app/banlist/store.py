@@ -160,8 +160,9 @@ class EmbeddedStore:
             if entry is None:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
             with self._publishing(self._commit({
-                    "seq": self.version + 1, "op": "remove", "id": entry_id, "actor": actor,
-                    "reason": reason, "at": iso(self.clock())})):
+                    "seq": self.version + 1, "op": "remove", "id": entry_id,
+                    "entry": entry.as_dict(), "actor": actor, "reason": reason,
+                    "at": iso(self.clock())})):
                 self.index.remove(entry_id)
         return entry
 
@@ -178,8 +179,9 @@ class EmbeddedStore:
                 # stands alone, so a crash mid-write leaves some expiries logged, which
                 # the next sweep would have logged anyway
                 end = self._commit(*({"seq": self.version + n, "op": "expire", "id": entry.id,
-                                      "actor": "system", "reason": "ttl elapsed",
-                                      "at": iso(now)} for n, entry in enumerate(expired, 1)),
+                                      "entry": entry.as_dict(), "actor": "system",
+                                      "reason": "ttl elapsed", "at": iso(now)}
+                                     for n, entry in enumerate(expired, 1)),
                                    standalone=True)
                 with self._publishing(end):
                     self.index.apply([("remove", entry.id) for entry in expired])
