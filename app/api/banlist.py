@@ -10,11 +10,11 @@ import time
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.deps import Actor, Reader, Service, Store
-from app.banlist import bulk, canon
+from app.api.deps import Actor, Reader, Service, Store, known_query
+from app.banlist import bulk, canon, history
 from app.banlist.base import EntrySpec, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
 from app.errors import FieldError
@@ -51,7 +51,7 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
             "banlist_version": store.version}
 
 
-@router.get("/lookup")
+@router.get("/lookup", dependencies=[Depends(known_query)])
 async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
                  region: str | None = None) -> dict[str, Any]:
     """Which entries match a URL, through which expression, and whether each applies."""
@@ -101,11 +101,25 @@ def list_entries(store: Store, _: Reader, after: str | None = None,
             "total": index.active_count(now), "banlist_version": store.version}
 
 
-@router.get("/changes")
+@router.get("/changes", dependencies=[Depends(known_query)])
 def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
-            limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    """The change log after sequence `since`: who changed what, when and why."""
-    return {"changes": store.changes_since(since, limit), "banlist_version": store.version}
+            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+            value: Annotated[str | None, Query(max_length=8192)] = None,
+            host: Annotated[str | None, Query(max_length=8192)] = None,
+            actor: Annotated[str | None, Query(max_length=256)] = None,
+            start: Annotated[str | None, Query(alias="from", max_length=64)] = None,
+            until: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
+    """The change log after sequence `since`: who changed what, when and why.
+
+    Filters (all that are given must hold): `value` (an entry's or group's value, in any
+    scope it is valid in), `host` (changes of entries banning that host, a subdomain of
+    it or a parent domain of it, and of org groups holding such a domain), `actor`, and
+    `from` / `until` (ISO 8601 times with an offset, or dates; `until` exclusive). A
+    removal or expiry is kept when its entry is. Page on with `since` = the last seq."""
+    flt = history.ChangeFilter.of(value, host, actor, start, until, time.time())
+    found = (store.changes_since(since, limit) if flt.empty()
+             else store.history(flt, since, limit))
+    return {"changes": found, "banlist_version": store.version}
 
 
 @router.get("/writes/{write_id}")

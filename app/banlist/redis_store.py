@@ -14,14 +14,14 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import redis
 
-from app.banlist import lua, outcomes
+from app.banlist import history, lua, outcomes
 from app.banlist.base import (
     EntrySpec,
     SyncState,
@@ -30,8 +30,9 @@ from app.banlist.base import (
     require_reason,
     validate_all,
 )
+from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry, group_domains, group_name, iso
+from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.replica import Replicator, change_of
 from app.errors import BanlistError
 from app.metrics import Metrics
@@ -341,6 +342,34 @@ class RedisStore:
             return out
         except redis.RedisError as exc:
             self.metrics.banlist_redis_errors.labels("history").inc()
+            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
+                               status=503) from exc
+
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
+                ) -> list[dict[str, Any]]:
+        """Up to `limit` changes after seq `since` that `flt` keeps (within the stream's
+        retention window); BanlistError 503 while Redis is unreachable."""
+        return self._reading(lambda: history.select(self._records(flt), flt,
+                                                    self.index.groups, since, limit))
+
+    def _records(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
+        """The stream's changes in the filter's time range (stream ids are times), in order."""
+        low = str(int(parse_iso(flt.start) * 1000)) if flt.start else "-"
+        high = str(int(parse_iso(flt.until) * 1000)) if flt.until else "+"  # the ms itself:
+        # the filter drops what is at or past `until`
+        while True:
+            page = self.client.xrange(self.keys.stream, min=low, max=high, count=5000)
+            for sid, fields in page:
+                yield change_of(sid, fields)
+            if len(page) < 5000:
+                return
+            low = f"({page[-1][0]}"
+
+    def _reading(self, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "history")  # counted; logged when Redis is first lost
             raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
                                status=503) from exc
 

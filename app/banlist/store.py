@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from app.banlist import history
 from app.banlist.base import (
     EntrySpec,
     SyncState,
@@ -24,6 +25,7 @@ from app.banlist.base import (
     validate_all,
 )
 from app.banlist.changelog import ChangeLog
+from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
@@ -61,6 +63,9 @@ class EmbeddedStore:
         self.index = BanIndex()
         self.changelog = ChangeLog(path) if path is not None else None
         self._tail: deque[dict[str, Any]] = deque(maxlen=tail if path is not None else None)
+        # Removals and expiries logged before they carried their entry: a filtered read of
+        # the log then has to find them by id (history.Matcher).
+        self._bare_ends = False
         self.loaded_at = clock()
         self._lock = threading.Lock()
         if self.changelog is not None:
@@ -222,6 +227,27 @@ class EmbeddedStore:
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
 
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
+                ) -> list[dict[str, Any]]:
+        """Up to `limit` changes after seq `since` that `flt` keeps, from the whole log."""
+        return history.select(self._changes_for(flt), flt, self.index.groups, since, limit)
+
+    def _changes_for(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
+        """What a filtered read has to look at, in seq order: from the log file the lines
+        holding one of the filter's needles (and every removal or expiry, if some were
+        logged without their entry), or every line from its start time on."""
+        with self._lock:
+            if self.changelog is None:  # the whole history is in memory
+                return iter(list(self._tail))
+            size = self.changelog.size
+        needles = flt.needles(self.index.groups)
+        start = self.changelog.offset_before(flt.start, size) if flt.start else 0
+        if needles is None:
+            return self.changelog.scan(start, size)
+        if self._bare_ends:
+            needles = [*needles, b'"op":"remove","id":', b'"op":"expire","id":']
+        return self.changelog.search(needles, start, size)
+
     @contextlib.contextmanager
     def _publishing(self, end: int) -> Iterator[None]:
         """Publish `end` as the version once the block has applied the changes up to it:
@@ -272,6 +298,7 @@ class EmbeddedStore:
             self._pending.append(("group", change["name"], tuple(change["domains"])))
         else:
             self._pending.append(("remove", change["id"]))
+            self._bare_ends = self._bare_ends or "entry" not in change
         if len(self._pending) >= BATCH:
             self._flush()
 

@@ -1,0 +1,36 @@
+"""The Redis store's history for T&S, on a real redis-server: filters over the stream, and
+the gone entries a replica learns of from it, read on from where it stopped."""
+from __future__ import annotations
+
+import time
+
+from app.banlist import canon
+from app.banlist.base import EntrySpec
+from app.banlist.history import ChangeFilter
+from app.banlist.model import iso
+
+
+def url(text: str) -> tuple[str, str]:
+    canonical = canon.canonicalize(text)
+    return canonical, canon.split(canonical)[0]
+
+
+def test_history_filters_over_the_stream(replicas):
+    a, b = replicas("a"), replicas("b")
+    first = a.add(EntrySpec("domain", "example.com", "court order"), "legal")
+    a.add(EntrySpec("host", "other.org", "spam"), "antispam")
+    a.define_group("acme", ["example.com"], "tns", "one owner")
+    a.add(EntrySpec("org", "acme", "brand abuse"), "legal")
+    a.remove(first.id, "appeals", "appeal granted")
+    b.refresh()
+
+    def seqs(**kw) -> list[int]:
+        return [c["seq"] for c in b.history(ChangeFilter.of(**kw, now=time.time()))]
+
+    assert seqs(host="www.example.com") == [1, 3, 4, 5]
+    assert seqs(actor="legal") == [1, 4] and seqs(value="other.org") == [2]
+    assert seqs(host="example.com", actor="appeals") == [5]
+    assert seqs(start=iso(time.time() + 60)) == []
+    assert seqs(start=iso(time.time() - 60), until=iso(time.time() + 60)) == [1, 2, 3, 4, 5]
+    removal = b.history(ChangeFilter.of(value="example.com"))[-1]
+    assert removal["op"] == "remove" and removal["entry"]["actor"] == "legal"
