@@ -218,6 +218,17 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     if got["matches"]:
         table(got["matches"], ["id", "matched_by", "applies", "why_not", "reason", "actor",
                                "regions", "expires_at"], out)
+        for m in got["matches"]:
+            if m.get("was"):
+                print(f"entry {m['id']} ({m['scope']} {m['value']}) {m['was']}", file=out)
+    former = got.get("former")
+    if former is None:
+        print(f"former entries unknown: {got.get('former_problem')}", file=out)
+    elif former:
+        print(f"formerly matched ({len(former)}; the change log goes back to "
+              f"{got.get('history_since')}):", file=out)
+        for f in former:
+            print(f"  entry {f['id']} ({f['matched_by']}) {f['was']}", file=out)
     return 0
 
 

@@ -14,10 +14,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import Actor, Reader, Service, Store, known_query
-from app.banlist import bulk, canon, history
+from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
-from app.errors import FieldError
+from app.errors import BanlistError, FieldError
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
 IMPORT_MAX_LINES = 10_000
@@ -52,9 +52,13 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
 
 
 @router.get("/lookup", dependencies=[Depends(known_query)])
-async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
-                 region: str | None = None) -> dict[str, Any]:
-    """Which entries match a URL, through which expression, and whether each applies."""
+def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
+           region: str | None = None) -> dict[str, Any]:
+    """Which entries match a URL, through which expression, and whether each applies; and
+    `former`, the entries that matched it once and are gone (removed, or expired and
+    swept), as the change log tells, each with `was`: "was banned until …, by …, reason …".
+
+    Plain `def`: with Redis, the stream's latest records are read first (off the loop)."""
     lookups = service.metrics.banlist_lookups
     try:
         canonical = canon.canonicalize(url)
@@ -70,18 +74,25 @@ async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_leng
         item = m.as_dict()
         item["applies"] = m.entry.active(region, now)
         if not item["applies"]:
-            item["why_not"] = ("expired" if m.entry.expires_at is not None
-                               and m.entry.expires_at <= now else
+            expired = m.entry.expires_at is not None and m.entry.expires_at <= now
+            item["why_not"] = ("expired" if expired else
                                f"only in {', '.join(sorted(m.entry.regions))}")
+            if expired:
+                item["was"] = graveyard.was(m.entry)
         matches.append(item)
     banned = any(m["applies"] for m in matches)
     lookups.labels("banned" if banned else "matched_inactive" if matches else "clean").inc()
-    return {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
-            "region": region, "banned": banned, "matches": matches,
-            "checked": {"url": [canonical.partition("://")[2]],
-                        "host": [host], "domain": list(store.index.domain_keys(host)),
-                        "prefix": [host + p for p in canon.path_prefixes(path)]},
-            "banlist_version": store.version}
+    answer = {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
+              "region": region, "banned": banned, "matches": matches,
+              "checked": {"url": [canonical.partition("://")[2]],
+                          "host": [host], "domain": list(store.index.domain_keys(host)),
+                          "prefix": [host + p for p in canon.path_prefixes(path)]},
+              "banlist_version": store.version}
+    try:
+        answer.update(former=store.former(canonical, host), history_since=store.history_since())
+    except BanlistError as exc:  # Redis unreachable: the live answer stands, history waits
+        answer.update(former=None, former_problem=exc.problem)
+    return answer
 
 
 @router.get("/entries")

@@ -34,3 +34,28 @@ def test_history_filters_over_the_stream(replicas):
     assert seqs(start=iso(time.time() - 60), until=iso(time.time() + 60)) == [1, 2, 3, 4, 5]
     removal = b.history(ChangeFilter.of(value="example.com"))[-1]
     assert removal["op"] == "remove" and removal["entry"]["actor"] == "legal"
+
+
+def test_a_replica_learns_of_gone_entries_from_the_stream_as_it_grows(replicas):
+    a, b = replicas("a"), replicas("b")
+    now = time.time()
+    kept = a.add(EntrySpec("host", "www.example.com", "malware"), "tns")
+    gone = a.add(EntrySpec("domain", "example.com", "court order", ("ru",)), "legal")
+    short = a.add(EntrySpec("url", "https://www.example.com/a", "dmca",
+                            expires_at=now + 0.5), "tns")
+    a.remove(gone.id, "appeals", "appeal granted")
+    b.refresh()
+    (former,) = b.former(*url("https://www.example.com/a"))
+    assert former["id"] == gone.id and former["ended"]["actor"] == "appeals"
+    assert former["was"].startswith("was banned in RU until ")
+    assert b.history_since() == b.changes_since(0, 1)[0]["at"]
+    read_to = b._buried_to
+    time.sleep(0.55)
+    assert a.sweep() == 1  # the url ban expired: logged, with its entry
+    b.refresh()
+    assert [f["id"] for f in b.former(*url("https://www.example.com/a"))] == [short.id,
+                                                                              gone.id]
+    assert b._buried_to != read_to and len(b.graveyard) == 2  # read on, not again
+    assert b.former(*url("https://www.example.com/b")) == [b.former(
+        *url("https://www.example.com/a"))[1]]
+    assert kept.id not in {f["id"] for f in b.former(*url("https://www.example.com/"))}
