@@ -135,7 +135,7 @@ def search(files: list[Path], query: Query, progress: Progress | None = None) ->
         for line, at in _lines(path):
             found.lines += 1
             if progress is not None and found.lines % 20_000 == 0:
-                progress("reading", (done + at) >> 10, total >> 10)
+                progress("reading KiB", (done + at) >> 10, total >> 10)
             if needle is not None and needle not in line:
                 continue
             ts = _ts(line)
@@ -154,7 +154,7 @@ def search(files: list[Path], query: Query, progress: Progress | None = None) ->
                     found.hits.append(_hit(request, record))
         done += path.stat().st_size
     if progress is not None:
-        progress("reading", total >> 10, total >> 10)
+        progress("reading KiB", total >> 10, total >> 10)
     found.bytes = total
     found.hits.sort(key=lambda h: h["ts"])  # rotated files may overlap in time
     return found

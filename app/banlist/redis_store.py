@@ -380,7 +380,13 @@ class RedisStore:
                 page = self.client.xrange(self.keys.stream, min=start, max="+", count=5000)
                 gone = []
                 for sid, fields in page:
-                    change = change_of(sid, fields)
+                    try:
+                        change = change_of(sid, fields)
+                    except (ValueError, KeyError, TypeError) as exc:  # read past it, once
+                        log.error("banlist: stream record %s unreadable, left out of the "
+                                  "former entries: %r", sid, exc)
+                        self.metrics.banlist_redis_errors.labels("history").inc()
+                        continue
                     if self.graveyard.since is None:
                         self.graveyard.since = change["at"]
                     if change["op"] == "add":

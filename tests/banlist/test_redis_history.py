@@ -59,3 +59,19 @@ def test_a_replica_learns_of_gone_entries_from_the_stream_as_it_grows(replicas):
     assert b.former(*url("https://www.example.com/b")) == [b.former(
         *url("https://www.example.com/a"))[1]]
     assert kept.id not in {f["id"] for f in b.former(*url("https://www.example.com/"))}
+
+
+def test_an_unreadable_stream_record_is_left_out_and_counted(replicas, redis_server):
+    a = replicas("a")
+    gone = a.add(EntrySpec("domain", "example.com", "court order"), "legal")
+    a.remove(gone.id, "appeals", "appeal granted")
+    with redis_server.client() as r:  # a record no writer of ours would produce
+        r.xadd("rearrange:{banlist}:stream", {"seq": 3, "epoch": a.sync_state().epoch,
+                                             "op": "remove", "key": "9", "payload": "{not json",
+                                             "actor": "x", "reason": "x"})
+    assert [f["id"] for f in a.former(*url("http://example.com/"))] == [gone.id]
+    assert a.metrics.registry.get_sample_value("rearrange_banlist_redis_errors_total",
+                                               {"op": "history"}) == 1
+    a.former(*url("http://example.com/"))  # read past it: not counted again
+    assert a.metrics.registry.get_sample_value("rearrange_banlist_redis_errors_total",
+                                               {"op": "history"}) == 1
