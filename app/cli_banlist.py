@@ -7,12 +7,16 @@ import io
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from app.banlist.model import iso
+from app.timespec import parse_time
 
 CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
 Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
@@ -126,8 +130,17 @@ def add_parser(sub: Any) -> None:
     exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
     exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
     hist = cmds.add_parser("history", help="the change log: who changed what, when, why")
-    hist.add_argument("--since", type=int, default=0)
+    hist.add_argument("--since", type=int, default=0, help="after this seq (to page on)")
     hist.add_argument("--limit", type=int, default=100)
+    hist.add_argument("--value", help="changes of entries (or groups) of this value")
+    hist.add_argument("--host", help="changes of entries banning this host, a subdomain or "
+                      "a parent domain of it")
+    hist.add_argument("--actor", help="changes made by this actor")
+    hist.add_argument("--from", dest="start", metavar="TIME", type=_instant,
+                      help="from this time: ISO 8601 with an offset, a date, or an age such "
+                      "as 36h or 7d")
+    hist.add_argument("--until", metavar="TIME", type=_instant,
+                      help="before this time (same forms)")
     grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
     grp.add_argument("name")
     grp.add_argument("domains", nargs="+")
@@ -140,6 +153,14 @@ def add_parser(sub: Any) -> None:
     res.add_argument("--force", action="store_true",
                      help="overwrite Redis even if it holds another history (epoch) or "
                           "changes this replica has not applied")
+
+
+def _instant(text: str) -> str:
+    """A time argument as the service takes it (an ISO 8601 instant; ages are the CLI's)."""
+    try:
+        return iso(parse_time(text, time.time()))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
@@ -201,6 +222,17 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     if got["matches"]:
         table(got["matches"], ["id", "matched_by", "applies", "why_not", "reason", "actor",
                                "regions", "expires_at"], out)
+        for m in got["matches"]:
+            if m.get("was"):
+                print(f"entry {m['id']} ({m['scope']} {m['value']}) {m['was']}", file=out)
+    former = got.get("former")
+    if former is None:
+        print(f"former entries unknown: {got.get('former_problem')}", file=out)
+    elif former:
+        print(f"formerly matched ({len(former)}; the change log goes back to "
+              f"{got.get('history_since')}):", file=out)
+        for f in former:
+            print(f"  entry {f['id']} ({f['matched_by']}) {f['was']}", file=out)
     return 0
 
 
@@ -336,12 +368,15 @@ def _export(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
 
 
 def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("GET", "/v1/banlist/changes",
-                      query={"since": args.since, "limit": args.limit})
+    query: dict[str, Any] = {"since": args.since, "limit": args.limit}
+    query.update({k: v for k, name in (("value", "value"), ("host", "host"), ("actor", "actor"),
+                                       ("from", "start"), ("until", "until"))
+                  if (v := getattr(args, name)) is not None})
+    got = client.call("GET", "/v1/banlist/changes", query=query)
     rows = []
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
-                if c["op"] == "add" else f"group {c['name']}: {len(c['domains'])} domains"
+                if "entry" in c else f"group {c['name']}: {len(c['domains'])} domains"
                 if c["op"] == "group" else f"{c['entries']} entries"
                 if c["op"] == "seed" else f"entry {c.get('id', '-')}")
         rows.append({**c, "what": what})

@@ -13,8 +13,13 @@ valgrind runs it ~50x slower), warms up, then calls `Rearranger.rerank(body)` an
 building) and inside orjson's `loads`, each over the same number of calls; the Python
 around the call (Rearranger.rerank's few lines) is not counted.
 
+`--audit-line` gives the service an audit log (to /dev/null), so the engine also writes the
+audit-log line of each call (without one it skips that work); the log's writer thread is
+not counted.
+
 Run from the repository root: `python -m bench.instructions [--sizes 20,100,500]
-[--profiles default,commercial] [--calls 50]`. Needs `valgrind` (Debian package).
+[--profiles default,commercial] [--calls 50] [--audit-line]`. Needs `valgrind` (Debian
+package).
 """
 from __future__ import annotations
 
@@ -32,13 +37,16 @@ ENGINE_ENTRY = "*Engine::__pymethod_rerank__*"
 ORJSON_ENTRY = "loads"
 
 
-def child(profile: str, size: int, calls: int, warmup: int) -> None:
+def child(profile: str, size: int, calls: int, warmup: int, audit_line: bool) -> None:
     """The measured process: warm-up calls, then `calls` of each, alternately."""
     import orjson
 
+    from app.audit import AuditLog
     from bench.pipeline import build, make_serp, pick_user
 
     service, _ = build(1000, 2024, 1000)
+    if audit_line:
+        service.audit_log = AuditLog(os.devnull, lambda n: None)
     user, _ = pick_user(service, "treatment")
     page = make_serp(size, 2024, user, False)
     page["profile"] = profile
@@ -54,7 +62,8 @@ def child(profile: str, size: int, calls: int, warmup: int) -> None:
         orjson.loads(body)
 
 
-def count(profile: str, size: int, calls: int, warmup: int) -> tuple[float, float]:
+def count(profile: str, size: int, calls: int, warmup: int,
+          audit_line: bool = False) -> tuple[float, float]:
     """(engine, orjson) instructions per call."""
     with tempfile.TemporaryDirectory(prefix="rearrange-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -62,7 +71,7 @@ def count(profile: str, size: int, calls: int, warmup: int) -> tuple[float, floa
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              f"--toggle-collect={ENGINE_ENTRY}", f"--toggle-collect={ORJSON_ENTRY}",
              sys.executable, "-m", "bench.instructions", "--child", profile, str(size),
-             str(calls), str(warmup)],
+             str(calls), str(warmup), *(["--audit-line"] if audit_line else [])],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONHASHSEED": "0"})  # str hashes, hence dict work, repeat
         report = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
@@ -86,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         profile, size, calls, warmup = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
-        child(profile, size, calls, warmup)
+        child(profile, size, calls, warmup, "--audit-line" in argv[5:])
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.instructions",
                                      description=__doc__.split("\n\n")[0])
@@ -94,14 +103,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", default="default,commercial")
     parser.add_argument("--calls", type=int, default=50, help="counted calls of each")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--audit-line", action="store_true",
+                        help="with an audit log: the engine writes each call's audit line too")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
-    print("instructions per call, callgrind (repeatable; not time)")
+    print("instructions per call, callgrind (repeatable; not time)"
+          + (", audit line written" if args.audit_line else ""))
     print(f"{'profile':>10} {'docs':>5} | {'engine':>10} {'orjson':>10} | {'engine / orjson':>15}")
     for profile in args.profiles.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
-            engine, loads = count(profile, size, args.calls, args.warmup)
+            engine, loads = count(profile, size, args.calls, args.warmup, args.audit_line)
             print(f"{profile:>10} {size:>5} | {engine:>10,.0f} {loads:>10,.0f} | "
                   f"{engine / loads:>14.2f}x", flush=True)
     return 0

@@ -132,7 +132,11 @@ def test_audit_line_and_errors() -> None:
                                     "bucket": 8340, "layer": None, "salt": None,
                                     "forced": True}]
     assert line["query"] == {"text": "диван", "region": "DE"}
-    assert line["audit"] == out["audit"] and line["ts"] == NOW
+    # the line's records are the response's with each document's URL and canonical host
+    assert [{k: v for k, v in r.items() if k not in ("url", "host")} for r in line["audit"]
+            ] == out["audit"] and line["ts"] == NOW
+    assert line["audit"][0]["url"] == "https://banned.example/x"
+    assert line["audit"][0]["host"] == "banned.example"
     # Without an audit log to write to, the service asks for no line: same response.
     raw = json.dumps(page(unit={"user_id": "u-1"})).encode()
     with_line = e.rerank(raw, banlist=BANS, banlist_version=7, now=NOW)

@@ -76,6 +76,34 @@ def test_the_engine_answers_what_the_reference_answers(yaml_text, body, specs):
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(configs(), bodies(("default", "commercial")), bans())
+def test_the_audit_line_is_the_references(yaml_text, body, specs):
+    """The line the engine writes for the audit log: the reference's, byte for byte, each
+    record carrying its document's URL and canonical host."""
+    config = load_bytes(yaml_text.encode())
+    core = with_core(config, EngineMetrics()).core
+    banned = entries(specs)
+    raw = orjson.dumps(body)
+    status, _, line, _ = core.rerank(raw, banlist=BanIndex(banned), banlist_version=VERSION,
+                                     now=NOW)
+    try:
+        response = reference.rerank(config, raw, banlist=ReferenceIndex(banned),
+                                    banlist_version=VERSION, now=NOW)
+    except (FieldError, RuleFailed):
+        assert status != 200 and line is None
+        return
+    want = reference.audit_line(raw, response, NOW)
+    if line is None or want is None:
+        assert line is None and want is None
+        return
+    got = orjson.loads(line)
+    want["request_id"] = got["request_id"]  # generated on each side when the body has none
+    assert line == _encode(want)
+    documents = {d["id"]: d["url"] for d in body["documents"]}
+    assert all(r["url"] == documents.get(r["doc_id"]) for r in got["audit"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(configs(), bodies(), st.sampled_from([
     ("score", "x"), ("score", 1e16), ("spam_score", 1.5), ("adult_score", -0.1),
     ("id", ""), ("id", 7), ("url", ""), ("topics", "casino"), ("is_ad", "yes"),

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.deps import Actor, Reader, Service, Store
-from app.banlist import bulk, canon
+from app.api.deps import Actor, Reader, Service, Store, known_query
+from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
 from app.errors import BanlistError, FieldError
@@ -53,10 +53,14 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
             "banlist_version": store.version}
 
 
-@router.get("/lookup")
-async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
-                 region: str | None = None) -> dict[str, Any]:
-    """Which entries match a URL, through which expression, and whether each applies."""
+@router.get("/lookup", dependencies=[Depends(known_query)])
+def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
+           region: str | None = None) -> dict[str, Any]:
+    """Which entries match a URL, through which expression, and whether each applies; and
+    `former`, the entries that matched it once and are gone (removed, or expired and
+    swept), as the change log tells, each with `was`: "was banned until …, by …, reason …".
+
+    Plain `def`: with Redis, the stream's latest records are read first (off the loop)."""
     lookups = service.metrics.banlist_lookups
     try:
         canonical = canon.canonicalize(url)
@@ -72,18 +76,25 @@ async def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_leng
         item = m.as_dict()
         item["applies"] = m.entry.active(region, now)
         if not item["applies"]:
-            item["why_not"] = ("expired" if m.entry.expires_at is not None
-                               and m.entry.expires_at <= now else
+            expired = m.entry.expires_at is not None and m.entry.expires_at <= now
+            item["why_not"] = ("expired" if expired else
                                f"only in {', '.join(sorted(m.entry.regions))}")
+            if expired:
+                item["was"] = graveyard.was(m.entry)
         matches.append(item)
     banned = any(m["applies"] for m in matches)
     lookups.labels("banned" if banned else "matched_inactive" if matches else "clean").inc()
-    return {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
-            "region": region, "banned": banned, "matches": matches,
-            "checked": {"url": [canonical.partition("://")[2]],
-                        "host": [host], "domain": list(store.index.domain_keys(host)),
-                        "prefix": [host + p for p in canon.path_prefixes(path)]},
-            "banlist_version": store.version}
+    answer = {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
+              "region": region, "banned": banned, "matches": matches,
+              "checked": {"url": [canonical.partition("://")[2]],
+                          "host": [host], "domain": list(store.index.domain_keys(host)),
+                          "prefix": [host + p for p in canon.path_prefixes(path)]},
+              "banlist_version": store.version}
+    try:
+        answer.update(former=store.former(canonical, host), history_since=store.history_since())
+    except BanlistError as exc:  # Redis unreachable: the live answer stands, history waits
+        answer.update(former=None, former_problem=exc.problem)
+    return answer
 
 
 @router.get("/entries")
@@ -103,11 +114,25 @@ def list_entries(store: Store, _: Reader, after: str | None = None,
             "total": index.active_count(now), "banlist_version": store.version}
 
 
-@router.get("/changes")
+@router.get("/changes", dependencies=[Depends(known_query)])
 def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
-            limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    """The change log after sequence `since`: who changed what, when and why."""
-    return {"changes": store.changes_since(since, limit), "banlist_version": store.version}
+            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+            value: Annotated[str | None, Query(max_length=8192)] = None,
+            host: Annotated[str | None, Query(max_length=8192)] = None,
+            actor: Annotated[str | None, Query(max_length=256)] = None,
+            start: Annotated[str | None, Query(alias="from", max_length=64)] = None,
+            until: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
+    """The change log after sequence `since`: who changed what, when and why.
+
+    Filters (all that are given must hold): `value` (an entry's or group's value, in any
+    scope it is valid in), `host` (changes of entries banning that host, a subdomain of
+    it or a parent domain of it, and of org groups holding such a domain), `actor`, and
+    `from` / `until` (ISO 8601 times with an offset, or dates; `until` exclusive). A
+    removal or expiry is kept when its entry is. Page on with `since` = the last seq."""
+    flt = history.ChangeFilter.of(value, host, actor, start, until, time.time())
+    found = (store.changes_since(since, limit) if flt.empty()
+             else store.history(flt, since, limit))
+    return {"changes": found, "banlist_version": store.version}
 
 
 @router.get("/writes/{write_id}")

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
 from app.banlist.base import BanStore
+from app.errors import FieldError
 from app.service import Rearranger
 
 
@@ -62,6 +63,30 @@ async def reader(request: Request,
     if not request.app.state.service.settings.banlist_read_auth and authorization is None:
         return "anonymous"
     return _holder(request.app.state.tokens, authorization, "Authorization")[0]
+
+
+async def known_query(request: Request) -> None:
+    """422 naming a query parameter the route does not take: a filter silently ignored
+    (`?actor=` on a route without one) answers a question nobody asked."""
+    route = request.scope.get("route")
+    known = _query_names(route) if route is not None else frozenset()
+    for name in request.query_params:
+        if name not in known:
+            takes = ", ".join(sorted(known)) or "none"
+            raise FieldError(f"query.{name}", f"unknown query parameter (this route takes: "
+                             f"{takes})")
+
+
+def _query_names(route: Any) -> frozenset[str]:
+    """The query parameters of a route, its dependencies' included (a walk of a few nodes:
+    routes are not hashable, and a cache by id would outlive the app in the tests)."""
+    names: set[str] = set()
+    todo = [route.dependant]
+    while todo:
+        dependant = todo.pop()
+        names.update(p.alias for p in dependant.query_params)
+        todo.extend(dependant.dependencies)
+    return frozenset(names)
 
 
 Service = Annotated[Rearranger, Depends(service)]

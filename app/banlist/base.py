@@ -4,11 +4,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
 from app.errors import BanlistError
+
+if TYPE_CHECKING:
+    from app.banlist.history import ChangeFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,13 @@ class BanStore(Protocol):
     def active(self) -> list[Entry]: ...
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def history(self, flt: ChangeFilter, since: int = 0,
+                limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def former(self, canonical: str, host: str) -> list[dict[str, Any]]: ...
+
+    def history_since(self) -> str | None: ...
 
     def refresh(self) -> None: ...
 

@@ -6,12 +6,15 @@ written in several batches (one write and one fsync each), and it counts only on
 line is on disk. At replay, a transaction cut short by a crash (it was never acknowledged)
 is undone and cut off the file, like a torn last line; anything else unreadable stops the
 start rather than lose entries silently. Every STRIDE-th line's offset is remembered, so
-old history is read from the file with one seek instead of being kept in memory.
+old history is read from the file with one seek instead of being kept in memory; a filtered
+read (history by host, lookup's former entries) searches the file's bytes and parses only
+the lines it finds.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 from array import array
 from collections.abc import Callable, Iterator
@@ -184,6 +187,55 @@ class ChangeLog:
                     if len(out) == limit:
                         break
         return out
+
+
+    def search(self, needles: list[bytes], start: int, size: int) -> Iterator[Change]:
+        """Changes, in log order, whose line between byte `start` (a line's start) and `size`
+        holds one of `needles`: a byte search of the file, JSON only for the lines found."""
+        if size <= start:
+            return
+        with self.path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            found: set[tuple[int, int]] = set()
+            for needle in needles:
+                at = mm.find(needle, start, size)
+                while at >= 0:
+                    newline = mm.rfind(b"\n", start, at)
+                    end = mm.find(b"\n", at, size)
+                    end = size if end < 0 else end
+                    found.add((start if newline < 0 else newline + 1, end))
+                    at = mm.find(needle, end, size)
+            for begin, end in sorted(found):
+                change = orjson.loads(mm[begin:end])
+                change.pop(TXN, None)
+                yield change
+
+    def scan(self, start: int, size: int) -> Iterator[Change]:
+        """Every change from byte `start` (a line's start) up to `size`, in log order."""
+        with self.path.open("rb") as fh:
+            fh.seek(start)
+            offset = start
+            for line in fh:
+                offset += len(line)
+                if offset > size:
+                    break
+                change = orjson.loads(line)
+                change.pop(TXN, None)
+                yield change
+
+    def offset_before(self, at: str, size: int) -> int:
+        """The offset of a remembered line logged before `at` (ISO 8601 UTC, as `at` of a
+        change), as late as the marks allow: where a read of the changes from `at` starts."""
+        lo, hi = 0, len(self.marks)  # marks[:lo] were logged before `at`
+        with self.path.open("rb") as fh:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                fh.seek(self.marks[mid])
+                line = fh.readline()
+                if self.marks[mid] + len(line) <= size and orjson.loads(line)["at"] < at:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        return self.marks[lo - 1] if lo else 0
 
 
 def _fsync_dir(path: Path) -> None:

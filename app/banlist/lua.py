@@ -13,7 +13,8 @@ from __future__ import annotations
 # defined a group this write defines, or replaced the list, so two replicas cannot both add
 # it), then six per change: op, key, payload, actor, reason, group-that-must-exist (held in
 # Redis, or defined by a `group` change of this write). Returns {epoch, seq of each change (0 when
-# an expiry found the entry already gone)}.
+# an expiry found the entry already gone)}. A remove or expire logs the entry it deletes as
+# its payload: the history says what was lifted after the add has left the stream.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
@@ -110,8 +111,13 @@ for i = 6, #ARGV, 6 do
   elseif op == 'group' then
     seq = redis.call('INCR', KEYS[3])
     redis.call('HSET', KEYS[2], key, payload)
-  elseif redis.call('HDEL', KEYS[1], key) == 1 then
-    seq = redis.call('INCR', KEYS[3])
+  else
+    local old = redis.call('HGET', KEYS[1], key)
+    if old then
+      redis.call('HDEL', KEYS[1], key)
+      seq = redis.call('INCR', KEYS[3])
+      payload = old
+    end
   end
   if seq ~= 0 then
     redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,

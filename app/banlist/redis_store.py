@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 import redis
 
-from app.banlist import lua, outcomes
+from app.banlist import history, lua, outcomes
 from app.banlist.base import (
     EntrySpec,
     GroupSpec,
@@ -32,8 +33,10 @@ from app.banlist.base import (
     require_reason,
     validate_all,
 )
+from app.banlist.graveyard import Graveyard
+from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry, group_domains, group_name, iso
+from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.replica import Replicator, change_of
 from app.errors import BanlistError
 from app.metrics import Metrics
@@ -90,6 +93,9 @@ class RedisStore:
         self._reseed = self.client.register_script(lua.RESEED)
         self._seed = self.client.register_script(lua.SEED)
         self.replica = Replicator(self, block_seconds, snapshot_path, snapshot_seconds)
+        self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
+        self._buried_to = "0-0"  # the stream record the graveyard has read up to
+        self._bury_lock = threading.Lock()
 
     # ---- what the request path and the API read -------------------------------------------
     @property
@@ -380,6 +386,79 @@ class RedisStore:
             return out
         except redis.RedisError as exc:
             self.metrics.banlist_redis_errors.labels("history").inc()
+            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
+                               status=503) from exc
+
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
+                ) -> list[dict[str, Any]]:
+        """Up to `limit` changes after seq `since` that `flt` keeps (within the stream's
+        retention window); BanlistError 503 while Redis is unreachable."""
+        return self._reading(lambda: history.select(self._records(flt), flt,
+                                                    self.index.groups, since, limit))
+
+    def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
+        """Entries that matched this canonical URL once and are gone (Graveyard.former): those
+        ended within the stream's retention window when this process first looked, and every
+        one since. The stream is read on from where the last lookup stopped."""
+        self._reading(self._bury_new)
+        return self.graveyard.former(canonical, host, self.index)
+
+    def history_since(self) -> str | None:
+        """When the oldest change `former` knows of was made (None: the stream held none)."""
+        return self.graveyard.since
+
+    def _bury_new(self) -> None:
+        """Bury the entries the stream's records since the last call ended (a remove or an
+        expire carries its entry; one written before it did, the add of this read)."""
+        with self._bury_lock:
+            start = f"({self._buried_to}"
+            if self._buried_to == "0-0":
+                start = "-"
+            added: dict[str, dict[str, Any]] = {}
+            while True:
+                page = self.client.xrange(self.keys.stream, min=start, max="+", count=5000)
+                gone = []
+                for sid, fields in page:
+                    try:
+                        change = change_of(sid, fields)
+                    except (ValueError, KeyError, TypeError) as exc:  # read past it, once
+                        log.error("banlist: stream record %s unreadable, left out of the "
+                                  "former entries: %r", sid, exc)
+                        self.metrics.banlist_redis_errors.labels("history").inc()
+                        continue
+                    if self.graveyard.since is None:
+                        self.graveyard.since = change["at"]
+                    if change["op"] == "add":
+                        added[change["entry"]["id"]] = change["entry"]
+                    elif change["op"] in history.ENDS:
+                        entry = change.get("entry") or added.get(change["id"])
+                        if entry is not None:
+                            gone.append((Entry.from_dict(entry), change))
+                self.graveyard.bury(gone)
+                if page:
+                    self._buried_to = page[-1][0]
+                if len(page) < 5000:
+                    return
+                start = f"({page[-1][0]}"
+
+    def _records(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
+        """The stream's changes in the filter's time range (stream ids are times), in order."""
+        low = str(int(parse_iso(flt.start) * 1000)) if flt.start else "-"
+        high = str(int(parse_iso(flt.until) * 1000)) if flt.until else "+"  # the ms itself:
+        # the filter drops what is at or past `until`
+        while True:
+            page = self.client.xrange(self.keys.stream, min=low, max=high, count=5000)
+            for sid, fields in page:
+                yield change_of(sid, fields)
+            if len(page) < 5000:
+                return
+            low = f"({page[-1][0]}"
+
+    def _reading(self, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "history")  # counted; logged when Redis is first lost
             raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
                                status=503) from exc
 

@@ -58,6 +58,8 @@ def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
         change["entries"] = int(key)
     elif op != "reseed":
         change["id"] = key
+        if f.get("payload"):  # the entry a remove or expire deleted (none before it said)
+            change["entry"] = {"id": key, **orjson.loads(f["payload"])}
     change.update(actor=f["actor"], reason=f["reason"], at=at)
     return change
 

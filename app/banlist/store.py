@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from app.banlist import history
 from app.banlist.base import (
     EntrySpec,
     GroupSpec,
@@ -25,6 +26,8 @@ from app.banlist.base import (
     validate_all,
 )
 from app.banlist.changelog import ChangeLog
+from app.banlist.graveyard import Graveyard
+from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
 from app.errors import BanlistError
@@ -62,10 +65,16 @@ class EmbeddedStore:
         self.index = BanIndex()
         self.changelog = ChangeLog(path) if path is not None else None
         self._tail: deque[dict[str, Any]] = deque(maxlen=tail if path is not None else None)
+        # Removals and expiries logged before they carried their entry: a filtered read of
+        # the log then has to find them by id (history.Matcher).
+        self._bare_ends = False
+        self.graveyard = Graveyard()  # what lookup shows as `former`
         self.loaded_at = clock()
         self._lock = threading.Lock()
         if self.changelog is not None:
             self._pending: list[tuple[Any, ...]] = []  # replayed changes, applied in batches
+            self._pending_adds: dict[str, Entry] = {}  # the adds among them, by id
+            self._buried: list[tuple[Entry, dict[str, Any]]] = []  # and what they ended
             self.version = self.changelog.replay(self._apply, self._undo,
                                                  repair=not read_only)
             self._flush()
@@ -178,10 +187,12 @@ class EmbeddedStore:
             entry = self.index.get(entry_id)
             if entry is None:
                 raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
-            with self._publishing(self._commit({
-                    "seq": self.version + 1, "op": "remove", "id": entry_id, "actor": actor,
-                    "reason": reason, "at": iso(self.clock())})):
+            change = {"seq": self.version + 1, "op": "remove", "id": entry_id,
+                      "entry": entry.as_dict(), "actor": actor, "reason": reason,
+                      "at": iso(self.clock())}
+            with self._publishing(self._commit(change)):
                 self.index.remove(entry_id)
+            self.graveyard.bury([(entry, change)])
         return entry
 
     def sweep(self) -> int:
@@ -196,12 +207,13 @@ class EmbeddedStore:
             if expired:  # one write and fsync, however many expired together; each line
                 # stands alone, so a crash mid-write leaves some expiries logged, which
                 # the next sweep would have logged anyway
-                end = self._commit(*({"seq": self.version + n, "op": "expire", "id": entry.id,
-                                      "actor": "system", "reason": "ttl elapsed",
-                                      "at": iso(now)} for n, entry in enumerate(expired, 1)),
-                                   standalone=True)
-                with self._publishing(end):
+                changes = [{"seq": self.version + n, "op": "expire", "id": entry.id,
+                            "entry": entry.as_dict(), "actor": "system",
+                            "reason": "ttl elapsed", "at": iso(now)}
+                           for n, entry in enumerate(expired, 1)]
+                with self._publishing(self._commit(*changes, standalone=True)):
                     self.index.apply([("remove", entry.id) for entry in expired])
+                self.graveyard.bury(list(zip(expired, changes, strict=True)))
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
@@ -240,6 +252,39 @@ class EmbeddedStore:
                 return list(itertools.islice(self._tail, skip, skip + limit))
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
+
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
+                ) -> list[dict[str, Any]]:
+        """Up to `limit` changes after seq `since` that `flt` keeps, from the whole log."""
+        return history.select(self._changes_for(flt), flt, self.index.groups, since, limit)
+
+    def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
+        """Entries that matched this canonical URL once and are gone (Graveyard.former)."""
+        return self.graveyard.former(canonical, host, self.index)
+
+    def history_since(self) -> str | None:
+        """When the oldest change `former` knows of was made (None: no change yet): the
+        log's first, unless the graveyard dropped older ones."""
+        if self.graveyard.since is not None:
+            return self.graveyard.since
+        first = self.changes_since(0, 1)
+        return first[0]["at"] if first else None
+
+    def _changes_for(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
+        """What a filtered read has to look at, in seq order: from the log file the lines
+        holding one of the filter's needles (and every removal or expiry, if some were
+        logged without their entry), or every line from its start time on."""
+        with self._lock:
+            if self.changelog is None:  # the whole history is in memory
+                return iter(list(self._tail))
+            size = self.changelog.size
+        needles = flt.needles(self.index.groups)
+        start = self.changelog.offset_before(flt.start, size) if flt.start else 0
+        if needles is None:
+            return self.changelog.scan(start, size)
+        if self._bare_ends:
+            needles = [*needles, b'"op":"remove","id":', b'"op":"expire","id":']
+        return self.changelog.search(needles, start, size)
 
     @contextlib.contextmanager
     def _publishing(self, end: int) -> Iterator[None]:
@@ -286,11 +331,18 @@ class EmbeddedStore:
     def _apply(self, change: dict[str, Any]) -> None:
         """A replayed change, queued: the index takes them BATCH at a time (one swap each)."""
         if change["op"] == "add":
-            self._pending.append(("add", Entry.from_dict(change["entry"])))
+            entry = Entry.from_dict(change["entry"])
+            self._pending.append(("add", entry))
+            self._pending_adds[entry.id] = entry
         elif change["op"] == "group":
             self._pending.append(("group", change["name"], tuple(change["domains"])))
         else:
-            self._pending.append(("remove", change["id"]))
+            entry_id = change["id"]
+            self._pending.append(("remove", entry_id))
+            self._bare_ends = self._bare_ends or "entry" not in change
+            gone = self._pending_adds.pop(entry_id, None) or self.index.get(entry_id)
+            if gone is not None:
+                self._buried.append((gone, change))
         if len(self._pending) >= BATCH:
             self._flush()
 
@@ -300,7 +352,8 @@ class EmbeddedStore:
     def _flush(self) -> None:
         if self._pending:
             self.index.apply(self._pending)
-            self._pending = []
+            self.graveyard.bury(self._buried)
+            self._pending, self._pending_adds, self._buried = [], {}, []
 
 
 def _lock(path: Path, shared: bool) -> IO[str]:

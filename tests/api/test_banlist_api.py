@@ -85,8 +85,8 @@ def test_list_pages_and_remove_is_an_audited_change(client):
     assert client.request("DELETE", f"/v1/banlist/entries/{ids[1]}",
                           json={"reason": "no token"}).status_code == 401
     history = client.get("/v1/banlist/changes", params={"since": 5}).json()["changes"]
-    assert history == [{"seq": 6, "op": "remove", "id": ids[0], "actor": "tns",
-                        "reason": "appeal granted", "at": history[0]["at"]}]
+    assert history == [{"seq": 6, "op": "remove", "id": ids[0], "entry": r.json()["removed"],
+                        "actor": "tns", "reason": "appeal granted", "at": history[0]["at"]}]
 
 
 def test_ban_takes_effect_on_the_next_request(client):

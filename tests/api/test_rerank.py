@@ -109,6 +109,29 @@ def test_audit_log_lines(client, settings):
     assert lines[-1]["audit"][0]["rule"] == "spam_ban"
 
 
+def test_audit_log_records_name_the_document_and_the_versions(client, settings):
+    """T&S searches the log by site: each record names its document's URL (as sent) and
+    canonical host, the line the config and banlist versions that decided."""
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "domain", "value": "Banned.example", "reason": "legal"})
+    body = page(2, request_id="why")
+    body["documents"][0]["url"] = "HTTP://WWW.Banned.Example:80/a?x=1#frag"
+    body["documents"][1]["url"] = "mailto:someone@example.com"
+    out = client.post("/v1/rerank", json=body).json()
+    client.app.state.service.audit_log.close()
+    line = json.loads(Path(settings.audit_log).read_text("utf-8").splitlines()[-1])
+    assert (line["config_version"], line["banlist_version"]) == (
+        out["config_version"], out["banlist_version"]) and out["banlist_version"] >= 1
+    records = {r["doc_id"]: r for r in line["audit"]}
+    assert records["d0"]["url"] == body["documents"][0]["url"]
+    assert records["d0"]["host"] == "www.banned.example"
+    assert "domain banned.example banned (legal)" in records["d0"]["reason"]
+    assert records["d1"]["url"] == "mailto:someone@example.com" and records["d1"]["host"] is None
+    # the response's records stay the CONTRACT's: the same, without url and host
+    assert out["audit"] == [{k: v for k, v in r.items() if k not in ("url", "host")}
+                            for r in line["audit"]]
+
+
 def _set(body, path, value):
     target = body
     for key in path[:-1]:

@@ -35,3 +35,12 @@ def replicas(redis_server: RedisServer, tmp_path: Path) -> Iterator:
     yield replica
     for store in made:
         store.close()
+
+
+@pytest.fixture(params=["log file", "memory only"])
+def history_store(request, tmp_path: Path):
+    """tests/banlist/history_log.written, read from its log file (a byte search of it), or
+    from memory (a store without a file keeps the whole history there)."""
+    from tests.banlist.history_log import written
+
+    return written(tmp_path / "banlist.jsonl" if request.param == "log file" else None)

@@ -1,8 +1,9 @@
 """The reference model of the request path: the Python service as it was before the engine.
 
 Decode, route, assign experiments, run the reference pipeline and build the response dict,
-as app/service.py did before issue 14; no metrics and no audit log. The property tests
-compare the engine's bytes with `msgspec.json.encode` of what `rerank` returns.
+as app/service.py did before issue 14; no metrics. The property tests compare the engine's
+bytes with `msgspec.json.encode` of what `rerank` returns, and its audit-log line with
+that of what `audit_line` makes of the response.
 """
 from __future__ import annotations
 
@@ -88,6 +89,37 @@ class Service:
                 for rule in (step.rule, *step.variants.values())
                 for kind, attribute in (("signature", "cache"), ("shingle", "exact_cache"))
                 if (cache := getattr(rule, attribute, None)) is not None]
+
+
+def audit_line(body: bytes, response: dict[str, Any], now: float,
+               forced_by: str | None = None) -> dict[str, Any] | None:
+    """The audit-log line of a 200 `response` to `body` (None: nothing to log, no record,
+    exposure or skipped rule): the response's head, the query, and its audit records each
+    with the document's `url` (as the request gave it) and canonical `host` (None for a URL
+    no browser could open; both None on a record naming no document)."""
+    if not (response["audit"] or response["experiments"] or response.get("skipped")):
+        return None
+    req = contract.decode(body)
+    docs = {d.id: d for d in contract.to_docs(req, len(req.documents), 1 << 62)}
+    records = []
+    for r in response["audit"]:
+        record = msgspec.to_builtins(r)
+        doc = docs.get(r.doc_id) if r.doc_id is not None else None
+        where = {"url": doc.url if doc else None, "host": (doc.host or None) if doc else None}
+        at = list(record).index("doc_id") + 1
+        items = list(record.items())
+        records.append(dict(items[:at] + list(where.items()) + items[at:]))
+    line = {key: response[key] for key in ("request_id", "profile", "config_version",
+                                           "banlist_version", "experiments")}
+    q = req.query
+    line = {"ts": now, **line, "query": {"text": q.text,
+                                         "region": q.region.upper() if q.region else None},
+            "audit": records}
+    if response.get("skipped"):
+        line["skipped"] = response["skipped"]
+    if forced_by is not None:
+        line["forced_by"] = forced_by
+    return line
 
 
 def rerank(engine: Engine, body: bytes, **request: Any) -> dict[str, Any]:

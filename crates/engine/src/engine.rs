@@ -381,20 +381,25 @@ impl Engine {
         };
         // Kept documents are at most the body's size; audit records ~150 bytes each.
         let mut out = Vec::with_capacity(512 + bytes.len() + 192 * outcome.audit.len());
-        let tail = write_response(&mut out, &head, &page, &outcome);
-        let line = if audit_line
+        let logged = audit_line
             && (!outcome.audit.is_empty()
                 || !assigned.exposures.is_empty()
-                || !outcome.skipped.is_empty())
-        {
-            let mut line = Vec::with_capacity(512 + tail.len() + req.query.text.len());
+                || !outcome.skipped.is_empty());
+        let tail = write_response(&mut out, &head, &page, &outcome, logged);
+        let line = if logged {
+            // Each record adds its document's URL and host (~100 bytes).
+            let size = 512 + tail.range.len() + 128 * outcome.audit.len() + req.query.text.len();
+            let mut line = Vec::with_capacity(size);
             let query = (req.query.text.as_str(), region.as_deref());
             write_audit_line(
                 &mut line,
                 &head,
                 now,
                 query,
-                &out[tail],
+                &page,
+                &outcome,
+                &out,
+                &tail,
                 forced_by.as_deref(),
             );
             Some(line)

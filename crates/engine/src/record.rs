@@ -1,6 +1,7 @@
 //! Phases, modes and audit records: what a rule did (or would have done) to one document.
 
 use crate::contract::AgeMode;
+use crate::doc::Page;
 
 /// The six phases, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -129,6 +130,8 @@ pub enum Delta {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rec<'a> {
     pub doc_id: Option<&'a str>,
+    /// The document's index in the request (the audit-log line gives its URL and host).
+    pub at: Option<u32>,
     pub action: Action,
     pub reason: String,
     pub delta: Delta,
@@ -137,10 +140,20 @@ pub struct Rec<'a> {
 }
 
 impl<'a> Rec<'a> {
-    /// A record without a delta.
-    pub fn new(doc_id: Option<&'a str>, action: Action, reason: String) -> Self {
+    /// A record without a delta about the request's document `at`.
+    pub fn on(page: &Page<'a>, at: u32, action: Action, reason: String) -> Self {
         Rec {
-            doc_id,
+            doc_id: Some(page.id_at(at)),
+            at: Some(at),
+            ..Rec::of_page(action, reason)
+        }
+    }
+
+    /// A record about the page as a whole (a fallback), naming no document.
+    pub fn of_page(action: Action, reason: String) -> Self {
+        Rec {
+            doc_id: None,
+            at: None,
             action,
             reason,
             delta: Delta::None,

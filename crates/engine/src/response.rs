@@ -54,8 +54,10 @@ pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
     });
 }
 
-/// `audit`: the CONTRACT's record objects (`relax_to` only when set).
-pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
+/// `audit`: the CONTRACT's record objects (`relax_to` only when set). With `marks`, the
+/// offset in `out` just after each record's `doc_id` is pushed to it: where the audit-log
+/// line puts the document's `url` and `host` (`write_audit_line`).
+pub fn write_audit(out: &mut Vec<u8>, audit: &[Record], mut marks: Option<&mut Vec<usize>>) {
     write_list(out, audit, |out, r| {
         lit(out, b"{\"rule\":");
         write_str(out, r.rule);
@@ -63,6 +65,9 @@ pub fn write_audit(out: &mut Vec<u8>, audit: &[Record]) {
         name(out, r.phase.as_str());
         lit(out, b",\"doc_id\":");
         write_opt_str(out, r.rec.doc_id);
+        if let Some(marks) = marks.as_deref_mut() {
+            marks.push(out.len());
+        }
         lit(out, b",\"action\":");
         name(out, r.rec.action.as_str());
         lit(out, b",\"reason\":");
@@ -96,14 +101,22 @@ pub fn write_skipped(out: &mut Vec<u8>, skipped: &[Skip]) {
     });
 }
 
-/// The 200 body; returns where in `out` its audit tail (`audit` and `skipped`, the part the
-/// audit line repeats) lies, so the line copies those bytes instead of writing them again.
+/// Where the 200 body's audit tail (`audit` and `skipped`, the part the audit-log line
+/// repeats) lies, so the line copies those bytes instead of writing them again.
+pub struct Tail {
+    pub range: std::ops::Range<usize>,
+    /// Offsets in the body just after each audit record's `doc_id` (only when asked for).
+    pub marks: Vec<usize>,
+}
+
+/// The 200 body; returns where its audit tail lies (`marked`: with each record's mark).
 pub fn write_response(
     out: &mut Vec<u8>,
     head: &Head,
     page: &Page,
     outcome: &Outcome,
-) -> std::ops::Range<usize> {
+    marked: bool,
+) -> Tail {
     lit(out, b"{\"request_id\":");
     write_str(out, head.request_id);
     lit(out, b",\"profile\":");
@@ -177,18 +190,19 @@ pub fn write_response(
         }
     }
     lit(out, b",");
-    let tail = out.len();
-    write_audit_tail(out, outcome);
-    let range = tail..out.len();
+    let start = out.len();
+    let mut marks = Vec::with_capacity(if marked { outcome.audit.len() } else { 0 });
+    write_audit_tail(out, outcome, marked.then_some(&mut marks));
+    let range = start..out.len();
     out.push(b'}');
-    range
+    Tail { range, marks }
 }
 
 /// `"audit":[...]` and, when a rule was skipped, `,"skipped":[...]`: the end of both the
 /// response and the audit line.
-fn write_audit_tail(out: &mut Vec<u8>, outcome: &Outcome) {
+fn write_audit_tail(out: &mut Vec<u8>, outcome: &Outcome, marks: Option<&mut Vec<usize>>) {
     lit(out, b"\"audit\":");
-    write_audit(out, &outcome.audit);
+    write_audit(out, &outcome.audit, marks);
     if !outcome.skipped.is_empty() {
         lit(out, b",\"skipped\":");
         write_skipped(out, &outcome.skipped);
@@ -198,13 +212,21 @@ fn write_audit_tail(out: &mut Vec<u8>, outcome: &Outcome) {
 /// The audit-log line (without its newline): ts, request_id, profile, config_version,
 /// banlist_version, experiments, query{text, region}, audit, skipped?, forced_by?.
 ///
-/// `tail` is the audit tail `write_response` wrote (its returned range of the response).
+/// The line's audit records are the response's with the document's `url` (as the request
+/// gave it) and `host` (canonical, as the banlist matched it; null for a URL no browser
+/// could open) after `doc_id`, both null on a record naming no document: what a T&S search
+/// of the log by site needs. `body` and `tail` are the response and where `write_response`
+/// said its audit tail lies; the records' bytes are copied from it, not written again.
+#[allow(clippy::too_many_arguments)]
 pub fn write_audit_line(
     out: &mut Vec<u8>,
     head: &Head,
     ts: f64,
     query: (&str, Option<&str>),
-    tail: &[u8],
+    page: &Page,
+    outcome: &Outcome,
+    body: &[u8],
+    tail: &Tail,
     forced_by: Option<&str>,
 ) {
     lit(out, b"{\"ts\":");
@@ -226,7 +248,34 @@ pub fn write_audit_line(
     write_opt_str(out, query.1);
     out.push(b'}');
     out.push(b',');
-    out.extend_from_slice(tail);
+    // A document's `,"url":…,"host":…` is written at its first record and copied from
+    // there for the others (a document has a record or three on most pages).
+    let mut written: Vec<(usize, usize)> = vec![(0, 0); page.req.documents.len()];
+    let mut from = tail.range.start;
+    for (r, &mark) in outcome.audit.iter().zip(&tail.marks) {
+        out.extend_from_slice(&body[from..mark]);
+        from = mark;
+        let Some(at) = r.rec.at.map(|at| at as usize) else {
+            lit(out, b",\"url\":null,\"host\":null");
+            continue;
+        };
+        let (start, end) = written[at];
+        if end > start {
+            out.extend_from_within(start..end);
+            continue;
+        }
+        let start = out.len();
+        lit(out, b",\"url\":");
+        write_str(out, &page.req.documents[at].url);
+        lit(out, b",\"host\":");
+        let meta = &page.meta[at];
+        match meta.url_problem {
+            None => write_str(out, &meta.host),
+            Some(_) => lit(out, b"null"),
+        }
+        written[at] = (start, out.len());
+    }
+    out.extend_from_slice(&body[from..tail.range.end]);
     if let Some(actor) = forced_by {
         lit(out, b",\"forced_by\":");
         write_str(out, actor);

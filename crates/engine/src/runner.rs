@@ -212,7 +212,7 @@ pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a
             };
             recs.push(Rec {
                 delta: Delta::Int(delta),
-                ..Rec::new(Some(ctx.page.id(doc)), Action::Move, reason)
+                ..Rec::on(ctx.page, doc.at, Action::Move, reason)
             });
         }
     }
@@ -454,7 +454,7 @@ impl Pipeline {
                 rule: PIPELINE_RULE,
                 phase: Phase::PostFilter,
                 mode: Mode::Applied,
-                rec: Rec::new(None, Action::Fallback, reason.clone()),
+                rec: Rec::of_page(Action::Fallback, reason.clone()),
             });
             count(
                 &mut actions,

@@ -98,14 +98,12 @@ impl EmptyResultFallback {
         let rec = match milder {
             Some(m) => Rec {
                 relax_to: Some(m),
-                ..Rec::new(
-                    None,
+                ..Rec::of_page(
                     Action::Fallback,
                     format!("{removed}; reran with age_mode {}", m.as_str()),
                 )
             },
-            None => Rec::new(
-                None,
+            None => Rec::of_page(
                 Action::Fallback,
                 format!("{removed}; nothing safe was found"),
             ),

@@ -92,11 +92,7 @@ impl HostCrowding {
                     )
                 });
                 folded.push((i, leader));
-                recs.push(Rec::new(
-                    Some(page.id(doc)),
-                    Action::Collapse,
-                    reason.clone(),
-                ));
+                recs.push(Rec::on(page, doc.at, Action::Collapse, reason.clone()));
             }
         }
         if folded.is_empty() {

@@ -312,7 +312,7 @@ pub fn dropped<'a>(
 ) {
     let id = page.id(doc);
     if doc.collapsed.is_empty() {
-        recs.push(Rec::new(Some(id), action, reason));
+        recs.push(Rec::on(page, doc.at, action, reason));
     } else {
         let verb = if action == Action::Trim {
             "trimmed"
@@ -320,9 +320,9 @@ pub fn dropped<'a>(
             "removed"
         };
         let why = format!("collapsed under {id}, {verb} with it: {reason}");
-        recs.push(Rec::new(Some(id), action, reason));
+        recs.push(Rec::on(page, doc.at, action, reason));
         for c in &doc.collapsed {
-            recs.push(Rec::new(Some(page.id_at(c.at)), action, why.clone()));
+            recs.push(Rec::on(page, c.at, action, why.clone()));
         }
     }
 }
@@ -364,11 +364,8 @@ pub fn rescoring<'a>(
     for (i, score, delta, reason) in changes {
         out[i].score = score;
         recs.push(Rec {
-            doc_id: Some(page.id(&docs[i])),
-            action: Action::Rescore,
-            reason,
             delta: Delta::Float(delta),
-            relax_to: None,
+            ..Rec::on(page, docs[i].at, Action::Rescore, reason)
         });
     }
     Out {
@@ -429,8 +426,9 @@ pub fn label<'a>(
     let mut recs = Vec::with_capacity(hits.len());
     for i in hits {
         out[i].annotations.push(tag);
-        recs.push(Rec::new(
-            Some(page.id(&docs[i])),
+        recs.push(Rec::on(
+            page,
+            docs[i].at,
             Action::Annotate,
             reason.to_string(),
         ));

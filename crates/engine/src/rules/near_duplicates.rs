@@ -118,7 +118,7 @@ impl NearDuplicates {
         for (i, j, value) in pairs {
             folded.push((i, j));
             let reason = self.matcher.reason(value, page.id(&docs[j]), used);
-            recs.push(Rec::new(Some(page.id(&docs[i])), Action::Collapse, reason));
+            recs.push(Rec::on(page, docs[i].at, Action::Collapse, reason));
         }
         Ok(Out {
             docs: Some(collapse(docs, &folded, "near_duplicates")),

@@ -193,11 +193,13 @@ pub fn check<'a>(
         };
         said.insert((at, action), recs.len());
         recs.push(Rec {
-            doc_id: Some(page.id(&docs[at])),
-            action,
-            reason: reason.to_string_lossy().into_owned(),
             delta,
-            relax_to: None,
+            ..Rec::on(
+                page,
+                docs[at].at,
+                action,
+                reason.to_string_lossy().into_owned(),
+            )
         });
     }
     for (i, doc) in docs.iter().enumerate() {
@@ -269,7 +271,7 @@ pub fn check<'a>(
             rec.reason
         );
         for c in &doc.collapsed {
-            along.push(Rec::new(Some(page.id_at(c.at)), rec.action, why.clone()));
+            along.push(Rec::on(page, c.at, rec.action, why.clone()));
         }
     }
     recs.extend(along);
