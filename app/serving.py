@@ -79,15 +79,11 @@ class HeaderDeadline(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+        self._disarm()
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+        self._disarm()
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -95,6 +91,11 @@ class HeaderDeadline(HttpToolsProtocol):
         if (self._header_timer is None and not transport.is_closing()
                 and transport.get_protocol() is self):
             self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
 
     def _expired(self) -> None:
         self._header_timer = None

@@ -88,8 +88,8 @@ class Sanctions:
             except STORE_ERRORS as exc:
                 rest = [j for j, _ in valid[n + 1:]]
                 if may_have_landed(exc):
-                    raise self._interrupted(out, exc, i, rest, [i]) from exc
-                raise self._interrupted(out, exc, i, [i, *rest], []) from exc
+                    raise self._interrupted(out, exc, i, rest, pending=[i]) from exc
+                raise self._interrupted(out, exc, i, [i, *rest], pending=[]) from exc
             if move is _STALE:
                 out["stale"] += 1
                 self.metrics.sanction_stale.inc()
@@ -100,8 +100,8 @@ class Sanctions:
             try:
                 self._reconcile(obs.key, move)
             except STORE_ERRORS as exc:  # the state is written, its entries not in line
-                raise self._interrupted(out, exc, i, [j for j, _ in valid[n + 1:]],
-                                        [i]) from exc
+                rest = [j for j, _ in valid[n + 1:]]
+                raise self._interrupted(out, exc, i, rest, pending=[i]) from exc
             out["applied"] += 1
         return out
 
