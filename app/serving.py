@@ -59,7 +59,6 @@ class HeaderDeadline(HttpToolsProtocol):
     def __init__(self, *args: Any, header_timeout: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.header_timeout = header_timeout
-        self._in_headers = False
         self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -68,22 +67,20 @@ class HeaderDeadline(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        # Headers begun and not finished, or bytes while no request is in flight (the
-        # next request's start, or blank lines, which would otherwise keep it forever).
-        if self._in_headers or self.cycle is None or self.cycle.response_complete:
+        # Waiting for headers: no request yet, the last one answered (these bytes start
+        # the next, or are blank lines), or a message begun whose headers have not made a
+        # request cycle yet (each message begun gets a new scope; its cycle takes it).
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.scope is not self.scope:
             self._arm()
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._in_headers = True
-
-    def on_headers_complete(self) -> None:
-        self._in_headers = False
-        self._disarm()
-        super().on_headers_complete()
+        elif self._header_timer is not None:  # the headers are complete
+            self._header_timer.cancel()
+            self._header_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -91,11 +88,6 @@ class HeaderDeadline(HttpToolsProtocol):
         if (self._header_timer is None and not transport.is_closing()
                 and transport.get_protocol() is self):
             self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
 
     def _expired(self) -> None:
         self._header_timer = None
