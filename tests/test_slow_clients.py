@@ -155,6 +155,13 @@ def test_the_next_request_on_a_kept_alive_connection_has_the_same_deadline(port)
             assert closed_by_server(s)
 
 
+def test_slow_headers_behind_a_pipelined_request_are_closed_after_its_answer(port):
+    with connect(port) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\n")
+        reply = trickle(s, b"X-Slow: " + b"x" * BUDGET)  # the answer, then the close
+    assert reply.startswith(b"HTTP/1.1 200") and reply.count(b"HTTP/1.1") == 1
+
+
 def test_healthy_clients_are_not_cut(port):
     """Headers in several packets, keep-alive requests, and bodies that come whole."""
     with connect(port) as s:
