@@ -1,10 +1,15 @@
-"""`rearrange serve`: uvicorn with uvloop + httptools, and a drain before every stop."""
+"""`rearrange serve`: uvicorn with uvloop + httptools, a deadline on request headers, and a
+drain before every stop."""
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.settings import Settings
 
@@ -38,10 +43,65 @@ class DrainingServer(uvicorn.Server):
         self._drain.start()
 
 
+class HeaderDeadline(HttpToolsProtocol):
+    """httptools' protocol, closing a connection whose request headers are not complete
+    `header_timeout` seconds after they started (or after the connection opened).
+
+    uvicorn has no such deadline (its issue #157 lists one, not implemented): its
+    `timeout_keep_alive` is armed only once a response is complete and disarmed by any byte
+    that arrives, so a client sending its headers a byte at a time, or opening a connection
+    and sending nothing, holds the connection as long as it likes. An ASGI middleware cannot
+    help: the app is called only once the headers are complete. The timer is armed only when
+    a packet leaves headers unfinished (or the connection is new), so a request whose headers
+    come in one packet, as nearly all do, costs no timer.
+    """
+
+    def __init__(self, *args: Any, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # Waiting for headers: no request yet, the last one answered (these bytes start
+        # the next, or are blank lines), or a message begun whose headers have not made a
+        # request cycle yet (each message begun gets a new scope; its cycle takes it).
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.scope is not self.scope:
+            self._arm()
+        elif self._header_timer is not None:  # the headers are complete
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        transport = self.transport  # after a WebSocket upgrade it belongs to another protocol
+        if (self._header_timer is None and not transport.is_closing()
+                and transport.get_protocol() is self):
+            self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _expired(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
 def serve(settings: Settings, host: str | None, port: int | None, workers: int) -> None:
     """Run the service; with several workers, drain from outside (Kubernetes preStop)."""
+    # A partial of a module-level class: pickled to each worker as it is (a class made here
+    # would not be).
+    http = functools.partial(HeaderDeadline, header_timeout=settings.header_timeout_seconds)
     options = dict(host=host or settings.host, port=port or settings.port, loop="uvloop",
-                   http="httptools", proxy_headers=False, timeout_graceful_shutdown=10,
+                   http=http, proxy_headers=False, timeout_graceful_shutdown=10,
                    timeout_keep_alive=5, access_log=settings.access_log,
                    log_level=settings.log_level)
     if workers > 1:

@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     sanctions_ban_exit: float = 0.6
     deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
     body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
+    header_timeout_seconds: float = Field(default=5.0, gt=0)  # `serve`: headers, or closed
     drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop
     access_log: bool = False  # uvicorn's line per request: off, the balancer logs requests
     # Ours and uvicorn's; lower case, as uvicorn takes it

@@ -44,14 +44,16 @@ class ResponseCounter:
 
 
 class BodyLimit:
-    """Refuses a body over `limit` bytes on every route, before routing, auth or parsing.
+    """Every request body, on every route, read whole before routing, auth or parsing: at
+    most `limit` bytes and within `timeout` seconds, else the API's own 413 or 408
+    (`{"error", "field": "body", "problem"}`), after which the connection is closed.
 
     A declared Content-Length over the cap is answered at once, without reading the body
-    (the HTTP parser holds a client to the length it declared). A body without one
-    (chunked) is read here, up to the cap, then replayed to the app. Either way the
-    answer is the API's own 413 (`{"error", "field": "body", "problem"}`): an admin
-    endpoint never reads and parses 64 MiB only to answer 401, and `/v1/rerank` keeps its
-    documented error shape.
+    (the HTTP parser holds a client to the length it declared). Any other body, declared
+    or chunked, is read here under the deadline and then replayed to the app, so no route
+    waits on a client trickling its body: the app is called with the body there. An admin
+    endpoint never reads 64 MiB only to answer 401, and every route keeps the documented
+    error shape.
     """
 
     def __init__(self, app: ASGIApp, limit: int, timeout: float) -> None:
@@ -63,17 +65,16 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chunked = False
+        has_body = False
         for name, value in scope["headers"]:
             if name == b"content-length":
                 if value.isdigit() and int(value) > self.limit:
                     await _refuse(send, 413, f"{int(value)} bytes, over the limit of {self.limit}")
                     return
-                await self.app(scope, receive, send)
-                return
-            if name == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-        if not chunked:
+                has_body = has_body or value.strip(b"0") != b""
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                has_body = True
+        if not has_body:
             await self.app(scope, receive, send)
             return
         try:
@@ -181,10 +182,13 @@ async def _awaited(awaitable: Awaitable[Message]) -> Message:
     return await awaitable
 
 
+CLOSE = [(b"connection", b"close")]  # the rest of a refused body is not read: no next request
+
+
 async def _refuse(send: Send, status: int, problem: str) -> None:
     body = json.dumps({"error": "invalid_request", "field": "body", "problem": problem},
                       ensure_ascii=False, separators=(",", ":")).encode()  # as JSONResponse
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()), *CLOSE]})
     await send({"type": "http.response.body", "body": body})

@@ -15,7 +15,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import token_actor
-from app.api.observe import ClientGone, read_capped
+from app.api.observe import CLOSE, ClientGone, read_capped
 from app.contract import request_schema
 from app.errors import FieldError
 from app.metrics import RERANK_ROUTE
@@ -93,7 +93,8 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         return GONE, b"", []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
         service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
-        return exc.status, _error(exc.status, exc.field, exc.problem), []
+        unread = exc.status in (408, 413)  # the rest of the body would be the "next request"
+        return exc.status, _error(exc.status, exc.field, exc.problem), CLOSE if unread else []
     except HTTPException as exc:  # the QA header: no token (401), read-only (403), malformed
         service.metrics.requests.labels("", "invalid").inc()
         detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}

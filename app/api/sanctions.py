@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import redis
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import Actor, Reader
 from app.banlist.model import normalize
 from app.errors import BanlistError
-from app.sanctions.service import Sanctions
+from app.sanctions.service import Interrupted, Sanctions
 
 router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"])
 MAX_BATCH = 10_000
@@ -43,8 +44,14 @@ class AppealIn(BaseModel):
 # pool instead of stalling every rerank on the event loop (a 2,000-item feed took 1.5 s).
 @router.post("/scores")
 def feed(body: ScoresIn, service: Service, actor: Actor) -> dict[str, Any]:
-    """Apply spam scores `{host or domain, spam_score, observed_at}`; bad items are refused."""
-    return service.feed(body.observations, actor)
+    """Apply spam scores `{host or domain, spam_score, observed_at}`; bad items are refused.
+
+    A store failing partway answers its error (503 for Redis) with the same fields, which
+    say item by item what was committed (`not_applied`, `pending`)."""
+    try:
+        return service.feed(body.observations, actor)
+    except Interrupted as exc:
+        raise _failed(exc) from exc
 
 
 @router.get("/{host}")
@@ -57,7 +64,20 @@ def host_state(host: str, service: Service, _: Reader) -> dict[str, Any]:
 def appeal(host: str, service: Service, actor: Actor,
                  body: Annotated[AppealIn, Body()]) -> dict[str, Any]:
     """An appeal: lift the ban or quarantine and pin the host clean (audited with the actor)."""
-    return service.appeal(_key(host), actor, body.reason, body.pin_seconds)
+    try:
+        return service.appeal(_key(host), actor, body.reason, body.pin_seconds)
+    except Interrupted as exc:
+        raise _failed(exc) from exc
+
+
+def _failed(exc: Interrupted) -> BanlistError:
+    """The store's own error (field, status, a write id) with what was committed."""
+    cause = exc.cause
+    if isinstance(cause, BanlistError):
+        return BanlistError(cause.field, exc.problem, cause.status,
+                            {**cause.extra, **exc.result})
+    field = "redis" if isinstance(cause, redis.RedisError) else "storage"
+    return BanlistError(field, exc.problem, 503, exc.result)
 
 
 def _key(host: str) -> str:

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import redis
+
 from app.banlist.base import EntrySpec
 from app.banlist.model import normalize
-from app.errors import BanlistError
+from app.errors import BanlistError, RearrangeError
 from app.sanctions.machine import (
     BANNED,
     QUARANTINE,
@@ -27,6 +29,9 @@ from app.sanctions.states import HostStates, to_dict
 log = logging.getLogger(__name__)
 ACTOR = "antispam"  # sanction-driven entries carry this actor, whoever fed the score
 MAX_FUTURE_SECONDS = 300.0  # an observation from further in the future is a clock bug
+# What a failing store raises: the banlist stores' own errors (Redis unreachable or out of
+# memory, read-only), Redis's from the host states, the disk's from the embedded file.
+STORE_ERRORS = (BanlistError, redis.RedisError, OSError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,40 +66,83 @@ class Sanctions:
         self.clock = clock
 
     def feed(self, items: list[dict[str, Any]], actor: str) -> dict[str, Any]:
-        """Apply a batch; bad items are refused one by one, the rest applied."""
-        refused: list[Refusal] = []
-        transitions: list[dict[str, Any]] = []
-        applied = stale = 0
+        """Apply a batch in order; bad items are refused one by one, the rest applied.
+
+        A failing store (Redis down or out of memory, a failing disk) stops the batch at the
+        item it failed on: `Interrupted` then says, item by item, what was committed.
+        """
         now = self.clock()
+        valid: list[tuple[int, Observation]] = []
+        refused: list[dict[str, Any]] = []
         for i, item in enumerate(items):
             try:
-                obs = self._validate(item, now)
+                valid.append((i, self._validate(item, now)))
             except _Refused as exc:
-                refused.append(Refusal(i, exc.field, exc.problem))
-                continue
-            move = self.states.update(obs.key, lambda h, o=obs: self._apply(h, o, now, actor))
+                refused.append(Refusal(i, exc.field, exc.problem).as_dict())
+        out: dict[str, Any] = {"applied": 0, "stale": 0, "refused": refused,
+                               "transitions": [], "not_applied": [], "pending": []}
+        for n, (i, obs) in enumerate(valid):
+            try:
+                move = self.states.update(obs.key,
+                                          lambda h, o=obs: self._apply(h, o, now, actor))
+            except STORE_ERRORS as exc:
+                rest = [j for j, _ in valid[n + 1:]]
+                if may_have_landed(exc):
+                    raise self._interrupted(out, exc, i, rest, pending=[i]) from exc
+                raise self._interrupted(out, exc, i, [i, *rest], pending=[]) from exc
             if move is _STALE:
-                stale += 1
+                out["stale"] += 1
                 self.metrics.sanction_stale.inc()
                 continue
-            applied += 1
             if move is not None:
                 self.metrics.sanction_transitions.labels(move.from_state, move.to_state).inc()
-                transitions.append({"key": obs.key, **move.as_dict()})
-            self._reconcile(obs.key, move)
-        return {"applied": applied, "stale": stale,
-                "refused": [r.as_dict() for r in refused], "transitions": transitions}
+                out["transitions"].append({"key": obs.key, **move.as_dict()})
+            try:
+                self._reconcile(obs.key, move)
+            except STORE_ERRORS as exc:  # the state is written, its entries not in line
+                rest = [j for j, _ in valid[n + 1:]]
+                raise self._interrupted(out, exc, i, rest, pending=[i]) from exc
+            out["applied"] += 1
+        return out
+
+    @staticmethod
+    def _interrupted(out: dict[str, Any], exc: Exception, at: int, not_applied: list[int],
+                     pending: list[int]) -> Interrupted:
+        out.update(not_applied=not_applied, pending=pending)
+        if out["applied"] == 0 and not pending:
+            outcome = "nothing was changed: feed the batch again"
+        else:
+            outcome = (f"{out['applied']} observations before it were applied, "
+                       f"{len(not_applied)} (`not_applied`) were not, {len(pending)} "
+                       "(`pending`) may be only in part: feed `not_applied` and `pending` "
+                       "again (an observation fed twice changes nothing more)")
+        return Interrupted(exc, f"stopped at observation {at}: {exc}; {outcome}", out)
 
     def appeal(self, key: str, actor: str, reason: str,
                pin_seconds: float | None) -> dict[str, Any]:
-        """Clear a host: lift ban and quarantine, pin it clean for a while or permanently."""
+        """Clear a host: lift ban and quarantine, pin it clean for a while or permanently.
+
+        `Interrupted` if the store fails once the host is cleared but before its entries
+        are lifted (an appeal sent again finishes the job)."""
         if not reason.strip():
             raise BanlistError("reason", "an appeal needs a reason")
         now = self.clock()
         until = math.inf if pin_seconds is None else now + pin_seconds
-        move = self.states.update(key, lambda h: clear(h, now, until, actor, reason.strip()))
+        try:
+            move = self.states.update(key, lambda h: clear(h, now, until, actor,
+                                                           reason.strip()))
+        except STORE_ERRORS as exc:
+            outcome = ("whether it was recorded is not known" if may_have_landed(exc)
+                       else "nothing was changed")
+            raise Interrupted(exc, f"the appeal of {key} failed ({exc}): {outcome}; send it "
+                              "again", {"key": key, "cleared": None}) from exc
         self.metrics.sanction_transitions.labels(move.from_state, move.to_state).inc()
-        self._reconcile(key, move, actor=actor)
+        try:
+            self._reconcile(key, move, actor=actor)
+        except STORE_ERRORS as exc:
+            raise Interrupted(exc, f"{key} is cleared and pinned, but its ban or quarantine "
+                              f"entry could not be lifted yet ({exc}): send the appeal again",
+                              {"key": key, "cleared": True}) from exc
         return self.describe(key)
 
     def describe(self, key: str) -> dict[str, Any]:
@@ -178,6 +226,23 @@ class Sanctions:
                     raise
                 log.info("sanctions: entry %s of %s already gone", entry.id, state.key)
         return None
+
+
+def may_have_landed(exc: Exception) -> bool:
+    """Whether a state write that raised `exc` may still have been written: not when Redis
+    refused it (out of memory, say); yes when its answer was lost or an fsync failed."""
+    return not isinstance(exc, redis.ResponseError)
+
+
+class Interrupted(RearrangeError):
+    """A store failed partway through a write: `cause` is its error, `problem` says what was
+    and was not committed, `result` the answer's fields as far as it went."""
+
+    def __init__(self, cause: Exception, problem: str, result: dict[str, Any]) -> None:
+        super().__init__(problem)
+        self.cause = cause
+        self.problem = problem
+        self.result = result
 
 
 class _Refused(Exception):

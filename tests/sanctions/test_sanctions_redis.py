@@ -1,6 +1,7 @@
 """Sanctions on a real redis-server: decisions taken on one replica reach the other."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -84,3 +85,63 @@ def test_with_redis_down_an_appeal_fails_loudly_and_the_ban_stays(redis_server, 
         r = a.post("/v1/sanctions/down.example/clear", headers=AUTH, json={"reason": "appeal"})
         assert r.status_code == 503 and r.json()["problem"]
         assert a.post("/v1/rerank", json=page).json()["documents"] == []  # still banned
+
+
+HOSTS = "rearrange:{sanctions}:hosts"
+
+
+def bans(prefix, n, score=0.95):
+    return [{"host": f"{prefix}{i}.example", "spam_score": score, "observed_at": 1}
+            for i in range(n)]
+
+
+def test_a_batch_that_runs_redis_out_of_memory_says_item_by_item_what_was_committed(
+        redis_server, settings):
+    with app_on(redis_server, settings, "a") as a, redis_server.client() as r:
+        before = r.info("memory")["used_memory"]
+        warm = a.post("/v1/sanctions/scores", headers=SPAM,
+                      json={"observations": bans("warm", 100)})
+        assert warm.status_code == 200 and warm.json()["applied"] == 100
+        per_item = (r.info("memory")["used_memory"] - before) / 100
+        # room for some 50 more bans: the batch of 1,000 fails midway (noeviction: Redis
+        # refuses writes past maxmemory)
+        r.config_set("maxmemory", int(r.info("memory")["used_memory"] + 50 * per_item))
+        items = bans("h", 1000)
+        answer = a.post("/v1/sanctions/scores", headers=SPAM, json={"observations": items})
+        r.config_set("maxmemory", 0)
+        assert answer.status_code == 503, answer.text
+        out = answer.json()
+        assert "nothing was changed" not in out["problem"]
+        assert f"{out['applied']} observations before it were applied" in out["problem"]
+        applied, not_applied, pending = out["applied"], out["not_applied"], out["pending"]
+        assert 0 < applied < 1000 and not_applied and len(pending) <= 1
+        assert sorted([*range(applied), *pending, *not_applied]) == list(range(1000))
+        assert [t["key"] for t in out["transitions"]] == [
+            items[i]["host"] for i in sorted([*range(applied), *pending])]
+        states = r.hgetall(HOSTS)
+        for i in range(applied):  # committed whole: the state and its ban
+            host = items[i]["host"]
+            assert json.loads(states[host])["state"] == "banned"
+            assert a.get("/v1/sanctions/" + host).json()["ban_entry_id"] is not None
+        assert not any(items[i]["host"] in states for i in not_applied)  # nothing of these
+        total = a.get("/v1/banlist/entries", params={"limit": 1}).json()["total"]
+        assert total in (100 + applied, 100 + applied + len(pending))
+        # what the answer says to feed again, fed again: every host banned, once
+        again = a.post("/v1/sanctions/scores", headers=SPAM,
+                       json={"observations": [items[i] for i in not_applied + pending]})
+        assert again.status_code == 200 and again.json()["applied"] == len(not_applied + pending)
+        assert a.get("/v1/banlist/entries", params={"limit": 1}).json()["total"] == 1100
+        assert all(json.loads(v)["state"] == "banned" for v in r.hvals(HOSTS))
+
+
+def test_a_batch_refused_from_its_first_item_says_nothing_was_changed(redis_server, settings):
+    with app_on(redis_server, settings, "a") as a, redis_server.client() as r:
+        r.config_set("maxmemory", 1)  # below what Redis already uses: every write refused
+        answer = a.post("/v1/sanctions/scores", headers=SPAM,
+                        json={"observations": bans("h", 10)})
+        r.config_set("maxmemory", 0)
+        out = answer.json()
+        assert answer.status_code == 503 and "nothing was changed" in out["problem"]
+        assert "maxmemory" in out["problem"]
+        assert (out["applied"], out["pending"], out["not_applied"]) == (0, [], list(range(10)))
+        assert r.hlen(HOSTS) == 0

@@ -8,7 +8,7 @@ from app.banlist.store import EmbeddedStore
 from app.errors import BanlistError
 from app.metrics import Metrics
 from app.sanctions.machine import Thresholds
-from app.sanctions.service import Sanctions
+from app.sanctions.service import Interrupted, Sanctions
 from app.sanctions.states import FileStates
 
 
@@ -116,3 +116,40 @@ def test_an_appeal_lifts_every_sanction_entry_of_the_host(world):
     service.appeal("dup.example", "appeals", "false positive", None)
     assert [e.actor for e in banlist.active()] == ["tns"]  # only the human's own ban stays
 
+
+
+def test_a_store_failing_partway_stops_the_batch_and_says_what_was_committed(world):
+    """A banlist that refuses writes (read-only here) after a state was written: that item
+    is `pending`, the ones after it `not_applied`, the ones before it applied whole."""
+    service, banlist, quarantine, metrics, now, tmp = world
+    frozen = EmbeddedStore(tmp / "frozen.jsonl", read_only=True, clock=lambda: now[0])
+    service = Sanctions(service.states, frozen, quarantine, Thresholds(), metrics,
+                        clock=lambda: now[0])
+    batch = [obs("a.example", 0.1, 1.0), "nope", obs("b.example", 0.75, 1.0),
+             obs("c.example", 0.95, 1.0), obs("d.example", 0.1, 1.0)]
+    with pytest.raises(Interrupted) as caught:
+        service.feed(batch, actor="pipeline")
+    out = caught.value.result
+    assert (out["applied"], out["pending"], out["not_applied"]) == (2, [3], [4])
+    assert [r["index"] for r in out["refused"]] == [1]
+    assert [t["key"] for t in out["transitions"]] == ["b.example", "c.example"]
+    assert "stopped at observation 3" in caught.value.problem
+    assert "nothing was changed" not in caught.value.problem
+    assert [e.value for e in quarantine.active()] == ["b.example"]  # before it: whole
+    assert service.describe("c.example")["state"] == "banned"  # its state, not its ban
+    assert service.describe("d.example")["observed_at"] is None  # after it: nothing
+
+
+def test_an_appeal_whose_entries_cannot_be_lifted_says_the_host_is_cleared(world):
+    service, banlist, quarantine, metrics, now, tmp = world
+    service.feed([obs("shop.example", 0.97, 1.0)], actor="pipeline")
+    banlist.close()
+    frozen = EmbeddedStore(tmp / "banlist.jsonl", read_only=True, clock=lambda: now[0])
+    service = Sanctions(service.states, frozen, quarantine, Thresholds(), metrics,
+                        clock=lambda: now[0])
+    with pytest.raises(Interrupted) as caught:
+        service.appeal("shop.example", "appeals-team", "verified merchant", None)
+    assert "shop.example is cleared and pinned" in caught.value.problem
+    assert caught.value.result == {"key": "shop.example", "cleared": True}
+    assert service.describe("shop.example")["state"] == "clean"
+    assert [e.value for e in frozen.active()] == ["shop.example"]  # the ban is still there
