@@ -148,8 +148,13 @@ impl<'a> Page<'a> {
 
     /// The host of `doc`'s canonical URL ("" if no browser could open it).
     pub fn host(&self, doc: &Doc) -> &str {
-        let (start, end) = self.meta[doc.at as usize].host;
-        &self.canonical(doc)[start as usize..end as usize]
+        self.host_at(doc.at)
+    }
+
+    /// The host of a request document's canonical URL by index.
+    pub fn host_at(&self, at: u32) -> &str {
+        let (start, end) = self.meta[at as usize].host;
+        &self.canonical_at(at)[start as usize..end as usize]
     }
 
     /// The registrable domain of `doc`'s host (its host if the page was built without

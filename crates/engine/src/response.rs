@@ -268,9 +268,8 @@ pub fn write_audit_line(
         lit(out, b",\"url\":");
         write_str(out, &page.req.documents[at].url);
         lit(out, b",\"host\":");
-        let meta = &page.meta[at];
-        match meta.url_problem {
-            None => write_str(out, &meta.host),
+        match page.meta[at].url_problem {
+            None => write_str(out, page.host_at(at as u32)),
             Some(_) => lit(out, b"null"),
         }
         written[at] = (start, out.len());

@@ -254,9 +254,11 @@ fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
         Some(colon) => (text, colon),
         None => (Cow::Owned(format!("http://{text}")), 4),
     };
+    // A backslash is a slash only in a special scheme: `foo://\/` has the host `\`.
+    let special = safe_browsing::is_special(&candidate.as_bytes()[..colon]);
     let slashes = candidate.as_bytes()[colon + 1..]
         .iter()
-        .take_while(|&&b| b == b'/' || b == b'\\')
+        .take_while(|&&b| b == b'/' || (special && b == b'\\'))
         .count();
     if slashes >= 3 {
         return Some(Err(UrlError::NoHost)); // the empty authority of the module doc

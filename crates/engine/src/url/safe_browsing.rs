@@ -14,6 +14,12 @@ use super::UrlError;
 /// WHATWG "special" schemes: a backslash is a slash in them.
 const SPECIAL: [&[u8]; 5] = [b"http", b"https", b"ws", b"wss", b"ftp"];
 
+/// Whether a scheme is one of WHATWG's special ones (file aside), where a backslash is a
+/// slash.
+pub fn is_special(scheme: &[u8]) -> bool {
+    SPECIAL.contains(&&*scheme.to_ascii_lowercase())
+}
+
 /// Percent-unescape until no escape is left, in one pass.
 ///
 /// Escapes ("%XX") never overlap, so decoding is confluent: any order reaches the same
@@ -273,9 +279,7 @@ fn as_browsers_split(raw: &[u8]) -> Cow<'_, [u8]> {
     let scheme = scheme_end(raw);
     let start = scheme.map_or(0, |end| end + 1);
     let (rest, query) = partition(&raw[start..], b'?');
-    let special = scheme.map_or(true, |end| {
-        SPECIAL.contains(&&*raw[..end].to_ascii_lowercase())
-    });
+    let special = scheme.map_or(true, |end| is_special(&raw[..end]));
     let rest: Cow<[u8]> = if special && rest.contains(&b'\\') {
         Cow::Owned(
             rest.iter()

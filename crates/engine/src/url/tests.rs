@@ -302,3 +302,14 @@ fn a_canonical_url_is_borrowed_and_every_host_range_is_the_host() {
         assert_eq!(host(url), found.host(), "{url}");
     }
 }
+
+#[test]
+fn a_backslash_host_of_another_scheme_canonicalizes_to_itself() {
+    // Found by tests/banlist/test_canon_property.py: the second pass counted `\` as a
+    // slash in a scheme where it is not one, and refused the first pass's own output.
+    for url in ["foo://user:pw@\\", "foo://\\/", "foo://a\\b/c"] {
+        let once = canon(url);
+        assert_eq!(canon(&once), once, "{url:?}");
+    }
+    assert_eq!(canonicalize("http://\\\\\\x/"), Err(UrlError::NoHost));
+}
