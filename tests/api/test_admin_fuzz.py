@@ -74,7 +74,7 @@ OPERATIONS = [
     "POST /v1/banlist/import", "GET /v1/banlist/export", "PUT /v1/banlist/groups/{name}",
     "GET /v1/banlist/groups", "POST /v1/sanctions/scores", "GET /v1/sanctions/{host}",
     "POST /v1/sanctions/{host}/clear", "POST /v1/admin/config/reload",
-    "POST /v1/admin/banlist/reseed", "POST /v1/admin/banlist/adopt", "GET /v1/experiments",
+    "POST /v1/admin/{structure}/reseed", "POST /v1/admin/{structure}/adopt", "GET /v1/experiments",
     "GET /v1/experiments/srm",
 ]
 

@@ -263,6 +263,7 @@ fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
     if slashes >= 3 {
         return Some(Err(UrlError::NoHost)); // the empty authority of the module doc
     }
+    let candidate = without_drive_letters(&candidate, colon + 1 + slashes, special);
     let parsed = Url::parse(&candidate).ok()?;
     let scheme = parsed.scheme();
     if !matches!(scheme, "http" | "https" | "ws" | "wss" | "ftp") {
@@ -286,6 +287,42 @@ fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
         canonical.push_str(&safe_browsing::escape(query));
     }
     Some(Ok((canonical, host)))
+}
+
+/// The URL with every `:` and `|` of its path percent-escaped. The url crate keeps a
+/// segment such as `a|` or `c:` (a Windows drive letter) when a `..` follows it, in every
+/// scheme (servo/rust-url#1113), while browsers remove it outside `file:`:
+/// `http://h/a|/../x` is `http://h/x` to a browser. Escaped, the segment is an ordinary
+/// one; the canonical spelling unescapes it again, so nothing else changes. `after_slashes`
+/// is where the authority starts.
+fn without_drive_letters(candidate: &str, after_slashes: usize, special: bool) -> Cow<'_, str> {
+    let bytes = candidate.as_bytes();
+    let ends_authority = |b: u8| b == b'/' || b == b'?' || b == b'#' || (special && b == b'\\');
+    let Some(path) = bytes[after_slashes..]
+        .iter()
+        .position(|&b| ends_authority(b))
+    else {
+        return Cow::Borrowed(candidate);
+    };
+    let path = after_slashes + path;
+    let end = bytes[path..]
+        .iter()
+        .position(|&b| b == b'?' || b == b'#')
+        .map_or(bytes.len(), |at| path + at);
+    if !bytes[path..end].iter().any(|&b| b == b':' || b == b'|') {
+        return Cow::Borrowed(candidate);
+    }
+    let mut out = String::with_capacity(candidate.len() + 8);
+    out.push_str(&candidate[..path]);
+    for c in candidate[path..end].chars() {
+        match c {
+            ':' => out.push_str("%3A"),
+            '|' => out.push_str("%7C"),
+            c => out.push(c),
+        }
+    }
+    out.push_str(&candidate[end..]);
+    Cow::Owned(out)
 }
 
 /// A WHATWG host in Safe Browsing's spelling; None for a name of dots only.

@@ -313,3 +313,20 @@ fn a_backslash_host_of_another_scheme_canonicalizes_to_itself() {
     }
     assert_eq!(canonicalize("http://\\\\\\x/"), Err(UrlError::NoHost));
 }
+
+#[test]
+fn a_drive_letter_segment_is_removed_by_dot_dot_as_a_browser_removes_it() {
+    // servo/rust-url#1113: the url crate keeps `a|` and `c:` before `..` in every scheme;
+    // found by tests/banlist/test_canon_property.py (`http://http://a|/../`).
+    assert_eq!(canon("http://h.example/a|/../x"), "http://h.example/x");
+    assert_eq!(
+        canon("https://h.example/p/c:/../q"),
+        "https://h.example/p/q"
+    );
+    assert_eq!(canon("http://http://a|/../"), "http://http/");
+    // Kept where no `..` removes them, spelled as before.
+    assert_eq!(
+        canon("http://h.example/a|b/c:d?x:y|z"),
+        "http://h.example/a|b/c:d?x:y|z"
+    );
+}
