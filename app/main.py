@@ -24,6 +24,7 @@ from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
+from app.config_replica import ConfigReplica
 from app.config_versions import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
@@ -54,6 +55,9 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         log.info("banlist: seeded %d entries and %d groups from %s", added, len(groups),
                  settings.banlist_seed)
     config = ConfigHolder(settings.config, metrics)
+    if isinstance(store, RedisStore):  # config changes reach every replica, as bans do
+        ConfigReplica(store.client, settings.banlist_redis_prefix, config, metrics,
+                      settings.banlist_block_seconds).start()
     metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
     for kind in ("signature", "shingle"):
         metrics.track_caches(kind, lambda: config.engine.core.cache_stats())
