@@ -2,25 +2,14 @@
 from __future__ import annotations
 
 import logging
-import time
-
-import pytest
 
 from tests.conftest import AUTH, app_on
+from tests.test_live_redis import until
 
 PAGE = {"documents": [{"id": "a", "url": "http://x.com/1", "score": 2},
                       {"id": "b", "url": "http://y.com/1", "score": 1}]}
 ONE = "profiles: {default: {trim: [{depth: {k: 1}}]}}\n"
 TWO = "profiles: {default: {trim: [{depth: {k: 2}}]}}\n"
-
-
-def until(cond, timeout: float = 5.0) -> float:
-    start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"not within {timeout} s")
-        time.sleep(0.005)
-    return time.monotonic() - start
 
 
 def serving(app) -> str:

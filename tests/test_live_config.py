@@ -3,45 +3,21 @@ from __future__ import annotations
 
 import contextlib
 import io
-from pathlib import Path
 
 import httpx
-import pytest
 
 from app.cli import main as cli
 from bench.replicas import free_port
+from tests import test_live_redis
 from tests.conftest import ROOT
-from tests.redis_server import RedisServer, ServeProcess
-from tests.test_config_redis import until
+from tests.redis_server import ServeProcess
+from tests.test_live_redis import until
 
-TOKENS = "tns:t-write,viewer:t-read:read"
+cluster = test_live_redis.cluster  # its fixture: serve processes on one redis-server
 PAGE = {"documents": [{"id": "a", "url": "http://x.com/1", "score": 2},
                       {"id": "b", "url": "http://y.com/1", "score": 1}]}
 ONE = "profiles: {default: {trim: [{depth: {k: 1}}]}}\n"
 TWO = "profiles: {default: {trim: [{depth: {k: 2}}]}}\n"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    redis = RedisServer(tmp_path / "redis").start()
-    config = tmp_path / "rules.yaml"
-    config.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())
-    started: list[ServeProcess] = []
-
-    def instance(name: str) -> ServeProcess:
-        env = {"REDIS_URL": redis.url, "REARRANGE_CONFIG": str(config),
-               "REARRANGE_ADMIN_TOKENS": TOKENS, "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
-               "REARRANGE_BANLIST_BLOCK_SECONDS": "0.5",
-               "REARRANGE_BANLIST_SNAPSHOT_PATH": str(tmp_path / f"{name}.snapshot.json"),
-               "REARRANGE_BANLIST_PATH": str(tmp_path / f"{name}.unused.jsonl")}
-        proc = ServeProcess(ROOT, tmp_path, env)
-        started.append(proc)
-        return proc
-
-    yield config, instance
-    for proc in started:
-        proc.stop()
-    redis.kill()
 
 
 def serving(replica: ServeProcess) -> str:
@@ -62,8 +38,9 @@ def unchanged_reloads(base: str) -> float:
     return 0.0
 
 
-def test_show_versions_and_rollback_across_replicas(cluster):
-    config, instance = cluster
+def test_show_versions_and_rollback_across_replicas(cluster, tmp_path):
+    _, instance = cluster
+    config = tmp_path / "rules.yaml"  # the cluster's config file
     a, b = instance("a"), instance("b")
     start = serving(a)
     code, out, _ = run(a.base, "t-read", "versions")
