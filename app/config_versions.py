@@ -97,6 +97,10 @@ class ConfigHolder:
         """The version served now."""
         return self.history[0]
 
+    def versions(self) -> list[Version]:
+        """The versions served, newest first (a copy: another thread may add one)."""
+        return list(self.history)  # one C call under the GIL, not a Python loop over it
+
     def reload(self, how: str = "file", by: str = "file") -> tuple[bool, str]:
         """Read the file again; (changed, version served). A file whose content is not new
         changes nothing; ConfigError (invalid, or re-bucketing a running experiment) leaves
@@ -174,7 +178,7 @@ class ConfigHolder:
 
     def find(self, version: str) -> Version | None:
         """The newest record of `version` here, else in the shared log."""
-        for held in self.history:
+        for held in self.versions():
             if held.version == version:
                 return held
         return self.sharing.find(version) if self.sharing is not None else None

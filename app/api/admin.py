@@ -28,7 +28,7 @@ async def config(service: Service, _: AdminReader) -> dict[str, Any]:
 @router.get("/config/versions")
 async def config_versions(service: Service, _: AdminReader) -> dict[str, Any]:
     """The configs this replica served, newest (the one served) first."""
-    return {"versions": [v.as_dict() for v in service.config.history]}
+    return {"versions": [v.as_dict() for v in service.config.versions()]}
 
 
 @router.get("/config/versions/{version}")
