@@ -91,6 +91,7 @@ class ConfigHolder:
         self._swap(self._build(engine),
                    Version(engine.version, clock(), "start", "start", engine.text,
                            engine.version))
+        self.metrics.config_version.version = lambda: self.engine.version  # at scrape time
 
     @property
     def current(self) -> Version:
@@ -205,7 +206,6 @@ class ConfigHolder:
         self.engine = engine  # one reference: a request sees the old config or the new one
         self.history.appendleft(record)
         self.metrics.config_info.set(record.loaded_at)
-        self.metrics.config_version.info({"version": record.version})
         gc.freeze()  # the new Engine lives until the next change: keep it out of collections
         log.info("config: now serving %s (%s by %s)", record.version, record.how, record.by)
 

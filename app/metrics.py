@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -62,6 +62,25 @@ class _Srm:
         for result in srm(counts, self.designs()):
             if result.p_value is not None:
                 family.add_metric([result.experiment], result.p_value)
+        yield family
+
+
+class _ConfigInfo:
+    """`rearrange_config_info{version="…"} 1`: the config version served, read at scrape
+    time (one series, never none or two mid-swap)."""
+
+    def __init__(self) -> None:
+        self.version: Callable[[], str | None] = lambda: None  # set by the ConfigHolder
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("rearrange_config_info", "", labels=["version"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("rearrange_config_info",
+                                   "The config version served (always 1)", labels=["version"])
+        version = self.version()
+        if version is not None:
+            family.add_metric([version], 1)
         yield family
 
 
@@ -218,9 +237,8 @@ class Metrics:
             ["result"], registry=r)
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
-        # rearrange_config_info{version="…"} 1: join it to any series to see what served
-        self.config_version = Info("rearrange_config", "The config version served",
-                                   registry=r)
+        self.config_version = _ConfigInfo()
+        r.register(self.config_version)  # type: ignore[arg-type]
         self.config_redis_errors = Counter(
             "rearrange_config_redis_errors_total",
             "Failed Redis round trips of config sharing: a change not published, or the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from prometheus_client import generate_latest
 
 from app.config_versions import HISTORY, ConfigHolder
 from app.errors import ConfigError, FieldError
@@ -60,7 +61,9 @@ def test_rollback_serves_an_earlier_version_and_is_recorded(holder):
     assert (record.version, record.how, record.by) == (version(A), "rollback", "tns")
     assert record.file_version == version(B)  # the file still holds B
     assert holder.rollback(version(A), "tns") == (False, holder.current)
-    assert holder.metrics.config_version._value == {"version": version(A)}
+    exposed = generate_latest(holder.metrics.registry).decode()
+    assert f'rearrange_config_info{{version="{version(A)}"}} 1.0' in exposed
+    assert exposed.count("rearrange_config_info{") == 1
 
 
 def test_rollback_to_a_version_never_served_is_404_and_changes_nothing(holder):
