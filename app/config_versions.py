@@ -110,15 +110,16 @@ class ConfigHolder:
             self._stamp = self._file_stamp()  # a refused file is reported once, not every poll
             try:
                 engine = load_file(self.path)
-                if engine.version != self.file_version:
+                changed = engine.version not in (self.file_version, self.engine.version)
+                if changed:
                     check_rebucketing(self.engine, engine)
+                    built = self._build(engine)
             except ConfigError:
                 self._count("refused")
                 raise
-            changed = engine.version not in (self.file_version, self.engine.version)
             if changed:
-                self._swap(self._build(engine), Version(
-                    engine.version, self.clock(), how, by, engine.text, engine.version))
+                self._swap(built, Version(engine.version, self.clock(), how, by, engine.text,
+                                          engine.version))
             self.file_version = engine.version
             self._count("changed" if changed else "unchanged")
             if changed and self.sharing is not None:
@@ -130,8 +131,8 @@ class ConfigHolder:
 
         FieldError 404 for a version neither this replica nor the shared log holds;
         ConfigError when it no longer builds or would re-bucket a running experiment.
-        With sharing, the change is published before it is served here: one Redis refuses
-        is served nowhere.
+        With sharing, the change is published before it is served here: a rollback Redis
+        did not take is served nowhere.
         """
         with self.lock:
             if version == self.engine.version:
