@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from app import _engine
 from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
-from app.experiment_config import check_rebucketing, parse_experiments, parse_holdout
+from app.experiment_config import parse_experiments, parse_holdout
 from app.experiments import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.pipeline import PHASES, Phase, Pipeline, Rule, Step
 from app.plugins import build_python_rule, load_plugins
@@ -32,11 +32,12 @@ class Engine:
     profiles: Mapping[str, Pipeline]
     routing: Mapping[str, str]
     experiments: tuple[Experiment, ...]
-    source: str = ""
+    source: str = ""  # where it was read from (a path), for messages
     holdout: Holdout | None = None
     plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
     # The Rust engine built from this config (app._engine.Engine): what serves requests.
     core: Any = None
+    text: str = ""  # the YAML it was built from, exactly (its SHA-256 gives `version`)
 
     def designs(self) -> dict[str, dict[str, int]]:
         """Experiment → variant → buckets it owns: the split an SRM check expects."""
@@ -68,6 +69,10 @@ def load_file(path: Path) -> Engine:
 def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
     """Validate and build a config from YAML bytes; config_version is their content hash."""
     try:
+        text = raw.decode("utf-8")  # shown and replicated as text: it must round-trip exactly
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from exc
+    try:
         doc = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
@@ -85,7 +90,7 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
     routing = _routing(doc.get("routing") or {}, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
     return Engine(version, profiles, routing, experiments, source, holdout,
-                  plugins=tuple(doc.get("plugins") or ()))
+                  plugins=tuple(doc.get("plugins") or ()), text=text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,40 +215,3 @@ def with_core(engine: Engine, engine_metrics: Any) -> Engine:
     except ValueError as exc:
         raise ConfigError("engine", str(exc)) from exc
     return replace(engine, core=core)
-
-
-class ConfigHolder:
-    """The Engine in use; a reload builds a new one aside and swaps one reference.
-
-    `engine_metrics` (app._engine.EngineMetrics) outlives the configs: every engine built
-    here counts into it, so a reload keeps the counters.
-    """
-
-    def __init__(self, path: Path, engine_metrics: Any = None) -> None:
-        self.path = path
-        self.engine_metrics = engine_metrics if engine_metrics is not None else (
-            _engine.EngineMetrics())
-        self.engine = with_core(load_file(path), self.engine_metrics)
-        self._stamp = self._file_stamp()
-
-    def reload(self) -> tuple[bool, str]:
-        """Load the file again; (changed, version). ConfigError (an invalid file, or one that
-        would re-bucket a running experiment) leaves the old Engine in use."""
-        self._stamp = self._file_stamp()  # a refused file is reported once, not every poll
-        engine = load_file(self.path)
-        check_rebucketing(self.engine, engine)
-        changed = engine.version != self.engine.version
-        if changed:
-            self.engine = with_core(engine, self.engine_metrics)
-        return changed, engine.version
-
-    def changed_on_disk(self) -> bool:
-        """True when the file's mtime, size or inode moved (a ConfigMap swaps a symlink)."""
-        return self._file_stamp() != self._stamp
-
-    def _file_stamp(self) -> tuple[float, int, int] | None:
-        try:
-            st = self.path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime, st.st_size, st.st_ino)

@@ -135,3 +135,11 @@ class ReseedIn(BaseModel):
 
     reason: str = PField(min_length=1, max_length=1000)
     force: bool = False
+
+
+class RollbackIn(BaseModel):
+    """POST /v1/admin/config/rollback: the earlier config version to serve now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = PField(min_length=1, max_length=64)

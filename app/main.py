@@ -24,7 +24,8 @@ from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
-from app.config import ConfigHolder
+from app.config_replica import ConfigReplica
+from app.config_versions import ConfigHolder
 from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
 from app.metrics import Metrics
@@ -53,9 +54,11 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         added = store.seed(specs, groups=groups)
         log.info("banlist: seeded %d entries and %d groups from %s", added, len(groups),
                  settings.banlist_seed)
-    config = ConfigHolder(settings.config, metrics.engine_metrics)
+    config = ConfigHolder(settings.config, metrics)
+    if isinstance(store, RedisStore):  # config changes reach every replica, as bans do
+        ConfigReplica(store.client, settings.banlist_redis_prefix, config, metrics,
+                      settings.banlist_block_seconds).start()
     metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
-    metrics.config_info.set_to_current_time()
     for kind in ("signature", "shingle"):
         metrics.track_caches(kind, lambda: config.engine.core.cache_stats())
     audit = None
@@ -157,6 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 closing.callback(service.store.close)
                 if service.audit_log is not None:
                     closing.callback(service.audit_log.close)
+                closing.callback(service.config.close)  # first: it uses the store's client
 
     app = RearrangeApp(title="Rearrange", version="0.1.0", lifespan=lifespan,
                   summary="Post-ranking rule pipeline over a search result page")
@@ -216,18 +220,11 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
 async def _poll_config(service: Rearranger) -> None:
     if not service.config.changed_on_disk():
         return
-    try:
-        changed, version = service.config.reload()
+    try:  # in a thread: with Redis, a change is published before the poll goes on
+        await asyncio.to_thread(service.config.reload)
     except ConfigError as exc:
-        service.metrics.config_reloads.labels("refused").inc()
         log.error("config reload refused, still serving %s: %s",
                   service.config.engine.version, exc)
-        return
-    service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
-    if changed:
-        log.info("config reloaded: now serving %s", version)
-        service.metrics.config_info.set_to_current_time()
-        gc.freeze()
 
 
 async def _sweep(service: Rearranger) -> None:

@@ -23,6 +23,7 @@ from app import _engine
 from app.srm import srm
 
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
+CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 # rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
 RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt")
 HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions")  # rearrange_housekeeping_errors_total
@@ -61,6 +62,25 @@ class _Srm:
         for result in srm(counts, self.designs()):
             if result.p_value is not None:
                 family.add_metric([result.experiment], result.p_value)
+        yield family
+
+
+class _ConfigInfo:
+    """`rearrange_config_info{version="…"} 1`: the config version served, read at scrape
+    time (one series, never none or two mid-swap)."""
+
+    def __init__(self) -> None:
+        self.version: Callable[[], str | None] = lambda: None  # set by the ConfigHolder
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("rearrange_config_info", "", labels=["version"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("rearrange_config_info",
+                                   "The config version served (always 1)", labels=["version"])
+        version = self.version()
+        if version is not None:
+            family.add_metric([version], 1)
         yield family
 
 
@@ -211,10 +231,18 @@ class Metrics:
         self.banlist_lookups = Counter("rearrange_banlist_lookups_total",
                                        "Banlist lookups (API) by outcome", ["outcome"],
                                        registry=r)
-        self.config_reloads = Counter("rearrange_config_reloads_total",
-                                      "Config reload attempts", ["result"], registry=r)
+        self.config_reloads = Counter(
+            "rearrange_config_reloads_total",
+            "Config loads (file, reload route, rollback, another replica's change) by result",
+            ["result"], registry=r)
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r)
+        self.config_version = _ConfigInfo()
+        r.register(self.config_version)  # type: ignore[arg-type]
+        self.config_redis_errors = Counter(
+            "rearrange_config_redis_errors_total",
+            "Failed Redis round trips of config sharing: a change not published, or the "
+            "shared log not read (the config in use keeps serving)", ["op"], registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
             "Unexpected errors of the background tasks (config poll, TTL sweep, sanction "
@@ -224,6 +252,7 @@ class Metrics:
         # has no earlier sample, so its first event (a refused reload) would never alert.
         for counter, values in ((self.config_reloads, RELOAD_RESULTS),
                                 (self.banlist_resyncs, RESYNC_CAUSES),
+                                (self.config_redis_errors, CONFIG_REDIS_OPS),
                                 (self.housekeeping_errors, HOUSEKEEPING_TASKS)):
             for value in values:
                 counter.labels(value)

@@ -15,7 +15,7 @@ from typing import Any
 
 from app.audit import AuditLog
 from app.banlist.base import BanStore
-from app.config import ConfigHolder
+from app.config_versions import ConfigHolder
 from app.metrics import Metrics
 from app.settings import Settings
 

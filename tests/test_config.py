@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigHolder, load_bytes, load_file
+from app.config import load_bytes, load_file
+from app.config_versions import ConfigHolder
 from app.errors import ConfigError
 from app.pipeline import Phase
 

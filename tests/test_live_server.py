@@ -83,7 +83,8 @@ def test_our_info_lines_reach_stderr(server, tmp_path):
     while "config reload refused" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     text = log.read_text()
-    assert f"INFO:     rearrange: config reloaded: now serving {new}" in text, text[-2000:]
+    assert f"INFO:     app.config_versions: config: now serving {new} (file by file)" in text, (
+        text[-2000:])
     assert f"ERROR:    rearrange: config reload refused, still serving {new}" in text
 
 

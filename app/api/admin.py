@@ -1,34 +1,72 @@
-"""Operator endpoints: config reload; reseed/adopt of a list or the sanction states after
-Redis lost, rewound or forked it."""
+"""Operator endpoints: the config (served, earlier versions, reload, rollback); reseed/adopt
+of a list or the sanction states after Redis lost, rewound or forked it."""
 from __future__ import annotations
 
-import gc
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
 
-from app.api.deps import Actor, Service
-from app.contract import ReseedIn, UnbanIn
-from app.errors import ConfigError
+from app.api.deps import Actor, AdminReader, Service
+from app.config_versions import ConfigHolder
+from app.contract import ReseedIn, RollbackIn, UnbanIn
+from app.errors import ConfigError, FieldError
 from app.service import Rearranger
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
 
+@router.get("/config")
+async def config(service: Service, _: AdminReader) -> dict[str, Any]:
+    """The config served: version, when, how and by whom it was loaded, and its YAML."""
+    holder = service.config
+    current = holder.current
+    sharing = holder.sharing
+    return {**current.as_dict(), "source": current.text, "file_version": holder.file_version,
+            "replication": sharing.state() if sharing is not None else None}
+
+
+@router.get("/config/versions")
+async def config_versions(service: Service, _: AdminReader) -> dict[str, Any]:
+    """The configs this replica served, newest (the one served) first."""
+    return {"versions": [v.as_dict() for v in service.config.versions()]}
+
+
+@router.get("/config/versions/{version}")
+def config_version(version: str, service: Service, _: AdminReader) -> dict[str, Any]:
+    """One earlier version with its YAML (from this replica, else Redis's shared log)."""
+    held = service.config.find(version)
+    if held is None:
+        raise FieldError("version", f"no config version {version!r} is held", status=404)
+    return {**held.as_dict(), "source": held.text}
+
+
+# Plain `def`s, run in the thread pool: with Redis, a change is published before it returns.
 @router.post("/config/reload")
-async def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
-    """Reload the rules file now; an invalid file is refused and the old config keeps serving."""
+def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
+    """Reload the rules file now; an invalid file is refused and the old config keeps serving.
+    A file whose content is not new keeps what is served (a rollback stays)."""
     try:
-        changed, version = service.config.reload()
+        changed, version = service.config.reload("reload", actor)
     except ConfigError as exc:
-        service.metrics.config_reloads.labels("refused").inc()
-        raise HTTPException(422, {"field": exc.place, "problem": exc.problem,
-                                  "serving": service.config.engine.version}) from exc
-    service.metrics.config_reloads.labels("changed" if changed else "unchanged").inc()
-    if changed:
-        service.metrics.config_info.set_to_current_time()
-        gc.freeze()  # the new Engine lives until the next reload: keep it out of collections
-    return {"config_version": version, "changed": changed, "by": actor}
+        raise _refused(422, exc, service.config) from exc
+    return {"config_version": version, "changed": changed, "by": actor,
+            "file_version": service.config.file_version}
+
+
+@router.post("/config/rollback")
+def rollback_config(body: RollbackIn, service: Service, actor: Actor) -> dict[str, Any]:
+    """Serve an earlier version now (with Redis: on every replica)."""
+    try:
+        changed, served = service.config.rollback(body.version, actor)
+    except ConfigError as exc:
+        raise _refused(409, exc, service.config) from exc
+    return {"config_version": served.version, "changed": changed, "by": actor,
+            "loaded_at": served.as_dict()["loaded_at"]}
+
+
+def _refused(status: int, exc: ConfigError, holder: ConfigHolder) -> HTTPException:
+    return HTTPException(status, {"field": exc.place, "problem": exc.problem,
+                                  "serving": holder.engine.version})
 
 
 # What Redis holds for this replica, by the name /readyz and the metrics give each

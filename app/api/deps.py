@@ -57,6 +57,13 @@ async def actor(request: Request,
     return token_actor(request.app.state.tokens, authorization, "Authorization")
 
 
+async def admin_reader(request: Request,
+                       authorization: Annotated[str | None, Header()] = None) -> str:
+    """The actor of any admin token, read-only or write (what the config routes show needs
+    one even where banlist reads are open)."""
+    return _holder(request.app.state.tokens, authorization, "Authorization")[0]
+
+
 async def reader(request: Request,
                  authorization: Annotated[str | None, Header()] = None) -> str:
     """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
@@ -93,3 +100,4 @@ Service = Annotated[Rearranger, Depends(service)]
 Store = Annotated[BanStore, Depends(store)]
 Actor = Annotated[str, Depends(actor)]
 Reader = Annotated[str, Depends(reader)]
+AdminReader = Annotated[str, Depends(admin_reader)]

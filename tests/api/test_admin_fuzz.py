@@ -74,8 +74,10 @@ OPERATIONS = [
     "POST /v1/banlist/import", "GET /v1/banlist/export", "PUT /v1/banlist/groups/{name}",
     "GET /v1/banlist/groups", "POST /v1/sanctions/scores", "GET /v1/sanctions/{host}",
     "POST /v1/sanctions/{host}/clear", "POST /v1/admin/config/reload",
-    "POST /v1/admin/{structure}/reseed", "POST /v1/admin/{structure}/adopt", "GET /v1/experiments",
-    "GET /v1/experiments/srm",
+    "GET /v1/admin/config", "GET /v1/admin/config/versions",
+    "GET /v1/admin/config/versions/{version}", "POST /v1/admin/config/rollback",
+    "POST /v1/admin/{structure}/reseed", "POST /v1/admin/{structure}/adopt",
+    "GET /v1/experiments", "GET /v1/experiments/srm",
 ]
 
 
@@ -94,6 +96,8 @@ def test_the_fuzzed_operations_are_every_admin_route(admin_schema, app):
 # negative mode finds no case to generate), so they get valid inputs only.
 NO_NEGATIVE = {"GET /v1/banlist/writes/{write_id}", "GET /v1/banlist/groups",
                "GET /v1/sanctions/{host}", "POST /v1/admin/config/reload",
+               "GET /v1/admin/config", "GET /v1/admin/config/versions",
+               "GET /v1/admin/config/versions/{version}",
                "GET /v1/experiments", "GET /v1/experiments/srm"}
 CASES = [(label, mode) for label in OPERATIONS for mode in GenerationMode
          if mode is GenerationMode.POSITIVE or label not in NO_NEGATIVE]
