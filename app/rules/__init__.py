@@ -12,7 +12,7 @@ from app.rules.filters import (
     TopicFilter,
 )
 from app.rules.labels import AdLabel, AgeLabel
-from app.rules.query import QueryHide, QueryPin
+from app.rules.query import QueryBoost, QueryHide, QueryPin
 from app.rules.trim import Depth, HostQuota
 
 RULES = {
@@ -26,6 +26,7 @@ RULES = {
     SpamDemotion.name: SpamDemotion,
     SandboxDamping.name: SandboxDamping,
     QuarantineDemotion.name: QuarantineDemotion,
+    QueryBoost.name: QueryBoost,
     QueryPin.name: QueryPin,
     HostCrowding.name: HostCrowding,
     NearDuplicates.name: NearDuplicates,

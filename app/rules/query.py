@@ -1,8 +1,9 @@
-"""Query rules: pin and hide by the query's text, classes and region.
+"""Query rules: pin, hide and boost (or bury) by the query's text, classes and region.
 
 Their anchors elsewhere: Elasticsearch's query rules (`pinned`, `exclude`, criteria such as
 `exact` and `contains`), Algolia's rules (promote and hide with `pattern` and
-`anchoring`), Vertex AI's serving controls (query terms).
+`anchoring`), Vertex AI's serving controls (boost and bury on query terms: a factor in
+[-1, 1] there, an addition to the score here).
 Here each configured step is one rule of that kind: one condition (`when`), one action,
 and the reserved keys (`enabled`, `valid_from`, `valid_until`) of every step give it
 its validity window, as Algolia's `validity` does.
@@ -13,7 +14,7 @@ import re
 import unicodedata
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from app.banlist.canon import InvalidURL, canonicalize, is_ipv4
 from app.domains import is_public_suffix
@@ -22,6 +23,7 @@ from app.rules.base import BuiltinRule, Params
 
 MAX_PINS = 100
 MAX_POSITION = 1000  # the page's own limit (REARRANGE_MAX_DOCUMENTS by default)
+MAX_BY = 1e9
 LABEL = r"^[A-Za-z0-9_.:-]{1,64}$"
 # What a result URL's host can be (as a banlist host entry checks it): what canonicalization
 # keeps escaped ('*', spaces) is no host, and a target naming it would never match.
@@ -213,3 +215,26 @@ class QueryHide(BuiltinRule):
     name = "query_hide"
     phases = frozenset({Phase.PRE_FILTER})
     Params = QueryHideParams
+
+
+class QueryBoostParams(Params):
+    when: When = When()
+    match: Match
+    by: float = Field(ge=-MAX_BY, le=MAX_BY)
+    label: str | None = Field(None, pattern=LABEL)
+
+    @field_validator("by")
+    @classmethod
+    def _not_zero(cls, value: float) -> float:
+        if value == 0:
+            raise ValueError("0 changes nothing: boost with by > 0, bury with by < 0")
+        return value
+
+
+class QueryBoost(BuiltinRule):
+    """When the query meets `when`: score += by for every document `match` names (rerank);
+    by < 0 buries. Additive like the demotions: a factor would bury a negative score."""
+
+    name = "query_boost"
+    phases = frozenset({Phase.RERANK})
+    Params = QueryBoostParams

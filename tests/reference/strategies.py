@@ -42,7 +42,7 @@ attributes = st.one_of(
     st.dictionaries(st.text(min_size=1, max_size=6), st.recursive(
         json_leaf, lambda inner: st.lists(inner, max_size=3)
         | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6), max_size=3),
-    # what query_hide looks for (a number and a bool are not the same value)
+    # what query_boost and query_hide look for (a number and a bool are not the same value)
     st.fixed_dictionaries({}, optional={"verified": st.sampled_from((True, False, 1)),
                                         "tier": st.sampled_from(("gold", "premium", 1, 1.0))}))
 # A query as a user types it: a few of the words, cased and punctuated any which way.
@@ -166,6 +166,8 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
         "host_crowding": {"max_per_host": draw(st.integers(1, 3)),
                           "key": draw(st.sampled_from(("host", "domain")))},
         "query_hide": _query_rule(draw, {"match": _match(draw)}),
+        "query_boost": _query_rule(draw, {"match": _match(draw), "by": draw(
+            st.sampled_from((-3.0, -0.5, 1.0, 2.5)))}),
         "query_pin": _query_rule(draw, {"pin": draw(_pins())}),
         "near_duplicates": {"shingle_words": draw(st.integers(1, 4)),
                             "measure": draw(st.sampled_from(("containment", "jaccard"))),
@@ -185,7 +187,7 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
 PHASE_RULES = {
     "pre-filter": ("banlist", "regional_removals", "topic_filter", "safe_search", "spam_ban",
                    "query_hide"),
-    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping"),
+    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping", "query_boost"),
     "diversify": ("query_pin", "host_crowding", "near_duplicates"),
     "trim": ("depth", "host_quota"),
     "annotate": ("ad_label", "age_label"),

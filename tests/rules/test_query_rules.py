@@ -1,4 +1,4 @@
-"""Pin and hide by query, on the engine and the reference; their config checks."""
+"""Pin, hide and boost by query, on the engine and the reference; their config checks."""
 from __future__ import annotations
 
 import datetime as dt
@@ -240,3 +240,43 @@ def test_each_query_rule_runs_in_its_phase_only():
     with pytest.raises(ConfigError) as err:
         load_bytes(b"profiles: {default: {rerank: [{query_hide: {match: {hosts: [a.example]}}}]}}")
     assert err.value.problem == "cannot run in rerank (it runs in pre-filter)"
+
+
+def test_boost_verified_sources_and_bury_a_host_and_the_sort_moves_them(side):
+    # seed 002, rerank: "boost of verified sources", here an attribute the ranker passes on
+    docs = [doc("a", 5.0, host="blog.example"), doc("b", 4.0, host="www.who.int"),
+            doc("c", 3.0, attributes={"verified": True}), doc("d", 2.0),
+            doc("e", 1.0, attributes={"verified": 1})]
+    rules = [{"query_boost": {"match": {"attributes": {"verified": True}}, "by": 2.5,
+                              "label": "verified"}},
+             {"query_boost": {"when": {"classes": ["ymyl"]}, "match": {"domains": ["who.int"]},
+                              "by": 1}},
+             {"query_boost": {"when": {"query_contains": ["symptoms"]},
+                              "match": {"hosts": ["blog.example"]}, "by": -4}}]
+    loaded = side.load(config(rerank=rules))
+    out = loaded.rerank(docs, query={"text": "Flu symptoms", "classes": ["ymyl"]})
+    assert out.ids() == ["c", "b", "d", "a", "e"]
+    assert out.scores() == [5.5, 5.0, 2.0, 1.0, 1.0]
+    assert [(r["doc_id"], r["delta"], r["reason"]) for r in out.records()
+            if r["rule"] == "query_boost"] == [
+        ("c", 2.5, "boost +2.5 for attributes verified=true on every query [verified]"),
+        ("b", 1.0, "boost +1 for domain who.int when class ymyl"),
+        ("a", -4.0, 'bury -4 for host blog.example when query contains "symptoms"')]
+    assert [(r["doc_id"], r["delta"]) for r in out.records("sort")] == [
+        ("c", -2), ("d", -1), ("a", 3)]
+    plain = loaded.rerank(docs, query={"text": "flu"})
+    assert plain.ids() == ["c", "a", "b", "d", "e"]  # only the unconditioned boost
+
+
+@pytest.mark.parametrize(("step", "problem"), [
+    ("{query_boost: {match: {hosts: [a.example]}}}", "parameter 'by': Field required"),
+    ("{query_boost: {match: {hosts: [a.example]}, by: 0}}", "0 changes nothing"),
+    ("{query_boost: {match: {hosts: [a.example]}, by: '2'}}", "parameter 'by'"),
+    ("{query_boost: {match: {hosts: [a.example]}, by: 1e10}}", "parameter 'by'"),
+    ("{query_boost: {by: 2}}", "parameter 'match': Field required"),
+])
+def test_a_bad_boost_is_refused_naming_the_place(step, problem):
+    with pytest.raises(ConfigError) as err:
+        load_bytes(f"profiles: {{default: {{rerank: [{step}]}}}}".encode())
+    assert err.value.place == "profiles.default.rerank[0] query_boost"
+    assert problem in err.value.problem

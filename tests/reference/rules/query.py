@@ -1,4 +1,4 @@
-"""Query rules: pin (diversify) and hide (pre-filter)."""
+"""Query rules: pin (diversify), hide (pre-filter), boost and bury (rerank)."""
 from __future__ import annotations
 
 import json
@@ -95,6 +95,22 @@ class QueryHide(declared.QueryHide, Behaviour):
         return self.removing(docs, [(i, f"{what} hidden {when}{tail}")
                                     for i, d in enumerate(docs)
                                     if (what := hit(self.params.match, d)) is not None])
+
+
+class QueryBoost(declared.QueryBoost, Behaviour):
+    def applies(self, ctx: Context) -> bool:
+        return matched(self.params.when, ctx) is not None
+
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        when = matched(self.params.when, ctx)
+        if when is None:
+            return docs, []
+        by = float(self.params.by)
+        said = f"boost +{by:g}" if by > 0 else f"bury {by:g}"
+        tail = suffix(self.params.label)
+        return self.rescoring(docs, [(i, d.score + by, by, f"{said} for {what} {when}{tail}")
+                                     for i, d in enumerate(docs)
+                                     if (what := hit(self.params.match, d)) is not None])
 
 
 class QueryPin(declared.QueryPin, Behaviour):

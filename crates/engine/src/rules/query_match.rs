@@ -1,5 +1,5 @@
-//! What the query rules (`query_pin`, `query_hide`) share: the condition on the request's
-//! query (`when`), matched on its normalized text, and the rule's label.
+//! What the query rules (`query_pin`, `query_hide`, `query_boost`) share: the condition on
+//! the request's query (`when`), matched on its normalized text, and the rule's label.
 //! The documents a rule acts on (`match`) are in `query_targets`.
 //!
 //! Normalized text: NFKC, lower-cased, split into words at every character that is not a
