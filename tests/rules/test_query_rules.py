@@ -15,6 +15,7 @@ from app.metrics import Metrics
 from app.rules.query import normalize
 from app.spec import compile_spec
 from tests.api.test_experiments_api import samples, value
+from tests.conftest import ROOT
 from tests.sides import NOW
 from tests.sides import document as doc
 
@@ -280,3 +281,22 @@ def test_a_bad_boost_is_refused_naming_the_place(step, problem):
         load_bytes(f"profiles: {{default: {{rerank: [{step}]}}}}".encode())
     assert err.value.place == "profiles.default.rerank[0] query_boost"
     assert problem in err.value.problem
+
+
+def test_the_readme_example(side):
+    """config/query_rules.example.yaml on its request: what README "Pins, hides and boosts
+    by query" shows."""
+    example = (ROOT / "config" / "query_rules.example.yaml").read_text()
+    assert example[example.index("profiles:"):] in (ROOT / "README.md").read_text()
+    body = orjson.loads((ROOT / "config" / "query_rules.request.json").read_bytes())
+    loaded = side.load(example)
+    out = loaded.rerank(body["documents"], query=body["query"])
+    assert out.ids() == ["d5", "d3", "d1", "d4"]
+    assert [(r["rule"], r["doc_id"], r["action"]) for r in out.records()] == [
+        ("query_hide", "d2", "remove"), ("query_boost", "d3", "rescore"),
+        ("sort", "d3", "move"), ("sort", "d1", "move"), ("query_pin", "d5", "move"),
+        ("query_pin", "d3", "move"), ("query_pin", "d1", "move"), ("query_pin", "d4", "move")]
+    assert out.records("query_pin")[0]["reason"] == (
+        'pinned at position 1 when query has "sofa", region RU [sofa-sale]')
+    de = loaded.rerank(body["documents"], query={**body["query"], "region": "DE"})
+    assert de.ids() == ["d3", "d1", "d4", "d5"]  # no pin outside RU and KZ
