@@ -1,8 +1,13 @@
 //! The documents a query rule acts on (`match`): URLs (canonical, without the scheme, as
 //! a `url` ban matches), hosts, domains with their subdomains, and attribute values.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 
+use serde::de::{
+    DeserializeSeed, Deserializer, Error as DeError, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -57,15 +62,6 @@ enum Scalar {
 }
 
 impl Scalar {
-    fn matches(&self, v: &Value) -> bool {
-        match (self, v) {
-            (Scalar::Bool(a), Value::Bool(b)) => a == b,
-            (Scalar::Number(a), Value::Number(b)) => b.as_f64() == Some(*a),
-            (Scalar::Str(a), Value::String(b)) => a == b,
-            _ => false,
-        }
-    }
-
     fn push_to(&self, out: &mut String) {
         match self {
             Scalar::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -179,12 +175,102 @@ impl Targets {
         if absent {
             return false;
         }
-        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(text) else {
-            return false;
-        };
-        self.attributes
-            .iter()
-            .all(|(key, want)| fields.get(key).is_some_and(|v| want.matches(v)))
+        let mut de = serde_json::Deserializer::from_str(text);
+        Holds(&self.attributes)
+            .deserialize(&mut de)
+            .unwrap_or(false)
+    }
+}
+
+/// Reads an `attributes` object for the wanted keys only, true when each has its value:
+/// nothing is allocated for a key without an escape, and other values are skipped.
+struct Holds<'w>(&'w [(String, Scalar)]);
+
+impl<'de> DeserializeSeed<'de> for Holds<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<bool, D::Error> {
+        de.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Holds<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut met = 0;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match self.0.iter().find(|(k, _)| *k == *key) {
+                Some((_, want)) => {
+                    if !map.next_value_seed(Is(want))? {
+                        return Ok(false);
+                    }
+                    met += 1;
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        // the decoder wrote each key once
+        Ok(met == self.0.len())
+    }
+}
+
+/// Whether one value is the scalar wanted (same JSON type; numbers by value).
+struct Is<'w>(&'w Scalar);
+
+impl<'de> DeserializeSeed<'de> for Is<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<bool, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Is<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: DeError>(self, v: bool) -> Result<bool, E> {
+        Ok(matches!(self.0, Scalar::Bool(b) if *b == v))
+    }
+
+    fn visit_u64<E: DeError>(self, v: u64) -> Result<bool, E> {
+        self.visit_f64(v as f64)
+    }
+
+    fn visit_i64<E: DeError>(self, v: i64) -> Result<bool, E> {
+        self.visit_f64(v as f64)
+    }
+
+    fn visit_f64<E: DeError>(self, v: f64) -> Result<bool, E> {
+        Ok(matches!(self.0, Scalar::Number(x) if *x == v))
+    }
+
+    fn visit_str<E: DeError>(self, v: &str) -> Result<bool, E> {
+        Ok(matches!(self.0, Scalar::Str(s) if s == v))
+    }
+
+    fn visit_unit<E: DeError>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
     }
 }
 
@@ -229,6 +315,19 @@ mod tests {
         assert!(!t.attributes_hold(r#"{"verified":1,"tier":1}"#));
         assert!(!t.attributes_hold(r#"{"verified":true}"#));
         assert!(!t.attributes_hold(r#"{"x":{"verified":true,"tier":1}}"#));
+        assert!(t.attributes_hold(r#"{"x":[{"tier":2}],"verified":true,"tier":1}"#));
+        assert!(!t.attributes_hold(r#"{"verified":true,"tier":"1"}"#));
+        assert!(!t.attributes_hold(r#"{"verified":null,"tier":1}"#));
         assert_eq!(t.attributes_said, "attributes tier=1, verified=true");
+        // a key the decoder writes escaped is looked for without the substring test
+        let mut attributes = BTreeMap::new();
+        attributes.insert("say \"hi\"".to_string(), Value::from("é"));
+        let t = Targets::build(MatchIn {
+            attributes,
+            ..MatchIn::default()
+        })
+        .unwrap();
+        assert!(t.attributes_hold(r#"{"say \"hi\"":"é"}"#));
+        assert!(!t.attributes_hold(r#"{"say \"hi\"":"e"}"#));
     }
 }
