@@ -42,8 +42,10 @@ def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[s
 
 
 def pydantic_problem(exc: ValidationError) -> str:
-    """The first pydantic error as one line naming the parameter."""
-    first = exc.errors()[0]
+    """The first pydantic error as one line naming the parameter; an unknown key first, as
+    the likely cause of the rest (a misspelt required parameter is also a missing one)."""
+    errors = exc.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(part) for part in first["loc"])
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":

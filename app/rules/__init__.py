@@ -12,6 +12,7 @@ from app.rules.filters import (
     TopicFilter,
 )
 from app.rules.labels import AdLabel, AgeLabel
+from app.rules.query import QueryBoost, QueryHide, QueryPin
 from app.rules.trim import Depth, HostQuota
 
 RULES = {
@@ -20,10 +21,13 @@ RULES = {
     TopicFilter.name: TopicFilter,
     SafeSearch.name: SafeSearch,
     SpamBan.name: SpamBan,
+    QueryHide.name: QueryHide,
     AntiSeoReset.name: AntiSeoReset,
     SpamDemotion.name: SpamDemotion,
     SandboxDamping.name: SandboxDamping,
     QuarantineDemotion.name: QuarantineDemotion,
+    QueryBoost.name: QueryBoost,
+    QueryPin.name: QueryPin,
     HostCrowding.name: HostCrowding,
     NearDuplicates.name: NearDuplicates,
     Depth.name: Depth,

@@ -11,6 +11,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from app.rules.query import url_key
+
 HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.example.net",
          "banned.example", "sub.banned.example", "xn--e1afmkfd.xn--p1ai", "пример.рф",
          "blog.example.co.uk", "203.0.113.7", "evil.example", "WWW.Evil.Example")
@@ -20,6 +22,9 @@ REGIONS = ("RU", "KZ", "DE")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
          "lambda", "mu")
 CLASSES = ("commercial", "ymyl", "news", "navigational")
+# Parents the query rules' `domains` name (not an IP, not a public suffix).
+DOMAINS = ("example.com", "shop.example.com", "banned.example", "пример.рф", "example.co.uk",
+           "evil.example")
 USERS = tuple(f"u-{i}" for i in range(40))
 FACTORS = ("text", "link", "behav", "quality")
 
@@ -33,9 +38,18 @@ texts = st.one_of(
     st.lists(st.sampled_from(WORDS), min_size=0, max_size=40).map(" ".join))
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), finite,
                       st.text(max_size=8))
-attributes = st.dictionaries(st.text(min_size=1, max_size=6), st.recursive(
-    json_leaf, lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6), max_size=3)
+attributes = st.one_of(
+    st.dictionaries(st.text(min_size=1, max_size=6), st.recursive(
+        json_leaf, lambda inner: st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6), max_size=3),
+    # what query_boost and query_hide look for (a number and a bool are not the same value)
+    st.fixed_dictionaries({}, optional={"verified": st.sampled_from((True, False, 1)),
+                                        "tier": st.sampled_from(("gold", "premium", 1, 1.0))}))
+# A query as a user types it: a few of the words, cased and punctuated any which way.
+short_queries = st.builds(
+    lambda words, sep, upper: sep.join(w.upper() if upper else w for w in words),
+    st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=3),
+    st.sampled_from((" ", "-", ", ", "  ", "\u00a0")), st.booleans())
 
 
 @st.composite
@@ -74,8 +88,8 @@ def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[st
             doc["adult_score"] = 1.0
     body: dict[str, Any] = {
         "request_id": "prop",
-        "query": {"text": draw(texts), "classes": draw(st.lists(st.sampled_from(CLASSES),
-                                                                max_size=2)),
+        "query": {"text": draw(st.one_of(texts, short_queries)),
+                  "classes": draw(st.lists(st.sampled_from(CLASSES), max_size=2)),
                   "age_mode": draw(st.sampled_from(("strict", "moderate", "off")))},
         "documents": docs_,
     }
@@ -89,6 +103,50 @@ def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[st
     if draw(st.booleans()):
         body["profile"] = draw(st.sampled_from(profiles))
     return body
+
+
+def _when(draw: st.DrawFn) -> dict[str, Any]:
+    """A query rule's condition: some of its keys, from the pools the bodies draw from."""
+    phrases = st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2).map(" ".join)
+    keys = {
+        "query_is": st.lists(phrases, min_size=1, max_size=2),
+        "query_contains": st.lists(phrases, min_size=1, max_size=2),
+        "query_words": st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2),
+        "classes": st.lists(st.sampled_from(CLASSES), min_size=1, max_size=2),
+        "regions": st.lists(st.sampled_from(REGIONS + ("kz",)), min_size=1, max_size=2),
+    }
+    return {k: draw(v) for k, v in keys.items() if draw(st.integers(0, 3)) == 0}
+
+
+def _match(draw: st.DrawFn) -> dict[str, Any]:
+    """A query rule's targets: URLs, hosts, domains and attributes the pages hold."""
+    out: dict[str, Any] = {}
+    if draw(st.booleans()):
+        out["urls"] = draw(st.lists(urls(), min_size=1, max_size=2))
+    if draw(st.booleans()):
+        out["hosts"] = draw(st.lists(st.sampled_from(HOSTS), min_size=1, max_size=2))
+    if draw(st.booleans()):
+        out["domains"] = draw(st.lists(st.sampled_from(DOMAINS), min_size=1, max_size=2))
+    if draw(st.booleans()) or not out:
+        out["attributes"] = draw(st.sampled_from(
+            ({"verified": True}, {"tier": 1}, {"tier": "premium", "verified": False})))
+    return out
+
+
+@st.composite
+def _pins(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """1 to 3 pins, no two on one URL or one position."""
+    pinned = draw(st.lists(urls(), min_size=1, max_size=3, unique_by=url_key))
+    positions = draw(st.lists(st.integers(1, 8), min_size=len(pinned),
+                              max_size=len(pinned), unique=True))
+    return [{"url": u, "position": p} for u, p in zip(pinned, positions, strict=True)]
+
+
+def _query_rule(draw: st.DrawFn, action: dict[str, Any]) -> dict[str, Any]:
+    params = {"when": _when(draw), **action}
+    if draw(st.booleans()):
+        params["label"] = draw(st.sampled_from(("launch", "t-1")))
+    return params
 
 
 def _step(draw: st.DrawFn, rule: str) -> Any:
@@ -107,6 +165,10 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
                             "beta": draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)))},
         "host_crowding": {"max_per_host": draw(st.integers(1, 3)),
                           "key": draw(st.sampled_from(("host", "domain")))},
+        "query_hide": _query_rule(draw, {"match": _match(draw)}),
+        "query_boost": _query_rule(draw, {"match": _match(draw), "by": draw(
+            st.sampled_from((-3.0, -0.5, 1.0, 2.5)))}),
+        "query_pin": _query_rule(draw, {"pin": draw(_pins())}),
         "near_duplicates": {"shingle_words": draw(st.integers(1, 4)),
                             "measure": draw(st.sampled_from(("containment", "jaccard"))),
                             "threshold": draw(st.sampled_from((0.3, 0.5, 0.9, 1.0)))},
@@ -117,15 +179,16 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
                                   "min_age_mode": draw(st.sampled_from(
                                       ("strict", "moderate", "off")))},
     }.get(rule)
-    if params is None or not draw(st.booleans()):
+    if params is None or not draw(st.booleans()) and not rule.startswith("query_"):
         return rule
     return {rule: params}
 
 
 PHASE_RULES = {
-    "pre-filter": ("banlist", "regional_removals", "topic_filter", "safe_search", "spam_ban"),
-    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping"),
-    "diversify": ("host_crowding", "near_duplicates"),
+    "pre-filter": ("banlist", "regional_removals", "topic_filter", "safe_search", "spam_ban",
+                   "query_hide"),
+    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping", "query_boost"),
+    "diversify": ("query_pin", "host_crowding", "near_duplicates"),
     "trim": ("depth", "host_quota"),
     "annotate": ("ad_label", "age_label"),
     "post-filter": ("safe_search", "empty_result_fallback"),

@@ -23,12 +23,13 @@ from tests.reference.rules.filters import (
     TopicFilter,
 )
 from tests.reference.rules.labels import AdLabel, AgeLabel
+from tests.reference.rules.query import QueryBoost, QueryHide, QueryPin
 from tests.reference.rules.trim import Depth, HostQuota
 
 RULES: dict[str, type[Behaviour]] = {rule.name: rule for rule in (
     Banlist, RegionalRemovals, TopicFilter, SafeSearch, SpamBan, AntiSeoReset, SpamDemotion,
     SandboxDamping, QuarantineDemotion, HostCrowding, NearDuplicates, Depth, HostQuota,
-    AdLabel, AgeLabel, EmptyResultFallback)}
+    AdLabel, AgeLabel, EmptyResultFallback, QueryHide, QueryBoost, QueryPin)}
 
 
 def behaviour(rule: Any) -> Behaviour:

@@ -31,6 +31,11 @@ pub mod near_duplicates;
 pub mod python;
 pub mod python_output;
 pub mod quarantine_demotion;
+pub mod query_boost;
+pub mod query_hide;
+pub mod query_match;
+pub mod query_pin;
+pub mod query_targets;
 pub mod regional_removals;
 pub mod safe_search;
 pub mod sandbox_damping;
@@ -144,6 +149,9 @@ pub enum Rule {
     SpamDemotion(spam_demotion::SpamDemotion),
     SandboxDamping(sandbox_damping::SandboxDamping),
     QuarantineDemotion(quarantine_demotion::QuarantineDemotion),
+    QueryHide(query_hide::QueryHide),
+    QueryBoost(query_boost::QueryBoost),
+    QueryPin(query_pin::QueryPin),
     HostCrowding(host_crowding::HostCrowding),
     NearDuplicates(Box<near_duplicates::NearDuplicates>),
     Depth(depth::Depth),
@@ -160,10 +168,16 @@ pub enum Rule {
 pub fn phases_of(name: &str) -> Option<&'static [Phase]> {
     use Phase::*;
     Some(match name {
-        "banlist" | "regional_removals" | "topic_filter" | "spam_ban" => &[PreFilter],
+        "banlist" | "regional_removals" | "topic_filter" | "spam_ban" | "query_hide" => {
+            &[PreFilter]
+        }
         "safe_search" => &[PreFilter, PostFilter],
-        "anti_seo_reset" | "spam_demotion" | "sandbox_damping" | "quarantine_demotion" => &[Rerank],
-        "host_crowding" | "near_duplicates" => &[Diversify],
+        "anti_seo_reset"
+        | "spam_demotion"
+        | "sandbox_damping"
+        | "quarantine_demotion"
+        | "query_boost" => &[Rerank],
+        "query_pin" | "host_crowding" | "near_duplicates" => &[Diversify],
         "depth" | "host_quota" => &[Trim],
         "ad_label" | "age_label" => &[Annotate],
         "empty_result_fallback" => &[PostFilter],
@@ -204,6 +218,9 @@ impl Rule {
             "quarantine_demotion" => Rule::QuarantineDemotion(
                 quarantine_demotion::QuarantineDemotion::build(params(raw)?)?,
             ),
+            "query_hide" => Rule::QueryHide(query_hide::QueryHide::build(params(raw)?)?),
+            "query_boost" => Rule::QueryBoost(query_boost::QueryBoost::build(params(raw)?)?),
+            "query_pin" => Rule::QueryPin(query_pin::QueryPin::build(params(raw)?)?),
             "host_crowding" => {
                 Rule::HostCrowding(host_crowding::HostCrowding::build(params(raw)?)?)
             }
@@ -233,6 +250,9 @@ impl Rule {
             Rule::SpamDemotion(_) => "spam_demotion",
             Rule::SandboxDamping(_) => "sandbox_damping",
             Rule::QuarantineDemotion(_) => "quarantine_demotion",
+            Rule::QueryHide(_) => "query_hide",
+            Rule::QueryBoost(_) => "query_boost",
+            Rule::QueryPin(_) => "query_pin",
             Rule::HostCrowding(_) => "host_crowding",
             Rule::NearDuplicates(_) => "near_duplicates",
             Rule::Depth(_) => "depth",
@@ -264,6 +284,9 @@ impl Rule {
             Rule::TopicFilter(r) => r.applies(),
             Rule::SafeSearch(_) => ctx.age_mode != AgeMode::Off,
             Rule::QuarantineDemotion(r) => r.applies(ctx),
+            Rule::QueryHide(r) => r.applies(ctx),
+            Rule::QueryBoost(r) => r.applies(ctx),
+            Rule::QueryPin(r) => r.applies(ctx),
             Rule::EmptyResultFallback(_) => ctx.input_count > 0,
             _ => true,
         }
@@ -286,6 +309,9 @@ impl Rule {
             Rule::SpamDemotion(r) => Ok(r.apply(docs, ctx)),
             Rule::SandboxDamping(r) => Ok(r.apply(docs, ctx)),
             Rule::QuarantineDemotion(r) => Ok(r.apply(docs, ctx)),
+            Rule::QueryHide(r) => Ok(r.apply(docs, ctx)),
+            Rule::QueryBoost(r) => Ok(r.apply(docs, ctx)),
+            Rule::QueryPin(r) => Ok(r.apply(docs, ctx)),
             Rule::HostCrowding(r) => Ok(r.apply(docs, ctx)),
             Rule::NearDuplicates(r) => r.apply(docs, ctx),
             Rule::Depth(r) => Ok(r.apply(docs, ctx)),

@@ -1,0 +1,123 @@
+//! `query_boost` (rerank): when the query meets `when`, score += by for every document
+//! `match` names: `by` > 0 boosts, `by` < 0 buries (seed 002's "boost verified sources",
+//! with a `verified` attribute). Additive, as the demotions are: a factor on the score
+//! would bury a negative score when it means to boost it. The rerank sort then moves it.
+
+use serde::Deserialize;
+
+use super::query_match::{check_label, label_suffix, When, WhenIn};
+use super::query_targets::{MatchIn, Targets};
+use super::{rescoring, Ctx, Out};
+use crate::doc::Doc;
+use crate::fmt::push_g;
+
+/// `when: {}`, `match: {...}` and `by` (required), `label: null`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default)]
+    pub when: WhenIn,
+    #[serde(rename = "match")]
+    pub targets: MatchIn,
+    pub by: f64,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// The largest |by|: far past any ranker's scale, and never near a score's ±1e15 bound.
+pub const MAX_BY: f64 = 1e9;
+
+/// The rule.
+pub struct QueryBoost {
+    when: When,
+    targets: Targets,
+    by: f64,
+    /// `boost +2` / `bury -3`.
+    said: String,
+    label: Option<String>,
+}
+
+impl QueryBoost {
+    /// Build from its parameters.
+    pub fn build(p: Params) -> Result<Self, String> {
+        check_label(&p.label)?;
+        if !p.by.is_finite() || p.by == 0.0 || p.by.abs() > MAX_BY {
+            return Err(format!("by: a non-zero number within ±{MAX_BY:e}"));
+        }
+        let mut said = String::from(if p.by > 0.0 { "boost +" } else { "bury " });
+        push_g(&mut said, p.by);
+        Ok(QueryBoost {
+            when: When::build(p.when)?,
+            targets: Targets::build(p.targets)?,
+            by: p.by,
+            said,
+            label: p.label,
+        })
+    }
+
+    /// Whether the query meets the condition.
+    pub fn applies(&self, ctx: &Ctx) -> bool {
+        self.when.holds(ctx)
+    }
+
+    /// Rescore each document a target names.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let Some(when) = self.when.matched(ctx) else {
+            return Out::unchanged();
+        };
+        let suffix = label_suffix(&self.label);
+        let changes = (docs.iter().enumerate())
+            .filter_map(|(i, doc)| {
+                let hit = self.targets.hit(ctx.page, doc)?;
+                let reason = format!("{} for {hit} {when}{suffix}", self.said);
+                Some((i, doc.score + self.by, self.by, reason))
+            })
+            .collect();
+        rescoring(ctx.page, docs, changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::doc::Page;
+    use crate::record::Delta;
+    use crate::rules::testing::ctx;
+
+    fn boost(by: f64, classes: &[&str]) -> Result<QueryBoost, String> {
+        QueryBoost::build(Params {
+            when: WhenIn {
+                classes: classes.iter().map(|c| c.to_string()).collect(),
+                ..WhenIn::default()
+            },
+            targets: MatchIn {
+                hosts: vec!["h2.example".into()],
+                ..MatchIn::default()
+            },
+            by,
+            label: Some("trusted".into()),
+        })
+    }
+
+    #[test]
+    fn adds_by_to_the_named_hosts_for_the_named_classes() {
+        let mut req = request(docs(3));
+        req.query.classes = vec!["news".into(), "ymyl".into()];
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = boost(2.5, &["ymyl"]).unwrap().apply(&docs, &ctx(&page));
+        assert_eq!(out.docs.unwrap()[1].score, 4.5);
+        assert_eq!(out.recs[0].delta, Delta::Float(2.5));
+        assert_eq!(
+            out.recs[0].reason,
+            "boost +2.5 for host h2.example when class ymyl [trusted]"
+        );
+        let bury = boost(-1.0, &[]).unwrap().apply(&docs, &ctx(&page));
+        assert_eq!(
+            bury.recs[0].reason,
+            "bury -1 for host h2.example on every query [trusted]"
+        );
+        assert!(!boost(1.0, &["commercial"]).unwrap().applies(&ctx(&page)));
+        assert!(boost(0.0, &[]).is_err() && boost(f64::INFINITY, &[]).is_err());
+    }
+}

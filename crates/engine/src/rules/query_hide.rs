@@ -1,0 +1,107 @@
+//! `query_hide` (pre-filter): when the query meets `when`, removes every document `match`
+//! names (a URL, a host, a domain and its subdomains, or attribute values). A removal, so
+//! it runs before anything is reordered, and a hidden URL cannot be pinned back.
+
+use serde::Deserialize;
+
+use super::query_match::{check_label, label_suffix, When, WhenIn};
+use super::query_targets::{MatchIn, Targets};
+use super::{removing, Ctx, Out};
+use crate::doc::Doc;
+
+/// `when: {}`, `match: {...}` (required), `label: null`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default)]
+    pub when: WhenIn,
+    #[serde(rename = "match")]
+    pub targets: MatchIn,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// The rule.
+pub struct QueryHide {
+    when: When,
+    targets: Targets,
+    label: Option<String>,
+}
+
+impl QueryHide {
+    /// Build from its parameters.
+    pub fn build(p: Params) -> Result<Self, String> {
+        check_label(&p.label)?;
+        Ok(QueryHide {
+            when: When::build(p.when)?,
+            targets: Targets::build(p.targets)?,
+            label: p.label,
+        })
+    }
+
+    /// Whether the query meets the condition.
+    pub fn applies(&self, ctx: &Ctx) -> bool {
+        self.when.holds(ctx)
+    }
+
+    /// Remove each document a target names.
+    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
+        let Some(when) = self.when.matched(ctx) else {
+            return Out::unchanged();
+        };
+        let suffix = label_suffix(&self.label);
+        let removals = (docs.iter().enumerate())
+            .filter_map(|(i, doc)| {
+                let hit = self.targets.hit(ctx.page, doc)?;
+                Some((i, format!("{hit} hidden {when}{suffix}")))
+            })
+            .collect();
+        removing(ctx.page, docs, removals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{document, request, SimpleCanon};
+    use crate::doc::Page;
+    use crate::rules::testing::ctx;
+
+    #[test]
+    fn hides_a_domain_and_its_subdomains_only_when_the_query_says_so() {
+        let mut req = request(vec![
+            document("a", "http://shop.example/1", 3.0),
+            document("b", "http://www.shop.example/2", 2.0),
+            document("c", "http://myshop.example/3", 1.0),
+        ]);
+        req.query.text = "Cheap sofas".into();
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let rule = QueryHide::build(Params {
+            when: WhenIn {
+                query_contains: vec!["CHEAP".into()],
+                ..WhenIn::default()
+            },
+            targets: MatchIn {
+                domains: vec!["shop.example".into()],
+                ..MatchIn::default()
+            },
+            label: None,
+        })
+        .unwrap();
+        let c = ctx(&page);
+        assert!(rule.applies(&c));
+        let out = rule.apply(&docs, &c);
+        assert_eq!(out.docs.unwrap().len(), 1);
+        let why: Vec<_> = out.recs.iter().map(|r| r.reason.as_str()).collect();
+        assert_eq!(
+            why,
+            [
+                "domain shop.example hidden when query contains \"cheap\"",
+                "domain shop.example hidden when query contains \"cheap\""
+            ]
+        );
+        req.query.text = "cheapest sofas".into();
+        let (page, _) = Page::build(&req, &SimpleCanon, false);
+        assert!(!rule.applies(&ctx(&page)));
+    }
+}
