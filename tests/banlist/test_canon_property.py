@@ -70,7 +70,10 @@ def empty_authority(url: str) -> bool:
     text = url.strip(_C0_OR_SPACE).translate({9: None, 10: None, 13: None})
     scheme = reference._SCHEME.match(text.encode("utf-8", "surrogatepass"))
     after = text[scheme.end():] if scheme else "//" + text
-    return len(after) - len(after.lstrip("/\\")) >= 3
+    name = scheme.group(0).decode().rstrip(":").lower() if scheme else "http"
+    # A backslash is a slash only in WHATWG's special schemes (`foo://\\` has a host).
+    slashes = "/\\" if name in ("http", "https", "ws", "wss", "ftp") else "/"
+    return len(after) - len(after.lstrip(slashes)) >= 3
 
 
 _ESCAPED_NON_ASCII = re.compile(r"%[89A-F][0-9A-F]")
