@@ -79,46 +79,44 @@ def hit(m: declared.Match, doc: Doc) -> str | None:
     return None
 
 
-def suffix(label: str | None) -> str:
-    return f" [{label}]" if label else ""
+class QueryRule(Behaviour):
+    """What the three query rules share: the condition, said with the step's label."""
 
-
-class QueryHide(declared.QueryHide, Behaviour):
     def applies(self, ctx: Context) -> bool:
         return matched(self.params.when, ctx) is not None
 
-    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+    def said(self, ctx: Context) -> str | None:
+        """`when …` (or `on every query`) and ` [label]`; None when the query misses."""
         when = matched(self.params.when, ctx)
+        label = self.params.label
+        return None if when is None else when + (f" [{label}]" if label else "")
+
+
+class QueryHide(declared.QueryHide, QueryRule):
+    def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
+        when = self.said(ctx)
         if when is None:
             return docs, []
-        tail = suffix(self.params.label)
-        return self.removing(docs, [(i, f"{what} hidden {when}{tail}")
+        return self.removing(docs, [(i, f"{what} hidden {when}")
                                     for i, d in enumerate(docs)
                                     if (what := hit(self.params.match, d)) is not None])
 
 
-class QueryBoost(declared.QueryBoost, Behaviour):
-    def applies(self, ctx: Context) -> bool:
-        return matched(self.params.when, ctx) is not None
-
+class QueryBoost(declared.QueryBoost, QueryRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        when = matched(self.params.when, ctx)
+        when = self.said(ctx)
         if when is None:
             return docs, []
         by = float(self.params.by)
         said = f"boost +{by:g}" if by > 0 else f"bury {by:g}"
-        tail = suffix(self.params.label)
-        return self.rescoring(docs, [(i, d.score + by, by, f"{said} for {what} {when}{tail}")
+        return self.rescoring(docs, [(i, d.score + by, by, f"{said} for {what} {when}")
                                      for i, d in enumerate(docs)
                                      if (what := hit(self.params.match, d)) is not None])
 
 
-class QueryPin(declared.QueryPin, Behaviour):
-    def applies(self, ctx: Context) -> bool:
-        return matched(self.params.when, ctx) is not None
-
+class QueryPin(declared.QueryPin, QueryRule):
     def __call__(self, docs: list[Doc], ctx: Context) -> RuleResult:
-        when = matched(self.params.when, ctx)
+        when = self.said(ctx)
         if when is None:
             return docs, []
         wanted = {pin.url: pin.position for pin in self.params.pin}
@@ -140,17 +138,16 @@ class QueryPin(declared.QueryPin, Behaviour):
             else:
                 order.append((rest[r], None))
                 r += 1
-        tail = suffix(self.params.label)
         records: list[AuditRecord] = []
         for j, (i, at) in enumerate(order):
             if i == j:
                 continue
             if at is None:
-                reason = f"moved by pinned results {when}{tail}"
+                reason = f"moved by pinned results {when}"
             elif at == j + 1:
-                reason = f"pinned at position {at} {when}{tail}"
+                reason = f"pinned at position {at} {when}"
             else:
-                reason = f"pinned at position {at} (the page ends at {j + 1}) {when}{tail}"
+                reason = f"pinned at position {at} (the page ends at {j + 1}) {when}"
             records.append(self.record(docs[i].id, "move", reason, j - i))
         if not records:
             return docs, []

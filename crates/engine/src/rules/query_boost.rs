@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::query_match::{check_label, label_suffix, When, WhenIn};
+use super::query_match::{When, WhenIn};
 use super::query_targets::{MatchIn, Targets};
 use super::{rescoring, Ctx, Out};
 use crate::doc::Doc;
@@ -34,24 +34,21 @@ pub struct QueryBoost {
     by: f64,
     /// `boost +2` / `bury -3`.
     said: String,
-    label: Option<String>,
 }
 
 impl QueryBoost {
     /// Build from its parameters.
     pub fn build(p: Params) -> Result<Self, String> {
-        check_label(&p.label)?;
         if !p.by.is_finite() || p.by == 0.0 || p.by.abs() > MAX_BY {
             return Err(format!("by: a non-zero number within ±{MAX_BY:e}"));
         }
         let mut said = String::from(if p.by > 0.0 { "boost +" } else { "bury " });
         push_g(&mut said, p.by);
         Ok(QueryBoost {
-            when: When::build(p.when)?,
+            when: When::build(p.when, &p.label)?,
             targets: Targets::build(p.targets)?,
             by: p.by,
             said,
-            label: p.label,
         })
     }
 
@@ -65,11 +62,10 @@ impl QueryBoost {
         let Some(when) = self.when.matched(ctx) else {
             return Out::unchanged();
         };
-        let suffix = label_suffix(&self.label);
         let changes = (docs.iter().enumerate())
             .filter_map(|(i, doc)| {
                 let hit = self.targets.hit(ctx.page, doc)?;
-                let reason = format!("{} for {hit} {when}{suffix}", self.said);
+                let reason = format!("{} for {hit} {when}", self.said);
                 Some((i, doc.score + self.by, self.by, reason))
             })
             .collect();

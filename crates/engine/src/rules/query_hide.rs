@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::query_match::{check_label, label_suffix, When, WhenIn};
+use super::query_match::{When, WhenIn};
 use super::query_targets::{MatchIn, Targets};
 use super::{removing, Ctx, Out};
 use crate::doc::Doc;
@@ -25,17 +25,14 @@ pub struct Params {
 pub struct QueryHide {
     when: When,
     targets: Targets,
-    label: Option<String>,
 }
 
 impl QueryHide {
     /// Build from its parameters.
     pub fn build(p: Params) -> Result<Self, String> {
-        check_label(&p.label)?;
         Ok(QueryHide {
-            when: When::build(p.when)?,
+            when: When::build(p.when, &p.label)?,
             targets: Targets::build(p.targets)?,
-            label: p.label,
         })
     }
 
@@ -49,11 +46,10 @@ impl QueryHide {
         let Some(when) = self.when.matched(ctx) else {
             return Out::unchanged();
         };
-        let suffix = label_suffix(&self.label);
         let removals = (docs.iter().enumerate())
             .filter_map(|(i, doc)| {
                 let hit = self.targets.hit(ctx.page, doc)?;
-                Some((i, format!("{hit} hidden {when}{suffix}")))
+                Some((i, format!("{hit} hidden {when}")))
             })
             .collect();
         removing(ctx.page, docs, removals)

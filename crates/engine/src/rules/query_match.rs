@@ -72,6 +72,8 @@ pub struct When {
     words: Vec<String>,
     classes: Vec<String>,
     regions: Vec<String>,
+    /// ` [label]` after every reason, or nothing: decided once, at load.
+    suffix: String,
 }
 
 fn normalized_items(field: &str, items: &[String]) -> Result<Vec<String>, String> {
@@ -92,8 +94,9 @@ fn normalized_items(field: &str, items: &[String]) -> Result<Vec<String>, String
 }
 
 impl When {
-    /// Build from its parameters; Err names the item refused.
-    pub fn build(w: WhenIn) -> Result<When, String> {
+    /// Build from its parameters and the rule's `label`; Err names the item refused.
+    pub fn build(w: WhenIn, label: &Option<String>) -> Result<When, String> {
+        check_label(label)?;
         let is = normalized_items("query_is", &w.query_is)?;
         let contains = normalized_items("query_contains", &w.query_contains)?
             .iter()
@@ -127,6 +130,7 @@ impl When {
             words,
             classes: w.classes,
             regions,
+            suffix: label.as_ref().map_or(String::new(), |l| format!(" [{l}]")),
         })
     }
 
@@ -190,20 +194,15 @@ impl When {
         Some(if !say {
             String::new()
         } else if parts.is_empty() {
-            "on every query".to_string()
+            format!("on every query{}", self.suffix)
         } else {
-            format!("when {}", parts.join(", "))
+            format!("when {}{}", parts.join(", "), self.suffix)
         })
     }
 }
 
-/// ` [label]` after a record's reason, or nothing.
-pub fn label_suffix(label: &Option<String>) -> String {
-    label.as_ref().map_or(String::new(), |l| format!(" [{l}]"))
-}
-
 /// Check a rule's `label`: 1 to 64 of ASCII letters, digits and `_ . : -`.
-pub fn check_label(label: &Option<String>) -> Result<(), String> {
+fn check_label(label: &Option<String>) -> Result<(), String> {
     match label {
         Some(l)
             if l.is_empty()
@@ -240,13 +239,16 @@ mod tests {
             ..WhenIn::default()
         };
         assert_eq!(
-            When::build(w).err().unwrap(),
+            When::build(w, &None).err().unwrap(),
             "when.query_contains[1]: \"?!\" has no letters or digits"
         );
         let w = WhenIn {
             regions: vec!["RUS".into()],
             ..WhenIn::default()
         };
-        assert!(When::build(w).err().unwrap().starts_with("when.regions[0]"));
+        assert!(When::build(w, &None)
+            .err()
+            .unwrap()
+            .starts_with("when.regions[0]"));
     }
 }

@@ -11,7 +11,7 @@
 use foldhash::{HashMap, HashMapExt};
 use serde::Deserialize;
 
-use super::query_match::{check_label, label_suffix, When, WhenIn};
+use super::query_match::{When, WhenIn};
 use super::query_targets::{configured_url, url_key};
 use super::{Ctx, Out};
 use crate::doc::Doc;
@@ -45,13 +45,11 @@ pub struct QueryPin {
     when: When,
     /// (URL key, position), by position.
     pins: Vec<(String, usize)>,
-    label: Option<String>,
 }
 
 impl QueryPin {
     /// Build from its parameters: two pins of one position or one URL are refused.
     pub fn build(p: Params) -> Result<Self, String> {
-        check_label(&p.label)?;
         if p.pin.is_empty() || p.pin.len() > MAX_PINS {
             return Err(format!("pin: 1 to {MAX_PINS} pins"));
         }
@@ -74,9 +72,8 @@ impl QueryPin {
         }
         pins.sort_by_key(|(_, at)| *at);
         Ok(QueryPin {
-            when: When::build(p.when)?,
+            when: When::build(p.when, &p.label)?,
             pins,
-            label: p.label,
         })
     }
 
@@ -127,19 +124,18 @@ impl QueryPin {
         if order.iter().enumerate().all(|(j, &(i, _))| i == j) {
             return Out::unchanged();
         }
-        let suffix = label_suffix(&self.label);
         let mut recs = Vec::new();
         for (j, &(i, at)) in order.iter().enumerate() {
             if i == j {
                 continue;
             }
             let reason = match at {
-                Some(at) if at == j + 1 => format!("pinned at position {at} {when}{suffix}"),
+                Some(at) if at == j + 1 => format!("pinned at position {at} {when}"),
                 Some(at) => format!(
-                    "pinned at position {at} (the page ends at {}) {when}{suffix}",
+                    "pinned at position {at} (the page ends at {}) {when}",
                     j + 1
                 ),
-                None => format!("moved by pinned results {when}{suffix}"),
+                None => format!("moved by pinned results {when}"),
             };
             recs.push(Rec {
                 delta: Delta::Int(j as i64 - i as i64),
