@@ -1,5 +1,5 @@
 # Rearrange service image. Build from the repository root:
-#   docker build -f deploy/Dockerfile -t rearrange:dev .
+#   docker build -t rearrange:dev .
 # Stage 1 installs the package and its runtime dependencies (never the dev extra) into a
 # virtualenv, compiling the Rust engine with a toolchain borrowed from the rust image;
 # stage 2 copies only that venv and the sample config onto a fresh slim base,
