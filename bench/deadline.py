@@ -1,4 +1,4 @@
-"""How long a page too big for the deadline takes through `Rearranger.rerank` (README "Serving").
+"""How long a page too big for the deadline takes through `Rearranger.rerank` (docs/operations.md).
 
 A page of `--docs` documents (default 1,000, the `documents` limit) with ~`--chars` (7,500)
 characters of random words each, fresh every run so no text is cached, goes through the

@@ -1,8 +1,8 @@
 """A plain-Python MinHash of the published family, independent of app/minhash.py's numpy.
 
 `python -m tests.minhash_reference > tests/data/minhash_vectors.json` writes the test
-vectors an upstream implementation can check itself against (README, "Computing a
-signature"). Only the shingle hashes come from app.shingles (MurmurHash3 x64 128, first
+vectors an upstream implementation can check itself against (docs/near-duplicates.md,
+"Computing a signature"). Only the shingle hashes come from app.shingles (MurmurHash3 x64 128, first
 64 bits, seed 0, of the UTF-8 of the space-joined lowercased words).
 """
 from __future__ import annotations

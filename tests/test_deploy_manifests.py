@@ -1,4 +1,4 @@
-"""deploy/: the image, the staging compose file and the Kubernetes manifests, checked as text.
+"""The image, the staging compose file (both at the top level) and deploy/'s manifests, as text.
 
 No Docker engine or cluster runs here, so each file is parsed and checked for what would
 break a real start: files it references that do not exist, services or ports that do not
@@ -36,6 +36,11 @@ from tests.redis_server import REDIS_SERVER
 
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+# The design card puts the image and the staging stack at the top level (`docker compose up`
+# from the root); compose resolves the relative paths in it from the file's own folder.
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+COMPOSE_DIR = COMPOSE.parent
 START_COMMAND = ["rearrange", "serve"]
 # Kubernetes minor versions the manifests must be valid for: the oldest we support and the
 # newest the validator knows.
@@ -52,7 +57,7 @@ def must_exist(path: Path) -> None:
 
 def dockerfile_stages() -> list[list[tuple[str, str]]]:
     """[(INSTRUCTION, arguments)] per stage, continuation lines joined, comments dropped."""
-    text = (DEPLOY / "Dockerfile").read_text()
+    text = DOCKERFILE.read_text()
     logical, current = [], ""
     for line in text.splitlines():
         if not current and (not line.strip() or line.lstrip().startswith("#")):
@@ -86,7 +91,7 @@ def test_image_is_multi_stage_slim_and_non_root():
     assert len(stages) >= 2, "build and runtime stages"
     final = stages[-1]
     base = instruction(final, "FROM")[0]
-    arg_default = re.search(r"ARG PYTHON_IMAGE=(\S+)", (DEPLOY / "Dockerfile").read_text())
+    arg_default = re.search(r"ARG PYTHON_IMAGE=(\S+)", DOCKERFILE.read_text())
     image = base.split()[0].replace("${PYTHON_IMAGE}", arg_default[1] if arg_default else "")
     assert "slim" in image, image
     user = instruction(final, "USER")
@@ -183,12 +188,12 @@ def image_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    return yaml.safe_load(COMPOSE.read_text())
 
 
 def rearrange_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: s for name, s in compose["services"].items()
-            if s.get("build", {}).get("dockerfile") == "deploy/Dockerfile"}
+            if s.get("build", {}).get("dockerfile") == "Dockerfile"}
 
 
 def bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
@@ -203,7 +208,7 @@ def test_compose_builds_from_files_that_exist(compose):
     for name, service in compose["services"].items():
         assert "image" in service or "build" in service, name
         if "build" in service:
-            context = DEPLOY / service["build"]["context"]
+            context = COMPOSE_DIR / service["build"]["context"]
             assert context.is_dir(), name
             assert (context / service["build"]["dockerfile"]).is_file(), name
 
@@ -215,7 +220,7 @@ def test_compose_mounts_exist_and_named_volumes_are_declared(compose):
         for source, target in bind_mounts(service):
             assert target.startswith("/"), f"{name}: {target}"
             if source.startswith((".", "/")):
-                must_exist(DEPLOY / source)
+                must_exist(COMPOSE_DIR / source)
             else:
                 assert source in declared, f"{name}: volume {source} is not declared"
                 used.add(source)
@@ -233,7 +238,7 @@ def test_compose_depends_on_defined_healthy_services(compose):
             if spec.get("condition") == "service_healthy":
                 target = services[dep]
                 has_check = "healthcheck" in target or (
-                    target.get("build", {}).get("dockerfile") == "deploy/Dockerfile"
+                    target.get("build", {}).get("dockerfile") == "Dockerfile"
                     and dockerfile_has_healthcheck)
                 assert has_check, f"{name} waits for {dep} to be healthy; it has no healthcheck"
 
@@ -257,7 +262,7 @@ def test_compose_runs_three_replicas_on_redis_with_aof_and_a_replica(compose):
         config_dir = service["environment"]["REARRANGE_CONFIG"].rsplit("/", 1)[0]
         sources = {target: source for source, target in bind_mounts(service)}
         assert config_dir in sources, "the rules are mounted as a directory (hot reload)"
-        assert (DEPLOY / sources[config_dir] / "rules.yaml").is_file()
+        assert (COMPOSE_DIR / sources[config_dir] / "rules.yaml").is_file()
     (primary,) = primaries
     confs = {name: redis_conf(services[name]) for name in services
              if services[name].get("image", "").startswith("redis:")}
@@ -271,7 +276,7 @@ def redis_conf(service: dict[str, Any]) -> dict[str, str]:
     conf_path = service["command"][-1]
     for source, target in bind_mounts(service):
         if target == conf_path:
-            lines = (DEPLOY / source).read_text().splitlines()
+            lines = (COMPOSE_DIR / source).read_text().splitlines()
             pairs = (line.split(None, 1) for line in lines if line.strip()
                      and not line.startswith("#"))
             return {key: value.strip() for key, value in pairs}
@@ -289,7 +294,7 @@ def test_every_redis_config_is_one_redis_server_accepts(compose, tmp_path):
         data = tmp_path / name
         data.mkdir()
         # `dir /data` is applied as it is read (a chdir): point it here, change nothing else.
-        text, dirs = re.subn(r"^dir .*$", f"dir {data}", (DEPLOY / source).read_text(),
+        text, dirs = re.subn(r"^dir .*$", f"dir {data}", (COMPOSE_DIR / source).read_text(),
                              flags=re.M)
         assert dirs == 1, f"{source} sets its data directory once"
         conf = tmp_path / f"{name}.conf"
@@ -320,7 +325,7 @@ def test_load_balancer_sends_to_every_replica(compose):
     port = image_env()["REARRANGE_PORT"]
     (conf_source,) = [s for s, t in bind_mounts(compose["services"]["lb"])
                       if t == "/etc/nginx/nginx.conf"]
-    upstreams = re.findall(r"^\s*server\s+([\w.-]+:\d+)", (DEPLOY / conf_source).read_text(),
+    upstreams = re.findall(r"^\s*server\s+([\w.-]+:\d+)", (COMPOSE_DIR / conf_source).read_text(),
                            re.M)
     assert sorted(upstreams) == sorted(f"{n}:{port}" for n in rearrange_services(compose))
 
@@ -328,14 +333,14 @@ def test_load_balancer_sends_to_every_replica(compose):
 def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
     service = compose["services"]["prometheus"]
     mounts = {t: s for s, t in bind_mounts(service)}
-    config = yaml.safe_load((DEPLOY / mounts["/etc/prometheus/prometheus.yml"]).read_text())
+    config = yaml.safe_load((COMPOSE_DIR / mounts["/etc/prometheus/prometheus.yml"]).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     targets = [t for sc in jobs["rearrange"]["static_configs"] for t in sc["targets"]]
     port = image_env()["REARRANGE_PORT"]
     assert sorted(targets) == sorted(f"{n}:{port}" for n in rearrange_services(compose))
     for rule_file in config["rule_files"]:
         assert rule_file in mounts, f"{rule_file} is not mounted into Prometheus"
-        must_exist(DEPLOY / mounts[rule_file])
+        must_exist(COMPOSE_DIR / mounts[rule_file])
     other = {t.split(":")[0] for j in jobs.values() for sc in j["static_configs"]
              for t in sc["targets"]} - {"localhost"}
     assert other <= set(compose["services"]), other
@@ -344,7 +349,7 @@ def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
 def test_grafana_provisions_the_datasource_and_the_dashboard(compose):
     services = compose["services"]
     mounts = {t: s for s, t in bind_mounts(services["grafana"])}
-    provisioning = DEPLOY / mounts["/etc/grafana/provisioning"]
+    provisioning = COMPOSE_DIR / mounts["/etc/grafana/provisioning"]
     (datasource,) = yaml.safe_load(
         (provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert urlsplit(datasource["url"]).hostname == "prometheus"
@@ -363,7 +368,7 @@ def test_grafana_provisions_the_datasource_and_the_dashboard(compose):
     name, uid, source, target = sed.groups()
     assert uid == datasource["uid"]
     step_mounts = {t: s for s, t in bind_mounts(step)}
-    dashboard = DEPLOY / step_mounts[source]
+    dashboard = COMPOSE_DIR / step_mounts[source]
     must_exist(dashboard)
     (written_to,) = [t for s, t in bind_mounts(step) if s == volume]
     home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
@@ -390,7 +395,7 @@ def test_load_generator_runs_the_locustfile_against_the_balancer(compose):
     service = compose["services"]["loadgen"]
     mounts = {t: s for s, t in bind_mounts(service)}
     locustfile = next(a for a in service["command"] if a.endswith(".py"))
-    assert (DEPLOY / mounts[locustfile]).resolve() == ROOT / "bench" / "locustfile.py"
+    assert (COMPOSE_DIR / mounts[locustfile]).resolve() == ROOT / "bench" / "locustfile.py"
     assert "--host=http://lb" in service["command"]
     assert "REARRANGE_WRITE_TOKEN" in service["environment"]
 

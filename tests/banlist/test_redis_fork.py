@@ -83,7 +83,7 @@ def test_a_fresh_replica_writing_into_a_rewound_redis_does_not_pull_the_others_a
         assert info.value.status == 503
     assert c.sync_state().in_sync and banned(c, "http://lost.example/") is None
 
-    # README: reseed from the replica with the copy to keep; it replaces c's change
+    # docs/banlist.md: reseed from the replica with the copy to keep; it replaces c's change
     with pytest.raises(BanlistError) as info:
         a.reseed("sre", "redis lost seq 8")
     assert info.value.field == "force" and "not applied" in info.value.problem

@@ -283,11 +283,11 @@ def test_a_bad_boost_is_refused_naming_the_place(step, problem):
     assert problem in err.value.problem
 
 
-def test_the_readme_example(side):
-    """config/query_rules.example.yaml on its request: what README "Pins, hides and boosts
-    by query" shows."""
+def test_the_documented_example(side):
+    """config/query_rules.example.yaml on its request: what docs/config.md "Pins, hides and
+    boosts by query" shows."""
     example = (ROOT / "config" / "query_rules.example.yaml").read_text()
-    assert example[example.index("profiles:"):] in (ROOT / "README.md").read_text()
+    assert example[example.index("profiles:"):] in (ROOT / "docs" / "config.md").read_text()
     body = orjson.loads((ROOT / "config" / "query_rules.request.json").read_bytes())
     loaded = side.load(example)
     out = loaded.rerank(body["documents"], query=body["query"])

@@ -1,5 +1,5 @@
 # Rearrange service image. Build from the repository root:
-#   docker build -f deploy/Dockerfile -t rearrange:dev .
+#   docker build -t rearrange:dev .
 # Stage 1 installs the package and its runtime dependencies (never the dev extra) into a
 # virtualenv, compiling the Rust engine with a toolchain borrowed from the rust image;
 # stage 2 copies only that venv and the sample config onto a fresh slim base,
@@ -20,10 +20,10 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc lib
     && rm -rf /var/lib/apt/lists/* \
     && python -m venv /opt/venv
 WORKDIR /src
-# One install of the package with its runtime dependencies: a change to app/ or the README
-# reinstalls them too (no separate dependency layer; pip's cache is off, so a rebuild
-# downloads them again).
-COPY pyproject.toml README.md Cargo.toml Cargo.lock ./
+# One install of the package with its runtime dependencies (its wheel carries LICENSE): a
+# change to app/ or the README reinstalls them too (no separate dependency layer; pip's
+# cache is off, so a rebuild downloads them again).
+COPY pyproject.toml README.md LICENSE Cargo.toml Cargo.lock ./
 COPY crates ./crates
 COPY app ./app
 RUN /opt/venv/bin/pip install . \

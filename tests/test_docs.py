@@ -1,0 +1,122 @@
+"""The README and docs/: every relative link resolves, the README stays short and maps docs/.
+
+A moved section or a renamed heading breaks links silently on GitHub; here it fails the
+suite, naming the file, the link and what is missing. Anchors are GitHub's heading slugs.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+README_MAX_LINES = 250
+
+FENCE = re.compile(r"^(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) outside fenced code blocks."""
+    lines, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line.lstrip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append((number, line))
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its text lower-cased, punctuation but `-` and `_`
+    dropped, spaces turned into hyphens."""
+    text = INLINE_CODE.sub(lambda m: m.group(2), heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    text = re.sub(r"[*~]", "", text).strip().lower()
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    found: set[str] = set()
+    counts: dict[str, int] = {}
+    for _, line in prose_lines(path.read_text()):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match[2])
+        n = counts.get(base, 0)
+        counts[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    """(line number, target) of every relative link outside code."""
+    out = []
+    for number, line in prose_lines(path.read_text()):
+        for target in LINK.findall(INLINE_CODE.sub("", line)):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:
+                continue
+            out.append((number, target))
+    return out
+
+
+def test_slugs_are_githubs():
+    assert slug("The CONTRACT's endpoints, with these additions") == (
+        "the-contracts-endpoints-with-these-additions")
+    assert slug("Precomputed signatures: `documents[i].minhash`") == (
+        "precomputed-signatures-documentsiminhash")
+    assert slug("The T&S tools: `rearrange banlist`") == "the-ts-tools-rearrange-banlist"
+    assert slug("SRM (sample-ratio mismatch)") == "srm-sample-ratio-mismatch"
+    assert slug("Near-duplicates (seed 000)") == "near-duplicates-seed-000"
+
+
+def broken(page: Path, root: Path = ROOT) -> list[str]:
+    """What is wrong with each relative link of a page: a missing file or heading."""
+    problems = []
+    for number, target in links(page):
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / unquote(file_part)).resolve() if file_part else page
+        where = f"{page.relative_to(root)}:{number}: {target}"
+        if not dest.exists():
+            problems.append(f"{where}: no file {file_part}")
+        elif anchor and dest.suffix != ".md":
+            problems.append(f"{where}: an anchor into a file that is not Markdown")
+        elif anchor and unquote(anchor) not in anchors(dest):
+            problems.append(f"{where}: no heading #{anchor} in {dest.relative_to(root)}")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(page: Path):
+    problems = broken(page)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_is_short_and_maps_every_doc():
+    text = README.read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES, (
+        f"README.md has {len(text.splitlines())} lines (at most {README_MAX_LINES}): put the "
+        "new text in a file of docs/ and one line for it in the README's map")
+    targets = {target.partition("#")[0] for _, target in links(README)}
+    unmapped = [doc.name for doc in DOCS if f"docs/{doc.name}" not in targets]
+    assert not unmapped, f"docs/ files the README's map does not list: {unmapped}"
+
+
+def test_the_link_checker_catches_a_missing_file_and_heading(tmp_path):
+    (tmp_path / "b.md").write_text("# Title\n\n## A `code` heading\n\n```sh\n# not one\n```\n")
+    page = tmp_path / "a.md"
+    page.write_text("[ok](b.md#a-code-heading) [gone](c.md) [bad](b.md#not-one) [top](#x)\n"
+                    "`[in code](nowhere.md)` [web](https://example.com/x.md)\n\n# X\n")
+    assert broken(page, tmp_path) == ["a.md:1: c.md: no file c.md",
+                                      "a.md:1: b.md#not-one: no heading #not-one in b.md"]
