@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import Actor, Reader, Service, Store, known_query
@@ -144,9 +144,9 @@ def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
 
 @router.get("/writes/{write_id}", responses=refusals({
     404: "no such write id (the embedded store hands out none)",
+    422: "not a write id (32 hex digits)",
     503: "Redis is unreachable: the write's fate cannot be settled now"}))
-def write_state(write_id: Annotated[str, Path(pattern="^[0-9a-f]{32}$")], store: Store,
-                _: Actor) -> dict[str, Any]:
+def write_state(write_id: str, store: Store, _: Actor) -> dict[str, Any]:
     """Whether a write whose answer was lost (a 503 with `write_id`) committed; asking
     settles it: one that had not committed never will."""
     return store.write_state(write_id)
