@@ -71,10 +71,9 @@ def _dupes(args: argparse.Namespace) -> int:
 
 
 def _srm(args: argparse.Namespace) -> int:
-    """Exit 0 when no split is flagged, 3 when one is, 1 on a bad config or source."""
-    import urllib.error
-    import urllib.request
-
+    """Exit 0 when no split is flagged, 3 when one is, 1 on a bad config or a source it
+    cannot read (a service unreachable too: 3 is taken by the verdict)."""
+    from app.client import Refused, Unreachable, read_text
     from app.config import load_file
     from app.settings import Settings
     from app.srm import SRM_ALPHA, counts_from_exposition, srm
@@ -88,12 +87,8 @@ def _srm(args: argparse.Namespace) -> int:
     counts: dict[tuple[str, str], float] = {}
     for source in args.url or args.file:
         try:
-            if args.url:
-                with urllib.request.urlopen(source, timeout=10) as resp:  # noqa: S310
-                    text = resp.read().decode()
-            else:
-                text = source.read_text()
-        except (OSError, urllib.error.URLError) as exc:
+            text = read_text(source) if args.url else source.read_text()
+        except (OSError, Refused, Unreachable) as exc:
             print(f"{source}: cannot read: {exc}", file=sys.stderr)
             return 1
         for key, n in counts_from_exposition(text).items():

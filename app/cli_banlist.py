@@ -8,60 +8,20 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.model import iso
+from app.client import Client, Refused, Unreachable
 from app.timespec import parse_time
 
 CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
 Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
 
 
-class ApiError(Exception):
-    """The service refused a call; carries the status and the JSON body."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(f"HTTP {status}: {body.get('field')}: {body.get('problem')}")
-        self.status, self.body = status, body
-
-
 class FileRefused(Exception):
     """A file the CLI cannot read as what it claims to be (nothing was sent)."""
-
-
-class Client:
-    """A tiny JSON client of the admin API (stdlib only: the CLI needs no extra package)."""
-
-    def __init__(self, base: str, token: str | None, timeout: float = 60.0) -> None:
-        self.base, self.token, self.timeout = base.rstrip("/"), token, timeout
-
-    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
-             raw: bytes | None = None, content_type: str = "application/json") -> Any:
-        url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
-                                            else None)
-        req = urllib.request.Request(url, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", content_type)
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = resp.read()
-                kind = resp.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            try:
-                err = json.loads(text)
-            except ValueError:
-                err = {"field": None, "problem": text.decode(errors="replace")[:500]}
-            raise ApiError(exc.code, err) from None
-        return json.loads(payload) if kind.startswith("application/json") else payload
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str]) -> None:
@@ -98,13 +58,25 @@ class Progress:
         print(file=self.out, flush=True)
 
 
+def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
+    """--url, --token and --timeout: the service a command talks to, and how."""
+    p.add_argument("--url", dest="service_url",
+                   default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
+                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
+    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
+                   help=f"bearer token (default REARRANGE_TOKEN); {token_help}")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for each answer (default 60)")
+
+
+def client_of(args: argparse.Namespace) -> Client:
+    return Client(args.service_url, args.token, getattr(args, "timeout", 60.0))
+
+
 def add_parser(sub: Any) -> None:
     """The `banlist` sub-commands, added to the `rearrange` parser."""
     p = sub.add_parser("banlist", help="T&S tools against a running service")
-    p.add_argument("--url", dest="service_url", default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
-                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
-    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
-                   help="bearer token (default REARRANGE_TOKEN); the actor comes from it")
+    add_service_arguments(p, "the actor comes from it")
     cmds = p.add_subparsers(dest="banlist_command", required=True)
     add = cmds.add_parser("add", help="ban a url, prefix, host, domain or org group")
     add.add_argument("scope", choices=["url", "prefix", "host", "domain", "org"])
@@ -164,24 +136,28 @@ def _instant(text: str) -> str:
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """Run one `banlist` sub-command; 0 ok, 1 refused by the service, 2 unreachable."""
+    """Run one `banlist` sub-command; 0 ok, 1 refused (by the service, or a file the CLI
+    cannot read), 3 the service unreachable (docs/api.md)."""
     out, err = out or sys.stdout, err or sys.stderr
-    client = Client(args.service_url, args.token)
     command = _COMMANDS[args.banlist_command]
-    try:
-        return command(client, args, out, err)
-    except ApiError as exc:
-        print(f"refused: {exc}", file=err)
-        refused = exc.body.get("refused")
-        if refused:
-            table(refused, ["line", "field", "problem"], err)
-        return 1
-    except FileRefused as exc:
-        print(f"refused: {exc}", file=err)
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"cannot reach {args.service_url}: {exc}", file=err)
-        return 2
+    with client_of(args) as client:
+        try:
+            return command(client, args, out, err)
+        except Refused as exc:
+            print(f"refused: {exc}", file=err)
+            refused = exc.body.get("refused")
+            if refused:
+                table(refused, ["line", "field", "problem"], err)
+            return 1
+        except FileRefused as exc:
+            print(f"refused: {exc}", file=err)
+            return 1
+        except OSError as exc:  # the file to import, or the export to write
+            print(f"refused: {exc.filename}: {exc.strerror}", file=err)
+            return 1
+        except Unreachable as exc:
+            print(exc, file=err)
+            return 3
 
 
 def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
@@ -191,7 +167,7 @@ def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> 
         body["ttl_seconds"] = args.ttl
     if args.expires_at:
         body["expires_at"] = args.expires_at
-    got = client.call("POST", "/v1/banlist/entries", body)
+    got = client.add_entry(body)
     table([got["entry"]], ["id", "scope", "value", "regions", "expires_at", "actor", "reason"],
           out)
     if got.get("existing"):
@@ -201,8 +177,7 @@ def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> 
 
 
 def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("DELETE", f"/v1/banlist/entries/{urllib.parse.quote(args.id)}",
-                      {"reason": args.reason})
+    got = client.remove_entry(args.id, args.reason)
     print(f"removed entry {got['removed']['id']} ({got['removed']['scope']} "
           f"{got['removed']['value']}); banlist version {got['banlist_version']}", file=out)
     others = got.get("still_banned_by") or []
@@ -214,8 +189,7 @@ def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 
 
 def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    query = {"url": args.target, **({"region": args.region} if args.region else {})}
-    got = client.call("GET", "/v1/banlist/lookup", query=query)
+    got = client.lookup(args.target, args.region)
     verdict = "BANNED" if got["banned"] else "not banned"
     print(f"{got['canonical']}: {verdict} (region {got['region'] or 'any'}, "
           f"banlist version {got['banlist_version']})", file=out)
@@ -243,9 +217,7 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
     bar = Progress("validate", len(lines), err)
     for n, (lead, rows) in enumerate(_chunks(lines)):  # a dry run of everything first
         chunk = lead + rows
-        got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
-                          query={"mode": "valid", "dry_run": "true"},
-                          content_type="application/x-ndjson")
+        got = client.import_lines(_body(chunk), "valid", dry_run=True)
         for r in got["refused"]:  # a group line is in every chunk: reported once
             line = chunk[r["line"] - 1][0]
             refused[line, r["field"]] = {**r, "line": line}
@@ -268,10 +240,8 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
     for lead, rows in _chunks(good):
         chunk = lead + rows
         try:
-            got = client.call("POST", "/v1/banlist/import", raw=_body(chunk),
-                              query={"mode": "all"}, content_type="application/x-ndjson")
-        except (ApiError, urllib.error.URLError, OSError, ValueError) as exc:
-            # ValueError: an answer cut off mid-JSON; the chunk may have committed
+            got = client.import_lines(_body(chunk), "all")
+        except (Refused, Unreachable) as exc:  # a timeout or a 2xx cut off: may have committed
             bar.close()
             _stopped(last, rows or lead, done, exc, err)
             raise
@@ -316,10 +286,10 @@ def _is_group(line: str) -> bool:
 def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exception,
              err: IO[str]) -> None:
     """Exactly what a failed import committed: each request is all or nothing."""
-    body = exc.body if isinstance(exc, ApiError) else {}
+    body = exc.body if isinstance(exc, Refused) else {}
     # Only the service's own refusal is a definite "no": a balancer's 502/504 or a bare
     # 500 comes from something that may have passed the request on.
-    own = isinstance(exc, ApiError) and "error" in body and (
+    own = isinstance(exc, Refused) and "error" in body and (
         exc.status < 500 or exc.status == 503)
     if own and body.get("outcome") != "unknown":
         fate = "not imported"
@@ -358,7 +328,7 @@ def _body(chunk: list[tuple[int, str]]) -> bytes:
 
 
 def _export(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    data = client.call("GET", "/v1/banlist/export", query={"format": args.format})
+    data = client.export(args.format)
     if args.output is None:
         out.write(data.decode())
     else:
@@ -372,7 +342,7 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
     query.update({k: v for k, name in (("value", "value"), ("host", "host"), ("actor", "actor"),
                                        ("from", "start"), ("until", "until"))
                   if (v := getattr(args, name)) is not None})
-    got = client.call("GET", "/v1/banlist/changes", query=query)
+    got = client.changes(**query)
     rows = []
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
@@ -385,8 +355,7 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
 
 
 def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("PUT", f"/v1/banlist/groups/{urllib.parse.quote(args.name)}",
-                      {"domains": args.domains, "reason": args.reason})
+    got = client.define_group(args.name, args.domains, args.reason)
     g = got["group"]
     print(f"group {g['name']}: {', '.join(g['domains'])}; banlist version "
           f"{got['banlist_version']}", file=out)
@@ -394,8 +363,7 @@ def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -
 
 
 def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("POST", f"/v1/admin/{args.store}/reseed",
-                      {"reason": args.reason, "force": args.force})
+    got = client.reseed(args.store, args.reason, args.force)
     r = got["reseeded"]
     if args.store == "sanctions":
         print(f"reseeded Redis with {r['hosts']} host sanction states (epoch {r['epoch']}; "

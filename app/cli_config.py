@@ -2,25 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import urllib.error
-import urllib.parse
 from typing import IO, Any
 
-from app.cli_banlist import ApiError, Client, table
+from app.cli_banlist import add_service_arguments, client_of, table
+from app.client import Client, Refused, Unreachable
 
 
 def add_parser(sub: Any) -> None:
     """The `config` sub-commands, added to the `rearrange` parser."""
     p = sub.add_parser("config", help="the config a running service serves: show, versions, "
                        "rollback")
-    p.add_argument("--url", dest="service_url",
-                   default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
-                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
-    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
-                   help="bearer token (default REARRANGE_TOKEN); any admin token reads, "
-                        "a rollback needs a write token")
+    add_service_arguments(p, "any admin token reads, a rollback needs a write token")
     cmds = p.add_subparsers(dest="config_command", required=True)
     show = cmds.add_parser("show", help="the YAML served (or of VERSION) on stdout, what it "
                            "is on stderr")
@@ -32,25 +25,23 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """Run one `config` sub-command; 0 ok, 1 refused by the service, 2 unreachable."""
+    """Run one `config` sub-command; 0 ok, 1 refused by the service, 3 unreachable."""
     out, err = out or sys.stdout, err or sys.stderr
-    client = Client(args.service_url, args.token)
-    try:
-        return _COMMANDS[args.config_command](client, args, out, err)
-    except ApiError as exc:
-        print(f"refused: {exc}", file=err)
-        if exc.body.get("serving"):
-            print(f"still serving {exc.body['serving']}", file=err)
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"cannot reach {args.service_url}: {exc}", file=err)
-        return 2
+    with client_of(args) as client:
+        try:
+            return _COMMANDS[args.config_command](client, args, out, err)
+        except Refused as exc:
+            print(f"refused: {exc}", file=err)
+            if exc.body.get("serving"):
+                print(f"still serving {exc.body['serving']}", file=err)
+            return 1
+        except Unreachable as exc:
+            print(exc, file=err)
+            return 3
 
 
 def _show(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    path = "/v1/admin/config" + (f"/versions/{urllib.parse.quote(args.version, safe='')}"
-                                 if args.version else "")
-    got = client.call("GET", path)
+    got = client.config(args.version)
     print(f"config_version {got['version']}, loaded {got['loaded_at']} ({_how(got)})",
           file=err)
     if not args.version and got["file_version"] != got["version"]:
@@ -61,14 +52,14 @@ def _show(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) 
 
 
 def _versions(client: Client, _: argparse.Namespace, out: IO[str], __: IO[str]) -> int:
-    rows = client.call("GET", "/v1/admin/config/versions")["versions"]
+    rows = client.config_versions()
     table([{**r, "serving": "*" if i == 0 else ""} for i, r in enumerate(rows)],
           ["serving", "version", "loaded_at", "how", "by", "origin", "file_version"], out)
     return 0
 
 
 def _rollback(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    got = client.call("POST", "/v1/admin/config/rollback", {"version": args.version})
+    got = client.rollback(args.version)
     if got["changed"]:
         print(f"now serving {got['config_version']} (rolled back by {got['by']} at "
               f"{got['loaded_at']})", file=out)

@@ -1,6 +1,9 @@
-"""The API's request bodies: /v1/rerank's as msgspec Structs, the admin ones as pydantic.
+"""The API's bodies: /v1/rerank's request, response and errors as msgspec Structs, the admin
+request bodies as pydantic.
 
-The Structs are the request's OpenAPI schema (`request_schema`). The engine decodes and
+The Structs are /v1/rerank's OpenAPI schemas (`rerank_schemas`); the response ones are held
+to what the engine writes (crates/engine/src/response.rs) by tests/api/test_openapi.py. The
+engine decodes and
 checks /v1/rerank bodies itself (crates/engine/src/contract.rs), with the bounds and the
 error messages msgspec gives for these types; the reference model decodes with them
 (tests/reference/contract.py), and tests/test_contract_engine.py holds the two together.
@@ -10,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta, Struct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, expiry
 
@@ -75,13 +78,124 @@ class RerankRequest(Struct, forbid_unknown_fields=True):
     depth: Annotated[int, Meta(ge=1, le=10_000)] | None = None
 
 
-def request_schema() -> dict[str, Any]:
-    """OpenAPI requestBody for /v1/rerank, from the Structs above."""
-    (schema,), components = msgspec.json.schema_components(
-        [RerankRequest], ref_template="#/components/schemas/{name}")
-    return {"requestBody": {"required": True,
-                            "content": {"application/json": {"schema": schema}}},
-            "x-components": components}
+Phase = Literal["pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"]
+Action = Literal["remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"]
+AgeMode = Literal["strict", "moderate", "off"]
+
+
+class Exposure(Struct):
+    """The variant of one experiment this request was assigned (`bucket` null: outside)."""
+
+    experiment: str
+    variant: str
+    bucket: int | None
+    layer: str | None
+    salt: str | None
+    forced: bool | UnsetType = UNSET  # present (true) only when the QA header forced it
+
+
+class Collapsed(Struct):
+    """A document folded under the one it is listed in."""
+
+    id: str
+    url: str
+    rule: str
+
+
+class RankedDocument(Struct):
+    """A document of the answered page; positions are 1-based."""
+
+    id: str
+    url: str
+    position: Annotated[int, Meta(ge=1)]
+    original_position: Annotated[int, Meta(ge=1)]
+    score: float
+    original_score: float
+    annotations: list[str]
+    collapsed: list[Collapsed]
+    attributes: dict[str, Any]
+
+
+class Removed(Struct):
+    """A document an applied rule removed or trimmed."""
+
+    id: str | None
+    rule: str
+    phase: Phase
+    action: Literal["remove", "trim"]
+    reason: str
+
+
+class Fallback(Struct):
+    """What the post-filter did when filters emptied the page."""
+
+    rule: str
+    action: str
+    reason: str
+
+
+class AuditRecord(Struct):
+    """One thing a rule did; `delta`: score change (rescore), position change (move)."""
+
+    rule: str
+    phase: Phase
+    doc_id: str | None
+    action: Action
+    reason: str
+    delta: float | None
+    mode: Literal["applied", "shadow"]
+    relax_to: AgeMode | UnsetType = UNSET  # the fallback's milder age mode
+
+
+class Skip(Struct):
+    """A rule that did not run to completion (`deadline`, or `error` under `on_error: open`)."""
+
+    rule: str
+    phase: Phase
+    reason: str
+
+
+class RerankResponse(Struct):
+    """POST /v1/rerank 200: the page after every phase, with removals and the audit."""
+
+    request_id: str
+    profile: str
+    config_version: str
+    banlist_version: int
+    experiments: list[Exposure]
+    documents: list[RankedDocument]
+    removed: list[Removed]
+    fallback: Fallback | None
+    audit: list[AuditRecord]
+    skipped: list[Skip] | UnsetType = UNSET  # present only when a rule was skipped
+
+
+class ErrorBody(Struct):
+    """Every refusal of every route: `field` names what was wrong (a JSON path such as
+    `documents[3].score`, a query parameter, `body`, `Authorization`), `problem` says why.
+    Some routes add fields (`errors`, `refused`, `serving`, `write_id`: docs/api.md)."""
+
+    error: Annotated[str, Meta(description="invalid_request (4xx) or error (5xx)")]
+    field: str | None
+    problem: str
+
+
+class RuleFailed(Struct):
+    """POST /v1/rerank 503: a rule whose `on_error` is `closed` failed; no page is served."""
+
+    error: Literal["rule_failed"]
+    rule: str
+    phase: Phase
+    problem: str
+
+
+def rerank_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(request body schema, 200 schema, components) for /v1/rerank, from the Structs above;
+    the components also hold ErrorBody and RuleFailed, which every route's errors use."""
+    (request, response, _, _), components = msgspec.json.schema_components(
+        [RerankRequest, RerankResponse, ErrorBody, RuleFailed],
+        ref_template="#/components/schemas/{name}")
+    return request, response, components
 
 
 # --- banlist admin bodies (pydantic: FastAPI validates and documents them; not a hot path) ---

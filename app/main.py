@@ -11,13 +11,12 @@ from typing import Any
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
 
-from app.api import admin, banlist, experiments, health, rerank, sanctions
+from app.api import admin, banlist, experiments, health, openapi, rerank, sanctions
 from app.api.observe import BodyLimit, ResponseCounter
 from app.audit import AuditLog
 from app.banlist import bulk
@@ -26,7 +25,6 @@ from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
 from app.config_replica import ConfigReplica
 from app.config_versions import ConfigHolder
-from app.contract import request_schema
 from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
 from app.metrics import Metrics
 from app.readings import LastReading
@@ -163,7 +161,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 closing.callback(service.config.close)  # first: it uses the store's client
 
     app = RearrangeApp(title="Rearrange", version="0.1.0", lifespan=lifespan,
-                  summary="Post-ranking rule pipeline over a search result page")
+                       summary="Post-ranking rule pipeline over a search result page",
+                       docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.service = service
     app.state.tokens = settings.tokens()
     # /metrics never waits on Redis for long: the host counts are the last good reading
@@ -175,7 +174,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        timeout=settings.body_timeout_seconds)
     app.add_middleware(ResponseCounter, metrics=service.metrics)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    openapi.install(app, settings.banlist_read_auth)
     return app
 
 
@@ -264,22 +263,15 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(422, errors[0]["field"], errors[0]["problem"], errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        # FastAPI's own 400 is a body it could not decode
         body = {"error": "invalid_request" if exc.status_code < 500 else "error",
-                "field": None, **detail}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(
-            request_schema()["x-components"])
-        for op in schema["paths"].get("/v1/rerank", {}).values():
-            op.pop("x-components", None)
-        app.openapi_schema = schema
-    return app.openapi_schema
+                "field": "body" if exc.status_code == 400 else None, **detail}
+        headers = exc.headers
+        if exc.status_code == 405:  # the router's Allow names one route's methods of the path's
+            headers = {**(headers or {}), "Allow": openapi.allowed(request)}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
 
 def __getattr__(name: str) -> Any:

@@ -171,16 +171,17 @@ def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, cap
 def test_a_stopped_import_says_not_imported_only_when_the_service_refused(exc, fate):
     import io
 
-    from app.cli_banlist import ApiError, _stopped
+    from app.cli_banlist import _stopped
+    from app.client import Refused
 
     errors = {
-        "refused": ApiError(422, {"error": "invalid_request", "field": "x", "problem": "p"}),
-        "redis-down-before": ApiError(503, {"error": "error", "field": "banlist",
+        "refused": Refused(422, {"error": "invalid_request", "field": "x", "problem": "p"}),
+        "redis-down-before": Refused(503, {"error": "error", "field": "banlist",
                                             "problem": "Redis unreachable, not made"}),
-        "in-doubt": ApiError(503, {"error": "error", "field": "banlist", "problem": "?",
+        "in-doubt": Refused(503, {"error": "error", "field": "banlist", "problem": "?",
                                    "outcome": "unknown", "write_id": "ab" * 16}),
-        "gateway": ApiError(502, {"field": None, "problem": "Bad Gateway"}),
-        "bare-500": ApiError(500, {"field": None, "problem": "Internal Server Error"}),
+        "gateway": Refused(502, {"field": None, "problem": "Bad Gateway"}),
+        "bare-500": Refused(500, {"field": None, "problem": "Internal Server Error"}),
         "cut-off": ValueError("Expecting ',' delimiter"),
     }
     err = io.StringIO()

@@ -87,4 +87,4 @@ def test_the_cli_says_clearly_what_went_wrong(cluster):
     code, out, _ = run(a.base, "t-write", "rollback", start)
     assert (code, out.strip()) == (0, f"already serving {start}: nothing changed")
     code, _, err = run(f"http://127.0.0.1:{free_port()}", "t-write", "versions")
-    assert code == 2 and "cannot reach" in err
+    assert code == 3 and "cannot reach" in err and "connection refused" in err

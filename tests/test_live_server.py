@@ -39,9 +39,9 @@ def start_server(tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, st
     env = {**os.environ, "REARRANGE_CONFIG": str(config), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
            "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
            "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "INFO",
-           "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5",
-           **extra_env}
-    env.pop("REDIS_URL", None)
+           "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5"}
+    env.pop("REDIS_URL", None)  # the embedded store, unless the test names a Redis
+    env.update(extra_env)
     log = tmp_path / "server.log"
     with log.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException
 
 from app.api.deps import Actor, AdminReader, Service
+from app.api.openapi import WRITES, refusals
 from app.config_versions import ConfigHolder
 from app.contract import ReseedIn, RollbackIn, UnbanIn
 from app.errors import ConfigError, FieldError
@@ -31,7 +32,8 @@ async def config_versions(service: Service, _: AdminReader) -> dict[str, Any]:
     return {"versions": [v.as_dict() for v in service.config.versions()]}
 
 
-@router.get("/config/versions/{version}")
+@router.get("/config/versions/{version}",
+            responses=refusals({404: "neither this replica nor Redis holds that version"}))
 def config_version(version: str, service: Service, _: AdminReader) -> dict[str, Any]:
     """One earlier version with its YAML (from this replica, else Redis's shared log)."""
     held = service.config.find(version)
@@ -41,7 +43,9 @@ def config_version(version: str, service: Service, _: AdminReader) -> dict[str, 
 
 
 # Plain `def`s, run in the thread pool: with Redis, a change is published before it returns.
-@router.post("/config/reload")
+@router.post("/config/reload", responses=refusals({
+    422: "the file is invalid: `field` names the place, `serving` the version kept",
+    503: "Redis is unreachable: the change could not be shared"}))
 def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
     """Reload the rules file now; an invalid file is refused and the old config keeps serving.
     A file whose content is not new keeps what is served (a rollback stays)."""
@@ -53,7 +57,9 @@ def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
             "file_version": service.config.file_version}
 
 
-@router.post("/config/rollback")
+@router.post("/config/rollback", responses=refusals({
+    404: "no such version is held", 409: "that version cannot be served (`serving` says what is)",
+    503: "Redis is unreachable: the change could not be shared"}))
 def rollback_config(body: RollbackIn, service: Service, actor: Actor) -> dict[str, Any]:
     """Serve an earlier version now (with Redis: on every replica)."""
     try:
@@ -83,7 +89,9 @@ def _held(service: Rearranger, structure: str) -> Any:
     return held
 
 
-@router.post("/{structure}/reseed")
+@router.post("/{structure}/reseed", responses=refusals({
+    **WRITES, 404: "this service holds no such structure",
+    409: "nothing to reseed (the embedded store), or Redis holds another history: `force`"}))
 def reseed(structure: Structure, body: ReseedIn, service: Service,
            actor: Actor) -> dict[str, Any]:
     """Write this replica's copy back into Redis (Redis came back empty, older or forked)."""
@@ -91,7 +99,9 @@ def reseed(structure: Structure, body: ReseedIn, service: Service,
             "by": actor}
 
 
-@router.post("/{structure}/adopt")
+@router.post("/{structure}/adopt", responses=refusals({
+    **WRITES, 404: "this service holds no such structure",
+    409: "nothing to adopt (the embedded store), or Redis holds nothing usable"}))
 def adopt(structure: Structure, body: UnbanIn, service: Service,
           actor: Actor) -> dict[str, Any]:
     """Accept what Redis holds now on this replica, even if older than its copy."""

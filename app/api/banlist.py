@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.deps import Actor, Reader, Service, Store, known_query
+from app.api.openapi import WRITES, refusals
 from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.contract import BanIn, GroupIn, UnbanIn
@@ -25,7 +26,11 @@ router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
 IMPORT_MAX_LINES = 10_000
 
 
-@router.post("/entries", status_code=201)
+@router.post("/entries", status_code=201, responses={
+    200: {"description": "an identical active entry exists: nothing was created, "
+                         "`existing` is true"},
+    **refusals({**WRITES, 422: "an unknown scope, a malformed value, an unknown org group, "
+                              "a bad region or expiry: `field` names it"})})
 def add_entry(body: BanIn, store: Store, actor: Actor) -> Any:
     """Ban a URL, prefix, host, domain or org group; returns the entry and the new version.
 
@@ -40,7 +45,8 @@ def add_entry(body: BanIn, store: Store, actor: Actor) -> Any:
     return {"entry": entry.as_dict(), "banlist_version": store.version}
 
 
-@router.delete("/entries/{entry_id}")
+@router.delete("/entries/{entry_id}", responses=refusals({
+    **WRITES, 404: "no active entry with this id"}))
 def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> dict[str, Any]:
     """Lift an entry (an appeal); the removal is logged with actor and reason.
 
@@ -114,7 +120,8 @@ def list_entries(store: Store, _: Reader, after: str | None = None,
             "total": index.active_count(now), "banlist_version": store.version}
 
 
-@router.get("/changes", dependencies=[Depends(known_query)])
+@router.get("/changes", dependencies=[Depends(known_query)],
+            responses=refusals({503: "Redis is unreachable (the log lives there)"}))
 def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
             limit: Annotated[int, Query(ge=1, le=1000)] = 100,
             value: Annotated[str | None, Query(max_length=8192)] = None,
@@ -135,14 +142,26 @@ def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
     return {"changes": found, "banlist_version": store.version}
 
 
-@router.get("/writes/{write_id}")
+@router.get("/writes/{write_id}", responses=refusals({
+    404: "no such write id (the embedded store hands out none)",
+    422: "not a write id (32 hex digits)",
+    503: "Redis is unreachable: the write's fate cannot be settled now"}))
 def write_state(write_id: str, store: Store, _: Actor) -> dict[str, Any]:
     """Whether a write whose answer was lost (a 503 with `write_id`) committed; asking
     settles it: one that had not committed never will."""
     return store.write_state(write_id)
 
 
-@router.post("/import")
+@router.post("/import", openapi_extra={"requestBody": {"required": False, "content": {
+    "application/x-ndjson": {"schema": {"type": "string"}, "description":
+                             "one entry or group record a line, as the export writes them"},
+    "text/csv": {"schema": {"type": "string"},
+                 "description": "a header line, then one entry a row (the export's columns)"}}}},
+    responses=refusals({**WRITES, 409: "a group of the file is held with other members (or "
+                        + WRITES[409] + ")", 413: f"more than {IMPORT_MAX_LINES} lines, or "
+                        "the body is over REARRANGE_MAX_BODY_BYTES",
+                        422: "some lines refused with mode=all: `refused` lists them by line, "
+                        "nothing was imported"}))
 async def import_entries(request: Request, store: Store, actor: Actor,
                          format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",
                          mode: Annotated[str, Query(pattern="^(all|valid)$")] = "all",
@@ -193,7 +212,11 @@ def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONRes
                          "refused": refused}, status_code=status)
 
 
-@router.get("/export")
+@router.get("/export", response_class=StreamingResponse, responses={200: {
+    "description": "every org group, then every active entry, oldest first; the "
+                   "X-Banlist-Version header is the version exported",
+    "content": {"application/x-ndjson": {"schema": {"type": "string"}},
+                "text/csv": {"schema": {"type": "string"}}}}})
 def export(store: Store, _: Reader,
                  format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson"
                  ) -> StreamingResponse:
@@ -208,7 +231,8 @@ def export(store: Store, _: Reader,
                              headers={"X-Banlist-Version": str(store.version)})
 
 
-@router.put("/groups/{name}")
+@router.put("/groups/{name}", responses=refusals({
+    **WRITES, 422: "a member that is not a domain: `field` names it"}))
 def define_group(name: str, body: GroupIn, store: Store, actor: Actor) -> dict[str, Any]:
     """Define or redefine an org group (domains banned together by one `org` entry)."""
     change = store.define_group(name, body.domains, actor, body.reason)

@@ -11,6 +11,9 @@ from app.banlist.base import BanStore
 from app.errors import FieldError
 from app.service import Rearranger
 
+# The token, read here; the document declares it as the bearer scheme (app/api/openapi.py)
+Authorization = Annotated[str | None, Header(include_in_schema=False)]
+
 
 # Dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its
 # thread pool, a thread hop per request that cost ~0.3 ms on /v1/rerank (bench/http.py).
@@ -52,20 +55,20 @@ def token_actor(tokens: Mapping[str, tuple[str, str]], authorization: str | None
 
 
 async def actor(request: Request,
-                authorization: Annotated[str | None, Header()] = None) -> str:
+                authorization: Authorization = None) -> str:
     """The actor of a write token (403 for a read-only token)."""
     return token_actor(request.app.state.tokens, authorization, "Authorization")
 
 
 async def admin_reader(request: Request,
-                       authorization: Annotated[str | None, Header()] = None) -> str:
+                       authorization: Authorization = None) -> str:
     """The actor of any admin token, read-only or write (what the config routes show needs
     one even where banlist reads are open)."""
     return _holder(request.app.state.tokens, authorization, "Authorization")[0]
 
 
 async def reader(request: Request,
-                 authorization: Annotated[str | None, Header()] = None) -> str:
+                 authorization: Authorization = None) -> str:
     """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
     if not request.app.state.service.settings.banlist_read_auth and authorization is None:
         return "anonymous"

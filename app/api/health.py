@@ -30,7 +30,8 @@ def sync_states(service: Rearranger) -> dict[str, SyncState]:
     return states
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {
+    "description": "not ready (no config, a list not loaded yet, or draining): the same body"}})
 async def readyz(service: Service) -> JSONResponse:
     """Ready when a config is loaded and a copy of each list is held (503 otherwise).
 
@@ -61,7 +62,9 @@ async def readyz(service: Service) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses={200: {
+    "description": "Prometheus text exposition",
+    "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def metrics(request: Request, service: Service) -> Response:
     """Prometheus text exposition; answers without waiting on Redis for more than a moment."""
     m, store = service.metrics, service.store

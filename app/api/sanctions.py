@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import Actor, Reader
+from app.api.openapi import WRITES, refusals
 from app.banlist.model import normalize
 from app.errors import BanlistError
 from app.sanctions.service import Interrupted, Sanctions
@@ -42,7 +43,8 @@ class AppealIn(BaseModel):
 
 # Plain `def` handlers: they fsync or talk to Redis, so FastAPI runs them in its thread
 # pool instead of stalling every rerank on the event loop (a 2,000-item feed took 1.5 s).
-@router.post("/scores")
+@router.post("/scores", responses=refusals({
+    **WRITES, 503: "Redis (or the local file) failed partway: the body says what was committed"}))
 def feed(body: ScoresIn, service: Service, actor: Actor) -> dict[str, Any]:
     """Apply spam scores `{host or domain, spam_score, observed_at}`; bad items are refused.
 
@@ -54,13 +56,13 @@ def feed(body: ScoresIn, service: Service, actor: Actor) -> dict[str, Any]:
         raise _failed(exc) from exc
 
 
-@router.get("/{host}")
+@router.get("/{host}", responses=refusals({503: "Redis is unreachable"}))
 def host_state(host: str, service: Service, _: Reader) -> dict[str, Any]:
     """A host's (or domain's) sanction state, pin and every transition with actor and reason."""
     return service.describe(_key(host))
 
 
-@router.post("/{host}/clear")
+@router.post("/{host}/clear", responses=refusals(WRITES))
 def appeal(host: str, service: Service, actor: Actor,
                  body: Annotated[AppealIn, Body()]) -> dict[str, Any]:
     """An appeal: lift the ban or quarantine and pin the host clean (audited with the actor)."""

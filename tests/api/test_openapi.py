@@ -1,0 +1,151 @@
+"""The OpenAPI document says what the service does: bodies, errors, auth, media types; and
+Swagger UI and ReDoc work with no network (tests/api/test_fuzz.py holds every answer to it)."""
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import typing
+from typing import Any
+
+import msgspec
+import pytest
+from fastapi.testclient import TestClient
+
+from app.contract import RerankResponse
+from app.main import create_app
+from tests.conftest import AUTH
+
+ADMIN = ("/v1/admin/", "/v1/sanctions/scores", "/v1/banlist/writes/")
+
+
+@pytest.fixture
+def doc(client):
+    return client.get("/openapi.json").json()
+
+
+def operations(doc):
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            yield f"{method.upper()} {path}", op
+
+
+def test_every_refusal_has_the_error_body_and_fastapi_s_is_gone(doc):
+    assert not {"HTTPValidationError", "ValidationError"} & set(doc["components"]["schemas"])
+    error = doc["components"]["schemas"]["ErrorBody"]
+    assert error["required"] == ["error", "field", "problem"]
+    for label, op in operations(doc):
+        for status, response in op["responses"].items():
+            if status[0] in "45" and label not in ("GET /readyz",):
+                schema = response["content"]["application/json"]["schema"]["$ref"]
+                want = "RuleFailed" if (label, status) == ("POST /v1/rerank", "503") else \
+                    "ErrorBody"
+                assert schema == f"#/components/schemas/{want}", (label, status)
+
+
+def test_the_rerank_answer_is_the_contract_s(doc):
+    op = doc["paths"]["/v1/rerank"]["post"]
+    assert op["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RerankResponse"}
+    assert set(op["responses"]) == {"200", "400", "401", "403", "408", "413", "422", "503"}
+    schemas = doc["components"]["schemas"]
+    assert sorted(schemas["AuditRecord"]["properties"]["action"]["enum"]) == sorted([
+        "remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"])
+    assert "skipped" not in schemas["RerankResponse"]["required"]
+
+
+def test_the_bearer_scheme_is_on_the_routes_that_take_a_token(doc):
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "description": doc["components"][
+            "securitySchemes"]["bearer"]["description"]}
+    for label, op in operations(doc):
+        names = [p["name"].lower() for p in op.get("parameters", [])]
+        assert "authorization" not in names, label  # the scheme says it, not a parameter
+        write = label.split()[0] in ("POST", "PUT", "DELETE") and label != "POST /v1/rerank"
+        if write or any(part in label for part in ADMIN):
+            assert op["security"] == [{"bearer": []}], label
+            assert "401" in op["responses"], label
+        elif label.startswith("GET /v1/banlist") or label == "GET /v1/sanctions/{host}":
+            assert op["security"] == [{}, {"bearer": []}], label  # reads open by default
+        elif label == "POST /v1/rerank":
+            assert op["security"] == [{}, {"bearer": []}]  # only with the QA header
+        else:
+            assert "security" not in op, label
+
+
+def test_closed_banlist_reads_require_the_token(settings):
+    with TestClient(create_app(settings.model_copy(update={"banlist_read_auth": True}))) as c:
+        doc = c.get("/openapi.json").json()
+    assert doc["paths"]["/v1/banlist/lookup"]["get"]["security"] == [{"bearer": []}]
+
+
+def test_media_types_of_metrics_export_and_import(doc, client):
+    metrics = doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/plain"]
+    assert client.get("/metrics").headers["content-type"].startswith("text/plain")
+    export = doc["paths"]["/v1/banlist/export"]["get"]["responses"]["200"]["content"]
+    assert set(export) == {"application/x-ndjson", "text/csv"}
+    body = doc["paths"]["/v1/banlist/import"]["post"]["requestBody"]["content"]
+    assert set(body) == {"application/x-ndjson", "text/csv"}
+    assert "413" in doc["paths"]["/v1/banlist/import"]["post"]["responses"]
+
+
+def test_a_405_allows_every_method_of_the_path(client):
+    r = client.request("OPTIONS", "/v1/banlist/entries")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
+    assert r.json()["error"] == "invalid_request"
+
+
+def test_a_body_fastapi_cannot_decode_names_the_body(client):
+    r = client.put("/v1/banlist/groups/x", content=b"\xff", headers={
+        **AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["field"] == "body"
+
+
+def test_swagger_ui_and_redoc_load_only_their_packaged_assets(client):
+    for page in ("/docs", "/redoc"):
+        html = client.get(page).text
+        urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html) + re.findall(
+            r"""url: ?['"]([^'"]+)""", html)
+        assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+        for url in urls:
+            assert client.get(url).status_code == 200, url
+    assert "persistAuthorization" in client.get("/docs").text
+
+
+PAGE = {"request_id": "r", "unit": {"user_id": "u1"}, "query": {"age_mode": "strict"},
+        "documents": [
+            {"id": "a", "url": "https://a.example/1", "score": 3, "is_ad": True},
+            {"id": "b", "url": "https://a.example/2", "score": 2},
+            {"id": "c", "url": "https://a.example/3", "score": 1},
+            {"id": "d", "url": "http://[", "score": 1, "spam_score": 0.9, "adult_score": 0.9}]}
+
+
+def strict(kind: Any) -> Any:
+    """`kind` with forbid_unknown_fields, its nested Structs too: the contract welcomes extra
+    fields, but one the engine writes and the document lacks means the document lags."""
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+        return msgspec.defstruct(kind.__name__, [
+            (f.name, strict(f.type), f.default) if f.default is not msgspec.NODEFAULT
+            else (f.name, strict(f.type)) for f in msgspec.structs.fields(kind)],
+            forbid_unknown_fields=True)
+    args = typing.get_args(kind)
+    if not args or typing.get_origin(kind) in (typing.Annotated, typing.Literal):
+        return kind
+    if typing.get_origin(kind) in (list, dict):
+        return typing.get_origin(kind)[tuple(strict(a) for a in args)]
+    return functools.reduce(operator.or_, [strict(a) for a in args])  # a union
+
+
+def test_the_engine_writes_exactly_the_documented_response(client):
+    r = client.post("/v1/rerank", json=PAGE)
+    assert r.status_code == 200, r.text
+    got = msgspec.json.decode(r.content, type=strict(RerankResponse))
+    assert got.audit and got.removed and got.experiments and got.documents[0].annotations
+    assert any(d.collapsed for d in got.documents)
+    service = client.app.state.service
+    service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
+    texts = [{**d, "text": "the same template text of more than ten words on every page"}
+             for d in PAGE["documents"][:3]]
+    late = client.post("/v1/rerank", json={"documents": texts}).content
+    assert msgspec.json.decode(late, type=strict(RerankResponse)).skipped
