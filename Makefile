@@ -7,18 +7,27 @@ BIN := $(VENV)/bin
 
 ENGINE_SOURCES := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 
-# The venv with the app installed editable; maturin (the build backend) compiles the
-# Rust engine into app/_engine*.so on the way.
+# The venv with the app installed editable and its runtime dependencies only; maturin (the
+# build backend) compiles the Rust engine into app/_engine*.so on the way.
 $(BIN)/rearrange: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@ $(ENGINE)
+
+# The test, lint and benchmark tools on top (`make test`, `make lint`, `make bench`).
+DEV := $(VENV)/.dev-installed
+$(DEV): $(BIN)/rearrange
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(ENGINE)
 
-# An edit to the Rust crate rebuilds the extension in place before the tests run.
+# An edit to the Rust crate rebuilds the extension in place: with maturin develop where the
+# dev tools are installed, else through pip (maturin is then only a build dependency).
 ENGINE := $(VENV)/.engine-built
 $(ENGINE): $(BIN)/rearrange $(ENGINE_SOURCES)
-	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --quiet --release --skip-install
+	if [ -x $(BIN)/maturin ]; then \
+	    VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --quiet --release --skip-install; \
+	else $(BIN)/pip install --quiet --no-deps -e .; fi
 	touch $@
 
 run: $(ENGINE)
@@ -26,28 +35,31 @@ run: $(ENGINE)
 
 # The crate's own tests and lints, then the Python suite (which exits 5 if it ran no test:
 # that fails the target, as any non-zero exit does).
-test: $(ENGINE)
+test: $(DEV) $(ENGINE)
+	@command -v redis-server >/dev/null || { echo "make test: redis-server is not installed; the \
+	Redis tests start their own. Install it: apt-get install redis-server (Debian, Ubuntu) or \
+	brew install redis (macOS)" >&2; exit 2; }
 	cargo fmt --all --check
 	cargo clippy --all-targets --quiet -- -D warnings
 	cargo test --quiet
 	$(BIN)/pytest
 
-bench: $(ENGINE)
+bench: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.near_duplicates
 
-bench-experiments: $(ENGINE)
+bench-experiments: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.experiments
 
-bench-banlist: $(ENGINE)
+bench-banlist: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.banlist
 
 # The staging load test against local replicas: 60 s, or SOAK=1 for 10 minutes with the
 # flat-memory check (bench/load.py; REDIS_URL in the environment puts the replicas on Redis).
-load: $(ENGINE)
+load: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
-lint: $(BIN)/rearrange
+lint: $(DEV)
 	$(BIN)/ruff check app tests bench
 
 clean:

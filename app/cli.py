@@ -10,14 +10,15 @@ from typing import Any
 import msgspec
 import orjson
 
-from app import audit_cli, cli_banlist, cli_config
+from app import __version__, audit_cli, cli_banlist, cli_config
 from app.dupes_cli import add_dupes_arguments
-from app.errors import BanlistError, ConfigError, StartupRefused
+from app.errors import BanlistError, ConfigError, SettingsError, StartupRefused
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rearrange` console script."""
     parser = argparse.ArgumentParser(prog="rearrange", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"rearrange {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service (settings from the environment)")
     serve.add_argument("--host", help="listen address (default REARRANGE_HOST or 127.0.0.1)")
@@ -109,14 +110,34 @@ def _srm(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from app.serving import serve
-    from app.settings import Settings
 
     try:
-        serve(Settings(), args.host, args.port, args.workers)
-    except StartupRefused as exc:  # one line, no traceback: the operator's to fix
+        serve(load_settings(), args.host, args.port, args.workers)
+    except (StartupRefused, SettingsError, ConfigError, BanlistError) as exc:
+        # One line, no traceback: the operator's to fix (docs/cli.md, exit codes).
         print(f"rearrange: not starting: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def load_settings() -> Any:
+    """Settings from the environment; SettingsError naming each variable refused."""
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+                             for e in exc.errors())
+        raise SettingsError(problems) from None
+
+
+def _variable(loc: tuple[Any, ...]) -> str:
+    """The environment variable of a Settings field (REDIS_URL has no prefix)."""
+    name = str(loc[0]) if loc else "?"
+    return name if name.isupper() else f"REARRANGE_{name.upper()}"
 
 
 def _check(args: argparse.Namespace) -> int:

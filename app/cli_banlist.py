@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from app.banlist.model import iso
 from app.client import Client, Refused, Unreachable
-from app.timespec import parse_time
+from app.timespec import parse_duration, parse_time
 
 CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
 Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
@@ -84,7 +84,8 @@ def add_parser(sub: Any) -> None:
     add.add_argument("--reason", required=True)
     add.add_argument("--regions", default="", help="comma-separated region codes")
     ttl = add.add_mutually_exclusive_group()
-    ttl.add_argument("--ttl", type=int, help="seconds until the ban lapses")
+    ttl.add_argument("--ttl", type=_duration, metavar="DURATION",
+                     help="until the ban lapses: seconds, or 90m, 36h, 7d, 2w")
     ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
     rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
     rm.add_argument("id")
@@ -125,6 +126,14 @@ def add_parser(sub: Any) -> None:
     res.add_argument("--force", action="store_true",
                      help="overwrite Redis even if it holds another history (epoch) or "
                           "changes this replica has not applied")
+
+
+def _duration(text: str) -> int:
+    """A --ttl: seconds, or an age such as 7d."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _instant(text: str) -> str:

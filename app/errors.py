@@ -14,6 +14,10 @@ class StartupRefused(RearrangeError):
     """The service will not start in this environment (say, Redis may evict keys)."""
 
 
+class SettingsError(RearrangeError, ValueError):
+    """A setting from the environment the service cannot start with; names the variable."""
+
+
 class FieldError(RearrangeError):
     """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem."""
 

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
 
+from app import __version__
 from app.api import admin, banlist, experiments, health, openapi, rerank, sanctions
 from app.api.observe import BodyLimit, ResponseCounter
 from app.audit import AuditLog
@@ -160,7 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     closing.callback(service.audit_log.close)
                 closing.callback(service.config.close)  # first: it uses the store's client
 
-    app = RearrangeApp(title="Rearrange", version="0.1.0", lifespan=lifespan,
+    app = RearrangeApp(title="Rearrange", version=__version__, lifespan=lifespan,
                        summary="Post-ranking rule pipeline over a search result page",
                        docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.service = service

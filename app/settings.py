@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.errors import SettingsError
+
 
 class Settings(BaseSettings):
     """Service settings; every field is an environment variable (see README)."""
@@ -70,9 +72,9 @@ class Settings(BaseSettings):
             role = role or "write"
             if not sep or not actor or not token or role not in ("read", "write"):
                 # Name the entry by its actor only: the error must never print a secret.
-                raise ValueError(f"REARRANGE_ADMIN_TOKENS: the entry of actor {actor!r} is not "
+                raise SettingsError(f"REARRANGE_ADMIN_TOKENS: the entry of actor {actor!r} is not "
                                  "of the form actor:token, actor:token:read or actor:token:write")
             if token in result:
-                raise ValueError(f"REARRANGE_ADMIN_TOKENS: a token is listed twice ({actor})")
+                raise SettingsError(f"REARRANGE_ADMIN_TOKENS: a token is listed twice ({actor})")
             result[token] = (actor, role)
         return result

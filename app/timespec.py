@@ -8,6 +8,22 @@ _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+def parse_duration(text: str) -> int:
+    """Whole seconds of a duration: `3600`, `90m`, `36h`, `7d`, `2w` (the ages parse_time
+    takes); ValueError saying what is accepted."""
+    raw = text.strip()
+    if raw.isdigit():
+        seconds = float(raw)
+    elif m := _AGE.fullmatch(raw):
+        seconds = float(m[1]) * _UNIT[m[2]]
+    else:
+        raise ValueError(f"{text[:40]!r} is not a duration: seconds (3600) or a number with "
+                         "a unit s, m, h, d or w (90m, 36h, 7d, 2w)")
+    if seconds < 1 or seconds != int(seconds):
+        raise ValueError(f"{text[:40]!r}: a duration is a whole number of seconds, at least 1")
+    return int(seconds)
+
+
 def parse_time(text: str, now: float, ages: bool = True) -> float:
     """Epoch seconds of `text`; ValueError saying what is accepted.
 

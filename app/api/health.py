@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app import __version__
 from app.api.deps import Service
 from app.banlist.base import SyncState
 from app.service import Rearranger
@@ -16,8 +17,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
-    """The process is alive."""
-    return {"status": "ok"}
+    """The process is alive, and which release it runs."""
+    return {"status": "ok", "version": __version__}
 
 
 def sync_states(service: Rearranger) -> dict[str, SyncState]:

@@ -1,11 +1,12 @@
 """Health, readiness, metrics and config reload through the API."""
 from __future__ import annotations
 
+from app import __version__
 from tests.conftest import AUTH
 
 
 def test_health_and_ready(client):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "version": __version__}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
     assert ready.json()["config_version"] == client.app.state.service.config.engine.version

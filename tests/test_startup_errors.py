@@ -1,0 +1,36 @@
+"""`rearrange serve` with a bad environment: one line naming what to fix, exit 2, no
+traceback (docs/cli.md, exit codes)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.replicas import free_port
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(("env", "line"), [
+    ({"REARRANGE_CONFIG": "/nonexistent/rules.yaml"},
+     "rearrange: not starting: /nonexistent/rules.yaml: cannot read: No such file or directory"),
+    ({"REARRANGE_BANLIST_SEED": "/nonexistent/seed.jsonl"},
+     "rearrange: not starting: /nonexistent/seed.jsonl: cannot read: No such file or directory"),
+    ({"REARRANGE_ADMIN_TOKENS": "alice"},
+     "rearrange: not starting: REARRANGE_ADMIN_TOKENS: the entry of actor 'alice' is not of the "
+     "form actor:token, actor:token:read or actor:token:write"),
+    ({"REARRANGE_DEADLINE_MS": "abc"},
+     "rearrange: not starting: REARRANGE_DEADLINE_MS: Input should be a valid number, unable to "
+     "parse string as a number (got 'abc')"),
+])
+def test_a_bad_environment_is_one_line_and_exit_2(tmp_path, env, line):
+    base = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
+            "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml")}
+    base.pop("REDIS_URL", None)
+    run = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())],
+                         env={**base, **env}, capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1] == line
+    assert "Traceback" not in run.stderr
