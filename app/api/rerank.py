@@ -14,17 +14,18 @@ from collections.abc import Mapping
 from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import token_actor
+from app.api.deps import token_actor, token_reader
 from app.api.observe import CLOSE, ClientGone, read_capped
 from app.contract import request_schema
 from app.errors import FieldError
 from app.metrics import RERANK_ROUTE
-from app.service import FORCE_HEADER, Rearranger
+from app.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
 
 PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never sent
 router = APIRouter()
 _FORCE = FORCE_HEADER.lower().encode()
+_EXPLAIN = EXPLAIN_HEADER.lower().encode()
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -36,7 +37,12 @@ def _openapi() -> dict:
         "name": FORCE_HEADER.lower(), "in": "header", "required": False,
         "schema": {"type": "string"},
         "description": "QA only: `experiment=variant[, …]` forces variants for this request; "
-                       "needs `Authorization: Bearer <admin token>`"}]
+                       "needs `Authorization: Bearer <admin token>`"},
+        {"name": EXPLAIN_HEADER.lower(), "in": "header", "required": False,
+         "schema": {"type": "string", "enum": ["true", "false"]},
+         "description": "QA only: `true` adds `explain` to the response, every step with "
+                        "what it did or why it did not run and the page after it; needs "
+                        "`Authorization: Bearer <admin token>` (read-only is enough)"}]
     return extra
 
 
@@ -72,7 +78,7 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
                  receive: Receive) -> tuple[int, bytes, Headers]:
     """(status, JSON body, extra headers) for one request; errors name the field."""
     arrived = service.clock()  # the deadline for optional rules counts from here
-    declared = force = authorization = None
+    declared = force = authorization = explain = None
     for name, value in scope["headers"]:
         if name == b"content-length":
             declared = value
@@ -80,15 +86,20 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
             force = value.decode("latin-1")
         elif name == b"authorization":
             authorization = value.decode("latin-1")
+        elif name == _EXPLAIN:
+            explain = value.decode("latin-1")
     try:
         body = await _read_body(service, declared, receive)
         forced, forced_by = None, None
         if force is not None:  # QA override: never honoured without a token
             forced_by = token_actor(tokens, authorization, FORCE_HEADER)
             forced = parse_force(force)
+        explained = explain is not None and parse_explain(explain)
+        if explained:  # QA: what the rules did is not for every caller to read
+            token_reader(tokens, authorization, EXPLAIN_HEADER)
         # 200, a 4xx naming the field, or the 503 of a failed closed rule (CONTRACT
         # "When a rule fails"): the engine writes each body
-        status, answered = service.rerank(body, forced, forced_by, arrived)
+        status, answered = service.rerank(body, forced, forced_by, arrived, explained)
     except ClientGone:
         return GONE, b"", []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
@@ -117,6 +128,15 @@ def _error(status: int, field: str | None, problem: str) -> bytes:
     return json.dumps({"error": "invalid_request" if status < 500 else "error",
                        "field": field, "problem": problem},
                       ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_explain(header: str) -> bool:
+    """`true` or `false` (any case); 422 naming the header for anything else."""
+    value = header.strip().lower()
+    if value not in ("true", "false"):
+        raise HTTPException(422, {"field": EXPLAIN_HEADER,
+                                  "problem": f"{header.strip()!r}: expected true or false"})
+    return value == "true"
 
 
 def parse_force(header: str) -> dict[str, str]:
