@@ -137,6 +137,16 @@ class ReseedIn(BaseModel):
     force: bool = False
 
 
+class TryIn(BaseModel):
+    """POST /v1/admin/config/try: a candidate config's YAML and one /v1/rerank body to run
+    through it, explained, without serving the candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = PField(min_length=1, max_length=1_000_000)
+    request: dict[str, Any]
+
+
 class RollbackIn(BaseModel):
     """POST /v1/admin/config/rollback: the earlier config version to serve now."""
 

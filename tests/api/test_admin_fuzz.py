@@ -76,6 +76,7 @@ OPERATIONS = [
     "POST /v1/sanctions/{host}/clear", "POST /v1/admin/config/reload",
     "GET /v1/admin/config", "GET /v1/admin/config/versions",
     "GET /v1/admin/config/versions/{version}", "POST /v1/admin/config/rollback",
+    "POST /v1/admin/config/try",
     "POST /v1/admin/{structure}/reseed", "POST /v1/admin/{structure}/adopt",
     "GET /v1/experiments", "GET /v1/experiments/srm",
 ]

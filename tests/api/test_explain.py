@@ -3,6 +3,8 @@ run, and the page after it; checked against the same response's documents and au
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -157,3 +159,66 @@ def test_the_cli_run_explains_offline(tmp_path, settings, capsys):
     assert main(["run", str(request), "--config", str(settings.config), "--explain"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["explain"]["steps"][-1]["page"] == [d["id"] for d in out["documents"]]
+
+
+# POST /v1/admin/config/try: one request through a candidate config, not served.
+
+def tried(client, config: str, request: dict, headers=AUTH):
+    return client.post("/v1/admin/config/try", json={"config": config, "request": request},
+                       headers=headers)
+
+
+def test_a_candidate_answers_with_its_own_version_and_explain(client, settings):
+    candidate = CONFIG.replace("trim: [{depth: {k: 3}}]", "trim: [{depth: {k: 1}}]")
+    served = explained(client, body())
+    r = tried(client, candidate, body())
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["config_version"] != served["config_version"]
+    assert client.get("/readyz").json()["config_version"] == served["config_version"]
+    assert [d["id"] for d in out["documents"]] == ["a1"]
+    assert [d["id"] for d in served["documents"]] == ["a1", "s", "c"]
+    assert out["explain"]["steps"][-1]["page"] == ["a1"]
+
+
+def test_a_try_is_neither_audit_logged_nor_counted(client, settings):
+    def served_requests():
+        text = client.get("/metrics").text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("rearrange_requests_total{"))
+    before = served_requests()
+    assert tried(client, CONFIG, {**body(), "request_id": "tried"}).status_code == 200
+    assert served_requests() == before
+    # The log is written in order: once the next served request is in it, a try would be.
+    client.post("/v1/rerank", json={**body(), "request_id": "served-after"})
+    log = Path(settings.audit_log)
+    deadline = time.monotonic() + 10
+    while '"served-after"' not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the served request never reached the audit log"
+        time.sleep(0.05)
+    assert '"tried"' not in log.read_text()
+    assert served_requests() == before + 1
+
+
+@pytest.mark.parametrize("config, request_body, status, field, problem", [
+    ("profiles: {default: {trim: [{depth: {k: -1}}]}}", body(), 422, "config",
+     "profiles.default.trim[0] depth: "),
+    ("profiles: [", body(), 422, "config", "config: not valid YAML"),
+    (CONFIG, {**body(), "documents": [{"id": "a", "url": "http://a.example/", "score": "x"}]},
+     422, "request.documents[0].score", "Expected `float"),
+])
+def test_a_refused_candidate_or_request_names_the_field(client, config, request_body, status,
+                                                         field, problem):
+    r = tried(client, config, request_body)
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field
+    assert r.json()["problem"].startswith(problem), r.json()["problem"]
+
+
+def test_trying_a_candidate_needs_a_write_token(client, settings):
+    settings = settings.model_copy(update={"admin_tokens": settings.admin_tokens
+                                           + ",qa:qa-token:read"})
+    with TestClient(create_app(settings)) as c:
+        assert tried(c, CONFIG, body(), {}).status_code == 401
+        r = tried(c, CONFIG, body(), {"Authorization": "Bearer qa-token"})
+    assert r.status_code == 403 and "read-only" in r.json()["problem"]
