@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--banlist", type=Path,
                      help="banlist to apply: an export (NDJSON or CSV, groups included) or "
                      "JSON lines of {scope, value, reason}")
+    run.add_argument("--explain", action="store_true",
+                     help="add `explain`: every step, what it did or why it did not run, and "
+                     "the page after it")
     experiments = sub.add_parser("experiments", help="experiment tools")
     exp_sub = experiments.add_subparsers(dest="experiments_command", required=True)
     srm = exp_sub.add_parser(
@@ -198,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     except BanlistError as exc:  # the --banlist file: `banlist: FILE:LINE: field: problem`
         print(f"banlist: {exc}", file=sys.stderr)
         return 1
-    status, answered = service.rerank(body)
+    status, answered = service.rerank(body, explain=args.explain)
     if status == 503:  # a closed rule failed: no page
         refused = orjson.loads(answered)
         print(f"rule_failed: {refused['rule']} in {refused['phase']}: {refused['problem']}",

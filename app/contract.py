@@ -155,6 +155,37 @@ class Skip(Struct):
     reason: str
 
 
+class ExplainedStep(Struct):
+    """One step of the run as explain reports it (docs/explain.md)."""
+
+    rule: str
+    phase: Phase
+    attempt: Annotated[int, Meta(description="1; 2 for the rerun after a relax")]
+    status: Literal["applied", "shadow", "no_match", "disabled", "outside_window",
+                    "not_applicable", "skipped"]
+    mode: Literal["applied", "shadow"] | None
+    why: str | None
+    records: int
+    page: Annotated[list[str] | None,
+                    Meta(description="document ids after the step; null if it did not run")]
+
+
+class Elsewhere(Struct):
+    """A rule other profiles run and this one does not."""
+
+    rule: str
+    phase: Phase
+    profiles: list[str]
+
+
+class Explain(Struct):
+    """`explain`, with `X-Rearrange-Explain: true`: every step, and the rules of other
+    profiles this one lacks."""
+
+    steps: list[ExplainedStep]
+    not_in_profile: list[Elsewhere]
+
+
 class RerankResponse(Struct):
     """POST /v1/rerank 200: the page after every phase, with removals and the audit."""
 
@@ -168,6 +199,7 @@ class RerankResponse(Struct):
     fallback: Fallback | None
     audit: list[AuditRecord]
     skipped: list[Skip] | UnsetType = UNSET  # present only when a rule was skipped
+    explain: Explain | UnsetType = UNSET  # present only when asked (X-Rearrange-Explain)
 
 
 class ErrorBody(Struct):
@@ -249,6 +281,16 @@ class ReseedIn(BaseModel):
 
     reason: str = PField(min_length=1, max_length=1000)
     force: bool = False
+
+
+class TryIn(BaseModel):
+    """POST /v1/admin/config/try: a candidate config's YAML and one /v1/rerank body to run
+    through it, explained, without serving the candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = PField(min_length=1, max_length=1_000_000)
+    request: dict[str, Any]
 
 
 class RollbackIn(BaseModel):

@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
 
 from app import __version__
-from app.api import admin, banlist, experiments, health, openapi, rerank, sanctions
+from app.api import admin, banlist, experiments, health, inspector, openapi, rerank, sanctions
 from app.api.observe import BodyLimit, ResponseCounter
 from app.audit import AuditLog
 from app.banlist import bulk
@@ -169,7 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # /metrics never waits on Redis for long: the host counts are the last good reading
     app.state.sanction_hosts = LastReading("sanction_hosts", service.sanctions.counts,
                                            service.metrics)
-    for module in (rerank, banlist, sanctions, admin, health, experiments):
+    for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,

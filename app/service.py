@@ -20,6 +20,7 @@ from app.metrics import Metrics
 from app.settings import Settings
 
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
+EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
 log = logging.getLogger("rearrange.rules")
 
 
@@ -74,17 +75,24 @@ class Rearranger:
         self.deadline_reads: int | None = None
 
     def rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
-               forced_by: str | None = None, arrived: float | None = None) -> tuple[int, bytes]:
+               forced_by: str | None = None, arrived: float | None = None,
+               explain: bool = False, candidate: Any = None) -> tuple[int, bytes]:
         """(status, JSON body) for one request body: 200 with the page, 4xx naming the field
         of bad input, 503 when a closed rule failed (CONTRACT "When a rule fails").
 
         `forced` (experiment → variant, from the QA header, the caller having checked the
         admin token of `forced_by`) overrides the bucketing for this request only.
+        `explain` (the caller having checked an admin token) adds the response's `explain`:
+        every step with what it did or why it did not run, and the page after it.
+        `candidate` (an `app.config.Engine` not served, POST /v1/admin/config/try) runs the
+        body through it instead: not audit-logged, its failures not logged (its response
+        says them), counted only in the candidate's own engine metrics.
         """
         clock = self.clock
         started = clock() if arrived is None else arrived
         settings = self.settings
-        engine = self.config.engine  # one reference for the whole request, even across a reload
+        # One reference for the whole request, even across a reload.
+        engine = self.config.engine if candidate is None else candidate
         # Read together, before the run: the version reported is the one that was matched
         # (a replica thread may apply a change while the pipeline runs).
         banlist, banlist_version = self.store.index, self.store.version
@@ -96,7 +104,9 @@ class Rearranger:
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
             elapsed=now - started, deadline_reads=self.deadline_reads,
-            audit_line=self.audit_log is not None)  # no log: the engine need not write it
+            audit_line=self.audit_log is not None and candidate is None, explain=explain)
+        if candidate is not None:
+            return status, out  # no log: the engine need not write it
         for rule, phase, problem, closed, profile, cause in failures:
             self.failures.failed(rule, phase, problem, closed, profile, cause)
         if line is not None and self.audit_log is not None:

@@ -56,6 +56,7 @@ def _step(place: str, phase: Phase, step: Step, instances: list[Any]) -> dict[st
         "enabled": policy.enabled,
         "valid_from": policy.valid_from,
         "valid_until": policy.valid_until,
+        "window": policy.window,
         "experiment": step.experiment,
         "variants": {v: _params(f"{place} variant {v}", r) for v, r in step.variants.items()},
         "python": _python(step.rule, instances),

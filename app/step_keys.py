@@ -37,6 +37,18 @@ class StepPolicy:
         """True for an enabled step without a validity window: the runner checks nothing."""
         return self.enabled and self.valid_from is None and self.valid_until is None
 
+    @property
+    def window(self) -> str | None:
+        """The validity window in UTC as explain says it ("valid from … until …"), or None."""
+        if self.valid_from is None and self.valid_until is None:
+            return None
+        parts = ["valid"]
+        for word, at in (("from", self.valid_from), ("until", self.valid_until)):
+            if at is not None:
+                stamp = dt.datetime.fromtimestamp(at, dt.UTC)
+                parts.append(f"{word} {stamp.isoformat().replace('+00:00', 'Z')}")
+        return " ".join(parts)
+
     def runs_at(self, now: float) -> bool:
         """Enabled, and `now` in [valid_from, valid_until)."""
         return (self.enabled and (self.valid_from is None or now >= self.valid_from)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException
+import orjson
+from fastapi import APIRouter, HTTPException, Response
 
+from app import _engine
 from app.api.deps import Actor, AdminReader, Service
-from app.api.openapi import WRITES, refusals
+from app.api.openapi import WRITES, refusals, schema_ref
+from app.config import load_bytes, with_core
 from app.config_versions import ConfigHolder
-from app.contract import ReseedIn, RollbackIn, UnbanIn
+from app.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
 from app.errors import ConfigError, FieldError
 from app.service import Rearranger
 
@@ -68,6 +71,38 @@ def rollback_config(body: RollbackIn, service: Service, actor: Actor) -> dict[st
         raise _refused(409, exc, service.config) from exc
     return {"config_version": served.version, "changed": changed, "by": actor,
             "loaded_at": served.as_dict()["loaded_at"]}
+
+
+@router.post("/config/try", responses={
+    200: {"description": "the candidate's response to the request, with `explain`",
+          "content": {"application/json": {"schema": schema_ref("RerankResponse")}}},
+    **refusals({
+        400: "the request's body is not JSON",
+        413: "a document's text or the page is over its limit (`field` under `request.`)",
+        422: "the candidate is invalid (`field` is `config`, the problem names the place), "
+             "or the request is (`field` is `request.` and its JSON path)"}),
+    503: {"description": "a rule of the candidate whose `on_error` is `closed` failed",
+          "content": {"application/json": {"schema": schema_ref("RuleFailed")}}}})
+def try_config(body: TryIn, service: Service, _: Actor) -> Response:
+    """Run one request through a candidate config, not served, with the current banlist:
+    the candidate's response, explained (what the inspector diffs against the served page).
+
+    A write token: the candidate's `plugins:` are imported, as a reload would import them.
+    A config the service would refuse is a 422 naming `config` and the place; a request
+    it would refuse, its 4xx naming `request.<field>`."""
+    try:
+        # Its own metrics: a try is nobody's traffic.
+        candidate = with_core(load_bytes(body.config.encode(), source="config"),
+                              _engine.EngineMetrics())
+    except ConfigError as exc:
+        raise FieldError("config", f"{exc.place}: {exc.problem}") from None
+    status, answered = service.rerank(orjson.dumps(body.request), explain=True,
+                                      candidate=candidate)
+    if 400 <= status < 500:
+        refused = orjson.loads(answered)
+        field = "request" if refused["field"] is None else f"request.{refused['field']}"
+        raise FieldError(field, refused["problem"], status)
+    return Response(answered, status, media_type="application/json")
 
 
 def _refused(status: int, exc: ConfigError, holder: ConfigHolder) -> HTTPException:

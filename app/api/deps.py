@@ -44,6 +44,12 @@ def _holder(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
     return found
 
 
+def token_reader(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
+                 field: str) -> str:
+    """The actor of any valid token, read-only or write; 401 naming `field` if none."""
+    return _holder(tokens, authorization, field)[0]
+
+
 def token_actor(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
                 field: str) -> str:
     """The actor of a valid write token (the caller never names itself); 403 for read-only."""

@@ -14,22 +14,25 @@ from collections.abc import Mapping
 from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import token_actor
+from app.api.deps import token_actor, token_reader
 from app.api.observe import CLOSE, ClientGone, read_capped
 from app.api.openapi import BEARER, refusals, schema_ref
 from app.errors import FieldError
 from app.metrics import RERANK_ROUTE
-from app.service import FORCE_HEADER, Rearranger
+from app.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
 
 PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never sent
 router = APIRouter()
 _FORCE = FORCE_HEADER.lower().encode()
+_EXPLAIN = EXPLAIN_HEADER.lower().encode()
 Headers = list[tuple[bytes, bytes]]
 
 
 _PAIR = r"[^=,]*[^=,\s][^=,]*=[^,]*[^,\s][^,]*"  # `experiment=variant`, each side not blank
 _FORCE_PATTERN = rf"^{_PAIR}(,{_PAIR})*$"
+# true or false in any case, as parse_explain takes it.
+_EXPLAIN_PATTERN = r"^\s*([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\s*$"
 
 
 def _openapi() -> dict:
@@ -43,7 +46,13 @@ def _openapi() -> dict:
             "name": FORCE_HEADER.lower(), "in": "header", "required": False,
             "schema": {"type": "string", "pattern": _FORCE_PATTERN},
             "description": "QA only: `experiment=variant[, …]` forces variants for this "
-                           "request; needs `Authorization: Bearer <admin token>`"}],
+                           "request; needs `Authorization: Bearer <admin token>`"},
+            {"name": EXPLAIN_HEADER.lower(), "in": "header", "required": False,
+             "schema": {"type": "string", "pattern": _EXPLAIN_PATTERN},
+             "description": "QA only: `true` adds `explain` to the response, every step "
+                            "with what it did or why it did not run and the page after it; "
+                            "needs `Authorization: Bearer <admin token>` (read-only is "
+                            "enough)"}],
         "security": [{}, {BEARER: []}]}
 
 
@@ -95,7 +104,7 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
                  receive: Receive) -> tuple[int, bytes, Headers]:
     """(status, JSON body, extra headers) for one request; errors name the field."""
     arrived = service.clock()  # the deadline for optional rules counts from here
-    declared = force = authorization = None
+    declared = force = authorization = explain = None
     for name, value in scope["headers"]:
         if name == b"content-length":
             declared = value
@@ -103,15 +112,20 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
             force = value.decode("latin-1")
         elif name == b"authorization":
             authorization = value.decode("latin-1")
+        elif name == _EXPLAIN:
+            explain = value.decode("latin-1")
     try:
         body = await _read_body(service, declared, receive)
         forced, forced_by = None, None
         if force is not None:  # QA override: never honoured without a token
             forced_by = token_actor(tokens, authorization, FORCE_HEADER)
             forced = parse_force(force)
+        explained = explain is not None and parse_explain(explain)
+        if explained:  # QA: what the rules did is not for every caller to read
+            token_reader(tokens, authorization, EXPLAIN_HEADER)
         # 200, a 4xx naming the field, or the 503 of a failed closed rule (CONTRACT
         # "When a rule fails"): the engine writes each body
-        status, answered = service.rerank(body, forced, forced_by, arrived)
+        status, answered = service.rerank(body, forced, forced_by, arrived, explained)
     except ClientGone:
         return GONE, b"", []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
@@ -140,6 +154,15 @@ def _error(status: int, field: str | None, problem: str) -> bytes:
     return json.dumps({"error": "invalid_request" if status < 500 else "error",
                        "field": field, "problem": problem},
                       ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_explain(header: str) -> bool:
+    """`true` or `false` (any case); 422 naming the header for anything else."""
+    value = header.strip().lower()
+    if value not in ("true", "false"):
+        raise HTTPException(422, {"field": EXPLAIN_HEADER,
+                                  "problem": f"{header.strip()!r}: expected true or false"})
+    return value == "true"
 
 
 def parse_force(header: str) -> dict[str, str]:

@@ -197,7 +197,7 @@ def test_exposure_log_has_every_assigned_request(exp_settings):
 
 def test_the_qa_header_is_in_the_openapi_document(app_client):
     params = app_client.get("/openapi.json").json()["paths"]["/v1/rerank"]["post"]["parameters"]
-    assert [p["name"] for p in params] == ["x-rearrange-force-variant"]
+    assert [p["name"] for p in params] == ["x-rearrange-force-variant", "x-rearrange-explain"]
 
 
 def test_srm_endpoint_and_experiment_listing(app_client):

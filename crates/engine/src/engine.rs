@@ -13,6 +13,7 @@ use crate::banlist::{BanIndex, IndexData};
 use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
+use crate::explain::{not_in_profile, write_explain};
 use crate::fmt::py_repr;
 use crate::json::write_str;
 use crate::metrics::EngineMetrics;
@@ -227,11 +228,12 @@ impl Engine {
     /// experiment → variant from the QA header, `forced_by` its checked actor;
     /// `deadline_reads`, for tests only, makes the deadline pass after that many clock
     /// reads of the runner and the optional rules, whatever the time; `audit_line=False`
-    /// (no audit log to write it to) skips writing the line and returns None for it.
+    /// (no audit log to write it to) skips writing the line and returns None for it;
+    /// `explain` (QA, the caller having checked the token) adds the response's `explain`.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
                         max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None,
-                        audit_line=true))]
+                        audit_line=true, explain=false))]
     #[allow(clippy::too_many_arguments)]
     fn rerank<'py>(
         &self,
@@ -249,6 +251,7 @@ impl Engine {
         elapsed: f64,
         deadline_reads: Option<u64>,
         audit_line: bool,
+        explain: bool,
     ) -> PyResult<Answer> {
         let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
@@ -350,6 +353,7 @@ impl Engine {
             deadline,
             reads: reads.as_ref(),
             profile,
+            explain,
         };
         let outcome = match pipeline.run(&docs, &ctx) {
             Ok(o) => o,
@@ -386,6 +390,13 @@ impl Engine {
                 || !assigned.exposures.is_empty()
                 || !outcome.skipped.is_empty());
         let tail = write_response(&mut out, &head, &page, &outcome, logged);
+        if explain {
+            // One more member before the body's closing brace (the audit tail lies before it).
+            out.pop();
+            let elsewhere = not_in_profile(config, profile);
+            write_explain(&mut out, &page, &outcome.trace, &elsewhere);
+            out.push(b'}');
+        }
         let line = if logged {
             // Each record adds its document's URL and host (~100 bytes).
             let size = 512 + tail.range.len() + 128 * outcome.audit.len() + req.query.text.len();

@@ -10,6 +10,7 @@ pub mod domain;
 pub mod effects;
 pub mod engine;
 pub mod experiments;
+pub mod explain;
 pub mod fmt;
 pub mod json;
 pub mod metrics;

@@ -22,6 +22,21 @@ pub const SKIPPED_LATE: &str = "deadline";
 pub const STOPPED_LATE: &str = "deadline (stopped while running)";
 /// `skipped[].reason`: a rule that failed under `on_error: open` (or in shadow).
 pub const FAILED: &str = "error";
+/// Explain's `status` of a step: it ran applied and changed the page.
+pub const APPLIED: &str = "applied";
+/// It ran in shadow: its records say what it would have done, the page is unchanged.
+pub const SHADOW: &str = "shadow";
+/// It ran and found nothing to do.
+pub const NO_MATCH: &str = "no_match";
+/// `enabled: false`.
+pub const DISABLED: &str = "disabled";
+/// Outside its `valid_from`/`valid_until` window.
+pub const OUTSIDE_WINDOW: &str = "outside_window";
+/// Not for this request (`Rule::idle_because` says why).
+pub const NOT_APPLICABLE: &str = "not_applicable";
+/// Listed in `skipped` (the deadline, or a failure under `on_error: open` or in shadow).
+pub const SKIPPED: &str = "skipped";
+
 /// The experiment variant that runs gated rules in shadow.
 pub const CONTROL: &str = "control";
 
@@ -45,6 +60,8 @@ pub struct Step {
     /// Epoch seconds; outside [valid_from, valid_until) the step does not run.
     pub valid_from: Option<f64>,
     pub valid_until: Option<f64>,
+    /// The window as the config wrote it, for explain (None without one).
+    pub window: Option<String>,
     pub experiment: Option<String>,
     /// The rule built with a treatment variant's parameters; other variants run `rule`.
     pub variants: Vec<(String, Rule)>,
@@ -55,6 +72,20 @@ impl Step {
         self.enabled
             && self.valid_from.map_or(true, |f| now >= f)
             && self.valid_until.map_or(true, |u| now < u)
+    }
+
+    /// Why the step does not run now (`in_window` false), as explain says it.
+    fn idle(&self) -> (&'static str, String) {
+        if !self.enabled {
+            (DISABLED, "enabled: false".into())
+        } else {
+            (
+                OUTSIDE_WINDOW,
+                self.window
+                    .clone()
+                    .unwrap_or_else(|| "outside its window".into()),
+            )
+        }
     }
 
     fn gated(&self, ctx: &Ctx) -> (Mode, &Rule) {
@@ -128,6 +159,41 @@ pub struct Fallback<'a> {
     pub reason: String,
 }
 
+/// One step of one run as explain reports it: what it did or why it did not run, and the
+/// page after it (the documents' input positions; None when it did not run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace<'a> {
+    pub rule: &'a str,
+    pub phase: Phase,
+    /// 1, or 2 for the rerun after a relax.
+    pub attempt: u8,
+    pub status: &'static str,
+    /// None for a step that did not run.
+    pub mode: Option<Mode>,
+    pub why: Option<String>,
+    pub records: usize,
+    pub page: Option<Vec<u32>>,
+}
+
+impl<'a> Trace<'a> {
+    fn idle(rule: &'a str, phase: Phase, status: &'static str, why: String) -> Self {
+        Trace {
+            rule,
+            phase,
+            attempt: 1,
+            status,
+            mode: None,
+            why: Some(why),
+            records: 0,
+            page: None,
+        }
+    }
+}
+
+fn page_of(docs: &[Doc]) -> Option<Vec<u32>> {
+    Some(docs.iter().map(|d| d.at).collect())
+}
+
 /// (rule, phase, action, mode) of audit records, and how many.
 pub type ActionCount<'a> = ((&'a str, Phase, Action, Mode), u64);
 
@@ -153,6 +219,8 @@ pub struct Outcome<'a> {
     pub actions: Vec<ActionCount<'a>>,
     /// Every failure, open or in shadow.
     pub errors: Vec<RuleError<'a>>,
+    /// Every step, when the request asked to explain (`Ctx::explain`); else empty.
+    pub trace: Vec<Trace<'a>>,
 }
 
 /// A rule failed under `on_error: closed`: the request gets a 503.
@@ -181,6 +249,15 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
     format!("panicked: {text}")
+}
+
+/// Why a step ran in shadow: the experiment that gates it and this request's variant.
+fn shadow_why(step: &Step, ctx: &Ctx) -> String {
+    let exp = step.experiment.as_deref().unwrap_or("");
+    match ctx.variants.iter().rev().find(|(e, _)| e == exp) {
+        Some((_, v)) => format!("experiment {exp}: variant {v} runs it in shadow"),
+        None => format!("experiment {exp}: this request is not in it"),
+    }
 }
 
 /// Stable sort by score, best first, with a `move` record for every document that moved.
@@ -266,6 +343,8 @@ impl Pipeline {
         skipped.extend(rerun.skipped);
         let mut errors = outcome.errors;
         errors.extend(rerun.errors);
+        let mut trace = outcome.trace;
+        trace.extend(rerun.trace.into_iter().map(|t| Trace { attempt: 2, ..t }));
         Ok(Outcome {
             docs: rerun.docs,
             audit,
@@ -274,6 +353,7 @@ impl Pipeline {
             skipped,
             actions,
             errors,
+            trace,
         })
     }
 
@@ -289,16 +369,26 @@ impl Pipeline {
         let mut actions = Vec::with_capacity(self.steps.len());
         let mut skipped = Vec::new();
         let mut errors = Vec::new();
+        let mut trace = Vec::new();
+        let explain = ctx.explain;
         let mut phase_at = 0;
         for phase in Phase::ALL {
             while phase_at < self.steps.len() && self.steps[phase_at].phase == phase {
                 let step = &self.steps[phase_at];
                 phase_at += 1;
                 if !step.in_window(ctx.now) {
+                    if explain {
+                        let (status, why) = step.idle();
+                        trace.push(Trace::idle(step.rule.name(), phase, status, why));
+                    }
                     continue;
                 }
                 let (mode, rule) = step.gated(ctx);
                 if !rule.applies(ctx) {
+                    if explain {
+                        let why = rule.idle_because().to_string();
+                        trace.push(Trace::idle(rule.name(), phase, NOT_APPLICABLE, why));
+                    }
                     continue;
                 }
                 let name = rule.name();
@@ -309,6 +399,9 @@ impl Pipeline {
                         phase,
                         reason: SKIPPED_LATE,
                     });
+                    if explain {
+                        trace.push(Trace::idle(name, phase, SKIPPED, SKIPPED_LATE.into()));
+                    }
                     continue;
                 }
                 let result = catch_unwind(AssertUnwindSafe(|| rule.apply(&docs, ctx, phase)))
@@ -326,6 +419,13 @@ impl Pipeline {
                                     phase,
                                     reason: STOPPED_LATE,
                                 });
+                                if explain {
+                                    let why = STOPPED_LATE.into();
+                                    trace.push(Trace {
+                                        mode: Some(mode),
+                                        ..Trace::idle(name, phase, SKIPPED, why)
+                                    });
+                                }
                                 timings.push(Timing::spent(name, phase, mode, seconds));
                                 continue;
                             }
@@ -364,6 +464,12 @@ impl Pipeline {
                             phase,
                             reason: FAILED,
                         });
+                        if explain {
+                            trace.push(Trace {
+                                mode: Some(mode),
+                                ..Trace::idle(name, phase, SKIPPED, format!("{FAILED}: {problem}"))
+                            });
+                        }
                         timings.push(Timing::spent(name, phase, mode, seconds));
                         continue;
                     }
@@ -402,6 +508,23 @@ impl Pipeline {
                         docs = new;
                     }
                 }
+                if explain {
+                    let (status, why) = match (mode, out.recs.is_empty()) {
+                        (Mode::Shadow, _) => (SHADOW, Some(shadow_why(step, ctx))),
+                        (_, true) => (NO_MATCH, Some("no document matched".to_string())),
+                        _ => (APPLIED, None),
+                    };
+                    trace.push(Trace {
+                        rule: name,
+                        phase,
+                        attempt: 1,
+                        status,
+                        mode: Some(mode),
+                        why,
+                        records: out.recs.len(),
+                        page: page_of(&docs),
+                    });
+                }
                 timings.push(timing);
                 for rec in out.recs {
                     count(&mut actions, (name, phase, rec.action, mode), 1);
@@ -416,6 +539,20 @@ impl Pipeline {
             if phase == Phase::Rerank {
                 let (sorted, moves) = sort_by_score(ctx, docs);
                 docs = sorted;
+                if explain {
+                    trace.push(Trace {
+                        rule: SORT_RULE,
+                        phase,
+                        attempt: 1,
+                        status: if moves.is_empty() { NO_MATCH } else { APPLIED },
+                        mode: Some(Mode::Applied),
+                        why: moves
+                            .is_empty()
+                            .then(|| "the order by score is unchanged".into()),
+                        records: moves.len(),
+                        page: page_of(&docs),
+                    });
+                }
                 if !moves.is_empty() {
                     count(
                         &mut actions,
@@ -480,6 +617,7 @@ impl Pipeline {
             skipped,
             actions,
             errors,
+            trace,
         })
     }
 }

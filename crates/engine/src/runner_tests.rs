@@ -15,6 +15,7 @@ fn step(name: &str, params: serde_json::Value, phase: Phase) -> Step {
         enabled: true,
         valid_from: None,
         valid_until: None,
+        window: None,
         experiment: None,
         variants: vec![],
     }
@@ -286,6 +287,126 @@ fn a_post_filter_removal_takes_the_collapsed_with_it() {
                 "d2",
                 "collapsed under d1, removed with it: adult_score 0.9 >= 0.8 (age_mode moderate)"
             ),
+        ]
+    );
+}
+
+#[test]
+fn explain_traces_every_step_with_why_and_the_page_after_it() {
+    let mut d = docs(12); // scores 12 .. 1
+    d[0].spam_score = 0.9; // 12 - 5 = 7: sorted below d2 .. d5
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let mut c = ctx(&page); // now = 1000, no region, age_mode moderate
+    c.explain = true;
+    let mut off = step("ad_label", json!({}), Phase::Annotate);
+    off.enabled = false;
+    let mut later = step("depth", json!({"k": 5}), Phase::Trim);
+    later.valid_from = Some(2000.0);
+    later.window = Some("valid from 1970-01-01T00:33:20Z".into());
+    let mut gated = step("depth", json!({"k": 3}), Phase::Trim);
+    gated.experiment = Some("exp".into());
+    let p = pipeline(vec![
+        step("regional_removals", json!({}), Phase::PreFilter),
+        step("spam_demotion", json!({}), Phase::Rerank),
+        step("host_crowding", json!({}), Phase::Diversify),
+        later,
+        gated,
+        step("depth", json!({}), Phase::Trim),
+        off,
+        test_step(Behaviour::Fail, false, OnError::Open, Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &c).unwrap();
+    let seen: Vec<_> = out
+        .trace
+        .iter()
+        .map(|t| (t.rule, t.status, t.mode, t.why.as_deref(), t.records))
+        .collect();
+    let shadow = "experiment exp: this request is not in it";
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "regional_removals",
+                NOT_APPLICABLE,
+                None,
+                Some("the query has no region"),
+                0
+            ),
+            ("spam_demotion", APPLIED, Some(Mode::Applied), None, 1),
+            ("sort", APPLIED, Some(Mode::Applied), None, 5),
+            (
+                "host_crowding",
+                NO_MATCH,
+                Some(Mode::Applied),
+                Some("no document matched"),
+                0
+            ),
+            (
+                "depth",
+                OUTSIDE_WINDOW,
+                None,
+                Some("valid from 1970-01-01T00:33:20Z"),
+                0
+            ),
+            ("depth", SHADOW, Some(Mode::Shadow), Some(shadow), 9),
+            ("depth", APPLIED, Some(Mode::Applied), None, 2),
+            ("ad_label", DISABLED, None, Some("enabled: false"), 0),
+            (
+                "test_rule",
+                SKIPPED,
+                Some(Mode::Applied),
+                Some("error: it broke"),
+                0
+            ),
+        ]
+    );
+    let ats = |i: usize| out.trace[i].page.clone();
+    assert_eq!(ats(0), None, "a step that did not run has no page");
+    assert_eq!(ats(1), Some((0..12).collect()), "rescored, not yet sorted");
+    let sorted = vec![1, 2, 3, 4, 0, 5, 6, 7, 8, 9, 10, 11];
+    assert_eq!(ats(2), Some(sorted.clone()));
+    assert_eq!(
+        ats(5),
+        Some(sorted.clone()),
+        "a shadow step leaves the page"
+    );
+    assert_eq!(ats(6), Some(sorted[..10].to_vec()));
+    assert!(out.trace.iter().all(|t| t.attempt == 1));
+    // Without explain the runner traces nothing.
+    c.explain = false;
+    assert!(p.run(&docs, &c).unwrap().trace.is_empty());
+}
+
+#[test]
+fn explain_marks_the_relaxed_rerun_as_attempt_two() {
+    let mut d = docs(2);
+    d[0].adult_score = 0.6;
+    d[1].adult_score = 0.7;
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let mut c = ctx(&page);
+    c.age_mode = AgeMode::Strict;
+    c.explain = true;
+    let p = pipeline(vec![
+        step("safe_search", json!({}), Phase::PreFilter),
+        step("empty_result_fallback", json!({}), Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &c).unwrap();
+    let seen: Vec<_> = out
+        .trace
+        .iter()
+        .map(|t| (t.rule, t.attempt, t.status, t.page.as_ref().map(Vec::len)))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("safe_search", 1, APPLIED, Some(0)),
+            ("sort", 1, NO_MATCH, Some(0)),
+            ("empty_result_fallback", 1, APPLIED, Some(0)),
+            ("safe_search", 2, NO_MATCH, Some(2)),
+            ("sort", 2, NO_MATCH, Some(2)),
+            ("empty_result_fallback", 2, NO_MATCH, Some(2)),
         ]
     );
 }

@@ -50,6 +50,8 @@ struct StepIn {
     #[serde(default)]
     valid_until: Option<f64>,
     #[serde(default)]
+    window: Option<String>,
+    #[serde(default)]
     experiment: Option<String>,
     #[serde(default)]
     variants: BTreeMap<String, Value>,
@@ -138,6 +140,7 @@ fn build_step(py: Python<'_>, s: StepIn, python: &[Py<PyAny>]) -> Result<Step, S
         enabled: s.enabled,
         valid_from: s.valid_from,
         valid_until: s.valid_until,
+        window: s.window,
         experiment: s.experiment,
         variants,
     })

@@ -67,6 +67,8 @@ pub struct Ctx<'a> {
     /// (as the Python runner's tests ticked a clock per read); None in production.
     pub reads: Option<&'a Cell<u64>>,
     pub profile: &'a str,
+    /// Explain asked (QA): the runner traces every step (`Outcome::trace`).
+    pub explain: bool,
 }
 
 impl Ctx<'_> {
@@ -289,6 +291,21 @@ impl Rule {
             Rule::QueryPin(r) => r.applies(ctx),
             Rule::EmptyResultFallback(_) => ctx.input_count > 0,
             _ => true,
+        }
+    }
+
+    /// Why `applies` is false for this request, as explain says it.
+    pub fn idle_because(&self) -> &'static str {
+        match self {
+            Rule::RegionalRemovals(_) => "the query has no region",
+            Rule::TopicFilter(_) => "no blocked topic is configured",
+            Rule::SafeSearch(_) => "age_mode is off",
+            Rule::QuarantineDemotion(_) => "the quarantine is empty or the penalty is 0",
+            Rule::QueryHide(_) | Rule::QueryBoost(_) | Rule::QueryPin(_) => {
+                "its `when` does not match this query"
+            }
+            Rule::EmptyResultFallback(_) => "the request had no documents",
+            _ => "nothing to do for this request",
         }
     }
 

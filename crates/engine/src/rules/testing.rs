@@ -20,6 +20,7 @@ pub fn ctx<'a>(page: &'a Page<'a>) -> Ctx<'a> {
         deadline: None,
         reads: None,
         profile: "default",
+        explain: false,
     }
 }
 
