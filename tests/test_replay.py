@@ -176,3 +176,13 @@ def test_replay_of_what_a_real_service_captured(tmp_path, served_config):
     assert table.returncode == 0, table.stderr
     assert "3 requests replayed, 3 would change: 3 results removed" in table.stdout
     assert "h1.example" in table.stdout and "By rule" in table.stdout
+
+
+def test_the_progress_bar_counts_the_requests_on_stderr(tmp_path, served_config, capsys):
+    capture = tmp_path / "c.jsonl"
+    capture.write_bytes(capture_line({"documents": DOCS}) * 3)
+    assert main(["replay", "--served", str(served_config), "--progress", "--json",
+                 str(capture)]) == 0
+    captured = capsys.readouterr()
+    assert "3/3" in captured.err
+    assert json.loads(captured.out)["summary"]["requests"] == 3
