@@ -1,5 +1,5 @@
-"""`rearrange serve | check-config FILE | run REQUEST.json | experiments srm | dupes PAGES |
-banlist … | audit search | config show|versions|rollback`."""
+"""`rearrange serve | check-config FILE | run REQUEST.json | replay CAPTURED.jsonl |
+experiments srm | dupes PAGES | banlist … | audit search | config show|versions|rollback`."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from app import __version__, audit_cli, cli_banlist, cli_config
+from app import __version__, audit_cli, cli_banlist, cli_config, replay_cli
 from app.dupes_cli import add_dupes_arguments
 from app.errors import BanlistError, ConfigError, SettingsError, StartupRefused
 
@@ -60,12 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     cli_banlist.add_parser(sub)
     audit_cli.add_parser(sub)
     cli_config.add_parser(sub)
+    replay_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "experiments":
         return _srm(args)
     return {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
             "banlist": cli_banlist.run, "audit": audit_cli.run,
-            "config": cli_config.run}[args.command](args)
+            "config": cli_config.run, "replay": replay_cli.run}[args.command](args)
 
 
 def _dupes(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.redis_store import RedisStore
 from app.banlist.store import EmbeddedStore
+from app.capture import Capture, capture_settings
 from app.config_replica import ConfigReplica
 from app.config_versions import ConfigHolder
 from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
@@ -65,6 +66,10 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
         metrics.audit_failing.set_function(audit.failing)  # read at scrape time
     service = Rearranger(settings, store, config, metrics, audit)
+    if settings.capture_path is not None:
+        service.capture = Capture(capture_settings(settings),
+                                  lambda reason: metrics.capture_dropped.labels(reason).inc(),
+                                  metrics.capture_written.inc)
     service.redis_policy = policy
     service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)
     return service
@@ -159,6 +164,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 closing.callback(service.store.close)
                 if service.audit_log is not None:
                     closing.callback(service.audit_log.close)
+                if service.capture is not None:
+                    closing.callback(service.capture.close)
                 closing.callback(service.config.close)  # first: it uses the store's client
 
     app = RearrangeApp(title="Rearrange", version=__version__, lifespan=lifespan,

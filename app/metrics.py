@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from app import _engine
+from app.capture import DROP_REASONS
 from app.srm import srm
 
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
@@ -260,6 +261,14 @@ class Metrics:
             "rearrange_audit_log_dropped_total",
             "Audit log lines dropped: writer behind, write failed, or still queued at close",
             registry=r)
+        self.capture_written = Counter(
+            "rearrange_capture_written_total", "Requests written to the capture file",
+            registry=r)
+        self.capture_dropped = Counter(
+            "rearrange_capture_dropped_total", "Sampled requests not captured, by reason: "
+            "queue_full, too_large, not_json, write_failed", ["reason"], registry=r)
+        for reason in DROP_REASONS:
+            self.capture_dropped.labels(reason)
         self.audit_failing = Gauge(
             "rearrange_audit_log_failing",
             "1 while the audit log's last write failed or its writer has stopped",

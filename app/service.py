@@ -15,6 +15,7 @@ from typing import Any
 
 from app.audit import AuditLog
 from app.banlist.base import BanStore
+from app.capture import Capture
 from app.config_versions import ConfigHolder
 from app.metrics import Metrics
 from app.settings import Settings
@@ -71,6 +72,7 @@ class Rearranger:
         self.redis_policy: Any = None  # app.redis_policy.EvictionPolicy with REDIS_URL
         self.draining = False  # set on shutdown so /readyz turns false before the last request
         self.failures = FailureLog()
+        self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH
         # Tests only: the engine's deadline passes after this many clock reads (None: time).
         self.deadline_reads: int | None = None
 
@@ -114,4 +116,7 @@ class Rearranger:
             # join on what was served instead of recomputing buckets. A skipped rule is
             # logged too: the page served is not what the profile says it would be.
             self.audit_log.emit_line(line)
+        if self.capture is not None and forced is None and status in (200, 503):
+            # QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx
+            self.capture.offer(body, status, engine.version, banlist_version)
         return status, out

@@ -22,6 +22,14 @@ class Settings(BaseSettings):
     admin_tokens: str = ""
     banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
     audit_log: str | None = None
+    # Request capture for `rearrange replay` (docs/replay.md): off unless a path is given;
+    # `{pid}` in it is replaced by the process id (one file per worker)
+    capture_path: Path | None = None
+    capture_rate: float = Field(default=0.01, ge=0, le=1)  # the share of requests captured
+    capture_max_body_bytes: int = Field(default=1 << 20, ge=1)  # a larger body is not kept
+    capture_max_file_bytes: int = Field(default=64 << 20, ge=1024)  # then the file rotates
+    capture_keep: int = Field(default=4, ge=0)  # rotated files kept: PATH.1 .. PATH.<keep>
+    capture_queue: int = Field(default=1000, ge=1)  # bodies waiting for the writer
     banlist_path: Path = Path("var/banlist.jsonl")
     banlist_seed: Path | None = None
     # Embedded store only: replay the log, take no writes (409), hold no lock on it, so
@@ -55,7 +63,8 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", mode="before")
+    @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", "capture_path",
+                     mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value

@@ -222,3 +222,29 @@ def test_trying_a_candidate_needs_a_write_token(client, settings):
         assert tried(c, CONFIG, body(), {}).status_code == 401
         r = tried(c, CONFIG, body(), {"Authorization": "Bearer qa-token"})
     assert r.status_code == 403 and "read-only" in r.json()["problem"]
+
+
+def test_a_backfill_is_a_step_of_its_own_and_ends_on_the_page_served(settings):
+    settings.config.write_text("""
+profiles:
+  default:
+    trim: [{depth: {k: 2}}]
+    annotate: [ad_label]
+    post-filter: [safe_search]
+""")
+    page = {"documents": [
+        {"id": "a", "url": "http://a.example/", "score": 3},
+        {"id": "b", "url": "http://b.example/", "score": 2, "adult_score": 0.9},
+        {"id": "c", "url": "http://c.example/", "score": 1, "is_ad": True}]}
+    with TestClient(create_app(settings)) as c:
+        out = explained(c, page)
+    steps = [(s["rule"], s["status"], s["records"], s["page"]) for s in out["explain"]["steps"]]
+    assert steps == [
+        ("sort", "no_match", 0, ["a", "b", "c"]),
+        ("depth", "applied", 1, ["a", "b"]),
+        ("ad_label", "no_match", 0, ["a", "b"]),  # c is labelled when it comes back
+        ("safe_search", "applied", 1, ["a"]),
+        ("backfill", "applied", 1, ["a", "c"]),
+    ]
+    assert [d["id"] for d in out["documents"]] == ["a", "c"]
+    assert out["documents"][1]["annotations"] == ["ad"]

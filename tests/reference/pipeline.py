@@ -20,10 +20,11 @@ from app.errors import FieldError
 from app.experiments import CONTROL
 from app.pipeline import Phase, Step
 from app.step_keys import CLOSED, default_on_error
+from tests.reference.backfill import Cut, refill
 from tests.reference.errors import DeadlineExceeded, RefusedOutput, RuleFailed
+from tests.reference.records import APPLIED, SHADOW, AuditRecord
 
 AGE_MODES: tuple[str, ...] = ("strict", "moderate", "off")  # strictest first
-APPLIED, SHADOW = "applied", "shadow"
 
 
 class Doc(msgspec.Struct):
@@ -55,24 +56,6 @@ class Doc(msgspec.Struct):
     def replace(self, **changes: Any) -> Doc:
         """A copy with some fields changed; rules call it instead of mutating."""
         return msgspec.structs.replace(self, **changes)
-
-
-class AuditRecord(msgspec.Struct, omit_defaults=True):
-    """One thing a rule did (or would have done, in shadow) to one document.
-
-    Encoded by msgspec straight into the response as the CONTRACT's object: `delta` and
-    `mode` have no default so they are always written; `relax_to` (only on a `fallback`
-    that asks the runner to rerun with a milder age mode) is left out when unset.
-    """
-
-    rule: str
-    phase: Phase
-    doc_id: str | None
-    action: str
-    reason: str
-    delta: float | int | None
-    mode: str
-    relax_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,38 +231,20 @@ class Pipeline:
     def _run_once(self, docs: list[Doc], ctx: Context) -> Outcome:
         audit: list[AuditRecord] = []
         skipped: list[dict[str, str]] = []
+        cut = Cut()
         for phase, steps in self.phases:
-            for step in steps:
-                if not step.policy.runs_at(ctx.now):
-                    continue  # `enabled: false`, or outside valid_from..valid_until
-                mode, rule = self._gated(step, ctx)
-                if not rule.applies(ctx):
+            if phase is Phase.TRIM:
+                cut.enter(docs)
+            for at, step in enumerate(steps):
+                out = self.step(phase, step, docs, ctx, audit, skipped)
+                if out is None:
                     continue
-                if rule.optional and ctx.deadline_passed():
-                    # The frontend's budget is spent: an optional rule is not worth the wait.
-                    skipped.append({"rule": rule.name, "phase": phase, "reason": SKIPPED_LATE})
-                    continue
-                try:
-                    out, records = rule(docs, ctx)
-                except FieldError:  # bad input a rule found (a signature of the wrong k): 4xx
-                    raise
-                except Exception as exc:  # the failure policy decides; nothing is swallowed
-                    # The page goes on as it came, with none of the rule's records.
-                    if rule.optional and isinstance(exc, DeadlineExceeded):
-                        skipped.append({"rule": rule.name, "phase": phase,
-                                        "reason": STOPPED_LATE})
-                        continue
-                    on_error = step.policy.on_error or default_on_error(phase)
-                    if mode == APPLIED and on_error == CLOSED:
-                        raise RuleFailed(rule.name, phase, problem_of(exc)) from exc
-                    skipped.append({"rule": rule.name, "phase": phase, "reason": FAILED})
-                    continue
-                if mode == APPLIED:
-                    docs = out
-                else:  # shadow: the records say what it would have done; `out` is dropped
-                    for rec in records:
-                        rec.mode = SHADOW
-                audit.extend(records)
+                before, docs = docs, out
+                if phase is Phase.TRIM:
+                    cut.keep(before, docs)
+                elif phase is Phase.POST_FILTER and len(docs) < len(before) and cut.docs:
+                    docs = refill(self, steps[:at + 1], len(before) - len(docs), docs, cut,
+                                  ctx, audit, skipped)
             if phase is Phase.RERANK:
                 docs, moves = sort_by_score(docs)
                 audit.extend(moves)
@@ -296,8 +261,41 @@ class Pipeline:
             fallback = {"rule": "pipeline", "action": "empty", "reason": reason}
         return Outcome(docs, audit, fallback, skipped)
 
+    def step(self, phase: Phase, step: Step, docs: list[Doc], ctx: Context,
+             audit: list[AuditRecord], skipped: list[dict[str, str]]) -> list[Doc] | None:
+        """Run one step on the page, its records into `audit`; the new page when it ran
+        applied, None when the page goes on as it came."""
+        if not step.policy.runs_at(ctx.now):
+            return None  # `enabled: false`, or outside valid_from..valid_until
+        mode, rule = self.gated(step, ctx)
+        if not rule.applies(ctx):
+            return None
+        if rule.optional and ctx.deadline_passed():
+            # The frontend's budget is spent: an optional rule is not worth the wait.
+            skipped.append({"rule": rule.name, "phase": phase, "reason": SKIPPED_LATE})
+            return None
+        try:
+            out, records = rule(docs, ctx)
+        except FieldError:  # bad input a rule found (a signature of the wrong k): 4xx
+            raise
+        except Exception as exc:  # the failure policy decides; nothing is swallowed
+            # The page goes on as it came, with none of the rule's records.
+            if rule.optional and isinstance(exc, DeadlineExceeded):
+                skipped.append({"rule": rule.name, "phase": phase, "reason": STOPPED_LATE})
+                return None
+            on_error = step.policy.on_error or default_on_error(phase)
+            if mode == APPLIED and on_error == CLOSED:
+                raise RuleFailed(rule.name, phase, problem_of(exc)) from exc
+            skipped.append({"rule": rule.name, "phase": phase, "reason": FAILED})
+            return None
+        if mode == SHADOW:  # the records say what it would have done; `out` is dropped
+            for rec in records:
+                rec.mode = SHADOW
+        audit.extend(records)
+        return out if mode == APPLIED else None
+
     @staticmethod
-    def _gated(step: Step, ctx: Context) -> tuple[str, Behaviour]:
+    def gated(step: Step, ctx: Context) -> tuple[str, Behaviour]:
         """A step's mode and rule: a gated one is applied only in treatment variants."""
         if step.experiment is None:
             return APPLIED, step.rule

@@ -80,11 +80,13 @@ pub enum Action {
     Trim,
     Annotate,
     Fallback,
+    /// A trimmed document put back after a post-filter removal (the runner's `backfill`).
+    Backfill,
 }
 
 impl Action {
     /// Every action, in the order of `index`.
-    pub const ALL: [Action; 7] = [
+    pub const ALL: [Action; 8] = [
         Action::Remove,
         Action::Rescore,
         Action::Move,
@@ -92,6 +94,7 @@ impl Action {
         Action::Trim,
         Action::Annotate,
         Action::Fallback,
+        Action::Backfill,
     ];
 
     /// The CONTRACT's name.
@@ -104,6 +107,7 @@ impl Action {
             Action::Trim => "trim",
             Action::Annotate => "annotate",
             Action::Fallback => "fallback",
+            Action::Backfill => "backfill",
         }
     }
 

@@ -14,6 +14,8 @@ use crate::rules::{Cause, Ctx, Failure, Rule};
 
 /// The runner's own name for the stable sort that closes `rerank`.
 pub const SORT_RULE: &str = "sort";
+/// The runner's own name for refilling a trimmed page after a post-filter removal.
+pub const BACKFILL_RULE: &str = "backfill";
 /// The fallback's rule when the profile has no `empty_result_fallback`.
 pub const PIPELINE_RULE: &str = "pipeline";
 /// `skipped[].reason`: an optional rule not started because the deadline had passed.
@@ -362,185 +364,44 @@ impl Pipeline {
         mut docs: Vec<Doc>,
         ctx: &Ctx<'a>,
     ) -> Result<Outcome<'a>, RuleFailed<'a>> {
-        // Sized for a page most of whose documents get a record or two and for one timing
-        // per step, so neither is regrown (and copied) as the rules run.
-        let mut audit: Vec<Record<'a>> = Vec::with_capacity(3 * docs.len() + 8);
-        let mut timings = Vec::with_capacity(self.steps.len());
-        let mut actions = Vec::with_capacity(self.steps.len());
-        let mut skipped = Vec::new();
-        let mut errors = Vec::new();
-        let mut trace = Vec::new();
-        let explain = ctx.explain;
+        let mut t = Tally::sized(docs.len(), self.steps.len());
+        let mut cut = Cut::default();
         let mut phase_at = 0;
         for phase in Phase::ALL {
             while phase_at < self.steps.len() && self.steps[phase_at].phase == phase {
-                let step = &self.steps[phase_at];
+                let at = phase_at;
                 phase_at += 1;
-                if !step.in_window(ctx.now) {
-                    if explain {
-                        let (status, why) = step.idle();
-                        trace.push(Trace::idle(step.rule.name(), phase, status, why));
-                    }
+                let Some(before) = self.run_step(&self.steps[at], &mut docs, ctx, &mut t)? else {
                     continue;
-                }
-                let (mode, rule) = step.gated(ctx);
-                if !rule.applies(ctx) {
-                    if explain {
-                        let why = rule.idle_because().to_string();
-                        trace.push(Trace::idle(rule.name(), phase, NOT_APPLICABLE, why));
-                    }
-                    continue;
-                }
-                let name = rule.name();
-                let started = Instant::now();
-                if rule.optional() && ctx.deadline_passed() {
-                    skipped.push(Skip {
-                        rule: name,
-                        phase,
-                        reason: SKIPPED_LATE,
-                    });
-                    if explain {
-                        trace.push(Trace::idle(name, phase, SKIPPED, SKIPPED_LATE.into()));
-                    }
-                    continue;
-                }
-                let result = catch_unwind(AssertUnwindSafe(|| rule.apply(&docs, ctx, phase)))
-                    .unwrap_or_else(|payload| {
-                        Err(Failure::Failed(panic_message(payload.as_ref())))
-                    });
-                let seconds = started.elapsed().as_secs_f64();
-                let out = match result {
-                    Ok(out) => out,
-                    Err(failure) => {
-                        let (problem, cause) = match failure {
-                            Failure::Stopped if rule.optional() => {
-                                skipped.push(Skip {
-                                    rule: name,
-                                    phase,
-                                    reason: STOPPED_LATE,
-                                });
-                                if explain {
-                                    let why = STOPPED_LATE.into();
-                                    trace.push(Trace {
-                                        mode: Some(mode),
-                                        ..Trace::idle(name, phase, SKIPPED, why)
-                                    });
-                                }
-                                timings.push(Timing::spent(name, phase, mode, seconds));
-                                continue;
-                            }
-                            Failure::Stopped => ("stopped by the deadline".to_string(), None),
-                            Failure::Failed(problem) => (problem, None),
-                            Failure::Raised(problem, cause) => (problem, Some(cause)),
-                            Failure::Refused(bad) => {
-                                return Err(RuleFailed {
-                                    rule: name,
-                                    phase,
-                                    problem: bad.problem.clone(),
-                                    errors,
-                                    refused: Some(Box::new(bad)),
-                                });
-                            }
-                        };
-                        errors.push(RuleError {
-                            rule: name,
-                            phase,
-                            problem: problem.clone(),
-                            cause,
-                        });
-                        if mode == Mode::Applied && step.on_error == OnError::Closed {
-                            return Err(RuleFailed {
-                                rule: name,
+                };
+                match phase {
+                    Phase::Trim => cut.keep(before, &docs, ctx.page.req.documents.len()),
+                    Phase::PostFilter if docs.len() < before.len() && !cut.docs.is_empty() => {
+                        let removed = before.len() - docs.len();
+                        let had = docs.len();
+                        backfill::refill(self, at, removed, &mut docs, &mut cut, ctx, &mut t)?;
+                        if ctx.explain && docs.len() > had {
+                            let records = t.audit.iter().filter(|r| r.rule == BACKFILL_RULE);
+                            t.trace.push(Trace {
+                                rule: BACKFILL_RULE,
                                 phase,
-                                problem,
-                                errors,
-                                refused: None,
+                                attempt: 1,
+                                status: APPLIED,
+                                mode: Some(Mode::Applied),
+                                why: None,
+                                records: records.count(),
+                                page: page_of(&docs),
                             });
                         }
-                        // Given up: the page goes on as it came, with none of its records;
-                        // its time still counts in the rule's duration (it was spent).
-                        skipped.push(Skip {
-                            rule: name,
-                            phase,
-                            reason: FAILED,
-                        });
-                        if explain {
-                            trace.push(Trace {
-                                mode: Some(mode),
-                                ..Trace::idle(name, phase, SKIPPED, format!("{FAILED}: {problem}"))
-                            });
-                        }
-                        timings.push(Timing::spent(name, phase, mode, seconds));
-                        continue;
                     }
-                };
-                let mut timing = Timing {
-                    rule: name,
-                    phase,
-                    mode,
-                    seconds,
-                    moves: vec![],
-                    churn: 0,
-                    deltas: vec![],
-                };
-                if !out.recs.is_empty() {
-                    let after = out.docs.as_deref().unwrap_or(&docs);
-                    (timing.moves, timing.churn) = if phase == Phase::Rerank {
-                        rescored(&docs, after)
-                    } else {
-                        effect(&ats(&docs), &ats(after))
-                    };
-                    if phase == Phase::Rerank {
-                        timing.deltas = out
-                            .recs
-                            .iter()
-                            .filter(|r| r.action == Action::Rescore)
-                            .filter_map(|r| match r.delta {
-                                Delta::Float(x) if x != 0.0 => Some(x),
-                                Delta::Int(n) if n != 0 => Some(n as f64),
-                                _ => None,
-                            })
-                            .collect();
-                    }
-                }
-                if mode == Mode::Applied {
-                    if let Some(new) = out.docs {
-                        docs = new;
-                    }
-                }
-                if explain {
-                    let (status, why) = match (mode, out.recs.is_empty()) {
-                        (Mode::Shadow, _) => (SHADOW, Some(shadow_why(step, ctx))),
-                        (_, true) => (NO_MATCH, Some("no document matched".to_string())),
-                        _ => (APPLIED, None),
-                    };
-                    trace.push(Trace {
-                        rule: name,
-                        phase,
-                        attempt: 1,
-                        status,
-                        mode: Some(mode),
-                        why,
-                        records: out.recs.len(),
-                        page: page_of(&docs),
-                    });
-                }
-                timings.push(timing);
-                for rec in out.recs {
-                    count(&mut actions, (name, phase, rec.action, mode), 1);
-                    audit.push(Record {
-                        rule: name,
-                        phase,
-                        mode,
-                        rec,
-                    });
+                    _ => {}
                 }
             }
             if phase == Phase::Rerank {
                 let (sorted, moves) = sort_by_score(ctx, docs);
                 docs = sorted;
-                if explain {
-                    trace.push(Trace {
+                if ctx.explain {
+                    t.trace.push(Trace {
                         rule: SORT_RULE,
                         phase,
                         attempt: 1,
@@ -555,11 +416,11 @@ impl Pipeline {
                 }
                 if !moves.is_empty() {
                     count(
-                        &mut actions,
+                        &mut t.actions,
                         (SORT_RULE, Phase::Rerank, Action::Move, Mode::Applied),
                         moves.len() as u64,
                     );
-                    audit.extend(moves.into_iter().map(|rec| Record {
+                    t.audit.extend(moves.into_iter().map(|rec| Record {
                         rule: SORT_RULE,
                         phase,
                         mode: Mode::Applied,
@@ -568,6 +429,14 @@ impl Pipeline {
                 }
             }
         }
+        let Tally {
+            mut audit,
+            timings,
+            mut actions,
+            skipped,
+            errors,
+            trace,
+        } = t;
         let mut fallback = None;
         for r in &audit {
             if r.rec.action == Action::Fallback
@@ -620,7 +489,203 @@ impl Pipeline {
             trace,
         })
     }
+
+    /// Run one step on the page: gating, the deadline, the failure policy, its records and
+    /// timing. Returns the page it replaced when an applied result changed `docs`.
+    fn run_step<'a>(
+        &'a self,
+        step: &'a Step,
+        docs: &mut Vec<Doc>,
+        ctx: &Ctx<'a>,
+        t: &mut Tally<'a>,
+    ) -> Result<Option<Vec<Doc>>, RuleFailed<'a>> {
+        let phase = step.phase;
+        if !step.in_window(ctx.now) {
+            if ctx.explain {
+                let (status, why) = step.idle();
+                t.trace
+                    .push(Trace::idle(step.rule.name(), phase, status, why));
+            }
+            return Ok(None);
+        }
+        let (mode, rule) = step.gated(ctx);
+        if !rule.applies(ctx) {
+            if ctx.explain {
+                let why = rule.idle_because().to_string();
+                t.trace
+                    .push(Trace::idle(rule.name(), phase, NOT_APPLICABLE, why));
+            }
+            return Ok(None);
+        }
+        let name = rule.name();
+        let started = Instant::now();
+        if rule.optional() && ctx.deadline_passed() {
+            t.skipped.push(Skip {
+                rule: name,
+                phase,
+                reason: SKIPPED_LATE,
+            });
+            if ctx.explain {
+                t.trace
+                    .push(Trace::idle(name, phase, SKIPPED, SKIPPED_LATE.into()));
+            }
+            return Ok(None);
+        }
+        let result = catch_unwind(AssertUnwindSafe(|| rule.apply(docs, ctx, phase)))
+            .unwrap_or_else(|payload| Err(Failure::Failed(panic_message(payload.as_ref()))));
+        let seconds = started.elapsed().as_secs_f64();
+        let out = match result {
+            Ok(out) => out,
+            Err(failure) => {
+                let (problem, cause) = match failure {
+                    Failure::Stopped if rule.optional() => {
+                        t.skipped.push(Skip {
+                            rule: name,
+                            phase,
+                            reason: STOPPED_LATE,
+                        });
+                        if ctx.explain {
+                            let why = STOPPED_LATE.into();
+                            t.trace.push(Trace {
+                                mode: Some(mode),
+                                ..Trace::idle(name, phase, SKIPPED, why)
+                            });
+                        }
+                        t.timings.push(Timing::spent(name, phase, mode, seconds));
+                        return Ok(None);
+                    }
+                    Failure::Stopped => ("stopped by the deadline".to_string(), None),
+                    Failure::Failed(problem) => (problem, None),
+                    Failure::Raised(problem, cause) => (problem, Some(cause)),
+                    Failure::Refused(bad) => {
+                        return Err(RuleFailed {
+                            rule: name,
+                            phase,
+                            problem: bad.problem.clone(),
+                            errors: std::mem::take(&mut t.errors),
+                            refused: Some(Box::new(bad)),
+                        });
+                    }
+                };
+                t.errors.push(RuleError {
+                    rule: name,
+                    phase,
+                    problem: problem.clone(),
+                    cause,
+                });
+                if mode == Mode::Applied && step.on_error == OnError::Closed {
+                    return Err(RuleFailed {
+                        rule: name,
+                        phase,
+                        problem,
+                        errors: std::mem::take(&mut t.errors),
+                        refused: None,
+                    });
+                }
+                // Given up: the page goes on as it came, with none of its records;
+                // its time still counts in the rule's duration (it was spent).
+                t.skipped.push(Skip {
+                    rule: name,
+                    phase,
+                    reason: FAILED,
+                });
+                if ctx.explain {
+                    let why = format!("{FAILED}: {problem}");
+                    t.trace.push(Trace {
+                        mode: Some(mode),
+                        ..Trace::idle(name, phase, SKIPPED, why)
+                    });
+                }
+                t.timings.push(Timing::spent(name, phase, mode, seconds));
+                return Ok(None);
+            }
+        };
+        let mut timing = Timing::spent(name, phase, mode, seconds);
+        if !out.recs.is_empty() {
+            let after = out.docs.as_deref().unwrap_or(docs);
+            (timing.moves, timing.churn) = if phase == Phase::Rerank {
+                rescored(docs, after)
+            } else {
+                effect(&ats(docs), &ats(after))
+            };
+            if phase == Phase::Rerank {
+                timing.deltas = out
+                    .recs
+                    .iter()
+                    .filter(|r| r.action == Action::Rescore)
+                    .filter_map(|r| match r.delta {
+                        Delta::Float(x) if x != 0.0 => Some(x),
+                        Delta::Int(n) if n != 0 => Some(n as f64),
+                        _ => None,
+                    })
+                    .collect();
+            }
+        }
+        t.timings.push(timing);
+        let records = out.recs.len();
+        for rec in out.recs {
+            count(&mut t.actions, (name, phase, rec.action, mode), 1);
+            t.audit.push(Record {
+                rule: name,
+                phase,
+                mode,
+                rec,
+            });
+        }
+        let replaced = match out.docs {
+            Some(new) if mode == Mode::Applied => Some(std::mem::replace(docs, new)),
+            _ => None,
+        };
+        if ctx.explain {
+            let (status, why) = match (mode, records) {
+                (Mode::Shadow, _) => (SHADOW, Some(shadow_why(step, ctx))),
+                (_, 0) => (NO_MATCH, Some("no document matched".to_string())),
+                _ => (APPLIED, None),
+            };
+            t.trace.push(Trace {
+                rule: name,
+                phase,
+                attempt: 1,
+                status,
+                mode: Some(mode),
+                why,
+                records,
+                page: page_of(docs),
+            });
+        }
+        Ok(replaced)
+    }
 }
+
+/// What a run gathers beside the page.
+struct Tally<'a> {
+    audit: Vec<Record<'a>>,
+    timings: Vec<Timing<'a>>,
+    actions: Vec<ActionCount<'a>>,
+    skipped: Vec<Skip<'a>>,
+    errors: Vec<RuleError<'a>>,
+    /// Explain's steps (only when the request asked).
+    trace: Vec<Trace<'a>>,
+}
+
+impl Tally<'_> {
+    /// Sized for a page most of whose documents get a record or two and for one timing
+    /// per step, so neither is regrown (and copied) as the rules run.
+    fn sized(docs: usize, steps: usize) -> Self {
+        Tally {
+            audit: Vec::with_capacity(3 * docs + 8),
+            timings: Vec::with_capacity(steps),
+            actions: Vec::with_capacity(steps),
+            skipped: Vec::new(),
+            errors: Vec::new(),
+            trace: Vec::new(),
+        }
+    }
+}
+
+#[path = "runner_backfill.rs"]
+mod backfill;
+use backfill::Cut;
 
 #[cfg(test)]
 #[path = "runner_tests.rs"]

@@ -410,3 +410,120 @@ fn explain_marks_the_relaxed_rerun_as_attempt_two() {
         ]
     );
 }
+
+fn ids<'a>(page: &Page<'a>, docs: &[Doc]) -> Vec<&'a str> {
+    docs.iter().map(|d| page.id(d)).collect()
+}
+
+fn of<'a, 'b>(out: &'b Outcome<'a>, action: Action) -> Vec<(&'a str, &'b str)> {
+    out.audit
+        .iter()
+        .filter(|r| r.rec.action == action)
+        .map(|r| (r.rec.doc_id.unwrap(), r.rec.reason.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_post_filter_removal_is_refilled_from_what_depth_cut() {
+    let mut d = docs(5);
+    d[1].adult_score = 0.9;
+    d[3].is_ad = true;
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![
+        step("depth", json!({"k": 3}), Phase::Trim),
+        step("ad_label", json!({}), Phase::Annotate),
+        step("safe_search", json!({}), Phase::PostFilter),
+        step("empty_result_fallback", json!({}), Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    assert_eq!(ids(&page, &out.docs), vec!["d1", "d3", "d4"]);
+    assert_eq!(out.docs[2].annotations, vec!["ad"]);
+    assert_eq!(of(&out, Action::Trim), vec![("d5", "below depth 3")]);
+    assert_eq!(
+        of(&out, Action::Backfill),
+        vec![("d4", "refilled after safe_search removed 1 from the page")]
+    );
+    let tail: Vec<_> = out.audit.iter().map(|r| (r.rule, r.rec.action)).collect();
+    assert_eq!(
+        tail[tail.len() - 2..],
+        [
+            (BACKFILL_RULE, Action::Backfill),
+            ("ad_label", Action::Annotate)
+        ]
+    );
+    let count = |rule: &str, action| {
+        out.actions
+            .iter()
+            .find(|((r, _, a, _), _)| *r == rule && *a == action)
+            .map_or(0, |(_, n)| *n)
+    };
+    assert_eq!(
+        (
+            count("depth", Action::Trim),
+            count(BACKFILL_RULE, Action::Backfill)
+        ),
+        (1, 1)
+    );
+    assert!(out.fallback.is_none());
+}
+
+#[test]
+fn a_refill_keeps_the_host_quota_and_skips_what_the_post_filter_refuses() {
+    let mut d = docs(5);
+    for (i, host) in ["x", "x", "y", "z", "w"].iter().enumerate() {
+        d[i].url = format!("http://{host}.example/{i}");
+    }
+    d[2].adult_score = 0.9; // y: on the page, then removed
+    d[3].adult_score = 0.95; // z: cut by depth, refused by safe_search
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![
+        step("host_quota", json!({}), Phase::Trim),
+        step("depth", json!({"k": 2}), Phase::Trim),
+        step("safe_search", json!({}), Phase::PostFilter),
+    ]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    // d2 stays out (x already has d1), d4 is adult: d5 comes back below d1.
+    assert_eq!(ids(&page, &out.docs), vec!["d1", "d5"]);
+    let backfilled: Vec<_> = of(&out, Action::Backfill)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(backfilled, vec!["d5"]);
+    let trimmed: Vec<_> = of(&out, Action::Trim)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(trimmed, vec!["d2", "d4"]);
+}
+
+#[test]
+fn the_fallback_only_when_the_refill_leaves_nothing() {
+    let mut d = docs(3);
+    d[0].adult_score = 0.9;
+    let req = request(d.clone());
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let p = pipeline(vec![
+        step("depth", json!({"k": 1}), Phase::Trim),
+        step("safe_search", json!({}), Phase::PostFilter),
+        step(
+            "empty_result_fallback",
+            json!({"strategy": "message"}),
+            Phase::PostFilter,
+        ),
+    ]);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    assert_eq!(ids(&page, &out.docs), vec!["d2"]);
+    assert!(out.fallback.is_none());
+
+    for doc in &mut d {
+        doc.adult_score = 0.9;
+    }
+    let req = request(d);
+    let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let out = p.run(&docs, &ctx(&page)).unwrap();
+    assert!(out.docs.is_empty());
+    assert!(of(&out, Action::Backfill).is_empty());
+    assert_eq!(out.fallback.unwrap().rule, "empty_result_fallback");
+}
