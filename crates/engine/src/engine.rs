@@ -16,6 +16,7 @@ use crate::experiments::{assign, check_forced, FORCE_HEADER};
 use crate::fmt::py_repr;
 use crate::json::write_str;
 use crate::metrics::EngineMetrics;
+use crate::out::PyOut;
 use crate::response::{write_audit_line, write_response, Head};
 use crate::rules::Ctx;
 use crate::runner::RuleError;
@@ -380,7 +381,7 @@ impl Engine {
             exposures: &assigned.exposures,
         };
         // Kept documents are at most the body's size; audit records ~150 bytes each.
-        let mut out = Vec::with_capacity(512 + bytes.len() + 192 * outcome.audit.len());
+        let mut out = PyOut::with_capacity(py, 512 + bytes.len() + 192 * outcome.audit.len())?;
         let logged = audit_line
             && (!outcome.audit.is_empty()
                 || !assigned.exposures.is_empty()
@@ -398,7 +399,7 @@ impl Engine {
                 query,
                 &page,
                 &outcome,
-                &out,
+                out.as_slice(),
                 &tail,
                 forced_by.as_deref(),
             );
@@ -412,8 +413,11 @@ impl Engine {
             &assigned.counted,
             elapsed + started.elapsed().as_secs_f64(),
         );
-        let mut served = answer(py, 200, &out, line.as_deref());
-        served.3 = failures(py, &outcome.errors, false, profile);
-        Ok(served)
+        Ok((
+            200,
+            out.finish(py)?,
+            line.map(|l| PyBytes::new(py, &l).unbind()),
+            failures(py, &outcome.errors, false, profile),
+        ))
     }
 }
