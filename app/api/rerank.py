@@ -141,7 +141,7 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
 
 
 async def _read_body(service: Rearranger, declared: bytes | None,
-                     receive: Receive) -> bytearray:
+                     receive: Receive) -> bytes | bytearray:
     settings = service.settings
     limit = settings.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -45,6 +45,11 @@ def test_a_body_that_is_there_is_read_whole():
     assert run(read_capped(ready_receive(part(b"ab", True), part(b"c")), 10, 1.0)) == b"abc"
 
 
+def test_a_body_in_one_message_is_that_message_s_bytes():
+    body = b"x" * 10
+    assert run(read_capped(ready_receive(part(body)), 10, 1.0)) is body
+
+
 def test_a_body_that_arrives_later_is_read_under_the_timer():
     async def scenario() -> bytearray:
         queue: asyncio.Queue[Message] = asyncio.Queue()

@@ -17,6 +17,7 @@ use crate::explain::{not_in_profile, write_explain};
 use crate::fmt::py_repr;
 use crate::json::write_str;
 use crate::metrics::EngineMetrics;
+use crate::out::{PyOut, Sink};
 use crate::response::{write_audit_line, write_response, Head};
 use crate::rules::Ctx;
 use crate::runner::RuleError;
@@ -384,7 +385,7 @@ impl Engine {
             exposures: &assigned.exposures,
         };
         // Kept documents are at most the body's size; audit records ~150 bytes each.
-        let mut out = Vec::with_capacity(512 + bytes.len() + 192 * outcome.audit.len());
+        let mut out = PyOut::with_capacity(py, 512 + bytes.len() + 192 * outcome.audit.len())?;
         let logged = audit_line
             && (!outcome.audit.is_empty()
                 || !assigned.exposures.is_empty()
@@ -392,7 +393,7 @@ impl Engine {
         let tail = write_response(&mut out, &head, &page, &outcome, logged);
         if explain {
             // One more member before the body's closing brace (the audit tail lies before it).
-            out.pop();
+            out.unpush();
             let elsewhere = not_in_profile(config, profile);
             write_explain(&mut out, &page, &outcome.trace, &elsewhere);
             out.push(b'}');
@@ -409,7 +410,7 @@ impl Engine {
                 query,
                 &page,
                 &outcome,
-                &out,
+                out.as_slice(),
                 &tail,
                 forced_by.as_deref(),
             );
@@ -423,8 +424,11 @@ impl Engine {
             &assigned.counted,
             elapsed + started.elapsed().as_secs_f64(),
         );
-        let mut served = answer(py, 200, &out, line.as_deref());
-        served.3 = failures(py, &outcome.errors, false, profile);
-        Ok(served)
+        Ok((
+            200,
+            out.finish(py)?,
+            line.map(|l| PyBytes::new(py, &l).unbind()),
+            failures(py, &outcome.errors, false, profile),
+        ))
     }
 }

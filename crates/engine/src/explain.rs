@@ -3,6 +3,7 @@
 
 use crate::doc::Page;
 use crate::json::{write_i64, write_list, write_opt_str, write_str};
+use crate::out::Sink;
 use crate::runner::{Pipeline, Trace};
 use crate::spec::Config;
 
@@ -53,7 +54,12 @@ pub fn not_in_profile<'a>(config: &'a Config, profile: &str) -> Vec<Elsewhere<'a
 }
 
 /// Append `,"explain":{"steps":[…],"not_in_profile":[…]}` to a JSON object's members.
-pub fn write_explain(out: &mut Vec<u8>, page: &Page, trace: &[Trace], elsewhere: &[Elsewhere]) {
+pub fn write_explain<S: Sink + ?Sized>(
+    out: &mut S,
+    page: &Page,
+    trace: &[Trace],
+    elsewhere: &[Elsewhere],
+) {
     out.extend_from_slice(b",\"explain\":{\"steps\":");
     write_list(out, trace, |out, t| {
         out.extend_from_slice(b"{\"rule\":");

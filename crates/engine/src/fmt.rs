@@ -24,6 +24,9 @@ const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 /// |x| times an exact power of ten is its six significant digits plus a fraction, with
 /// one rounding (an error under 1e-10); unless that fraction is within 1e-6 of a half,
 /// rounding it is rounding the exact value. False (nothing written) otherwise.
+///
+/// Audit reasons spell a few hundred of these a page, so the text is built in registers:
+/// the six digits as one word of ASCII, laid out with shifts and written in one store.
 fn push_g_scaled(out: &mut String, x: f64) -> bool {
     let a = x.abs();
     if !(1e-4..1e6).contains(&a) {
@@ -32,9 +35,16 @@ fn push_g_scaled(out: &mut String, x: f64) -> bool {
     // The power of ten of the first significant digit, from the decade `a` is in; a
     // decade bound that is itself inexact (1e-4..1e-1) is corrected by the range check.
     let mut exp10: i32 = if a >= 1.0 {
-        POW10[1..6].iter().take_while(|&&p| a >= p).count() as i32
+        i32::from(a >= 1e1)
+            + i32::from(a >= 1e2)
+            + i32::from(a >= 1e3)
+            + i32::from(a >= 1e4)
+            + i32::from(a >= 1e5)
     } else {
-        -(POW10[1..5].iter().take_while(|&&p| a * p < 1.0).count() as i32) - 1
+        -1 - i32::from(a * 1e1 < 1.0)
+            - i32::from(a * 1e2 < 1.0)
+            - i32::from(a * 1e3 < 1.0)
+            - i32::from(a * 1e4 < 1.0)
     };
     let mut t = a * POW10[(5 - exp10) as usize];
     if t < 100_000.0 {
@@ -44,26 +54,84 @@ fn push_g_scaled(out: &mut String, x: f64) -> bool {
         exp10 -= 1;
         t = a * POW10[(5 - exp10) as usize];
     }
-    let fraction = t - t.floor();
-    if (fraction - 0.5).abs() < 1e-6 || !(100_000.0..1_000_000.0).contains(&t) {
+    if !(100_000.0..1_000_000.0).contains(&t) {
         return false;
     }
-    let mut r = t.round() as u32;
+    let whole = t as u32; // t is positive: truncation is its floor
+    let fraction = t - f64::from(whole);
+    if (fraction - 0.5).abs() < 1e-6 {
+        return false;
+    }
+    let r = whole + u32::from(fraction > 0.5);
     if r == 1_000_000 {
-        r = 100_000; // 999999.5 and over: every digit carried
-        exp10 += 1;
+        // Every digit carried (999999.5 and over): the next decade, which at 1e6 is
+        // spelled with an exponent; rare enough for the general path.
+        return false;
     }
-    let mut digits = [0u8; 6];
-    for d in digits.iter_mut().rev() {
-        *d = b'0' + (r % 10) as u8;
-        r /= 10;
+    let digits = six_digits(r);
+    // The significant digits: six less the trailing zeros, the high bytes that hold 0.
+    let values = digits - ASCII_ZEROS;
+    let n = (6 - (values.leading_zeros() as usize - 16) / 8).max(1);
+    let (mut text, mut len) = if exp10 >= 0 {
+        let int_digits = exp10 as usize + 1;
+        let int_part = u128::from(digits & ((1u64 << (8 * int_digits)) - 1));
+        if n <= int_digits {
+            (int_part, int_digits) // the zeros up to the point are digits of `digits`
+        } else {
+            let point = u128::from(b'.') << (8 * int_digits);
+            let rest = u128::from(digits >> (8 * int_digits)) << (8 * (int_digits + 1));
+            (int_part | point | rest, n + 1)
+        }
+    } else {
+        // `0.`, then 0 to 3 zeros, then the digits.
+        let zeros = (-exp10 - 1) as usize;
+        let lead = 0x2e30 | (0x3030_3030u128 << 16) & ((1u128 << (8 * (2 + zeros))) - 1);
+        (
+            lead | u128::from(digits) << (8 * (2 + zeros)),
+            2 + zeros + n,
+        )
+    };
+    if x < 0.0 {
+        text = text << 8 | u128::from(b'-');
+        len += 1;
     }
-    let mut n = 6;
-    while n > 1 && digits[n - 1] == b'0' {
-        n -= 1;
-    }
-    lay_out_g(out, x < 0.0, &digits[..n], exp10);
+    push_ascii(out, text, len);
     true
+}
+
+/// Append the first `len` bytes of `text` (ASCII, the first in the lowest byte) with one
+/// 16-byte store into the string's spare room.
+#[inline]
+fn push_ascii(out: &mut String, text: u128, len: usize) {
+    debug_assert!(len <= 16 && text.to_le_bytes()[..len].is_ascii());
+    // SAFETY: the store lands in reserved capacity, and only its first `len` bytes, all
+    // ASCII, become part of the string, which stays UTF-8.
+    unsafe {
+        let v = out.as_mut_vec();
+        v.reserve(16);
+        let at = v.len();
+        std::ptr::write_unaligned(
+            v.as_mut_ptr().add(at).cast::<[u8; 16]>(),
+            text.to_le_bytes(),
+        );
+        v.set_len(at + len);
+    }
+}
+
+/// `'0'` in each of the six low bytes.
+const ASCII_ZEROS: u64 = 0x0000_3030_3030_3030;
+
+/// The six digits of `r` (100_000..=999_999) in ASCII, the first in the lowest byte.
+#[inline]
+fn six_digits(r: u32) -> u64 {
+    let three = |v: u32| -> u64 {
+        let hundreds = v / 100;
+        let rest = v - hundreds * 100;
+        let tens = rest / 10;
+        u64::from(hundreds) | u64::from(tens) << 8 | u64::from(rest - tens * 10) << 16
+    };
+    let high = r / 1000;
+    (three(high) | three(r - high * 1000) << 24) + ASCII_ZEROS
 }
 
 /// The fast path of `push_g`; false (nothing written) where it cannot decide.
@@ -335,6 +403,10 @@ mod tests {
             0.1 + 0.2,
             1234565.0,
             12345650.0,
+            999999.9999999999,
+            99999.99999999999,
+            0.9999999999999999,
+            0.00099999999999999,
         ];
         for _ in 0..200_000 {
             let r = next();

@@ -15,6 +15,7 @@ pub mod fmt;
 pub mod json;
 pub mod metrics;
 pub mod neardup;
+pub mod out;
 pub mod record;
 pub mod response;
 pub mod rules;

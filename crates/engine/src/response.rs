@@ -3,7 +3,7 @@
 
 use crate::doc::Page;
 use crate::experiments::Exposure;
-use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str};
+use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str, Sink};
 use crate::record::{Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
@@ -18,21 +18,21 @@ pub struct Head<'a> {
 
 /// Append literal JSON text (a key with its punctuation, written as one copy).
 #[inline]
-fn lit(out: &mut Vec<u8>, text: &[u8]) {
+fn lit<S: Sink + ?Sized>(out: &mut S, text: &[u8]) {
     out.extend_from_slice(text);
 }
 
 /// Append one of the engine's own names (a phase, action or mode: ASCII letters and `-`,
 /// nothing to escape) as a JSON string.
 #[inline]
-fn name(out: &mut Vec<u8>, s: &'static str) {
+fn name<S: Sink + ?Sized>(out: &mut S, s: &'static str) {
     out.push(b'"');
     out.extend_from_slice(s.as_bytes());
     out.push(b'"');
 }
 
 /// `experiments`: {experiment, variant, bucket, layer, salt[, forced]} each.
-pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
+pub fn write_exposures<S: Sink + ?Sized>(out: &mut S, exposures: &[Exposure]) {
     write_list(out, exposures, |out, e| {
         lit(out, b"{\"experiment\":");
         write_str(out, &e.experiment);
@@ -57,7 +57,11 @@ pub fn write_exposures(out: &mut Vec<u8>, exposures: &[Exposure]) {
 /// `audit`: the CONTRACT's record objects (`relax_to` only when set). With `marks`, the
 /// offset in `out` just after each record's `doc_id` is pushed to it: where the audit-log
 /// line puts the document's `url` and `host` (`write_audit_line`).
-pub fn write_audit(out: &mut Vec<u8>, audit: &[Record], mut marks: Option<&mut Vec<usize>>) {
+pub fn write_audit<S: Sink + ?Sized>(
+    out: &mut S,
+    audit: &[Record],
+    mut marks: Option<&mut Vec<usize>>,
+) {
     write_list(out, audit, |out, r| {
         lit(out, b"{\"rule\":");
         write_str(out, r.rule);
@@ -89,7 +93,7 @@ pub fn write_audit(out: &mut Vec<u8>, audit: &[Record], mut marks: Option<&mut V
 }
 
 /// `skipped`: {rule, phase, reason} each.
-pub fn write_skipped(out: &mut Vec<u8>, skipped: &[Skip]) {
+pub fn write_skipped<S: Sink + ?Sized>(out: &mut S, skipped: &[Skip]) {
     write_list(out, skipped, |out, s| {
         lit(out, b"{\"rule\":");
         write_str(out, s.rule);
@@ -110,8 +114,8 @@ pub struct Tail {
 }
 
 /// The 200 body; returns where its audit tail lies (`marked`: with each record's mark).
-pub fn write_response(
-    out: &mut Vec<u8>,
+pub fn write_response<S: Sink + ?Sized>(
+    out: &mut S,
     head: &Head,
     page: &Page,
     outcome: &Outcome,
@@ -200,7 +204,11 @@ pub fn write_response(
 
 /// `"audit":[...]` and, when a rule was skipped, `,"skipped":[...]`: the end of both the
 /// response and the audit line.
-fn write_audit_tail(out: &mut Vec<u8>, outcome: &Outcome, marks: Option<&mut Vec<usize>>) {
+fn write_audit_tail<S: Sink + ?Sized>(
+    out: &mut S,
+    outcome: &Outcome,
+    marks: Option<&mut Vec<usize>>,
+) {
     lit(out, b"\"audit\":");
     write_audit(out, &outcome.audit, marks);
     if !outcome.skipped.is_empty() {
