@@ -13,7 +13,7 @@ from app.spec import compile_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_KEYS = ["phase", "rule", "params", "on_error", "enabled", "valid_from", "valid_until",
-             "experiment", "variants", "python", "variant_python"]
+             "window", "experiment", "variants", "python", "variant_python"]
 
 
 def spec_of(engine):
@@ -149,3 +149,17 @@ experiments:
     assert instances[demote["variant_python"]["harder"]] is \
         steps["demote_host"].variants["harder"].instance
     assert instances[drop["python"]] is steps["drop_topic"].rule.instance
+
+
+def test_a_window_is_handed_to_the_engine_as_explain_says_it():
+    engine = load_bytes(b"""
+profiles:
+  default:
+    trim:
+      - {depth: {valid_from: "2026-12-24T00:00:00+03:00", valid_until: "2026-12-27T00:00:00Z"}}
+    annotate: [{ad_label: {valid_until: "2027-01-01T00:00:00Z"}}, age_label]
+""")
+    spec, _ = spec_of(engine)
+    assert [s["window"] for s in spec["profiles"]["default"]] == [
+        "valid from 2026-12-23T21:00:00Z until 2026-12-27T00:00:00Z",
+        "valid until 2027-01-01T00:00:00Z", None]
