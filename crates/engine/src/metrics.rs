@@ -6,6 +6,7 @@
 mod slab;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use pyo3::exceptions::PyOSError;
@@ -38,32 +39,49 @@ const SEP: char = '\u{1f}';
 /// probe.
 type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 
-/// The counter families (one f64 cell per series).
-const COUNTERS: &[&str] = &[
+/// The families, by the index a call site names one with (a request touches some sixty
+/// series: an index, not a hashed name, picks each one's map). Counters first.
+const FAMILIES: [&str; 11] = [
     "rearrange_requests_total",
     "rearrange_rule_actions",
     "rearrange_fallbacks_total",
     "rearrange_experiment_assignments_total",
     "rearrange_rule_skipped_total",
     "rearrange_rule_errors_total",
-];
-/// The histogram families (a count per bound, +Inf, and the sum).
-const HISTOGRAMS: &[&str] = &[
     "rearrange_request_duration_seconds",
     "rearrange_rule_duration_seconds",
     "rearrange_rule_position_change",
     "rearrange_rule_score_change",
     "rearrange_rule_top10_churn",
 ];
+const REQUESTS: usize = 0;
+const ACTIONS: usize = 1;
+const FALLBACKS: usize = 2;
+const ASSIGNMENTS: usize = 3;
+const SKIPPED: usize = 4;
+const ERRORS: usize = 5;
+/// Families from this index on are histograms (a count per bound, +Inf, and the sum);
+/// those before, counters (one f64 cell).
+const FIRST_HISTOGRAM: usize = 6;
+const REQUEST_DURATION: usize = 6;
+const RULE_DURATION: usize = 7;
+const POSITION_CHANGE: usize = 8;
+const SCORE_CHANGE: usize = 9;
+const CHURN: usize = 10;
 
-fn bounds_of(family: &str) -> &'static [f64] {
+fn bounds_of(family: usize) -> &'static [f64] {
     match family {
-        "rearrange_request_duration_seconds" => LATENCY_BUCKETS,
-        "rearrange_rule_duration_seconds" => RULE_BUCKETS,
-        "rearrange_rule_position_change" => POSITION_BUCKETS,
-        "rearrange_rule_score_change" => SCORE_BUCKETS,
+        REQUEST_DURATION => LATENCY_BUCKETS,
+        RULE_DURATION => RULE_BUCKETS,
+        POSITION_CHANGE => POSITION_BUCKETS,
+        SCORE_CHANGE => SCORE_BUCKETS,
         _ => CHURN_BUCKETS,
     }
+}
+
+/// The index of the family named `name`.
+fn family_of(name: &str) -> Option<usize> {
+    FAMILIES.iter().position(|f| *f == name)
 }
 
 /// The `reason` label of rearrange_rule_skipped_total: a fixed identifier for each reason
@@ -89,8 +107,8 @@ fn join(buf: &mut String, values: &[&str]) {
 /// The slab the series live in and where each one's cells are.
 struct State {
     slab: Slab,
-    /// family → joined label values → offset of the series' cells in the slab.
-    series: HashMap<&'static str, HashMap<String, usize>>,
+    /// Per family: joined label values → offset of the series' cells in the slab.
+    series: [HashMap<String, usize>; FAMILIES.len()],
     /// The key being looked up: reused, so a known series costs no allocation.
     key: String,
     /// Updates not counted because the slab could not grow (a full disk), and why.
@@ -100,16 +118,14 @@ struct State {
 
 impl State {
     fn new(slab: Slab, adopted: Vec<(String, usize)>) -> Self {
-        let mut series: HashMap<&'static str, HashMap<String, usize>> = HashMap::default();
+        let mut series: [HashMap<String, usize>; FAMILIES.len()] =
+            std::array::from_fn(|_| HashMap::default());
         for (key, offset) in adopted {
             let Some((family, labels)) = key.split_once(FAMILY_SEP) else {
                 continue;
             };
-            if let Some(family) = COUNTERS.iter().chain(HISTOGRAMS).find(|f| **f == family) {
-                series
-                    .entry(family)
-                    .or_default()
-                    .insert(labels.to_owned(), offset);
+            if let Some(family) = family_of(family) {
+                series[family].insert(labels.to_owned(), offset);
             }
         }
         State {
@@ -122,13 +138,13 @@ impl State {
     }
 
     /// The offset of the cells of (family, labels): found, or appended to the slab.
-    fn series(&mut self, family: &'static str, labels: &[&str], cells: usize) -> Option<usize> {
+    fn series(&mut self, family: usize, labels: &[&str], cells: usize) -> Option<usize> {
         join(&mut self.key, labels);
-        let series = self.series.entry(family).or_default();
+        let series = &mut self.series[family];
         if let Some(at) = series.get(self.key.as_str()) {
             return Some(*at);
         }
-        let full = format!("{family}{FAMILY_SEP}{}", self.key);
+        let full = format!("{}{FAMILY_SEP}{}", FAMILIES[family], self.key);
         match self.slab.add(&full, cells) {
             Ok(at) => {
                 series.insert(self.key.clone(), at);
@@ -142,23 +158,18 @@ impl State {
         }
     }
 
-    fn inc(&mut self, family: &'static str, key: &[&str], n: f64) {
+    fn inc(&mut self, family: usize, key: &[&str], n: f64) {
         if let Some(at) = self.series(family, key, 1) {
-            self.slab.add_f64(at, 0, n);
+            slab::add_f64(&self.slab.cells(at, 1)[0], n);
         }
     }
 
-    fn observe(&mut self, family: &'static str, key: &[&str], v: f64) {
+    fn observe(&mut self, family: usize, key: &[&str], v: f64) {
         self.observe_all(family, key, std::iter::once(v));
     }
 
     /// Observe each of `values` in one series: its key is joined and looked up once.
-    fn observe_all(
-        &mut self,
-        family: &'static str,
-        key: &[&str],
-        values: impl Iterator<Item = f64>,
-    ) {
+    fn observe_all(&mut self, family: usize, key: &[&str], values: impl Iterator<Item = f64>) {
         let mut values = values.peekable();
         if values.peek().is_none() {
             return;
@@ -167,11 +178,18 @@ impl State {
         let Some(at) = self.series(family, key, bounds.len() + 2) else {
             return;
         };
+        let (counts, sum) = self
+            .slab
+            .cells(at, bounds.len() + 2)
+            .split_at(bounds.len() + 1);
+        // The sum is added to in order, as one f64 would be, and stored once.
+        let mut total = f64::from_bits(sum[0].load(Ordering::Relaxed));
         for v in values {
             // The first bound >= v: Prometheus's `le`.
-            self.slab.add_one(at, bounds.partition_point(|b| *b < v));
-            self.slab.add_f64(at, bounds.len() + 1, v);
+            slab::add_one(&counts[bounds.partition_point(|b| *b < v)]);
+            total += v;
         }
+        sum[0].store(total.to_bits(), Ordering::Relaxed);
     }
 }
 
@@ -187,10 +205,10 @@ fn sum_into(into: &mut HashMap<(String, String), Summed>, read: Vec<(String, Vec
         let Some((family, labels)) = key.split_once(FAMILY_SEP) else {
             continue;
         };
-        let counter = COUNTERS.contains(&family);
-        if !counter && !HISTOGRAMS.contains(&family) {
+        let Some(index) = family_of(family) else {
             continue; // a family another version kept
-        }
+        };
+        let counter = index < FIRST_HISTOGRAM;
         let series = (family.to_owned(), labels.to_owned());
         if counter {
             let v = f64::from_bits(cells[0]);
@@ -200,7 +218,7 @@ fn sum_into(into: &mut HashMap<(String, String), Summed>, read: Vec<(String, Vec
             }
             continue;
         }
-        let n = bounds_of(family).len() + 1;
+        let n = bounds_of(index).len() + 1;
         if cells.len() != n + 1 {
             continue; // other buckets: another version's
         }
@@ -259,7 +277,7 @@ impl EngineMetrics {
         self.with(|s| {
             for ((rule, phase, action, mode), n) in &outcome.actions {
                 s.inc(
-                    "rearrange_rule_actions",
+                    ACTIONS,
                     &[
                         rule,
                         phase.as_str(),
@@ -272,20 +290,12 @@ impl EngineMetrics {
             }
             for t in &outcome.timings {
                 let mode = t.mode.as_str();
-                s.observe(
-                    "rearrange_rule_duration_seconds",
-                    &[t.rule, t.phase.as_str(), mode],
-                    t.seconds,
-                );
-                s.observe(
-                    "rearrange_rule_top10_churn",
-                    &[t.rule, mode],
-                    t.churn.min(TOP + 1) as f64,
-                );
+                s.observe(RULE_DURATION, &[t.rule, t.phase.as_str(), mode], t.seconds);
+                s.observe(CHURN, &[t.rule, mode], t.churn.min(TOP + 1) as f64);
                 // One lookup per direction, not per move: a rerank moves most of the page.
                 for (dir, down) in [("down", true), ("up", false)] {
                     s.observe_all(
-                        "rearrange_rule_position_change",
+                        POSITION_CHANGE,
                         &[t.rule, mode, dir],
                         t.moves
                             .iter()
@@ -296,7 +306,7 @@ impl EngineMetrics {
                 if t.phase == Phase::Rerank {
                     for (dir, up) in [("up", true), ("down", false)] {
                         s.observe_all(
-                            "rearrange_rule_score_change",
+                            SCORE_CHANGE,
                             &[t.rule, mode, dir],
                             t.deltas
                                 .iter()
@@ -307,27 +317,23 @@ impl EngineMetrics {
                 }
             }
             if let Some(f) = &outcome.fallback {
-                s.inc("rearrange_fallbacks_total", &[f.rule, f.action], 1.0);
+                s.inc(FALLBACKS, &[f.rule, f.action], 1.0);
             }
             for k in &outcome.skipped {
                 s.inc(
-                    "rearrange_rule_skipped_total",
+                    SKIPPED,
                     &[k.rule, k.phase.as_str(), skip_label(k.reason)],
                     1.0,
                 );
             }
             for e in &outcome.errors {
-                s.inc(
-                    "rearrange_rule_errors_total",
-                    &[e.rule, e.phase.as_str()],
-                    1.0,
-                );
+                s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);
             }
             for (e, v) in counted {
-                s.inc("rearrange_experiment_assignments_total", &[e, v], 1.0);
+                s.inc(ASSIGNMENTS, &[e, v], 1.0);
             }
-            s.inc("rearrange_requests_total", &[profile, "ok"], 1.0);
-            s.observe("rearrange_request_duration_seconds", &[profile], seconds);
+            s.inc(REQUESTS, &[profile, "ok"], 1.0);
+            s.observe(REQUEST_DURATION, &[profile], seconds);
         });
     }
 
@@ -335,19 +341,15 @@ impl EngineMetrics {
     pub fn refused_by_rule(&self, profile: &str, errors: &[RuleError]) {
         self.with(|s| {
             for e in errors {
-                s.inc(
-                    "rearrange_rule_errors_total",
-                    &[e.rule, e.phase.as_str()],
-                    1.0,
-                );
+                s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);
             }
-            s.inc("rearrange_requests_total", &[profile, "rule_failed"], 1.0);
+            s.inc(REQUESTS, &[profile, "rule_failed"], 1.0);
         });
     }
 
     /// Count one request by profile and outcome (`invalid`, `timeout`, ...).
     pub fn request(&self, profile: &str, outcome: &str) {
-        self.with(|s| s.inc("rearrange_requests_total", &[profile, outcome], 1.0));
+        self.with(|s| s.inc(REQUESTS, &[profile, outcome], 1.0));
     }
 }
 
@@ -436,7 +438,7 @@ impl EngineMetrics {
     fn count_assignments(&self, pairs: Vec<(String, String)>) {
         self.with(|s| {
             for (e, v) in &pairs {
-                s.inc("rearrange_experiment_assignments_total", &[e, v], 1.0);
+                s.inc(ASSIGNMENTS, &[e, v], 1.0);
             }
         });
     }
@@ -460,7 +462,7 @@ impl EngineMetrics {
                 }
                 Summed::Histogram(counts, sum) => {
                     family_list(&h, &family)?.append((labels, counts, sum))?;
-                    b.set_item(&family, bounds_of(&family))?;
+                    b.set_item(&family, family_of(&family).map(bounds_of))?;
                 }
             }
         }
@@ -482,8 +484,8 @@ impl EngineMetrics {
     #[staticmethod]
     fn buckets<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for family in HISTOGRAMS {
-            out.set_item(family, bounds_of(family))?;
+        for (index, family) in FAMILIES.iter().enumerate().skip(FIRST_HISTOGRAM) {
+            out.set_item(family, bounds_of(index))?;
         }
         Ok(out)
     }

@@ -60,8 +60,15 @@ enum Memory {
 /// The writing side: this process's slab.
 pub struct Slab {
     memory: Memory,
+    /// The mapping's first byte (a cache of `memory`'s pointer: the request path reads it
+    /// for every cell it touches).
+    base: *const u8,
     used: usize,
 }
+
+// SAFETY: `base` points into the mapping the Slab owns and moves with it; cells are
+// atomics, so another thread (behind the engine's lock) or process may touch them.
+unsafe impl Send for Slab {}
 
 impl Slab {
     /// A slab in anonymous memory: one process, nothing shared.
@@ -69,6 +76,7 @@ impl Slab {
         let mut map = MmapMut::map_anon(INITIAL)?;
         init(&mut map);
         Ok(Slab {
+            base: map.as_ptr(),
             memory: Memory::Anonymous(map),
             used: HEADER,
         })
@@ -91,6 +99,7 @@ impl Slab {
             let mut map = unsafe { MmapMut::map_mut(&file)? };
             init(&mut map);
             let slab = Slab {
+                base: map.as_ptr(),
                 memory: Memory::File(file, map),
                 used: HEADER,
             };
@@ -108,6 +117,7 @@ impl Slab {
             .map(|(key, offset, _)| (key.to_owned(), offset))
             .collect();
         let slab = Slab {
+            base: map.as_ptr(),
             memory: Memory::File(file, map),
             used,
         };
@@ -158,36 +168,37 @@ impl Slab {
                 *map = bigger;
             }
         }
+        self.base = self.map().as_ptr();
         Ok(())
     }
 
-    /// The cell `i` of the series whose cells start at `offset`.
-    pub fn cell(&self, offset: usize, i: usize) -> &AtomicU64 {
-        let at = offset + i * 8;
-        assert!(at + 8 <= self.used, "a cell outside the slab");
-        // SAFETY: inside the used part of the mapping, 8-aligned (offsets and entries are).
-        unsafe { cell(self.map().as_ptr(), at) }
-    }
-
-    /// Add `n` to the f64 held in a cell (only this process writes it: load, then store).
-    pub fn add_f64(&self, offset: usize, i: usize, n: f64) {
-        let c = self.cell(offset, i);
-        c.store(
-            (f64::from_bits(c.load(Ordering::Relaxed)) + n).to_bits(),
-            Ordering::Relaxed,
+    /// The `n` cells of the series whose cells start at `offset`.
+    pub fn cells(&self, offset: usize, n: usize) -> &[AtomicU64] {
+        assert!(
+            offset % 8 == 0 && offset + n * 8 <= self.used,
+            "cells outside the slab"
         );
-    }
-
-    /// Add 1 to the count held in a cell.
-    pub fn add_one(&self, offset: usize, i: usize) {
-        let c = self.cell(offset, i);
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        // SAFETY: inside the used part of the mapping, 8-aligned (offsets and entries are).
+        unsafe { std::slice::from_raw_parts(self.base.add(offset) as *const AtomicU64, n) }
     }
 
     /// Every series of this slab: (key, its cells' values).
     pub fn read(&self) -> Vec<(String, Vec<u64>)> {
         read_map(self.map()).expect("our own slab is well formed")
     }
+}
+
+/// Add `n` to the f64 held in a cell (only this process writes it: load, then store).
+pub fn add_f64(cell: &AtomicU64, n: f64) {
+    cell.store(
+        (f64::from_bits(cell.load(Ordering::Relaxed)) + n).to_bits(),
+        Ordering::Relaxed,
+    );
+}
+
+/// Add 1 to the count held in a cell.
+pub fn add_one(cell: &AtomicU64) {
+    cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 fn init(map: &mut MmapMut) {
@@ -263,14 +274,14 @@ mod tests {
         let (mut slab, adopted) = Slab::open(&path).unwrap();
         assert!(adopted.is_empty());
         let first = slab.add("c\u{1e}a", 1).unwrap();
-        slab.add_f64(first, 0, 2.5);
+        add_f64(&slab.cells(first, 1)[0], 2.5);
         // Past the initial size: the slab doubles and keeps what it held.
         let key = "h\u{1e}".to_owned() + &"x".repeat(1000);
         let mut last = 0;
         for _ in 0..100 {
             last = slab.add(&key, 12).unwrap();
         }
-        slab.add_one(last, 3);
+        add_one(&slab.cells(last, 12)[3]);
         let read = read_file(&path).unwrap();
         assert_eq!(read.len(), 101);
         assert_eq!(read[0], ("c\u{1e}a".to_owned(), vec![2.5f64.to_bits()]));
@@ -280,7 +291,7 @@ mod tests {
         let (slab, adopted) = Slab::open(&path).unwrap();
         assert_eq!(adopted.len(), 101);
         assert_eq!(adopted[0], ("c\u{1e}a".to_owned(), first));
-        slab.add_f64(first, 0, 1.0);
+        add_f64(&slab.cells(first, 1)[0], 1.0);
         assert_eq!(read_file(&path).unwrap()[0].1, vec![3.5f64.to_bits()]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -302,7 +313,7 @@ mod tests {
         let offsets: Vec<usize> = (0..5000)
             .map(|i| slab.add(&format!("k{i}"), 2).unwrap())
             .collect();
-        slab.add_one(offsets[4999], 1);
+        add_one(&slab.cells(offsets[4999], 2)[1]);
         let read = slab.read();
         assert_eq!(read.len(), 5000);
         assert_eq!(read[4999].1, vec![0, 1]);
