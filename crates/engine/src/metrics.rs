@@ -193,6 +193,9 @@ impl State {
     }
 }
 
+/// Every series summed over slabs, by (family, joined label values).
+type Sums = HashMap<(String, String), Summed>;
+
 /// One series summed over slabs.
 enum Summed {
     Counter(f64),
@@ -200,7 +203,7 @@ enum Summed {
 }
 
 /// Sum the series read from one slab into `into`, keyed by (family, labels).
-fn sum_into(into: &mut HashMap<(String, String), Summed>, read: Vec<(String, Vec<u64>)>) {
+fn sum_into(into: &mut Sums, read: Vec<(String, Vec<u64>)>) {
     for (key, cells) in read {
         let Some((family, labels)) = key.split_once(FAMILY_SEP) else {
             continue;
@@ -386,7 +389,7 @@ impl EngineMetrics {
 
     /// Every series this process's slab holds, or (with a directory) the sum over every
     /// slab file in it, and the files that could not be read: (path, problem).
-    fn summed(&self) -> (HashMap<(String, String), Summed>, Vec<(String, String)>) {
+    fn summed(&self) -> (Sums, Vec<(String, String)>) {
         let mut into = HashMap::default();
         let mut unreadable = Vec::new();
         let Some(directory) = &self.directory else {
