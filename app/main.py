@@ -64,6 +64,8 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     audit = None
     if settings.audit_log:
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
+        if metrics.multiprocess_dir is None:  # one process: read at scrape time
+            metrics.audit_failing.set_function(audit.failing)
     service = Rearranger(settings, store, config, metrics, audit)
     service.redis_policy = policy
     service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)

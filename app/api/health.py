@@ -82,8 +82,9 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
             m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
             m.redis_diverged.labels(name).set(1 if state.diverged else 0)
             m.redis_staleness.labels(name).set(state.staleness_seconds)
-        audit = service.audit_log
-        m.audit_failing.set(1 if audit is not None and audit.failing() else 0)
+        audit = service.audit_log  # with one process, read at scrape time (set_function)
+        if m.multiprocess_dir is not None and audit is not None:
+            m.audit_failing.set(1 if audit.failing() else 0)
 
     return set_gauges
 
