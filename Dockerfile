@@ -1,5 +1,5 @@
 # Rearrange service image. Build from the repository root:
-#   docker build -t rearrange:dev .
+#   docker build -t rearrange:dev --build-arg COMMIT=$(git rev-parse --short=12 HEAD) .
 # Stage 1 installs the package and its runtime dependencies (never the dev extra) into a
 # virtualenv, compiling the Rust engine with a toolchain borrowed from the rust image;
 # stage 2 copies only that venv and the sample config onto a fresh slim base,
@@ -39,6 +39,9 @@ COPY --from=build /opt/venv /opt/venv
 WORKDIR /srv
 COPY config ./config
 RUN mkdir -p /srv/var && chown 10001:10001 /srv/var
+# rearrange_build_info{commit}: the image has no checkout to read it from.
+ARG COMMIT=unknown
+ENV REARRANGE_BUILD_COMMIT=${COMMIT}
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

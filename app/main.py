@@ -42,7 +42,7 @@ log = logging.getLogger("rearrange")
 
 def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
-    metrics = metrics or Metrics()
+    metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
     policy = EvictionPolicy(metrics) if settings.redis_url else None
     store = build_store(settings, metrics, policy=policy)
     store.start()
@@ -64,7 +64,8 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     audit = None
     if settings.audit_log:
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
-        metrics.audit_failing.set_function(audit.failing)  # read at scrape time
+        if metrics.multiprocess_dir is None:  # one process: read at scrape time
+            metrics.audit_failing.set_function(audit.failing)
     service = Rearranger(settings, store, config, metrics, audit)
     if settings.capture_path is not None:
         service.capture = Capture(capture_settings(settings),
@@ -206,7 +207,9 @@ def configure_logging(level: str) -> None:
 
 
 async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
-    """Hot-reload the config on file change and sweep expired bans, once a poll interval.
+    """Hot-reload the config on file change, sweep expired bans, check sanction states and
+    refresh this worker's gauges (another worker may answer the next scrape), once a poll
+    interval.
 
     One failing step is logged and counted, and the loop goes on: a task that died here
     would silently stop both hot reload and TTL sweeps until the next restart.
@@ -216,7 +219,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
     while True:
         await asyncio.sleep(poll_seconds)
         for task, step in (("config", _poll_config), ("sweep", _sweep),
-                           ("sanctions", _check_sanctions)):
+                           ("sanctions", _check_sanctions), ("gauges", _refresh_gauges)):
             try:
                 await step(service)
             except Exception:
@@ -239,6 +242,10 @@ async def _sweep(service: Rearranger) -> None:
     expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
+
+
+async def _refresh_gauges(service: Rearranger) -> None:
+    service.metrics.refresh(health.gauges(service))
 
 
 async def _check_sanctions(service: Rearranger) -> None:

@@ -3,8 +3,14 @@ drain before every stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
+import shutil
+import tempfile
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -113,10 +119,37 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
                 "process. Run one worker per replica (the deployment's way), point the workers "
                 "at Redis, or set REARRANGE_BANLIST_READ_ONLY=true to serve a frozen list.")
         # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
-        uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
+        with metrics_directory(settings.metrics_dir):
+            uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
         return
     from app.main import create_app
+    from app.metrics_workers import wipe
 
+    if settings.metrics_dir is not None:  # one worker of its own in the directory
+        settings.metrics_dir.mkdir(parents=True, exist_ok=True)
+        wipe(settings.metrics_dir)
     app = create_app(settings)
     DrainingServer(uvicorn.Config(app, **options), app.state.service,
                    settings.drain_seconds).run()
+
+
+@contextlib.contextmanager
+def metrics_directory(given: Path | None) -> Iterator[Path]:
+    """The directory the workers write their metrics to, empty at the start: the one in
+    PROMETHEUS_MULTIPROC_DIR (the last run's files wiped), else a fresh one removed at the
+    end. The variable is set for the workers, which import prometheus_client after it is
+    (uvicorn spawns them as new interpreters)."""
+    from app.metrics_workers import wipe
+
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        wipe(given)
+        yield given
+        return
+    made = Path(tempfile.mkdtemp(prefix="rearrange-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(made)
+    try:
+        yield made
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(made, ignore_errors=True)

@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     access_log: bool = False  # uvicorn's line per request: off, the balancer logs requests
     # Ours and uvicorn's; lower case, as uvicorn takes it
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # Several workers: where each writes its metrics for every scrape to sum (prometheus_client's
+    # variable, read by it at import; `rearrange serve --workers N` sets it to a fresh one)
+    metrics_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     host: str = "127.0.0.1"
     port: int = 8080
 
@@ -64,6 +68,7 @@ class Settings(BaseSettings):
         return value.lower() if isinstance(value, str) else value
 
     @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", "capture_path",
+                     "metrics_dir",
                      mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:

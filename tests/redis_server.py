@@ -83,14 +83,15 @@ class RedisServer:
 class ServeProcess:
     """`rearrange serve` on a free port, as deployed (for multi-instance tests)."""
 
-    def __init__(self, root: Path, workdir: Path, env: dict[str, str]) -> None:
+    def __init__(self, root: Path, workdir: Path, env: dict[str, str],
+                 args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"serve-{self.port}.log"
         full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", **env}
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), *args],
                 cwd=root, env=full, stderr=err)
         if answers(f"{self.base}/healthz", 60):  # a loaded shared machine starts slowly
             return

@@ -32,7 +32,8 @@ async def list_experiments(service: Service) -> dict[str, Any]:
 
 @router.get("/srm")
 async def sample_ratio(service: Service) -> dict[str, Any]:
-    """Chi-square test of this replica's assignments since start against the weights."""
+    """Chi-square test of this replica's assignments (all its workers') since start against
+    the weights."""
     engine = service.config.engine
     results = srm(service.metrics.assignment_counts(), engine.designs())
     return {"config_version": engine.version, "alpha": SRM_ALPHA,

@@ -1,6 +1,7 @@
 """Liveness, readiness and Prometheus metrics."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -10,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app import __version__
 from app.api.deps import Service
 from app.banlist.base import SyncState
+from app.metrics import Metrics
 from app.service import Rearranger
 
 router = APIRouter(tags=["health"])
@@ -63,26 +65,41 @@ async def readyz(service: Service) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
+def gauges(service: Rearranger) -> Callable[[Metrics], None]:
+    """What sets the service-state gauges of `service` (read from memory, never Redis)."""
+
+    def set_gauges(m: Metrics) -> None:
+        store = service.store
+        m.banlist_entries.set(len(store))
+        m.banlist_version.set(store.version)
+        for scope, n in store.index.counts.items():
+            m.banlist_scope_entries.labels(scope).set(n)
+        states = sync_states(service)
+        banlist = states["banlist"]
+        m.banlist_staleness.set(banlist.staleness_seconds)
+        m.banlist_epoch.set(banlist.epoch / 1000)  # Redis's epoch is in milliseconds
+        m.banlist_in_sync.set(1 if banlist.in_sync else 0)
+        m.banlist_diverged.set(1 if banlist.diverged else 0)
+        for name, state in states.items():
+            m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
+            m.redis_diverged.labels(name).set(1 if state.diverged else 0)
+            m.redis_staleness.labels(name).set(state.staleness_seconds)
+        audit = service.audit_log  # with one process, read at scrape time (set_function)
+        if m.multiprocess_dir is not None and audit is not None:
+            m.audit_failing.set(1 if audit.failing() else 0)
+
+    return set_gauges
+
+
 @router.get("/metrics", response_class=Response, responses={200: {
     "description": "Prometheus text exposition",
     "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def metrics(request: Request, service: Service) -> Response:
-    """Prometheus text exposition; answers without waiting on Redis for more than a moment."""
-    m, store = service.metrics, service.store
-    m.banlist_entries.set(len(store))
-    m.banlist_version.set(store.version)
-    for scope, n in store.index.counts.items():
-        m.banlist_scope_entries.labels(scope).set(n)
-    states = sync_states(service)
-    banlist = states["banlist"]
-    m.banlist_staleness.set(banlist.staleness_seconds)
-    m.banlist_epoch.set(banlist.epoch)
-    m.banlist_in_sync.set(1 if banlist.in_sync else 0)
-    m.banlist_diverged.set(1 if banlist.diverged else 0)
-    for name, state in states.items():
-        m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
-        m.redis_diverged.labels(name).set(1 if state.diverged else 0)
-        m.redis_staleness.labels(name).set(state.staleness_seconds)
+    """Prometheus text exposition; answers without waiting on Redis for more than a moment.
+
+    With several workers it is the whole service's, whichever worker answers."""
+    m = service.metrics
+    m.refresh(gauges(service))
     counts, _ = await request.app.state.sanction_hosts.get()  # the last good reading
     for sanction_state, count in (counts or {}).items():
         m.sanction_hosts.labels(sanction_state).set(count)

@@ -268,7 +268,7 @@ def test_near_duplicates_cut_by_the_deadline_while_running_is_said(client, setti
     assert all(d["collapsed"] == [] for d in late["documents"])
     assert all(r["rule"] != "near_duplicates" for r in late["audit"])
     assert ('rearrange_rule_skipped_total{phase="diversify",'
-            'reason="deadline (stopped while running)",rule="near_duplicates"} 1.0'
+            'reason="deadline_stopped",rule="near_duplicates"} 1.0'
             ) in client.get("/metrics").text
     service.audit_log.close()
     lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]

@@ -1,15 +1,22 @@
 //! The per-request series, kept in the engine (one lock per request) and read at scrape
 //! time by app/metrics.py's EngineCollector: the same names, labels and buckets the
-//! Python service exported.
+//! Python service exported. They live in a slab (metrics/slab.rs): anonymous memory for one
+//! process, or this worker's file in a directory that every worker's scrape sums.
 
+mod slab;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::effects::TOP;
 use crate::record::Phase;
-use crate::runner::{Outcome, RuleError};
+use crate::runner::{Outcome, RuleError, STOPPED_LATE};
+use slab::{Slab, FAMILY_SEP};
 
 /// rearrange_request_duration_seconds.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -24,28 +31,6 @@ pub const SCORE_BUCKETS: &[f64] = &[0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0];
 /// rearrange_rule_top10_churn: a call's churn n is counted at index n.
 pub const CHURN_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
 
-/// One histogram series: a count per bound, +Inf, and the sum.
-#[derive(Clone, Debug)]
-struct Hist {
-    counts: Vec<u64>,
-    sum: f64,
-}
-
-impl Hist {
-    fn new(bounds: &[f64]) -> Self {
-        Hist {
-            counts: vec![0; bounds.len() + 1],
-            sum: 0.0,
-        }
-    }
-
-    fn observe(&mut self, bounds: &[f64], v: f64) {
-        // The first bound >= v: Prometheus's `le`.
-        self.counts[bounds.partition_point(|b| *b < v)] += 1;
-        self.sum += v;
-    }
-}
-
 /// Label values joined by this separator make one series key (split at scrape time).
 const SEP: char = '\u{1f}';
 
@@ -54,22 +39,58 @@ const SEP: char = '\u{1f}';
 /// probe.
 type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 
-/// Counters and histograms keyed by their joined label values.
-#[derive(Default)]
-struct State {
-    counters: HashMap<&'static str, HashMap<String, f64>>,
-    hists: HashMap<&'static str, HashMap<String, Hist>>,
-    /// The key being looked up: reused, so a known series costs no allocation.
-    key: String,
+/// The families, by the index a call site names one with (a request touches some sixty
+/// series: an index, not a hashed name, picks each one's map). Counters first.
+const FAMILIES: [&str; 11] = [
+    "rearrange_requests_total",
+    "rearrange_rule_actions",
+    "rearrange_fallbacks_total",
+    "rearrange_experiment_assignments_total",
+    "rearrange_rule_skipped_total",
+    "rearrange_rule_errors_total",
+    "rearrange_request_duration_seconds",
+    "rearrange_rule_duration_seconds",
+    "rearrange_rule_position_change",
+    "rearrange_rule_score_change",
+    "rearrange_rule_top10_churn",
+];
+const REQUESTS: usize = 0;
+const ACTIONS: usize = 1;
+const FALLBACKS: usize = 2;
+const ASSIGNMENTS: usize = 3;
+const SKIPPED: usize = 4;
+const ERRORS: usize = 5;
+/// Families from this index on are histograms (a count per bound, +Inf, and the sum);
+/// those before, counters (one f64 cell).
+const FIRST_HISTOGRAM: usize = 6;
+const REQUEST_DURATION: usize = 6;
+const RULE_DURATION: usize = 7;
+const POSITION_CHANGE: usize = 8;
+const SCORE_CHANGE: usize = 9;
+const CHURN: usize = 10;
+
+fn bounds_of(family: usize) -> &'static [f64] {
+    match family {
+        REQUEST_DURATION => LATENCY_BUCKETS,
+        RULE_DURATION => RULE_BUCKETS,
+        POSITION_CHANGE => POSITION_BUCKETS,
+        SCORE_CHANGE => SCORE_BUCKETS,
+        _ => CHURN_BUCKETS,
+    }
 }
 
-fn bounds_of(family: &str) -> &'static [f64] {
-    match family {
-        "rearrange_request_duration_seconds" => LATENCY_BUCKETS,
-        "rearrange_rule_duration_seconds" => RULE_BUCKETS,
-        "rearrange_rule_position_change" => POSITION_BUCKETS,
-        "rearrange_rule_score_change" => SCORE_BUCKETS,
-        _ => CHURN_BUCKETS,
+/// The index of the family named `name`.
+fn family_of(name: &str) -> Option<usize> {
+    FAMILIES.iter().position(|f| *f == name)
+}
+
+/// The `reason` label of rearrange_rule_skipped_total: a fixed identifier for each reason
+/// the response spells out.
+fn skip_label(reason: &str) -> &str {
+    if reason == STOPPED_LATE {
+        "deadline_stopped"
+    } else {
+        reason
     }
 }
 
@@ -83,51 +104,159 @@ fn join(buf: &mut String, values: &[&str]) {
     }
 }
 
+/// The slab the series live in and where each one's cells are.
+struct State {
+    slab: Slab,
+    /// Per family: joined label values → offset of the series' cells in the slab.
+    series: [HashMap<String, usize>; FAMILIES.len()],
+    /// The key being looked up: reused, so a known series costs no allocation.
+    key: String,
+    /// Updates not counted because the slab could not grow (a full disk), and why.
+    lost: u64,
+    problem: Option<String>,
+}
+
 impl State {
-    fn inc(&mut self, family: &'static str, key: &[&str], n: f64) {
-        join(&mut self.key, key);
-        let series = self.counters.entry(family).or_default();
-        *series.entry_ref(self.key.as_str()).or_insert(0.0) += n;
+    fn new(slab: Slab, adopted: Vec<(String, usize)>) -> Self {
+        let mut series: [HashMap<String, usize>; FAMILIES.len()] =
+            std::array::from_fn(|_| HashMap::default());
+        for (key, offset) in adopted {
+            let Some((family, labels)) = key.split_once(FAMILY_SEP) else {
+                continue;
+            };
+            if let Some(family) = family_of(family) {
+                series[family].insert(labels.to_owned(), offset);
+            }
+        }
+        State {
+            slab,
+            series,
+            key: String::new(),
+            lost: 0,
+            problem: None,
+        }
     }
 
-    fn observe(&mut self, family: &'static str, key: &[&str], v: f64) {
-        let (hist, bounds) = self.hist(family, key);
-        hist.observe(bounds, v);
+    /// The offset of the cells of (family, labels): found, or appended to the slab.
+    fn series(&mut self, family: usize, labels: &[&str], cells: usize) -> Option<usize> {
+        join(&mut self.key, labels);
+        let series = &mut self.series[family];
+        if let Some(at) = series.get(self.key.as_str()) {
+            return Some(*at);
+        }
+        let full = format!("{}{FAMILY_SEP}{}", FAMILIES[family], self.key);
+        match self.slab.add(&full, cells) {
+            Ok(at) => {
+                series.insert(self.key.clone(), at);
+                Some(at)
+            }
+            Err(e) => {
+                self.lost += 1;
+                self.problem = Some(e.to_string());
+                None
+            }
+        }
+    }
+
+    fn inc(&mut self, family: usize, key: &[&str], n: f64) {
+        if let Some(at) = self.series(family, key, 1) {
+            slab::add_f64(&self.slab.cells(at, 1)[0], n);
+        }
+    }
+
+    fn observe(&mut self, family: usize, key: &[&str], v: f64) {
+        self.observe_all(family, key, std::iter::once(v));
     }
 
     /// Observe each of `values` in one series: its key is joined and looked up once.
-    fn observe_all(
-        &mut self,
-        family: &'static str,
-        key: &[&str],
-        values: impl Iterator<Item = f64>,
-    ) {
+    fn observe_all(&mut self, family: usize, key: &[&str], values: impl Iterator<Item = f64>) {
         let mut values = values.peekable();
         if values.peek().is_none() {
             return;
         }
-        let (hist, bounds) = self.hist(family, key);
-        for v in values {
-            hist.observe(bounds, v);
-        }
-    }
-
-    /// The series of `key` in a histogram family (created empty) and the family's bounds.
-    fn hist(&mut self, family: &'static str, key: &[&str]) -> (&mut Hist, &'static [f64]) {
-        join(&mut self.key, key);
         let bounds = bounds_of(family);
-        let series = self.hists.entry(family).or_default();
-        let hist = series
-            .entry_ref(self.key.as_str())
-            .or_insert_with(|| Hist::new(bounds));
-        (hist, bounds)
+        let Some(at) = self.series(family, key, bounds.len() + 2) else {
+            return;
+        };
+        let (counts, sum) = self
+            .slab
+            .cells(at, bounds.len() + 2)
+            .split_at(bounds.len() + 1);
+        // The sum is added to in order, as one f64 would be, and stored once.
+        let mut total = f64::from_bits(sum[0].load(Ordering::Relaxed));
+        for v in values {
+            // The first bound >= v: Prometheus's `le`.
+            slab::add_one(&counts[bounds.partition_point(|b| *b < v)]);
+            total += v;
+        }
+        sum[0].store(total.to_bits(), Ordering::Relaxed);
     }
 }
+
+/// Every series summed over slabs, by (family, joined label values).
+type Sums = HashMap<(String, String), Summed>;
+
+/// One series summed over slabs.
+enum Summed {
+    Counter(f64),
+    Histogram(Vec<u64>, f64),
+}
+
+/// Sum the series read from one slab into `into`, keyed by (family, labels).
+fn sum_into(into: &mut Sums, read: Vec<(String, Vec<u64>)>) {
+    for (key, cells) in read {
+        let Some((family, labels)) = key.split_once(FAMILY_SEP) else {
+            continue;
+        };
+        let Some(index) = family_of(family) else {
+            continue; // a family another version kept
+        };
+        let counter = index < FIRST_HISTOGRAM;
+        let series = (family.to_owned(), labels.to_owned());
+        if counter {
+            let v = f64::from_bits(cells[0]);
+            match into.entry(series).or_insert(Summed::Counter(0.0)) {
+                Summed::Counter(total) => *total += v,
+                Summed::Histogram(..) => {}
+            }
+            continue;
+        }
+        let n = bounds_of(index).len() + 1;
+        if cells.len() != n + 1 {
+            continue; // other buckets: another version's
+        }
+        let entry = into
+            .entry(series)
+            .or_insert_with(|| Summed::Histogram(vec![0; n], 0.0));
+        if let Summed::Histogram(counts, sum) = entry {
+            for (total, c) in counts.iter_mut().zip(&cells[..n]) {
+                *total += c;
+            }
+            *sum += f64::from_bits(cells[n]);
+        }
+    }
+}
+
+/// Slab files this process has open: two EngineMetrics writing one file would race.
+static OPEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// The engine's metrics; outlives config reloads (each Engine is handed the same one).
 #[pyclass(frozen, module = "app._engine")]
 pub struct EngineMetrics {
     state: Mutex<State>,
+    /// The directory every worker's slab file is in; None: this process only.
+    directory: Option<PathBuf>,
+    /// This process's file in it.
+    path: Option<PathBuf>,
+}
+
+impl Drop for EngineMetrics {
+    fn drop(&mut self) {
+        if let Some(path) = &self.path {
+            let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+            open.retain(|p| p != path);
+        }
+    }
 }
 
 impl EngineMetrics {
@@ -151,7 +280,7 @@ impl EngineMetrics {
         self.with(|s| {
             for ((rule, phase, action, mode), n) in &outcome.actions {
                 s.inc(
-                    "rearrange_rule_actions",
+                    ACTIONS,
                     &[
                         rule,
                         phase.as_str(),
@@ -164,20 +293,12 @@ impl EngineMetrics {
             }
             for t in &outcome.timings {
                 let mode = t.mode.as_str();
-                s.observe(
-                    "rearrange_rule_duration_seconds",
-                    &[t.rule, t.phase.as_str(), mode],
-                    t.seconds,
-                );
-                s.observe(
-                    "rearrange_rule_top10_churn",
-                    &[t.rule, mode],
-                    t.churn.min(TOP + 1) as f64,
-                );
+                s.observe(RULE_DURATION, &[t.rule, t.phase.as_str(), mode], t.seconds);
+                s.observe(CHURN, &[t.rule, mode], t.churn.min(TOP + 1) as f64);
                 // One lookup per direction, not per move: a rerank moves most of the page.
                 for (dir, down) in [("down", true), ("up", false)] {
                     s.observe_all(
-                        "rearrange_rule_position_change",
+                        POSITION_CHANGE,
                         &[t.rule, mode, dir],
                         t.moves
                             .iter()
@@ -188,7 +309,7 @@ impl EngineMetrics {
                 if t.phase == Phase::Rerank {
                     for (dir, up) in [("up", true), ("down", false)] {
                         s.observe_all(
-                            "rearrange_rule_score_change",
+                            SCORE_CHANGE,
                             &[t.rule, mode, dir],
                             t.deltas
                                 .iter()
@@ -199,27 +320,23 @@ impl EngineMetrics {
                 }
             }
             if let Some(f) = &outcome.fallback {
-                s.inc("rearrange_fallbacks_total", &[f.rule, f.action], 1.0);
+                s.inc(FALLBACKS, &[f.rule, f.action], 1.0);
             }
             for k in &outcome.skipped {
                 s.inc(
-                    "rearrange_rule_skipped_total",
-                    &[k.rule, k.phase.as_str(), k.reason],
+                    SKIPPED,
+                    &[k.rule, k.phase.as_str(), skip_label(k.reason)],
                     1.0,
                 );
             }
             for e in &outcome.errors {
-                s.inc(
-                    "rearrange_rule_errors_total",
-                    &[e.rule, e.phase.as_str()],
-                    1.0,
-                );
+                s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);
             }
             for (e, v) in counted {
-                s.inc("rearrange_experiment_assignments_total", &[e, v], 1.0);
+                s.inc(ASSIGNMENTS, &[e, v], 1.0);
             }
-            s.inc("rearrange_requests_total", &[profile, "ok"], 1.0);
-            s.observe("rearrange_request_duration_seconds", &[profile], seconds);
+            s.inc(REQUESTS, &[profile, "ok"], 1.0);
+            s.observe(REQUEST_DURATION, &[profile], seconds);
         });
     }
 
@@ -227,30 +344,90 @@ impl EngineMetrics {
     pub fn refused_by_rule(&self, profile: &str, errors: &[RuleError]) {
         self.with(|s| {
             for e in errors {
-                s.inc(
-                    "rearrange_rule_errors_total",
-                    &[e.rule, e.phase.as_str()],
-                    1.0,
-                );
+                s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);
             }
-            s.inc("rearrange_requests_total", &[profile, "rule_failed"], 1.0);
+            s.inc(REQUESTS, &[profile, "rule_failed"], 1.0);
         });
     }
 
     /// Count one request by profile and outcome (`invalid`, `timeout`, ...).
     pub fn request(&self, profile: &str, outcome: &str) {
-        self.with(|s| s.inc("rearrange_requests_total", &[profile, outcome], 1.0));
+        self.with(|s| s.inc(REQUESTS, &[profile, outcome], 1.0));
+    }
+}
+
+impl EngineMetrics {
+    /// Metrics in anonymous memory (`directory` None) or in this process's file of
+    /// `directory`, `engine_<pid>.slab`.
+    pub fn new(directory: Option<&Path>) -> std::io::Result<Self> {
+        let Some(directory) = directory else {
+            return Ok(EngineMetrics {
+                state: Mutex::new(State::new(Slab::anonymous()?, Vec::new())),
+                directory: None,
+                path: None,
+            });
+        };
+        let path = directory.join(format!("engine_{}.slab", std::process::id()));
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        if open.contains(&path) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} is written by another EngineMetrics of this process: share that one",
+                    path.display()
+                ),
+            ));
+        }
+        let (slab, adopted) = Slab::open(&path)?;
+        open.push(path.clone());
+        Ok(EngineMetrics {
+            state: Mutex::new(State::new(slab, adopted)),
+            directory: Some(directory.to_owned()),
+            path: Some(path),
+        })
+    }
+
+    /// Every series this process's slab holds, or (with a directory) the sum over every
+    /// slab file in it, and the files that could not be read: (path, problem).
+    fn summed(&self) -> (Sums, Vec<(String, String)>) {
+        let mut into = HashMap::default();
+        let mut unreadable = Vec::new();
+        let Some(directory) = &self.directory else {
+            let read = self.with(|s| s.slab.read());
+            sum_into(&mut into, read);
+            return (into, unreadable);
+        };
+        let files = match std::fs::read_dir(directory) {
+            Ok(files) => files,
+            Err(e) => {
+                unreadable.push((directory.display().to_string(), e.to_string()));
+                return (into, unreadable);
+            }
+        };
+        for file in files.flatten() {
+            let path = file.path();
+            let name = file.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with("engine_") && name.ends_with(".slab")) {
+                continue;
+            }
+            match slab::read_file(&path) {
+                Ok(read) => sum_into(&mut into, read),
+                Err(problem) => unreadable.push((path.display().to_string(), problem)),
+            }
+        }
+        (into, unreadable)
     }
 }
 
 #[pymethods]
 impl EngineMetrics {
-    /// Empty metrics.
+    /// Empty metrics: this process's alone, or with `directory` this worker's share of the
+    /// service's (every worker's file there is summed by `snapshot`).
     #[new]
-    fn py_new() -> Self {
-        EngineMetrics {
-            state: Mutex::new(State::default()),
-        }
+    #[pyo3(signature = (directory=None))]
+    fn py_new(directory: Option<PathBuf>) -> PyResult<Self> {
+        EngineMetrics::new(directory.as_deref()).map_err(|e| PyOSError::new_err(e.to_string()))
     }
 
     /// Count one request by profile and outcome, for the outcomes decided in Python
@@ -264,57 +441,65 @@ impl EngineMetrics {
     fn count_assignments(&self, pairs: Vec<(String, String)>) {
         self.with(|s| {
             for (e, v) in &pairs {
-                s.inc("rearrange_experiment_assignments_total", &[e, v], 1.0);
+                s.inc(ASSIGNMENTS, &[e, v], 1.0);
             }
         });
     }
 
     /// `{"counters": {family: [(labels, value)]}, "histograms": {family: [(labels,
-    /// [count per bucket incl. +Inf], sum)]}, "bounds": {family: [bounds]}}`.
+    /// [count per bucket incl. +Inf], sum)]}, "bounds": {family: [bounds]}, "unreadable":
+    /// [(path, problem)], "lost": (updates not counted, why or None)}`: summed over every
+    /// worker's file with a directory.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (counters, hists) = self.with(|s| (s.counters.clone(), s.hists.clone()));
+        let (summed, unreadable) = self.summed();
+        let lost = self.with(|s| (s.lost, s.problem.clone()));
         let out = PyDict::new(py);
         let c = PyDict::new(py);
-        for (family, series) in counters {
-            let list = PyList::empty(py);
-            for (labels, v) in series {
-                list.append((PyTuple::new(py, labels.split(SEP).collect::<Vec<_>>())?, v))?;
-            }
-            c.set_item(family, list)?;
-        }
         let h = PyDict::new(py);
         let b = PyDict::new(py);
-        for (family, series) in hists {
-            let list = PyList::empty(py);
-            for (labels, hist) in series {
-                list.append((
-                    PyTuple::new(py, labels.split(SEP).collect::<Vec<_>>())?,
-                    hist.counts,
-                    hist.sum,
-                ))?;
+        for ((family, labels), series) in summed {
+            let labels = PyTuple::new(py, labels.split(SEP).collect::<Vec<_>>())?;
+            match series {
+                Summed::Counter(v) => {
+                    family_list(&c, &family)?.append((labels, v))?;
+                }
+                Summed::Histogram(counts, sum) => {
+                    family_list(&h, &family)?.append((labels, counts, sum))?;
+                    b.set_item(&family, family_of(&family).map(bounds_of))?;
+                }
             }
-            h.set_item(family, list)?;
-            b.set_item(family, bounds_of(family))?;
         }
         out.set_item("counters", c)?;
         out.set_item("histograms", h)?;
         out.set_item("bounds", b)?;
+        out.set_item("unreadable", unreadable)?;
+        out.set_item("lost", lost)?;
         Ok(out)
+    }
+
+    /// This process's slab file, or None in anonymous memory.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.path.clone()
     }
 
     /// The bucket bounds of each histogram family (for the collector and its tests).
     #[staticmethod]
     fn buckets<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for family in [
-            "rearrange_request_duration_seconds",
-            "rearrange_rule_duration_seconds",
-            "rearrange_rule_position_change",
-            "rearrange_rule_score_change",
-            "rearrange_rule_top10_churn",
-        ] {
-            out.set_item(family, bounds_of(family))?;
+        for (index, family) in FAMILIES.iter().enumerate().skip(FIRST_HISTOGRAM) {
+            out.set_item(family, bounds_of(index))?;
         }
         Ok(out)
     }
+}
+
+/// The list of `family` in `dict`, created empty.
+fn family_list<'py>(dict: &Bound<'py, PyDict>, family: &str) -> PyResult<Bound<'py, PyList>> {
+    if let Some(list) = dict.get_item(family)? {
+        return Ok(list.cast_into::<PyList>()?);
+    }
+    let list = PyList::empty(dict.py());
+    dict.set_item(family, &list)?;
+    Ok(list)
 }
