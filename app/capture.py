@@ -41,6 +41,37 @@ class CaptureSettings:
     queue: int = 1000  # bodies waiting for the writer; past it they are dropped
 
 
+def recent(pattern: Path, limit: int, block: int = 1 << 16) -> list[dict[str, Any]]:
+    """The newest `limit` captured lines of every worker's current file (`{pid}` in the
+    path matches any), newest first; read from each file's end, not the whole file. A line
+    that is not a capture (cut by a crash) is skipped."""
+    files = sorted(pattern.parent.glob(pattern.name.replace("{pid}", "*")))
+    lines: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            with path.open("rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                at, tail = end, b""
+                while at > 0 and tail.count(b"\n") <= limit:
+                    at = max(0, at - block)
+                    f.seek(at)
+                    tail = f.read(min(block, end - at)) + tail
+                    end = at
+        except OSError as exc:
+            log.warning("capture %s: cannot read it for the inspector: %s", path,
+                        exc.strerror or exc)
+            continue
+        for raw in tail.splitlines()[-limit:]:
+            try:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(line, dict) and line.get("capture") == FORMAT:
+                lines.append(line)
+    lines.sort(key=lambda line: line.get("ts", 0), reverse=True)
+    return lines[:limit]
+
+
 def capture_settings(settings: Any) -> CaptureSettings:
     """The capture's part of the service's Settings (its path set)."""
     return CaptureSettings(settings.capture_path, settings.capture_rate,

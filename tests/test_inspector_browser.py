@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -27,7 +28,8 @@ def server(tmp_path_factory):
     env = {**os.environ, "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml"),
            "REARRANGE_BANLIST_PATH": str(tmp / "banlist.jsonl"),
            "REARRANGE_BANLIST_SEED": str(ROOT / "config" / "banlist.sample.jsonl"),
-           "REARRANGE_ADMIN_TOKENS": "tns:t,qa:r:read", "REARRANGE_CONFIG_POLL_SECONDS": "0"}
+           "REARRANGE_ADMIN_TOKENS": "tns:t,qa:r:read", "REARRANGE_CONFIG_POLL_SECONDS": "0",
+           "REARRANGE_CAPTURE_PATH": str(tmp / "capture.jsonl"), "REARRANGE_CAPTURE_RATE": "1"}
     env.pop("REDIS_URL", None)
     log = tmp / "server.log"
     with log.open("wb") as err:
@@ -143,3 +145,27 @@ def test_a_bad_request_is_reported_in_the_page(page):
     body["documents"][0]["score"] = "high"
     inspect(p, "r", json.dumps(body))
     assert "documents[0].score" in p.inner_text("#status")
+
+
+def test_a_captured_request_can_be_picked_and_inspected(page, server):
+    p, messages = page
+    body = json.loads(SAMPLE)
+    body["request_id"] = "picked-from-capture"
+    assert httpx.post(f"{server}/v1/rerank", json=body).status_code == 200
+    deadline = time.monotonic() + 10
+    while not any(c["request"].get("request_id") == "picked-from-capture" for c in httpx.get(
+            f"{server}/v1/admin/captures", headers={"Authorization": "Bearer r"}).json()[
+            "captures"]):
+        assert time.monotonic() < deadline, "the request never reached the capture file"
+        time.sleep(0.05)
+    p.fill("#token", "r")
+    p.dispatch_event("#token", "change")
+    p.wait_for_selector("#captured option:nth-child(2)", state="attached")
+    p.select_option("#captured", index=1)  # the newest first
+    assert json.loads(p.input_value("#request")) == body
+    p.evaluate("document.body.removeAttribute('data-ready')")
+    p.click("#inspect")
+    p.wait_for_selector("body[data-ready='1']")
+    assert "first" not in p.inner_text("#summary")
+    assert "picked-from-capture" in p.inner_text("#summary")
+    assert messages == []

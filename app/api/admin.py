@@ -2,14 +2,16 @@
 of a list or the sanction states after Redis lost, rewound or forked it."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from app import _engine
-from app.api.deps import Actor, AdminReader, Service
+from app.api.deps import Actor, AdminReader, Service, known_query
 from app.api.openapi import WRITES, refusals, schema_ref
+from app.capture import recent
 from app.config import load_bytes, with_core
 from app.config_versions import ConfigHolder
 from app.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
@@ -71,6 +73,17 @@ def rollback_config(body: RollbackIn, service: Service, actor: Actor) -> dict[st
         raise _refused(409, exc, service.config) from exc
     return {"config_version": served.version, "changed": changed, "by": actor,
             "loaded_at": served.as_dict()["loaded_at"]}
+
+
+@router.get("/captures", dependencies=[Depends(known_query)])
+def captures(service: Service, _: AdminReader,
+             limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+    """The newest captured requests (REARRANGE_CAPTURE_PATH), newest first, for the
+    inspector: `enabled` false and none when capture is off."""
+    path = service.settings.capture_path
+    if path is None:
+        return {"enabled": False, "captures": []}
+    return {"enabled": True, "captures": recent(Path(path), limit)}
 
 
 @router.post("/config/try", responses={

@@ -209,11 +209,36 @@ async function inspect(event) {
   }
 }
 
+async function loadCaptured() {
+  const picker = $("captured");
+  picker.replaceChildren(el("option", {value: ""}, "(none)"));
+  if (!$("token").value.trim()) return;
+  let found;
+  try {
+    found = await call("GET", "/v1/admin/captures?limit=50");
+  } catch (e) {
+    picker.title = e.message;
+    return;
+  }
+  picker.title = found.enabled ? `${found.captures.length} captured` : "capture is off (REARRANGE_CAPTURE_PATH)";
+  for (const [i, c] of found.captures.entries()) {
+    const q = (c.request.query && c.request.query.text) || "(no query)";
+    const at = new Date(c.ts * 1000).toISOString().replace(".000", "");
+    picker.append(el("option", {value: String(i)}, `${at} ${q} (${(c.request.documents || []).length} docs)`));
+  }
+  picker.onchange = () => {
+    const c = found.captures[Number(picker.value)];
+    if (c) $("request").value = JSON.stringify(c.request, null, 2);
+  };
+}
+
 window.addEventListener("DOMContentLoaded", () => {
   $("token").value = sessionStorage.getItem("rearrange-token") || "";
   $("token").addEventListener("change", () => {
     sessionStorage.setItem("rearrange-token", $("token").value.trim());
+    loadCaptured();
   });
+  loadCaptured();
   $("example").onclick = async () => {
     const r = await fetch("/inspector/example.json");
     $("request").value = await r.text();

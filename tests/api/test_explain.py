@@ -248,3 +248,33 @@ profiles:
     ]
     assert [d["id"] for d in out["documents"]] == ["a", "c"]
     assert out["documents"][1]["annotations"] == ["ad"]
+
+
+# GET /v1/admin/captures: the newest captured requests, for the inspector's picker.
+
+def test_captures_say_when_capture_is_off(client):
+    r = client.get("/v1/admin/captures", headers=AUTH)
+    assert r.status_code == 200 and r.json() == {"enabled": False, "captures": []}
+    assert client.get("/v1/admin/captures").status_code == 401
+    bad = client.get("/v1/admin/captures", params={"limit": 0}, headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["field"] == "query.limit"
+
+
+def test_captures_are_the_newest_first_across_workers_files(settings, tmp_path):
+    from app.capture import FORMAT
+    other = tmp_path / "capture-999.jsonl"  # another worker's file, and a line cut by a crash
+    other.write_text(json.dumps({"capture": FORMAT, "ts": 1.0, "status": 200,
+                                 "config_version": "x", "banlist_version": 0,
+                                 "request": {"request_id": "old", "documents": []}}) + "\n{\"cap")
+    settings = settings.model_copy(update={"capture_path": tmp_path / "capture-{pid}.jsonl",
+                                           "capture_rate": 1.0})
+    with TestClient(create_app(settings)) as c:
+        for i in range(3):
+            assert c.post("/v1/rerank", json={**body(), "request_id": f"r{i}"}).status_code == 200
+        deadline = time.monotonic() + 10
+        while len(c.get("/v1/admin/captures", headers=AUTH).json()["captures"]) < 4:
+            assert time.monotonic() < deadline, "the captures never reached the file"
+            time.sleep(0.05)
+        got = c.get("/v1/admin/captures", params={"limit": 3}, headers=AUTH).json()
+    assert got["enabled"] is True
+    assert [x["request"]["request_id"] for x in got["captures"]] == ["r2", "r1", "r0"]
