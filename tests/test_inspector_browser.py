@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from bench.replicas import free_port
 from tests.conftest import ROOT
-from tests.helpers import answers
+from tests.test_live_server import start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SAMPLE = (ROOT / "config" / "request.sample.json").read_text()
@@ -22,23 +19,14 @@ SAMPLE = (ROOT / "config" / "request.sample.json").read_text()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """The sample config and banlist, a write token `t` and a read-only `r`."""
+    """The sample config and banlist, a write token `t`, a read-only `r`, every request
+    captured."""
     tmp = tmp_path_factory.mktemp("inspector")
-    port = free_port()
-    env = {**os.environ, "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml"),
-           "REARRANGE_BANLIST_PATH": str(tmp / "banlist.jsonl"),
-           "REARRANGE_BANLIST_SEED": str(ROOT / "config" / "banlist.sample.jsonl"),
-           "REARRANGE_ADMIN_TOKENS": "tns:t,qa:r:read", "REARRANGE_CONFIG_POLL_SECONDS": "0",
-           "REARRANGE_CAPTURE_PATH": str(tmp / "capture.jsonl"), "REARRANGE_CAPTURE_RATE": "1"}
-    env.pop("REDIS_URL", None)
-    log = tmp / "server.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                                cwd=ROOT, env=env, stderr=err)
-    base = f"http://127.0.0.1:{port}"
-    if not answers(f"{base}/readyz", 30):
-        proc.kill()
-        pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
+    proc, base, _ = start_server(
+        tmp, REARRANGE_CONFIG=str(ROOT / "config" / "rules.yaml"),
+        REARRANGE_BANLIST_SEED=str(ROOT / "config" / "banlist.sample.jsonl"),
+        REARRANGE_ADMIN_TOKENS="tns:t,qa:r:read", REARRANGE_CONFIG_POLL_SECONDS="0",
+        REARRANGE_CAPTURE_PATH=str(tmp / "capture.jsonl"), REARRANGE_CAPTURE_RATE="1")
     yield base
     proc.terminate()
     proc.wait(10)
