@@ -12,6 +12,7 @@ import orjson
 
 from app import audit_search
 from app.banlist.model import iso
+from app.cli_flags import add_progress_flags
 from app.timespec import parse_time
 
 
@@ -40,11 +41,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--top", type=int, default=50, help="records to print (default 50; "
                    "--json prints all)")
     s.add_argument("--json", action="store_true", help="print JSON: summary and every record")
-    progress = s.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="always draw the progress bar on stderr")
-    progress.add_argument("--no-progress", dest="progress", action="store_false",
-                          help="never draw it (default: only when stderr is a terminal)")
+    add_progress_flags(s)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.cli_flags import add_progress_flags
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -91,11 +93,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-candidates", action="store_true",
                    help="--csv and --json hold every verified pair sharing text, not only "
                    "those at or over the threshold")
-    progress = p.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="always draw the progress bar on stderr")
-    progress.add_argument("--no-progress", dest="progress", action="store_false",
-                          help="never draw it (default: only when stderr is a terminal)")
+    add_progress_flags(p)
 
 
 def run(args: argparse.Namespace) -> int:

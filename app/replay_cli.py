@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import orjson
 
+from app.cli_flags import add_progress_flags
 from app.errors import BanlistError, ConfigError
 
 
@@ -40,11 +41,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=int, default=20, help="requests, hosts and rules listed "
                    "(default 20; --json lists all)")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
-    progress = p.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="always draw the progress bar on stderr")
-    progress.add_argument("--no-progress", dest="progress", action="store_false",
-                          help="never draw it (default: only when stderr is a terminal)")
+    add_progress_flags(p)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
