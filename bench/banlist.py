@@ -47,8 +47,8 @@ from app.banlist import index as index_module
 from app.banlist.base import EntrySpec
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.banlist.redis_store import RedisStore
-from app.metrics import Metrics
+from app.banlist.redis.store import RedisStore
+from app.observability.metrics import Metrics
 
 SCOPES = (("domain", 0.4), ("host", 0.3), ("url", 0.2), ("prefix", 0.1))
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 
-from app.main import build_service
-from app.settings import Settings
+from app.api.app import build_service
+from app.config.settings import Settings
 
 
 def page(rng: random.Random, vocabulary: list[str], docs: int, chars: int) -> bytes:

@@ -42,7 +42,7 @@ THRESHOLD = 0.5
 
 
 def child_ours(pages: Path, out: Path) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     tree = TreePeak() if pages.is_dir() else None
     started = time.perf_counter()
@@ -55,7 +55,7 @@ def child_datasketch(pages: Path, out: Path, bands: int, rows: int) -> None:
     import mmh3  # noqa: F401 (imported before timing, as app's modules are by the CLI)
     from datasketch import MinHash, MinHashLSH
 
-    from app import shingles
+    from app.neardup import shingles
 
     started = time.perf_counter()
     lsh = MinHashLSH(num_perm=128, params=(bands, rows))

@@ -43,11 +43,11 @@ from pathlib import Path
 
 import orjson
 
-from app.experiments import bucket
-from app.main import build_service
-from app.metrics import Metrics
-from app.service import Rearranger
-from app.settings import Settings
+from app.api.app import build_service
+from app.config.settings import Settings
+from app.engine.service import Rearranger
+from app.experiments.bucketing import bucket
+from app.observability.metrics import Metrics
 from bench.pipeline import CONFIG, Measured, Stats, make_serp, run_interleaved
 
 EXPERIMENTS = b"""

@@ -46,8 +46,8 @@ import httpx
 import orjson
 
 from app.banlist.bulk import read_file
-from app.banlist.store import EmbeddedStore
-from app.config import load_file
+from app.banlist.embedded.store import EmbeddedStore
+from app.config.load import load_file
 from bench.pipeline import ceiling_config, make_serp, write_banlist
 from bench.replicas import free_port
 

@@ -41,7 +41,7 @@ def child(profile: str, size: int, calls: int, warmup: int, audit_line: bool) ->
     """The measured process: warm-up calls, then `calls` of each, alternately."""
     import orjson
 
-    from app.audit import AuditLog
+    from app.observability.audit import AuditLog
     from bench.pipeline import build, make_serp, pick_user
 
     service, _ = build(1000, 2024, 1000)

@@ -40,11 +40,11 @@ import redis
 
 from app.banlist.base import EntrySpec
 from app.banlist.bulk import read_file
+from app.banlist.embedded.store import EmbeddedStore
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, normalize
-from app.banlist.redis_store import RedisStore
-from app.banlist.store import EmbeddedStore
-from app.metrics import Metrics
+from app.banlist.redis.store import RedisStore
+from app.observability.metrics import Metrics
 from bench import replicas
 from bench.banlist import start_redis
 from bench.pipeline import make_serp, write_banlist

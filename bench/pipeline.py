@@ -50,9 +50,9 @@ import msgspec
 import orjson
 import yaml
 
-from app.main import build_service
-from app.service import Rearranger
-from app.settings import Settings
+from app.api.app import build_service
+from app.config.settings import Settings
+from app.engine.service import Rearranger
 from tests.reference import service as reference
 
 ROOT = Path(__file__).resolve().parent.parent

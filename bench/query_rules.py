@@ -22,7 +22,7 @@ import orjson
 import yaml
 
 from app._engine import EngineMetrics
-from app.config import load_bytes, with_core
+from app.config.load import load_bytes, with_core
 
 NOW = 1_900_000_000.0
 BASE: dict[str, Any] = {"diversify": [{"host_crowding": {"max_per_host": 2}}],

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from app.banlist.bulk import read_file
-from app.banlist.store import EmbeddedStore
+from app.banlist.embedded.store import EmbeddedStore
 from bench.pipeline import write_banlist
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def rss():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
-from app.banlist.store import EmbeddedStore
+from app.banlist.embedded.store import EmbeddedStore
 before = rss()
 t = time.perf_counter()
 store = EmbeddedStore(Path(sys.argv[1]))

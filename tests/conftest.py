@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from app.api.app import create_app
+from app.config.settings import Settings
 from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,16 +1,16 @@
 """A compiled config for the Rust Engine from a loaded Python config (tests only).
 
-The service compiles its config with `app.spec.compile_spec`. tests/test_engine.py uses
-this smaller compiler instead because it can leave rules out and append raw steps
-(reserved keys, Python rules by index) that a YAML config would spell differently or
-refuse. Both emit the shape the Engine parses.
+The service compiles its config with `app.config.spec.compile_spec`.
+tests/engine/test_engine.py uses this smaller compiler instead because it can leave rules
+out and append raw steps (reserved keys, Python rules by index) that a YAML config would
+spell differently or refuse. Both emit the shape the Engine parses.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from app.config import Engine as Loaded
+from app.config.load import Engine as Loaded
 
 
 def _params(rule: Any) -> dict[str, Any]:

@@ -1,16 +1,17 @@
-"""A plain-Python MinHash of the published family, independent of app/minhash.py's numpy.
+"""A plain-Python MinHash of the published family, independent of app/neardup/minhash.py's numpy.
 
 `python -m tests.minhash_reference > tests/data/minhash_vectors.json` writes the test
 vectors an upstream implementation can check itself against (docs/near-duplicates.md,
-"Computing a signature"). Only the shingle hashes come from app.shingles (MurmurHash3 x64 128, first
-64 bits, seed 0, of the UTF-8 of the space-joined lowercased words).
+"Computing a signature"). Only the shingle hashes come from app.neardup.shingles
+(MurmurHash3 x64 128, first 64 bits, seed 0, of the UTF-8 of the space-joined lowercased
+words).
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from app.shingles import shingles
+from app.neardup.shingles import shingles
 
 MASK = 2**64 - 1
 

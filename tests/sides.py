@@ -19,7 +19,7 @@ import yaml
 from app._engine import EngineMetrics
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.config import load_bytes, with_core
+from app.config.load import load_bytes, with_core
 from app.errors import FieldError
 from tests.helpers import Ticking
 from tests.reference import service as reference

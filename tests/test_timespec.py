@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.timespec import parse_duration, parse_time
 
 NOW = 1_750_000_000.0

@@ -9,14 +9,14 @@ import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from app import _engine
+from app.api.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
 from app.api.deps import Actor, AdminReader, Service, known_query
 from app.api.openapi import WRITES, refusals, schema_ref
-from app.capture import recent
-from app.config import load_bytes, with_core
-from app.config_versions import ConfigHolder
-from app.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
+from app.config.load import load_bytes, with_core
+from app.config.versions import ConfigHolder
+from app.engine.service import Rearranger
 from app.errors import ConfigError, FieldError
-from app.service import Rearranger
+from app.replay.capture import recent
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, HTTPException, Request
 
 from app.banlist.base import BanStore
+from app.engine.service import Rearranger
 from app.errors import FieldError
-from app.service import Rearranger
 
 # The token, read here; the document declares it as the bearer scheme (app/api/openapi.py)
 Authorization = Annotated[str | None, Header(include_in_schema=False)]

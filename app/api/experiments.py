@@ -6,7 +6,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.api.deps import Service
-from app.srm import SRM_ALPHA, srm
+from app.experiments.srm import SRM_ALPHA, srm
 
 router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
 

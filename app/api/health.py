@@ -11,8 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app import __version__
 from app.api.deps import Service
 from app.banlist.base import SyncState
-from app.metrics import Metrics
-from app.service import Rearranger
+from app.engine.service import Rearranger
+from app.observability.metrics import Metrics
 
 router = APIRouter(tags=["health"])
 

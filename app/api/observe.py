@@ -9,7 +9,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import FieldError
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 
 class ResponseCounter:

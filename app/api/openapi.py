@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from app.api import deps
-from app.contract import rerank_schemas
+from app.api.contract import rerank_schemas
 
 BEARER = "bearer"
 DOCS, REDOC, ASSETS = "/docs", "/redoc", "/docs/assets"

@@ -17,9 +17,9 @@ from starlette.types import Receive, Scope, Send
 from app.api.deps import token_actor, token_reader
 from app.api.observe import CLOSE, ClientGone, read_capped
 from app.api.openapi import BEARER, refusals, schema_ref
+from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
 from app.errors import FieldError
-from app.metrics import RERANK_ROUTE
-from app.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
+from app.observability.metrics import RERANK_ROUTE
 
 PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never sent

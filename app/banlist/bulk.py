@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from app.api.contract import BanIn, GroupIn
 from app.banlist.base import EntrySpec, GroupSpec, prepare, require_reason
 from app.banlist.model import SCOPES, Entry, group_domains, group_name
-from app.contract import BanIn, GroupIn
 from app.errors import BanlistError
 
 FORMATS = ("ndjson", "csv")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.banlist import canon
-from app.domains import is_public_suffix
+from app.engine.domains import is_public_suffix
 from app.errors import BanlistError
 
 SCOPES = ("url", "prefix", "host", "domain", "org")

@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from app.pipeline import Phase
+from app.config.pipeline import Phase
 
 
 class Params(BaseModel):

@@ -13,9 +13,9 @@ from typing import Any, Protocol, TypeVar
 import redis
 
 from app.banlist.base import SyncState, require_reason
+from app.banlist.redis.policy import EvictionPolicy
 from app.errors import BanlistError, RearrangeError
-from app.metrics import Metrics
-from app.redis_policy import EvictionPolicy
+from app.observability.metrics import Metrics
 from app.sanctions.machine import HostState, Transition
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from app.banlist.model import iso
-from app.cli import main
+from app.cli.main import main
+from tests.api.test_live_server import start_server
 from tests.conftest import AUTH, app_on
-from tests.test_live_server import start_server
 
 
 def ban(client, scope: str, value: str, reason: str, headers=AUTH, **extra) -> str:

@@ -13,9 +13,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.app import create_app
 from app.banlist.base import EntrySpec
 from app.errors import BanlistError
-from app.main import create_app
 from tests.conftest import AUTH, app_on
 
 DUP = {"scope": "host", "value": "dup.example", "reason": "malware"}
@@ -78,7 +78,7 @@ def test_an_identical_add_returns_the_active_entry_and_creates_nothing(api):
 
 
 def test_an_expired_entry_is_not_an_identical_one(settings):
-    from app.banlist.store import EmbeddedStore
+    from app.banlist.embedded.store import EmbeddedStore
 
     now = [1000.0]
     store = EmbeddedStore(None, clock=lambda: now[0])
@@ -117,7 +117,7 @@ def test_importing_the_same_file_twice_changes_nothing_the_second_time(api):
 
 def test_duplicates_from_an_old_log_keep_working_and_a_removal_says_one_remains(settings):
     # what main wrote before adds were idempotent: the same ban twice in the log
-    from app.banlist.store import EmbeddedStore
+    from app.banlist.embedded.store import EmbeddedStore
 
     old = EmbeddedStore(settings.banlist_path)
     entries = [EntrySpec("host", "dup.example", "r"), EntrySpec("host", "dup.example", "r2")]
@@ -238,8 +238,8 @@ def test_live_huge_csv_field_keeps_the_connection_and_the_cli_says_what_it_did(
     import argparse
     from urllib.parse import urlparse
 
-    from app import cli_banlist
-    from tests.test_live_server import start_server
+    from app.cli import banlist as cli_banlist
+    from tests.api.test_live_server import start_server
 
     proc, base, _ = start_server(tmp_path)
     try:

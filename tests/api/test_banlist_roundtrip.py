@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.app import create_app
+from app.config.settings import Settings
 from app.errors import BanlistError
-from app.main import create_app
-from app.settings import Settings
 from tests.conftest import AUTH, app_on
 
 SPAM = {"Authorization": "Bearer spam-token"}
@@ -242,7 +242,7 @@ def test_a_service_seeded_with_an_export_holds_its_bans_and_groups(
         with TestClient(create_app(fresh)) as c:
             assert_seeded(c, bans(source))
         return
-    from app.banlist import redis_store
+    from app.banlist.redis import store as redis_store
     from tests.redis_server import RedisServer
 
     if store == "redis-staged":  # staged in hashes of their own, swapped in by one script
@@ -271,8 +271,8 @@ def test_the_cli_imports_an_export_chunk_by_chunk_each_led_by_the_groups(
 
     import httpx
 
-    from app import cli_banlist
-    from tests.test_live_server import start_server
+    from app.cli import banlist as cli_banlist
+    from tests.api.test_live_server import start_server
 
     r = source.post("/v1/banlist/entries", headers=AUTH,
                     json={"scope": "org", "value": "beta", "reason": "the last line"})

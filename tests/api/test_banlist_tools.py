@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import Settings
+from app.config.settings import Settings
 from tests.conftest import AUTH
 
 READ = {"Authorization": "Bearer read-token"}
@@ -113,7 +113,7 @@ def test_roles_read_tokens_read_write_tokens_write(client):
 def test_reads_can_require_a_token(settings):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from app.api.app import create_app
     with TestClient(create_app(settings.model_copy(update={"banlist_read_auth": True}))) as c:
         assert c.get("/v1/banlist/entries").status_code == 401
         assert c.get("/v1/banlist/entries", headers=READ).status_code == 200

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.api.app import create_app
 from tests.conftest import AUTH
 
 EXPLAIN = "X-Rearrange-Explain"
@@ -153,7 +153,7 @@ def test_a_relaxed_run_lists_both_attempts(client):
 
 
 def test_the_cli_run_explains_offline(tmp_path, settings, capsys):
-    from app.cli import main
+    from app.cli.main import main
     request = tmp_path / "request.json"
     request.write_text(json.dumps(body()))
     assert main(["run", str(request), "--config", str(settings.config), "--explain"]) == 0
@@ -261,7 +261,7 @@ def test_captures_say_when_capture_is_off(client):
 
 
 def test_captures_are_the_newest_first_across_workers_files(settings, tmp_path):
-    from app.capture import FORMAT
+    from app.replay.capture import FORMAT
     other = tmp_path / "capture-999.jsonl"  # another worker's file, and a line cut by a crash
     other.write_text(json.dumps({"capture": FORMAT, "ts": 1.0, "status": 200,
                                  "config_version": "x", "banlist_version": 0,

@@ -25,11 +25,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from app.api.app import create_app
+from app.config.settings import Settings
+from tests.api.test_live_server import start_server
 from tests.conftest import ROOT
 from tests.redis_server import RedisServer
-from tests.test_live_server import start_server
 
 EXAMPLES = os.environ.get("FUZZ_EXAMPLES", "10")  # FUZZ_EXAMPLES=300: a deeper run
 SEED = os.environ.get("FUZZ_SEED", "20260601")

@@ -5,7 +5,7 @@ import pytest
 
 from tests.corpus import corpus
 from tests.minhash_reference import signature
-from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
+from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 
 def signed_page():

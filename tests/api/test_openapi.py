@@ -12,8 +12,8 @@ import msgspec
 import pytest
 from fastapi.testclient import TestClient
 
-from app.contract import RerankResponse
-from app.main import create_app
+from app.api.app import create_app
+from app.api.contract import RerankResponse
 from tests.conftest import AUTH
 
 ADMIN = ("/v1/admin/", "/v1/sanctions/scores", "/v1/banlist/writes/")

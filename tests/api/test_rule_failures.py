@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.service import FailureLog
-from app.settings import Settings
+from app.api.app import create_app
+from app.config.settings import Settings
+from app.engine.service import FailureLog
 from tests.conftest import AUTH, TOKENS
 
 pytestmark = pytest.mark.usefixtures("plugin_path")

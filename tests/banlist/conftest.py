@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.banlist.redis_store import RedisStore
-from app.metrics import Metrics
+from app.banlist.redis.store import RedisStore
+from app.observability.metrics import Metrics
 from tests.redis_server import RedisServer
 
 

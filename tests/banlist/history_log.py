@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 
 from app.banlist import canon
+from app.banlist.embedded.store import EmbeddedStore, EntrySpec
 from app.banlist.history import ChangeFilter
 from app.banlist.model import iso
-from app.banlist.store import EmbeddedStore, EntrySpec
 
 T0 = 1_800_000_000.0  # the stores' clock: one change a minute from here
 

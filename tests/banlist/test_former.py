@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.banlist.embedded.store import EmbeddedStore, EntrySpec
 from app.banlist.model import iso
-from app.banlist.store import EmbeddedStore, EntrySpec
 from tests.banlist.history_log import T0, older_log, url, written
 
 

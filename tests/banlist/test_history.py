@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from app.banlist.embedded.store import EmbeddedStore
 from app.banlist.model import iso
-from app.banlist.store import EmbeddedStore
 from app.errors import FieldError
 from tests.banlist.history_log import T0, flt, older_log, written
 

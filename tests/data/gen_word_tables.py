@@ -1,10 +1,10 @@
-"""Write crates/engine/src/neardup/tables.rs: the Unicode tables app.shingles.words uses.
+"""Write crates/engine/src/neardup/tables.rs: the Unicode tables app.neardup.shingles.words uses.
 
 `words` is `re.findall(r"\\w+", text.lower())`: both halves follow this Python's Unicode
 database (unicodedata.unidata_version), not Rust's, so the engine carries them as data:
 which characters `\\w` matches, what `str.lower` maps each character to, and the two
 properties its final-sigma rule reads (Case_Ignorable, Cased), read off `str.lower` itself.
-tests/test_neardup_engine.py checks the file against the running Python.
+tests/neardup/test_neardup_engine.py checks the file against the running Python.
 
 Run from the repository root:
 `python -m tests.data.gen_word_tables > crates/engine/src/neardup/tables.rs`.

@@ -1,4 +1,4 @@
-"""A Python rule whose behaviour a test draws: tests/test_python_rules_property.py.
+"""A Python rule whose behaviour a test draws: tests/engine/test_python_rules_property.py.
 
 Each step is `{drawn: {step: k}}`; the test puts the plan of step k in PLANS before a
 request. A plan is plain data, read against the page the rule is given, so the engine and

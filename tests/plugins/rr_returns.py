@@ -1,4 +1,4 @@
-"""A Python rule that returns what the test asks of it: tests/test_plugin_output.py.
+"""A Python rule that returns what the test asks of it: tests/engine/test_plugin_output.py.
 
 `ANSWER[0]` is a function of (documents, context) giving the rule's result, so a test
 builds its output from the dicts the rule is handed; each call's arguments are kept in

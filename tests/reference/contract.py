@@ -1,8 +1,8 @@
-"""The reference decoder of /v1/rerank bodies: msgspec with app/contract.py's Structs, then
+"""The reference decoder of /v1/rerank bodies: msgspec with app/api/contract.py's Structs, then
 the checks types cannot make and the Docs the runner takes.
 
 The engine's decoder (crates/engine/src/contract.rs) must accept and refuse exactly what
-this does, naming the same field with the same problem (tests/test_contract_engine.py).
+this does, naming the same field with the same problem (tests/engine/test_contract_engine.py).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
+from app.api.contract import RerankRequest
 from app.banlist import canon
-from app.contract import RerankRequest
 from app.errors import FieldError
 from tests.reference.pipeline import Doc
 

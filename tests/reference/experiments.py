@@ -1,13 +1,13 @@
 """The reference assignment of one request to experiments (the engine's is
 crates/engine/src/experiments.rs): the holdout, layers, variants and QA-forced ones, on
-app/experiments.py's bucketing."""
+app/experiments/bucketing.py's bucketing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.experiments import HOLDOUT, HOLDOUT_REST, Experiment, Holdout
+from app.experiments.bucketing import HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 
 
 @dataclass(slots=True)

@@ -1,9 +1,9 @@
 """Near-duplicate matching on MinHash signatures for the reference `near_duplicates` rule.
 
 A document's signature comes from the request (`documents[i].minhash`, computed upstream
-with the family of app/minhash.py), else from the rule's cache by the text's content hash,
+with the family of app/neardup/minhash.py), else from the rule's cache by the text's content hash,
 else it is computed from the text and cached. Agreements between all signatures are
-counted at once (app.minhash.agreements), Jaccard and containment estimated from them, and
+counted at once (app.neardup.minhash.agreements), Jaccard and containment estimated from them, and
 each document folded under the first kept higher one it matches, as the exact path does.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from app import minhash, shingles
 from app.errors import FieldError
+from app.neardup import minhash, shingles
 from tests.reference.sigcache import SignatureCache, content_key
 
 _HITS_PER_CHECK = 4096  # matching pairs folded between two checkpoints

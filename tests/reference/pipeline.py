@@ -2,7 +2,7 @@
 
 The Python request path before the engine (crates/engine/src/runner.rs), without what only
 production needed (timings, per-rule effects and tallies for the metrics, speed-ups): a
-profile's configured pipeline (app/pipeline.py) with each step's rule replaced by its
+profile's configured pipeline (app/config/pipeline.py) with each step's rule replaced by its
 Python behaviour (tests/reference/rules/), run on Docs.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import msgspec
 from pydantic import BaseModel
 
+from app.config.pipeline import Phase, Step
+from app.config.step_keys import CLOSED, default_on_error
 from app.errors import FieldError
-from app.experiments import CONTROL
-from app.pipeline import Phase, Step
-from app.step_keys import CLOSED, default_on_error
+from app.experiments.bucketing import CONTROL
 from tests.reference.backfill import Cut, refill
 from tests.reference.errors import DeadlineExceeded, RefusedOutput, RuleFailed
 from tests.reference.records import APPLIED, SHADOW, AuditRecord
@@ -203,7 +203,7 @@ class Pipeline:
 
     @classmethod
     def of(cls, configured: Any, behaviour: Callable[[Any], Behaviour]) -> Pipeline:
-        """The configured pipeline (app.pipeline.Pipeline) with `behaviour(rule)` for each
+        """The configured pipeline (app.config.pipeline.Pipeline) with `behaviour(rule)` for each
         step's rule and variant rules."""
         return cls(configured.profile, [
             (phase, [replace(step, rule=behaviour(step.rule),

@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
-from app import plugins
-from app.pipeline import Phase
+from app.config import plugins
+from app.config.pipeline import Phase
 from tests.reference.errors import RefusedOutput
 from tests.reference.pipeline import APPLIED, AuditRecord, Behaviour, Context, Doc, RuleResult
 
@@ -29,7 +29,7 @@ def doc_dict(doc: Doc) -> dict[str, Any]:
 
 
 class PythonRule(Behaviour):
-    """A configured Python rule (app.plugins.PythonRule) run on dicts, its output checked."""
+    """A configured Python rule (app.config.plugins.PythonRule) run on dicts, its output checked."""
 
     def __init__(self, configured: plugins.PythonRule) -> None:
         self.name = configured.name

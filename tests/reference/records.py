@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import msgspec
 
-from app.pipeline import Phase
+from app.config.pipeline import Phase
 
 APPLIED, SHADOW = "applied", "shadow"
 

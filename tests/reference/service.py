@@ -1,7 +1,7 @@
 """The reference model of the request path: the Python service as it was before the engine.
 
 Decode, route, assign experiments, run the reference pipeline and build the response dict,
-as app/service.py did before issue 14; no metrics. The property tests compare the engine's
+as app/engine/service.py did before issue 14; no metrics. The property tests compare the engine's
 bytes with `msgspec.json.encode` of what `rerank` returns, and its audit-log line with
 that of what `audit_line` makes of the response.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from app.config import Engine
-from app.contract import Document, RerankRequest
+from app.api.contract import Document, RerankRequest
+from app.config.load import Engine
 from app.errors import FieldError
-from app.experiments import Experiment
+from app.experiments.bucketing import Experiment
 from tests.reference import contract
 from tests.reference.experiments import assign
 from tests.reference.pipeline import APPLIED, Context, Doc, Outcome, Pipeline

@@ -1,7 +1,7 @@
 """Bounded LRUs of what near_duplicates computes from a text, keyed by a content hash of it.
 
 The reference model's caches; the engine's are crates/engine/src/neardup/, and
-tests/test_neardup_engine.py holds their counters together.
+tests/neardup/test_neardup_engine.py holds their counters together.
 
 Popular pages appear on many result pages, so what is computed once from a text is reused
 by every later request that carries the same text: a MinHash signature (20-30 ms of
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import mmh3
 import numpy as np
 
-from app import shingles as shingling
+from app.neardup import shingles as shingling
 
 # The OrderedDict node and its two ints, per entry (sys.getsizeof, rounded up).
 ENTRY_OVERHEAD = 120

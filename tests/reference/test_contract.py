@@ -4,7 +4,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from app.contract import MinHash
+from app.api.contract import MinHash
 from app.errors import FieldError
 from tests.reference import contract
 from tests.reference.pipeline import Doc

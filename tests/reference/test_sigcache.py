@@ -9,8 +9,9 @@ import mmh3
 import numpy as np
 import pytest
 
-from app import shingles
-from app.config import load_bytes
+from app.config.load import load_bytes
+from app.neardup import shingles
+from tests.neardup.test_shingles import KAZAN, PERM
 from tests.reference.service import Service
 from tests.reference.sigcache import (
     ENTRY_OVERHEAD,
@@ -19,7 +20,6 @@ from tests.reference.sigcache import (
     SignatureCache,
     content_key,
 )
-from tests.test_shingles import KAZAN, PERM
 
 K = 16
 ENTRY = K * 8 + 8 + ENTRY_OVERHEAD

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from app.banlist.model import Entry, normalize
-from app.config import load_bytes
+from app.config.load import load_bytes
 from app.errors import ConfigError
 from tests.sides import document as doc
 from tests.sides import only

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from app import shingles
-from app.config import load_bytes
+from app.config.load import load_bytes
 from app.errors import ConfigError
+from app.neardup import shingles
 from tests.corpus import corpus
 from tests.minhash_reference import signature as reference_signature
+from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
 from tests.sides import document as doc
 from tests.sides import only
-from tests.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 SEED_PAGES = [("kazan", KAZAN), ("perm", PERM), ("omsk", OMSK), ("returns", RETURNS)]
 OMSK_FIRST = [SEED_PAGES[2], SEED_PAGES[0], SEED_PAGES[1], SEED_PAGES[3]]

@@ -9,11 +9,11 @@ import yaml
 from prometheus_client import generate_latest
 
 from app._engine import Engine
-from app.config import load_bytes
+from app.config.load import load_bytes
+from app.config.spec import compile_spec
 from app.errors import ConfigError
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.rules.query import normalize
-from app.spec import compile_spec
 from tests.api.test_experiments_api import samples, value
 from tests.conftest import ROOT
 from tests.sides import NOW

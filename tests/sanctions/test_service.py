@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from app.banlist.base import EntrySpec
-from app.banlist.store import EmbeddedStore
+from app.banlist.embedded.store import EmbeddedStore
 from app.errors import BanlistError
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.sanctions.machine import Thresholds
 from app.sanctions.service import Interrupted, Sanctions
 from app.sanctions.states import FileStates

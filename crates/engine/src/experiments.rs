@@ -1,4 +1,4 @@
-//! A/B assignment, as app/experiments.py did it: MurmurHash3 x86 32-bit (seed 1) buckets
+//! A/B assignment, as app/experiments/bucketing.py did it: MurmurHash3 x86 32-bit (seed 1) buckets
 //! of "<name>:<NFC unit>" (a salt between), layers with slot ranges, a global holdout and
 //! QA-forced variants. One call per request.
 

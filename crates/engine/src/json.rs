@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn floats_are_spelled_as_msgspec_spells_them() {
-        // Each pair checked against msgspec.json.encode (tests/test_contract_engine.py
+        // Each pair checked against msgspec.json.encode (tests/engine/test_contract_engine.py
         // property-tests the rest).
         for (v, s) in [
             (8.0, "8.0"),

@@ -1,5 +1,5 @@
 //! The per-request series, kept in the engine (one lock per request) and read at scrape
-//! time by app/metrics.py's EngineCollector: the same names, labels and buckets the
+//! time by app/observability/metrics.py's EngineCollector: the same names, labels and buckets the
 //! Python service exported. They live in a slab (metrics/slab.rs): anonymous memory for one
 //! process, or this worker's file in a directory that every worker's scrape sums.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import plugins
+from app.config import plugins
 from tests.reference.pipeline import Behaviour
 from tests.reference.plugins import PythonRule
 from tests.reference.rules.demotion import (

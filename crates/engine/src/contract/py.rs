@@ -33,7 +33,7 @@ fn decode_check(body: &[u8], max_documents: usize, max_text_chars: usize) -> PyR
     run(body, max_documents, max_text_chars).map(drop)
 }
 
-/// The decoded request written back as msgspec writes app.contract.RerankRequest.
+/// The decoded request written back as msgspec writes app.api.contract.RerankRequest.
 #[pyfunction]
 fn decode_dump<'py>(
     py: Python<'py>,

@@ -2,7 +2,7 @@
 //! worker's own file in a shared directory (or anonymous memory for a single process).
 //!
 //! A scrape answered by any worker reads every worker's file and sums them, so the figures
-//! are the whole service's (app/metrics.py; prometheus_client's multiprocess mode does the
+//! are the whole service's (app/observability/metrics.py; prometheus_client's multiprocess mode does the
 //! same for the Python series). The request path writes plain relaxed atomics into memory
 //! it already owns: a new series is appended once, a known one is an offset.
 //!

@@ -1,4 +1,4 @@
-//! The audit tool's side of near-duplicate matching (`rearrange dupes`, app/dupes.py): a
+//! The audit tool's side of near-duplicate matching (`rearrange dupes`, app/neardup/dupes.py): a
 //! site's shingle sets held in Rust, their MinHash signatures, exact intersections of
 //! candidate pairs and the shared parts of one page with others. Each call spreads its work
 //! over threads; audit_py.rs releases the GIL around it. The serve-time rule uses none of

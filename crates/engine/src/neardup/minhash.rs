@@ -1,8 +1,8 @@
-//! MinHash signatures of the published family and their comparison (app/minhash.py).
+//! MinHash signatures of the published family and their comparison (app/neardup/minhash.py).
 //!
 //! For k functions and a family seed s: 2k words of SplitMix64 from state s, a_i = word 2i
 //! | 1, b_i = word 2i + 1, h_i(x) = a_i x + b_i mod 2^64, value_i = min over the set (2^64 - 1
-//! for an empty set). Agreements are counted the way app.minhash.agreements counts them,
+//! for an empty set). Agreements are counted the way app.neardup.minhash.agreements counts them,
 //! one pass per distance in the sorted columns, so `check` is called as often.
 
 use super::Stopped;
@@ -61,7 +61,7 @@ impl Family {
 /// (i, j, count) for every pair of rows j < i of `rows` (n signatures of k values, row
 /// major) agreeing in count > 0 positions, sorted by i then j.
 ///
-/// As app.minhash.agreements: each column sorted once; at distance d, the rows equal to the
+/// As app.neardup.minhash.agreements: each column sorted once; at distance d, the rows equal to the
 /// row d places on in a column (within a run of equal values, whatever their order);
 /// `check` is called once per distance that has any.
 pub fn agreements(
@@ -182,7 +182,7 @@ impl Counts {
 }
 
 /// The share of A inside B estimated from Jaccard and the set sizes (A not empty), with
-/// app.minhash.containment_from's operations in its order.
+/// app.neardup.minhash.containment_from's operations in its order.
 pub fn containment_from(jac: f64, size_a: u64, size_b: u64) -> f64 {
     let inter = jac * ((size_a + size_b) as f64) / (1.0 + jac);
     (inter / (size_a.max(1) as f64)).min(1.0)

@@ -1,5 +1,5 @@
 //! MurmurHash3 x64 128 (Austin Appleby's reference `MurmurHash3_x64_128`), as `mmh3` computes
-//! it: the shingle hash is its first 64 bits with seed 0 (app/shingles.py), and the caches'
+//! it: the shingle hash is its first 64 bits with seed 0 (app/neardup/shingles.py), and the caches'
 //! content key all 128 (tests/reference/sigcache.py).
 
 const C1: u64 = 0x87c3_7b91_1142_53d5;

@@ -1,5 +1,5 @@
 //! What Python sees of near-duplicate matching: the pieces the property tests compare with
-//! app/shingles.py, app/minhash.py and the rule (tests/test_neardup_engine.py), and the
+//! app/neardup/shingles.py, app/neardup/minhash.py and the rule (tests/neardup/test_neardup_engine.py), and the
 //! bench's handle on a `Matcher`.
 
 use std::collections::HashMap;
@@ -12,7 +12,7 @@ use super::unicode::Words;
 use super::{shingles, Input, Matcher, Measure, Method, Pairs, Params, Stats, Stopped, Used};
 use crate::contract::MinHashIn;
 
-/// `app.shingles.words(text)`.
+/// `app.neardup.shingles.words(text)`.
 #[pyfunction]
 fn neardup_words(text: &str) -> Vec<String> {
     let mut w = Words::default();
@@ -20,13 +20,13 @@ fn neardup_words(text: &str) -> Vec<String> {
     w.iter().map(str::to_owned).collect()
 }
 
-/// `sorted(app.shingles.shingles(text, width))`.
+/// `sorted(app.neardup.shingles.shingles(text, width))`.
 #[pyfunction]
 fn shingle_hashes(text: &str, width: usize) -> Vec<u64> {
     shingles::shingles(text, width, &mut Words::default())
 }
 
-/// (values, shingle count) of `app.minhash.signature(shingles(text, width), k, seed)`.
+/// (values, shingle count) of `app.neardup.minhash.signature(shingles(text, width), k, seed)`.
 #[pyfunction]
 fn minhash_signature(text: &str, width: usize, k: usize, seed: u64) -> (Vec<u64>, u64) {
     let set = shingles::shingles(text, width, &mut Words::default());

@@ -1,4 +1,4 @@
-//! Word shingles and their set similarity (app/shingles.py), and the exact method's fold.
+//! Word shingles and their set similarity (app/neardup/shingles.py), and the exact method's fold.
 //!
 //! A shingle set is a sorted, deduplicated `Vec<u64>`: intersecting two is one merge, and
 //! the sizes are what Python's frozensets give, so every value is the same quotient of the

@@ -1,4 +1,4 @@
-//! Python's `re.findall(r"\w+", text.lower())` (app/shingles.py `words`), character for
+//! Python's `re.findall(r"\w+", text.lower())` (app/neardup/shingles.py `words`), character for
 //! character, on the Unicode tables of the Python the service runs (tables.rs).
 //!
 //! Rust's own `to_lowercase` and `is_alphanumeric` follow a newer Unicode and another
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn cyrillic_punctuation_digits_and_case() {
-        // tests/test_shingles.py: the same sentence, the same words
+        // tests/neardup/test_shingles.py: the same sentence, the same words
         assert_eq!(
             words("Доставка в КАЗАНЬ — 3 дня! Ёлки, палки."),
             ["доставка", "в", "казань", "3", "дня", "ёлки", "палки"]

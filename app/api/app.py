@@ -1,0 +1,298 @@
+"""create_app(settings): wires store, config, pipeline and routers; nothing else."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
+from uvicorn.logging import DefaultFormatter
+
+from app import __version__
+from app.api import admin, banlist, experiments, health, inspector, openapi, rerank, sanctions
+from app.api.observe import BodyLimit, ResponseCounter
+from app.banlist import bulk
+from app.banlist.base import BanStore
+from app.banlist.embedded.store import EmbeddedStore
+from app.banlist.redis.policy import EvictionPolicy
+from app.banlist.redis.store import RedisStore
+from app.config.replica import ConfigReplica
+from app.config.settings import Settings
+from app.config.versions import ConfigHolder
+from app.engine.service import Rearranger
+from app.errors import BanlistError, ConfigError, FieldError, StartupRefused
+from app.observability.audit import AuditLog
+from app.observability.metrics import Metrics
+from app.observability.readings import LastReading
+from app.replay.capture import Capture, capture_settings
+from app.sanctions.machine import Thresholds
+from app.sanctions.service import Sanctions
+from app.sanctions.states import FileStates, HostStates, RedisStates
+
+log = logging.getLogger("rearrange")
+
+
+def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearranger:
+    """Everything a request needs, built from settings (also used by `rearrange run`)."""
+    metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
+    policy = EvictionPolicy(metrics) if settings.redis_url else None
+    store = build_store(settings, metrics, policy=policy)
+    store.start()
+    if policy is not None and policy.problem:  # checked on the first connect, in start()
+        store.close()
+        raise StartupRefused(policy.problem)
+    if settings.banlist_seed is not None and store.version == 0:
+        groups, specs = bulk.read_file(settings.banlist_seed)
+        added = store.seed(specs, groups=groups)
+        log.info("banlist: seeded %d entries and %d groups from %s", added, len(groups),
+                 settings.banlist_seed)
+    config = ConfigHolder(settings.config, metrics)
+    if isinstance(store, RedisStore):  # config changes reach every replica, as bans do
+        ConfigReplica(store.client, settings.banlist_redis_prefix, config, metrics,
+                      settings.banlist_block_seconds).start()
+    metrics.srm.designs = lambda: config.engine.designs()  # the config in use at scrape time
+    for kind in ("signature", "shingle"):
+        metrics.track_caches(kind, lambda: config.engine.core.cache_stats())
+    audit = None
+    if settings.audit_log:
+        audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
+        if metrics.multiprocess_dir is None:  # one process: read at scrape time
+            metrics.audit_failing.set_function(audit.failing)
+    service = Rearranger(settings, store, config, metrics, audit)
+    if settings.capture_path is not None:
+        service.capture = Capture(capture_settings(settings),
+                                  lambda reason: metrics.capture_dropped.labels(reason).inc(),
+                                  metrics.capture_written.inc)
+    service.redis_policy = policy
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)
+    return service
+
+
+def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
+               policy: EvictionPolicy | None) -> tuple[BanStore, Sanctions]:
+    """The quarantine list (a store like the banlist, replicated the same way) and the
+    state machine that feeds both; host states live beside them (Redis or a local file)."""
+    quarantine = build_store(settings, metrics, list_name="quarantine", policy=policy)
+    quarantine.start()
+    if isinstance(banlist, RedisStore):
+        states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
+                                         metrics, banlist.policy)
+        states.check()  # learn the epoch Redis holds now, so a later loss is noticed
+    else:
+        beside = settings.banlist_path
+        states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
+    thresholds = Thresholds(
+        quarantine_enter=settings.sanctions_quarantine_enter,
+        quarantine_exit=settings.sanctions_quarantine_exit,
+        ban_enter=settings.sanctions_ban_enter, ban_exit=settings.sanctions_ban_exit)
+    return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
+
+
+def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist",
+                policy: EvictionPolicy | None = None) -> BanStore:
+    """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
+
+    `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
+    snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
+    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share.
+    """
+    own = list_name == "banlist"
+    if not settings.redis_url:
+        path = settings.banlist_path
+        return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"),
+                             read_only=settings.banlist_read_only)
+    snapshot = settings.banlist_snapshot_path
+    if not own and snapshot is not None:
+        snapshot = snapshot.with_name(f"{list_name}.snapshot.json")
+    prefix = settings.banlist_redis_prefix + ("" if own else f"{list_name}:")
+    return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
+                      retention_seconds=settings.banlist_retention_seconds,
+                      block_seconds=settings.banlist_block_seconds,
+                      snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
+                      policy=policy)
+
+
+class RearrangeApp(FastAPI):
+    """FastAPI, with POST /v1/rerank answered before its middleware stack and router.
+
+    The frontend calls that one endpoint on every query; the stack in front of a route
+    (error, telemetry and body-limit middleware, ours, exception handling, routing)
+    cost more than the rules themselves on a 20-document page (bench/http.py). The
+    fast path runs the same `rerank.answer` as the routed endpoint, with the same
+    body limit, errors and response counting.
+    """
+
+    fast_rerank = True  # False sends /v1/rerank through the router (tests compare both)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (self.fast_rerank and scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"] == scope.get("root_path", "") + rerank.PATH):
+            state = self.state
+            await rerank.serve(state.service, state.tokens, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ASGI app; reads the environment when no settings are given."""
+    settings = settings or Settings()
+    configure_logging(settings.log_level)
+    service = build_service(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(_housekeeping(service, settings.config_poll_seconds))
+        gc.collect()
+        gc.freeze()  # start-up objects live forever: keep them out of every collection
+        try:
+            yield
+        finally:
+            service.draining = True
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            with contextlib.ExitStack() as closing:  # each closes even if one before fails
+                closing.callback(app.state.sanction_hosts.close)
+                closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
+                closing.callback(service.store.close)
+                if service.audit_log is not None:
+                    closing.callback(service.audit_log.close)
+                if service.capture is not None:
+                    closing.callback(service.capture.close)
+                closing.callback(service.config.close)  # first: it uses the store's client
+
+    app = RearrangeApp(title="Rearrange", version=__version__, lifespan=lifespan,
+                       summary="Post-ranking rule pipeline over a search result page",
+                       docs_url=None, redoc_url=None)  # openapi.install serves them offline
+    app.state.service = service
+    app.state.tokens = settings.tokens()
+    # /metrics never waits on Redis for long: the host counts are the last good reading
+    app.state.sanction_hosts = LastReading("sanction_hosts", service.sanctions.counts,
+                                           service.metrics)
+    for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
+        app.include_router(module.router)
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
+                       timeout=settings.body_timeout_seconds)
+    app.add_middleware(ResponseCounter, metrics=service.metrics)
+    openapi.install(app, settings.banlist_read_auth)
+    return app
+
+
+def configure_logging(level: str) -> None:
+    """Our loggers ("rearrange" and the app.* modules) write to stderr as uvicorn's do.
+
+    uvicorn configures only its own loggers. Ours propagated to a root logger without a
+    handler, where Python's last resort printed warnings and errors and dropped every INFO
+    line (config reloaded, bans expired, resyncs). Where the root logger has a handler
+    (an embedding application, pytest's log capture) it is left to do the job.
+    """
+    if logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+    for name in ("rearrange", "app"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level.upper())
+        if not logger.handlers:
+            logger.addHandler(handler)
+
+
+async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
+    """Hot-reload the config on file change, sweep expired bans, check sanction states and
+    refresh this worker's gauges (another worker may answer the next scrape), once a poll
+    interval.
+
+    One failing step is logged and counted, and the loop goes on: a task that died here
+    would silently stop both hot reload and TTL sweeps until the next restart.
+    """
+    if poll_seconds <= 0:
+        return
+    while True:
+        await asyncio.sleep(poll_seconds)
+        for task, step in (("config", _poll_config), ("sweep", _sweep),
+                           ("sanctions", _check_sanctions), ("gauges", _refresh_gauges)):
+            try:
+                await step(service)
+            except Exception:
+                service.metrics.housekeeping_errors.labels(task).inc()
+                log.exception("housekeeping: %s failed; retrying next poll", task)
+
+
+async def _poll_config(service: Rearranger) -> None:
+    if not service.config.changed_on_disk():
+        return
+    try:  # in a thread: with Redis, a change is published before the poll goes on
+        await asyncio.to_thread(service.config.reload)
+    except ConfigError as exc:
+        log.error("config reload refused, still serving %s: %s",
+                  service.config.engine.version, exc)
+
+
+async def _sweep(service: Rearranger) -> None:
+    expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
+    expired += await asyncio.to_thread(service.quarantine.sweep)
+    if expired:
+        log.info("banlist: %d entries expired", expired)
+
+
+async def _refresh_gauges(service: Rearranger) -> None:
+    service.metrics.refresh(health.gauges(service))
+
+
+async def _check_sanctions(service: Rearranger) -> None:
+    await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
+
+
+def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": "invalid_request" if status < 500 else "error",
+                         "field": field, "problem": problem, **extra}, status_code=status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(FieldError)
+    async def field_error(_: Request, exc: FieldError) -> JSONResponse:
+        return _error(exc.status, exc.field, exc.problem)
+
+    @app.exception_handler(BanlistError)
+    async def banlist_error(_: Request, exc: BanlistError) -> JSONResponse:
+        return _error(exc.status, exc.field, exc.problem, **exc.extra)
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(_: Request, exc: redis.RedisError) -> JSONResponse:
+        # A write that needs Redis while it is unreachable: say so, change nothing.
+        return _error(503, "redis", f"Redis is unreachable, nothing was changed: {exc}")
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
+                  for e in exc.errors()]
+        return _error(422, errors[0]["field"], errors[0]["problem"], errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        # FastAPI's own 400 is a body it could not decode
+        body = {"error": "invalid_request" if exc.status_code < 500 else "error",
+                "field": "body" if exc.status_code == 400 else None, **detail}
+        headers = exc.headers
+        if exc.status_code == 405:  # the router's Allow names one route's methods of the path's
+            headers = {**(headers or {}), "Allow": openapi.allowed(request)}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+
+def __getattr__(name: str) -> Any:
+    """`uvicorn app.api.app:app` builds the app from the environment on first access."""
+    if name == "app":
+        built = create_app()
+        globals()["app"] = built
+        return built
+    raise AttributeError(name)

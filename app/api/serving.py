@@ -1,0 +1,155 @@
+"""`rearrange serve`: uvicorn with uvloop + httptools, a deadline on request headers, and a
+drain before every stop."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from app.config.settings import Settings
+
+
+class DrainingServer(uvicorn.Server):
+    """On SIGTERM, turn /readyz to 503 first and stop only after `drain_seconds`.
+
+    A balancer polling readiness takes the replica out while it still answers, then
+    uvicorn's own shutdown lets in-flight requests finish. A second signal during the drain
+    cuts it short: the shutdown starts at once (in-flight requests still finish); one after
+    that is uvicorn's own (a second Ctrl-C forces the exit).
+    """
+
+    def __init__(self, config: uvicorn.Config, service: object, drain_seconds: float) -> None:
+        super().__init__(config)
+        self.service = service
+        self.drain_seconds = drain_seconds
+        self._drain: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.drain_seconds <= 0 or self.should_exit:
+            super().handle_exit(sig, frame)
+            return
+        if self._drain is not None:  # a second signal while draining: stop now
+            self._drain.cancel()  # else its later handle_exit would force the exit
+            super().handle_exit(sig, frame)
+            return
+        self.service.draining = True  # type: ignore[attr-defined]
+        self._drain = threading.Timer(self.drain_seconds, super().handle_exit, (sig, frame))
+        self._drain.daemon = True
+        self._drain.start()
+
+
+class HeaderDeadline(HttpToolsProtocol):
+    """httptools' protocol, closing a connection whose request headers are not complete
+    `header_timeout` seconds after they started (or after the connection opened).
+
+    uvicorn has no such deadline (its issue #157 lists one, not implemented): its
+    `timeout_keep_alive` is armed only once a response is complete and disarmed by any byte
+    that arrives, so a client sending its headers a byte at a time, or opening a connection
+    and sending nothing, holds the connection as long as it likes. An ASGI middleware cannot
+    help: the app is called only once the headers are complete. The timer is armed only when
+    a packet leaves headers unfinished (or the connection is new), so a request whose headers
+    come in one packet, as nearly all do, costs no timer.
+    """
+
+    def __init__(self, *args: Any, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # Waiting for headers: no request yet, the last one answered (these bytes start
+        # the next, or are blank lines), or a message begun whose headers have not made a
+        # request cycle yet (each message begun gets a new scope; its cycle takes it).
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.scope is not self.scope:
+            self._arm()
+        elif self._header_timer is not None:  # the headers are complete
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        transport = self.transport  # after a WebSocket upgrade it belongs to another protocol
+        if (self._header_timer is None and not transport.is_closing()
+                and transport.get_protocol() is self):
+            self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _expired(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def serve(settings: Settings, host: str | None, port: int | None, workers: int) -> None:
+    """Run the service; with several workers, drain from outside (Kubernetes preStop)."""
+    # A partial of a module-level class: pickled to each worker as it is (a class made here
+    # would not be).
+    http = functools.partial(HeaderDeadline, header_timeout=settings.header_timeout_seconds)
+    options = dict(host=host or settings.host, port=port or settings.port, loop="uvloop",
+                   http=http, proxy_headers=False, timeout_graceful_shutdown=10,
+                   timeout_keep_alive=5, access_log=settings.access_log,
+                   log_level=settings.log_level)
+    if workers > 1:
+        if not settings.redis_url and not settings.banlist_read_only:
+            # Each worker is its own process: with the embedded store each would hold its own
+            # copy of the list and append to the one log, and a ban would reach one worker.
+            raise SystemExit(
+                f"--workers {workers} needs REDIS_URL: the embedded banlist belongs to one "
+                "process. Run one worker per replica (the deployment's way), point the workers "
+                "at Redis, or set REARRANGE_BANLIST_READ_ONLY=true to serve a frozen list.")
+        # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
+        with metrics_directory(settings.metrics_dir):
+            uvicorn.run("app.api.app:create_app", factory=True, workers=workers, **options)
+        return
+    from app.api.app import create_app
+    from app.observability.workers import wipe
+
+    if settings.metrics_dir is not None:  # one worker of its own in the directory
+        settings.metrics_dir.mkdir(parents=True, exist_ok=True)
+        wipe(settings.metrics_dir)
+    app = create_app(settings)
+    DrainingServer(uvicorn.Config(app, **options), app.state.service,
+                   settings.drain_seconds).run()
+
+
+@contextlib.contextmanager
+def metrics_directory(given: Path | None) -> Iterator[Path]:
+    """The directory the workers write their metrics to, empty at the start: the one in
+    PROMETHEUS_MULTIPROC_DIR (the last run's files wiped), else a fresh one removed at the
+    end. The variable is set for the workers, which import prometheus_client after it is
+    (uvicorn spawns them as new interpreters)."""
+    from app.observability.workers import wipe
+
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        wipe(given)
+        yield given
+        return
+    made = Path(tempfile.mkdtemp(prefix="rearrange-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(made)
+    try:
+        yield made
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(made, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""The embedded banlist store: an index in memory, a change log on disk."""

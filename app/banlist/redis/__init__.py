@@ -1,0 +1,1 @@
+"""The Redis-backed banlist store and its replication."""

@@ -1,0 +1,497 @@
+"""Following Redis: tail the changelog, detect gaps, rewinds and forks, resync aside, keep a copy.
+
+A fork: Redis lost changes this replica applied (a restart without AOF, a failover to a
+lagging Redis replica, an `adopt` elsewhere) and new changes took their seqs. Two checks find
+it, both against `stream_id`, the stream record this replica applied last:
+
+- every round asks for the record at or before `stream_id` along with `epoch` and `seq`:
+  one older than it, with ours gone, means Redis no longer holds our last change (trimming
+  removes the oldest records first, so it cannot leave older ones and take ours);
+- a record after `stream_id` whose seq this replica already applied was written over a
+  rewind. (A record at or before `stream_id` is one a writer's catch-up applied while this
+  thread's XREAD was under way: skipped.)
+
+When trimming took our record and everything before it, the stream cannot tell a history
+that moved on from one rewritten more than the retention ago. A replica that follows Redis
+then resyncs on the gap, as it always did; a replica that already refused Redis stays
+refused: only proof that Redis holds its history (our record, followed by the next seq, or
+an operator's reseed after it) lifts a refusal.
+
+Redis can also rewrite the changelog itself (an AOF replay putting back refused writes): each
+round counts it too (forks.py), and a seq held twice with different changes is refused on
+every replica, one that resynced past it included; the same change twice is a replay, skipped.
+The same replica class follows the quarantine list (`name`), under its own keys.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import redis
+
+from app.banlist.base import SyncState
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry, iso
+from app.banlist.redis import forks, snapshot
+
+if TYPE_CHECKING:
+    from app.banlist.redis.store import RedisStore
+
+log = logging.getLogger(__name__)
+PAGE = 5000
+
+
+def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
+    """A stream record in the shape of `GET /v1/banlist/changes` (the embedded log's shape)."""
+    seq, op, key = int(f["seq"]), f["op"], f["key"]
+    at = iso(int(stream_id.partition("-")[0]) / 1000)
+    change: dict[str, Any] = {"seq": seq, "op": op}
+    if op == "add":
+        change["entry"] = {"id": key, **orjson.loads(f["payload"])}
+    elif op == "group":
+        change.update(name=key, domains=orjson.loads(f["payload"]))
+    elif op == "seed":
+        change["entries"] = int(key)
+    elif op != "reseed":
+        change["id"] = key
+        if f.get("payload"):  # the entry a remove or expire deleted (none before it said)
+            change["entry"] = {"id": key, **orjson.loads(f["payload"])}
+    change.update(actor=f["actor"], reason=f["reason"], at=at)
+    return change
+
+
+def _stream_pos(stream_id: str) -> tuple[int, int]:
+    ms, _, n = stream_id.partition("-")
+    return int(ms), int(n or 0)
+
+
+def _forked(epoch: int, version: int) -> str:
+    return (f"Redis's history was rewritten after a rewind: its changelog no longer continues "
+            f"this replica's copy at seq {version} (epoch {epoch}); the two hold different "
+            f"changes under the same seqs")
+
+
+def _change(f: dict[str, str]) -> tuple[Any, ...] | None:
+    """A stream record as a change for `BanIndex.apply` (None: nothing to apply)."""
+    op, key = f["op"], f["key"]
+    if op == "add":
+        return ("add", Entry.from_dict({"id": key, **orjson.loads(f["payload"])}))
+    if op == "group":
+        return ("group", key, tuple(orjson.loads(f["payload"])))
+    if op in ("remove", "expire"):
+        return ("remove", key)
+    # "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
+    # resync; a seed starts an epoch)
+    return None
+
+
+class Replicator:
+    """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
+
+    def __init__(self, store: RedisStore, block_seconds: float, snapshot_path: Path | None,
+                 snapshot_seconds: float) -> None:
+        self.client, self.keys, self.metrics = store.client, store.keys, store.metrics
+        self.name, self.policy, self.clock = store.name, store.policy, store.clock
+        self.block_ms = int(block_seconds * 1000)
+        self.snapshot_path = snapshot_path
+        self.snapshot_seconds = snapshot_seconds
+        self.lock = threading.RLock()  # applying changes, swapping the index, copying it
+        self.index = BanIndex()
+        self.version = 0
+        self.epoch = 0
+        self.stream_id = "0-0"
+        self.loaded = False  # holds a copy (from Redis or from the local snapshot)
+        self.synced_at = 0.0  # wall time this copy was last confirmed equal to Redis's
+        self.connected = False
+        self.diverged: str | None = None
+        self.forked: str | None = None  # why Redis's changelog is not one history (forks.py)
+        self.problem: str | None = None
+        self._resync_cause: str | None = None
+        self._excess = 0  # forks.excess of the changelog when it was last read through
+        self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._snap_seq = -1
+        self._snap_at = 0.0
+
+    # ---- life cycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        snap = snapshot.read(self.snapshot_path) if self.snapshot_path else None
+        if snap is not None:
+            self._install(snap.index, snap.seq, snap.epoch, snap.stream_id)
+            self.synced_at, self._snap_seq = snap.synced_at, snap.seq
+            log.info("%s: loaded local snapshot seq %d epoch %d (%d entries)",
+                     self.name, snap.seq, snap.epoch, len(snap.index))
+        try:
+            self.poll(block=False)
+        except redis.RedisError as exc:
+            self.failed(exc)
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}-replica", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.block_ms / 1000 + 6)
+        self._write_snapshot(force=True)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                self.poll(block=True)
+                backoff = 0.1
+                self._write_snapshot()  # inside the try: a failed write must not end the thread
+            except redis.RedisError as exc:
+                self.failed(exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+            except (ValueError, KeyError, TypeError) as exc:  # a malformed record in Redis
+                self.problem = f"unreadable {self.name} data in Redis: {exc!r}"
+                log.error("%s: %s", self.name, self.problem)
+                self._stop.wait(1.0)
+            except Exception as exc:  # a thread that died would stop this replica for good
+                self.problem = f"replication error: {exc!r}"
+                log.exception("%s: replication round failed; retrying", self.name)
+                self.metrics.banlist_redis_errors.labels("replicate").inc()
+                self._stop.wait(1.0)
+
+    def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
+        if self.connected or self.problem is None:
+            log.warning("%s: Redis unreachable, serving the copy at seq %d: %s",
+                        self.name, self.version, exc)
+        self.connected = False
+        self.problem = f"Redis unreachable: {exc}"
+        self.metrics.banlist_redis_errors.labels(op).inc()
+
+    # ---- one round: check where Redis is, read what is new --------------------------------
+    def poll(self, block: bool) -> None:
+        checked = self.clock()
+        known = (self.epoch, self.version, self.stream_id)  # a writer may apply more meanwhile
+        pipe = self.client.pipeline(transaction=True)  # one moment: the count must add up
+        pipe.mget(self.keys.epoch, self.keys.seq)
+        pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
+        pipe.xlen(self.keys.stream).xrange(self.keys.stream, count=1)
+        pipe.xrevrange(self.keys.stream, count=1)
+        (epoch_r, seq_r), mine, length, first, last = pipe.execute()
+        self.policy.watch(self.client, reconnected=not self.connected)
+        self._check_changelog(forks.excess(length, first, last))
+        refused = not self._accept(epoch_r, seq_r, mine, known)
+        if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
+            self.connected, self.problem = True, None  # reachable, but refused
+            if block:
+                self._stop.wait(self.block_ms / 1000)
+            return
+        if epoch_r is None:  # Redis and this replica both hold nothing yet
+            self.loaded = True
+            self._confirmed(checked)
+            if self._resync_cause:  # a stream without an epoch: nothing sane to follow
+                if block:
+                    self._stop.wait(self.block_ms / 1000)
+                return
+            # else block on the stream itself: the very first change arrives at once
+        elif self._resync_cause or not self.epoch:
+            self.resync(self._resync_cause or "start")
+            return
+        got = self.client.xread({self.keys.stream: self.stream_id}, count=PAGE,
+                                block=self.block_ms if block else None)
+        records = got[0][1] if got else []
+        with self.lock:
+            self._apply_records(records, observe=True)
+        if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
+            self._confirmed(self.clock() if block and not records else checked)
+
+    def _check_changelog(self, excess: int | None) -> None:
+        """Read the changelog through when its record count changed shape (None: whatever
+        it is; forks.py). A seq held twice with different changes flags it until Redis's
+        changelog is one history again (a reseed rewrites it); a replica holding a copy
+        applies nothing meanwhile."""
+        if excess is not None and excess == self._excess:
+            return
+        found = forks.scan(self.client, self.keys.stream, PAGE)
+        self._excess, self.replays = excess, found.replays
+        if found.fork and found.fork != self.forked:
+            log.error("%s: %s. Writes are suspended and %s. Run `%s --force` against the "
+                      "replica whose copy to keep: it rewrites the changelog as one history.",
+                      self.name, found.fork, "this replica's copy stays as it is" if self.epoch
+                      else "this replica serves what Redis holds", self._reseed_command())
+            self._count_refusal("fork")
+        elif found.replays and not found.fork:
+            log.warning("%s: Redis's changelog repeats %d change(s) exactly (a replay); "
+                        "they are skipped", self.name, len(found.replays))
+        if found.missing:
+            log.warning("%s: Redis's changelog has no record of %d seq(s) between its ends "
+                        "(deleted by hand?): `GET /v1/banlist/changes` cannot serve them",
+                        self.name, found.missing)
+        if self.forked and not found.fork:
+            log.warning("%s: Redis's changelog is one history again", self.name)
+        self.forked = found.fork
+
+    def _confirmed(self, at: float) -> None:
+        """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
+        self.synced_at, self.connected, self.problem = at, True, None
+
+    def _accept(self, epoch_r: str | None, seq_r: str | None, mine: list[Any],
+                known: tuple[int, int, str]) -> bool:
+        """False (and alert) when Redis's banlist is older than or diverges from this copy.
+
+        `known` is (epoch, seq, stream id) of this copy taken before Redis was read: anything
+        applied by then was committed in Redis before the read, so a lower seq there is a
+        rewind. `mine` is Redis's stream record at or before that stream id (XREVRANGE).
+        """
+        epoch, version, sid = known
+        if not epoch:
+            return True
+        cause = "backward"  # rearrange_redis_refusals_total{cause}
+        if epoch_r is None:
+            why, cause = (f"Redis holds no {self.name} (restarted empty or flushed) but this "
+                          f"replica holds epoch {epoch} seq {version}"), "lost"
+        elif int(epoch_r) != epoch:
+            if self._reseeded_over(epoch_r):
+                return True
+            why = (f"Redis holds another {self.name} history (epoch {epoch_r}) than this "
+                   f"replica (epoch {epoch} seq {version})")
+        elif int(seq_r or 0) < version:
+            why = (f"Redis went backwards: seq {seq_r} < this replica's {version} "
+                   f"(epoch {epoch})")
+        elif sid != "0-0" and mine and mine[0][0] != sid:  # ours is gone, an older one is not
+            why, cause = _forked(epoch, version), "fork"
+        elif self.diverged and not (why := self._why_still_refused(mine, known, seq_r)):
+            log.warning("%s: Redis caught up with this replica again; following it", self.name)
+            self.diverged = None
+            return True
+        elif not self.diverged:
+            return True
+        else:
+            cause = "fork"  # still refused: a fork, or one the trimmed changelog cannot rule out
+        if (self.epoch, self.version, self.stream_id) != known:
+            return False  # the copy changed under us (a write, an adopt): judge next round
+        self._refuse(why, cause)
+        return False
+
+    def _refuse(self, why: str, cause: str) -> None:
+        if self.diverged != why:
+            log.error("%s: refusing Redis's %s, still serving seq %d: %s. Run `%s` against "
+                      "the replica with the copy to keep, or adopt Redis's "
+                      "(POST /v1/admin/%s/adopt).", self.name, self.name, self.version, why,
+                      self._reseed_command(), self.name)
+            self._count_refusal(cause)
+            self.diverged = why
+
+    def _reseed_command(self) -> str:
+        store = "" if self.name == "banlist" else f" --store {self.name}"
+        return f"rearrange banlist reseed{store}"
+
+    def _count_refusal(self, cause: str) -> None:
+        self.metrics.banlist_backward_refused.inc()
+        self.metrics.redis_refusals.labels(self.name, cause).inc()
+
+    def _why_still_refused(self, mine: list[Any], known: tuple[int, int, str],
+                           seq_r: str) -> str:
+        """Why a refused copy may not follow Redis yet ('' once Redis provably holds it)."""
+        epoch, version, sid = known
+        if mine:  # our last record is there: the one after it must not reuse a seq of ours
+            after = self.client.xrange(self.keys.stream, min=f"({sid}", count=1)
+            return _forked(epoch, version) if after and int(after[0][1]["seq"]) <= version else ""
+        if self._reseed_after(str(epoch), sid):
+            return ""  # an operator put a copy back after our last change: the stream says which
+        return (f"Redis is back at seq {seq_r} but its changelog no longer reaches this "
+                f"replica's seq {version} (epoch {epoch}; trimmed): whether it still holds "
+                f"this replica's history cannot be told")
+
+    def _reseed_after(self, epoch_r: str, sid: str) -> bool:
+        """True when the stream starts with a `reseed` of `epoch_r` newer than `sid`."""
+        head = self.client.xrange(self.keys.stream, count=1)
+        return bool(head and head[0][1].get("op") == "reseed"
+                    and head[0][1].get("epoch") == epoch_r
+                    and _stream_pos(head[0][0]) > _stream_pos(sid))
+
+    def _reseeded_over(self, epoch_r: str) -> bool:
+        """True when an operator forced a reseed into Redis after our last change: follow it.
+
+        A forced reseed restarts the stream with a `reseed` record of its epoch. One newer
+        than anything this replica applied is a deliberate override; an older one (say, at
+        the head of a lagging Redis replica promoted by a failover) is not.
+        """
+        if not self._reseed_after(epoch_r, self.stream_id):
+            return False
+        if self._resync_cause != "reseed":
+            log.warning("%s: Redis was reseeded over this replica's history (epoch %s); "
+                        "following it", self.name, epoch_r)
+        self._resync_cause = "reseed"
+        self.diverged = None
+        return True
+
+    def _apply_records(self, records: list[Any], observe: bool) -> None:
+        """Apply records in order; a gap, a foreign epoch or a reseed asks for a resync instead,
+        a seq this replica already holds after its last record is a fork (refused).
+
+        The records' changes go to the index as one batch (one swap), and only then is the
+        position they reach published: requests read `version` without the lock and report
+        it as the banlist they were matched on, so never early.
+        """
+        now = self.clock()
+        version, stream_id, epoch = self.version, self.stream_id, self.epoch
+        last = _stream_pos(stream_id)
+        batch: list[tuple[Any, ...]] = []
+        lags: list[float] = []
+        for sid, f in records:
+            if _stream_pos(sid) <= last:
+                continue  # applied by a writer's catch-up while this XREAD was under way
+            seq, rec_epoch = int(f["seq"]), int(f["epoch"])
+            if rec_epoch != epoch and not (version == 0 and not epoch and seq == 1):
+                self._resync_cause = "epoch"
+                break
+            if f["op"] == "reseed":
+                if f.get("base") != stream_id:  # a copy other than ours was put back
+                    self._resync_cause = "reseed"
+                    break
+                version, stream_id = seq, sid  # Redis now holds exactly our copy
+                last = _stream_pos(sid)
+                continue
+            if seq <= version:  # a seq we applied: a replay of the same change, or a fork
+                if sid not in self.replays:
+                    self._check_changelog(None)  # which of the two: read the changelog through
+                if sid in self.replays:
+                    stream_id, last = sid, _stream_pos(sid)  # the same change: already held
+                    continue
+                if not self.forked:  # our record of that seq is gone: nothing to compare with
+                    self._refuse(_forked(epoch, version), "fork")
+                break
+            if seq != version + 1:
+                self._resync_cause = "gap"
+                break
+            change = _change(f)
+            if change is not None:
+                batch.append(change)
+            version, stream_id, epoch = seq, sid, rec_epoch
+            last = _stream_pos(sid)
+            if observe:
+                lags.append(now - int(sid.partition("-")[0]) / 1000)
+        if batch:
+            self.index.apply(batch)
+        self.version, self.stream_id, self.epoch = version, stream_id, epoch
+        for lag in lags:
+            self.metrics.banlist_lag.observe(max(lag, 0.0))
+
+    def catch_up(self) -> None:
+        """Apply everything committed so far (after our own write: read-your-writes)."""
+        if self.forked and self.epoch:
+            return  # the copy held stays as it is while Redis's changelog is forked
+        try:
+            with self.lock:
+                while True:
+                    page = self.client.xrange(self.keys.stream, min=f"({self.stream_id}",
+                                              count=PAGE)
+                    self._apply_records(page, observe=True)
+                    if len(page) < PAGE or self._resync_cause:
+                        break
+        except redis.RedisError as exc:
+            self.failed(exc)
+
+    # ---- full resync ----------------------------------------------------------------------
+    def resync(self, cause: str, accept_backward: bool = False) -> None:
+        """Load Redis's whole banlist aside, replay what changed meanwhile, swap it in."""
+        for _ in range(3):
+            known = (self.epoch, self.version, self.stream_id)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(self.keys.epoch).get(self.keys.seq).xrevrange(self.keys.stream, count=1)
+            pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
+            epoch_r, seq_r, last, mine = pipe.execute()
+            if not accept_backward and not self._accept(epoch_r, seq_r, mine, known):
+                return
+            if epoch_r is None:
+                with self.lock:
+                    self._install(BanIndex(), 0, 0, "0-0")
+                self._resynced(cause)
+                return
+            groups = {k: tuple(orjson.loads(v))
+                      for k, v in self.client.hgetall(self.keys.groups).items()}
+            new = BanIndex((Entry.from_dict({"id": key, **orjson.loads(payload)})
+                            for key, payload in self.client.hscan_iter(self.keys.entries,
+                                                                       count=PAGE)), groups)
+            epoch = int(epoch_r)
+            at = (int(seq_r or 0), last[0][0] if last else "0-0")
+            at = self._replay(new, epoch, *at)  # changes committed while we scanned
+            if at is None:
+                continue  # not just the next changes (trimmed past us, a reseed): again
+            with self.lock:
+                at = self._replay(new, epoch, *at)  # and the last few, with writers held off
+                if at is None:
+                    continue
+                self._install(new, at[0], epoch, at[1])
+            self._resynced(cause)
+            return
+        raise redis.RedisError("the changelog kept moving past the resync; will retry")
+
+    def _replay(self, index: BanIndex, epoch: int, seq: int,
+                sid: str) -> tuple[int, str] | None:
+        while True:
+            page = self.client.xrange(self.keys.stream, min=f"({sid}", count=PAGE)
+            batch = []
+            for rid, f in page:  # only the next change; a reseed, a rewind or a gap changed
+                if int(f["seq"]) != seq + 1 or int(f["epoch"]) != epoch or f["op"] == "reseed":
+                    return None  # what was scanned: start over
+                if (change := _change(f)) is not None:
+                    batch.append(change)
+                seq, sid = seq + 1, rid
+            index.apply(batch)
+            if len(page) < PAGE:
+                return seq, sid
+
+    def _install(self, index: BanIndex, seq: int, epoch: int, stream_id: str) -> None:
+        self.index = index  # one reference: a request sees the old list or the new one
+        self.version, self.epoch, self.stream_id = seq, epoch, stream_id
+        self.loaded = True
+
+    def _resynced(self, cause: str) -> None:
+        self._resync_cause, self.diverged = None, None
+        self._confirmed(self.clock())
+        self.metrics.banlist_resyncs.labels(cause).inc()
+        # No gc.collect() here: a full collection over a million fresh objects would stall
+        # every request for as long; the old index has no cycles, refcounting frees it.
+        gc.freeze()  # the new index is long-lived: keep it out of every future collection
+        log.info("%s: resynced (%s) to seq %d epoch %d, %d entries", self.name, cause,
+                 self.version, self.epoch, len(self.index))
+        self._write_snapshot(force=True)
+
+    # ---- local snapshot, state --------------------------------------------------------------
+    def _write_snapshot(self, force: bool = False) -> None:
+        if self.snapshot_path is None or not self.loaded or self.version == self._snap_seq:
+            return
+        now = self.clock()
+        if not force and now - self._snap_at < self.snapshot_seconds:
+            return
+        with self.lock:
+            snap = snapshot.Snapshot(self.index, self.version, self.epoch, self.stream_id,
+                                     self.synced_at)
+            entries = self.index.frozen()  # a pinned copy, made one entry at a time
+        try:
+            snapshot.write(self.snapshot_path, snap, entries)
+        except OSError as exc:
+            log.error("%s: local snapshot %s not written: %s", self.name, self.snapshot_path,
+                      exc)
+            return
+        self._snap_seq, self._snap_at = snap.seq, now
+
+    def writable(self) -> bool:
+        return (self.loaded and self.diverged is None and self.forked is None
+                and self.policy.problem is None)
+
+    def why_not_writable(self) -> str:
+        if not self.loaded:
+            return f"the {self.name} is not loaded yet (Redis unreachable since start)"
+        why = self.forked or self.diverged or self.policy.problem
+        return f"{self.name} writes are suspended: {why}"
+
+    def state(self) -> SyncState:
+        staleness = self.clock() - self.synced_at if self.loaded else float("inf")
+        diverged = self.forked or self.diverged
+        in_sync = (self.loaded and self.connected and diverged is None
+                   and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
+        return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
+                         {"loaded": self.loaded, "stream_id": self.stream_id})

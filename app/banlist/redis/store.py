@@ -1,0 +1,529 @@
+"""The Redis-backed banlist: Redis is the source of truth, this process holds a replica in memory.
+
+Writes are Lua scripts (entry + INCR seq + XADD to the changelog, atomically, so sequence
+order is stream order). A background thread tails the stream (`XREAD BLOCK`) and applies
+each change when its seq is exactly last + 1 and its epoch is ours; anything else is a gap
+and triggers a full resync, built aside and swapped in as one reference. A Redis whose
+history went backwards (restarted empty, older seq, another epoch) or was rewritten after
+going backwards (a fork: other changes under seqs the replica applied) is refused: the
+replica keeps serving its copy and says so. Requests only ever read `index` and `version`.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+from app.banlist import history
+from app.banlist.base import (
+    EntrySpec,
+    GroupSpec,
+    SyncState,
+    new_groups,
+    plan,
+    prepare,
+    require_reason,
+    validate_all,
+)
+from app.banlist.graveyard import Graveyard
+from app.banlist.history import ChangeFilter
+from app.banlist.index import BanIndex
+from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
+from app.banlist.redis import lua, outcomes
+from app.banlist.redis.policy import EvictionPolicy
+from app.banlist.redis.replica import Replicator, change_of
+from app.errors import BanlistError
+from app.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
+MAX_SCRIPT = 10_000  # changes one write script may carry: one import request (≤ 10,000 lines)
+DECIDE_TRIES = 8  # adds decided again after another replica added the same ban first
+STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
+
+
+class Keys:
+    """Key names; one hash tag so a Redis Cluster keeps them on one slot (scripts need that)."""
+
+    def __init__(self, prefix: str) -> None:
+        base = f"{prefix}{{banlist}}:"
+        self.entries, self.groups = base + "entries", base + "groups"
+        self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
+        self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
+        self.base = base
+
+    def outcome(self, write_id: str) -> str:
+        """Where a write script leaves its result (or a fence that it will never run)."""
+        return f"{self.base}write:{write_id}"
+
+    def seed_stage(self) -> str:
+        """A staging hash of its own for one seeder (two replicas may seed at once)."""
+        return f"{self.base}seed:{uuid.uuid4().hex}"
+
+    def write(self) -> list[str]:
+        return [self.entries, self.groups, self.seq, self.epoch, self.stream]
+
+
+class RedisStore:
+    """A banlist replica that follows Redis; writes go to Redis first, then apply locally."""
+
+    def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
+                 prefix: str = "rearrange:", retention_seconds: float = 86400.0,
+                 block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.time, name: str = "banlist",
+                 policy: EvictionPolicy | None = None) -> None:
+        if block_seconds > 2:
+            raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
+                                           decode_responses=True)
+        self.keys = Keys(prefix)
+        self.metrics = metrics
+        self.clock = clock
+        self.name = name  # "banlist", or "quarantine": in logs and metric labels
+        self.policy = policy or EvictionPolicy(metrics)
+        self.retention_ms = int(retention_seconds * 1000)
+        self._write = self.client.register_script(lua.WRITE)
+        self._reseed = self.client.register_script(lua.RESEED)
+        self._seed = self.client.register_script(lua.SEED)
+        self.replica = Replicator(self, block_seconds, snapshot_path, snapshot_seconds)
+        self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
+        self._buried_to = "0-0"  # the stream record the graveyard has read up to
+        self._bury_lock = threading.Lock()
+
+    # ---- what the request path and the API read -------------------------------------------
+    @property
+    def index(self) -> BanIndex:
+        return self.replica.index
+
+    @property
+    def version(self) -> int:
+        return self.replica.version
+
+    def __len__(self) -> int:
+        return len(self.replica.index)
+
+    def active(self) -> list[Entry]:
+        """Unexpired entries, oldest first (a copy, taken under the apply lock)."""
+        now = self.clock()
+        with self.replica.lock:
+            return [e for e in self.replica.index if e.expires_at is None or e.expires_at > now]
+
+    def refresh(self) -> None:
+        """Apply everything Redis has committed so far (a decision must not act on a lag)."""
+        self.replica.catch_up()
+
+    def sync_state(self) -> SyncState:
+        return self.replica.state()
+
+    def start(self) -> None:
+        """Load the local snapshot, try one sync with Redis, then follow it in the background."""
+        self.replica.start()
+
+    def close(self) -> None:
+        self.replica.stop()
+        self.client.close()
+
+    # ---- writes ---------------------------------------------------------------------------
+    def add(self, spec: EntrySpec, actor: str) -> Entry:
+        return self.put_many([spec], actor)[0][0]
+
+    def add_many(self, specs: list[EntrySpec], actor: str, fresh: bool = False) -> list[Entry]:
+        return [entry for entry, _ in self.put_many(specs, actor, fresh)]
+
+    def put_many(self, specs: list[EntrySpec], actor: str,
+                 fresh: bool = False) -> list[tuple[Entry, bool]]:
+        """Validate all, then commit the new bans in one script: consecutive seqs, or none.
+
+        (entry, existing) per spec, `existing` when an identical entry is active already
+        (nothing written for it). That is decided on this replica's copy once caught up,
+        and the script commits only if Redis's seq is still the one decided on; otherwise
+        the decision is made again on the newer copy.
+        `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
+        """
+        return self.put_import((), specs, actor, fresh)[1]
+
+    def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str,
+                   fresh: bool = False) -> tuple[list[str], list[tuple[Entry, bool]]]:
+        """`put_many` with the org groups an import defines, in the same script before the
+        entries (which may name them); returns the names of the groups it defined and the
+        entries as put_many does. A group held with the same members is a no-op, one held
+        with other members a 409 before anything is written; one another replica defines
+        after the decision makes the script refuse, and the decision is made again."""
+        if len(specs) + len(groups) > MAX_SCRIPT:
+            raise BanlistError("entries", f"{len(specs) + len(groups)} entries and groups in "
+                               f"one write; at most {MAX_SCRIPT} commit at once (send chunks)",
+                               status=413)
+        now = self.clock()
+        known = {**self.index.groups, **{g.name: g.domains for g in groups}}
+        prepared = validate_all(specs, now, known) if len(specs) != 1 else [
+            prepare(specs[0], now, known)]
+        for _ in range(DECIDE_TRIES):
+            self.replica.catch_up()
+            with self.replica.lock:
+                decided_on = self.replica.stream_id
+                defined = new_groups(groups, self.index.groups)
+                todo = plan(prepared, self.index, now)
+            if not todo.fresh and not defined:
+                return [], todo.resolve([])
+            args: list[Any] = []
+            for g in defined:
+                args += ["group", g.name, orjson.dumps(list(g.domains)).decode(), actor,
+                         g.reason, ""]
+            payloads = []
+            for p in todo.fresh:
+                payload = p.entry("", actor, now).as_dict()
+                del payload["id"]
+                payloads.append(payload)
+                args += ["add", "", orjson.dumps(payload).decode(), actor, p.reason,
+                         p.value if p.scope == "org" else ""]
+            try:
+                seqs = self._run(args, fresh, decided_on=decided_on)[len(defined):]
+            except BanlistError as exc:
+                if exc.field == "conflict":
+                    continue
+                raise
+            # from the written form, so the caller sees exactly what every replica holds
+            return [g.name for g in defined], todo.resolve(
+                [Entry.from_dict({**payload, "id": str(seq)})
+                 for payload, seq in zip(payloads, seqs, strict=True)])
+        raise BanlistError("banlist", f"the banlist changed under this write {DECIDE_TRIES} "
+                           "times in a row; nothing was added: send it again", status=503)
+
+    def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
+        """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
+        why = require_reason(reason, "a removal")
+        entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
+        if entry is None:
+            raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
+        self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
+        return entry
+
+    def _fetch(self, entry_id: str) -> Entry | None:
+        try:
+            payload = self.client.hget(self.keys.entries, entry_id)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
+                               status=503) from exc
+        return None if payload is None else Entry.from_dict({"id": entry_id,
+                                                              **orjson.loads(payload)})
+
+    def define_group(self, name: str, domains: list[str], actor: str,
+                     reason: str) -> dict[str, Any]:
+        """Define or redefine an org group (a named set of domains banned together)."""
+        key, members = group_name(name), group_domains(domains)
+        why = require_reason(reason, "a group definition")
+        seq = self._run(["group", key, orjson.dumps(list(members)).decode(), actor, why, ""])[0]
+        return {"seq": seq, "op": "group", "name": key, "domains": list(members),
+                "actor": actor, "reason": why, "at": iso(self.clock())}
+
+    def sweep(self) -> int:
+        """Record the expiry of entries past their TTL (they already stopped matching)."""
+        now = self.clock()
+        if not self.replica.writable():
+            return 0
+        with self.replica.lock:
+            expired = [e.id for e in self.replica.index.expired(now)]
+        done = 0
+        for start in range(0, len(expired), BATCH):
+            args: list[Any] = []
+            for entry_id in expired[start:start + BATCH]:
+                args += ["expire", entry_id, "", "system", "ttl elapsed", ""]
+            try:
+                done += sum(1 for seq in self._run(args) if seq)
+            except BanlistError as exc:
+                log.warning("banlist sweep stopped: %s", exc.problem)
+                break
+        return done
+
+    def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
+             groups: Sequence[GroupSpec] = ()) -> int:
+        """Import entries (and the org groups they name) when Redis holds no banlist yet
+        (first start of the first replica); returns how many entries were added.
+
+        All or nothing either way: up to MAX_SCRIPT entries as one write script (each add in
+        the history); more are staged in a hash of their own, then swapped in by one script
+        that logs a single `seed` change (replicas resync). A seeder that dies halfway leaves
+        Redis empty (the staging hash expires), so the next start seeds again.
+        """
+        items = list(specs)
+        if not (items or groups) or self.version or self.replica.epoch or not self.replica.loaded:
+            return 0
+        try:
+            if self.client.exists(self.keys.epoch):
+                return 0
+        except redis.RedisError as exc:
+            raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
+                               status=503) from exc
+        try:
+            added = (sum(1 for _, existing in self.put_import(groups, items, actor, fresh=True)[1]
+                         if not existing) if len(items) + len(groups) <= MAX_SCRIPT
+                     else self._seed_staged(items, actor, groups))
+        except BanlistError as exc:
+            if exc.field != "seed":
+                raise
+            return 0  # another replica's first start seeded Redis between our check and now
+        gc.freeze()
+        return added
+
+    def _seed_staged(self, items: list[EntrySpec], actor: str,
+                     groups: Sequence[GroupSpec]) -> int:
+        now = self.clock()
+        members = {g.name: g.domains for g in groups}
+        # a seed file naming one ban twice seeds it once
+        prepared = plan(validate_all(items, now, members), BanIndex(), now).fresh
+        stage, stage_groups = self.keys.seed_stage(), self.keys.seed_stage()
+        try:
+            for start in range(0, len(prepared), 5000):
+                mapping = {}
+                for n, p in enumerate(prepared[start:start + 5000], start + 1):
+                    payload = p.entry("", actor, now).as_dict()
+                    del payload["id"]
+                    mapping[str(n)] = orjson.dumps(payload).decode()
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(stage, mapping=mapping).expire(stage, STAGE_TTL).execute()
+            if members:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(stage_groups, mapping={k: orjson.dumps(list(v)).decode()
+                                                 for k, v in members.items()})
+                pipe.expire(stage_groups, STAGE_TTL).execute()
+            self._seed(keys=[*self.keys.write(), stage, stage_groups],
+                       args=[len(prepared), actor, "seed"])
+        except redis.ResponseError as exc:
+            self.client.delete(stage, stage_groups)
+            if str(exc).startswith("REARRANGE_NOTEMPTY"):
+                return 0  # another replica seeded first
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable while seeding: {exc} (all or "
+                               "nothing: a start that finds Redis still empty seeds again)",
+                               status=503) from exc
+        self.replica.resync("seed")
+        return len(prepared)
+
+    def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
+        """Write this replica's copy back into Redis (after Redis lost or rewound it)."""
+        why = require_reason(reason, "a reseed")
+        rep = self.replica
+        if not rep.loaded or not rep.epoch:
+            raise BanlistError("banlist", "this replica holds no banlist to reseed from",
+                               status=409)
+        try:
+            cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
+            cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
+            same = cur_epoch == str(rep.epoch)
+            if (same and int(cur_seq) >= rep.version and rep.diverged is None
+                    and rep.forked is None):
+                raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
+                                   f"{cur_seq}, replica {rep.version}): nothing to reseed",
+                                   status=409)
+            if cur_epoch and not same and not force:
+                raise BanlistError("force", f"Redis holds another history (epoch {cur_epoch}, "
+                                   f"replica {rep.epoch}); pass force to overwrite it",
+                                   status=409)
+            if same and not force and self.client.xrange(
+                    self.keys.stream, min=f"({rep.stream_id}", count=1):
+                raise BanlistError("force", f"Redis holds changes this replica has not applied "
+                                   f"(Redis seq {cur_seq}, replica {rep.version}: written after "
+                                   f"a rewind?); pass force to overwrite them", status=409)
+            with rep.lock:
+                entries, groups = list(rep.index), dict(rep.index.groups)
+                epoch, seq, base = rep.epoch, rep.version, rep.stream_id
+            self.client.delete(self.keys.stage_entries, self.keys.stage_groups)
+            for start in range(0, len(entries), 5000):
+                mapping = {}
+                for e in entries[start:start + 5000]:
+                    payload = e.as_dict()
+                    mapping[payload.pop("id")] = orjson.dumps(payload).decode()
+                self.client.hset(self.keys.stage_entries, mapping=mapping)
+            if groups:
+                self.client.hset(self.keys.stage_groups, mapping={
+                    k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
+            new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
+                                         self.keys.stage_groups],
+                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why, base])
+        except redis.ResponseError as exc:
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            self.metrics.banlist_redis_errors.labels("reseed").inc()
+            raise BanlistError("banlist", f"Redis unreachable, not reseeded: {exc}",
+                               status=503) from exc
+        return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
+                "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
+                                                  "seq": int(cur_seq)}}
+
+    def adopt(self) -> dict[str, Any]:
+        """Accept what Redis holds now, even if older than this replica's copy (operator call)."""
+        self.replica.resync("adopt", accept_backward=True)
+        return {"epoch": self.replica.epoch, "seq": self.version, "entries": len(self)}
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
+        """The changelog after `seq` (within the stream's retention window)."""
+        try:
+            start = self._stream_start_after(seq)
+            out: list[dict[str, Any]] = []
+            while start is not None and len(out) < limit:
+                page = self.client.xrange(self.keys.stream, min=start, max="+",
+                                          count=limit + 64)
+                for sid, fields in page:
+                    at = int(fields["seq"])
+                    if out and at <= out[-1]["seq"] and sid not in self.replica.replays:
+                        raise BanlistError("banlist", f"Redis's changelog holds seq {at} "
+                                           f"twice (again at stream id {sid}): its history "
+                                           "was rewritten, and none is served until a "
+                                           "reseed rewrites it", status=503)
+                    if at > seq and len(out) < limit and sid not in self.replica.replays:
+                        out.append(change_of(sid, fields))
+                start = f"({page[-1][0]}" if len(page) == limit + 64 else None
+            return out
+        except redis.RedisError as exc:
+            self.metrics.banlist_redis_errors.labels("history").inc()
+            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
+                               status=503) from exc
+
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
+                ) -> list[dict[str, Any]]:
+        """Up to `limit` changes after seq `since` that `flt` keeps (within the stream's
+        retention window); BanlistError 503 while Redis is unreachable."""
+        return self._reading(lambda: history.select(self._records(flt), flt,
+                                                    self.index.groups, since, limit))
+
+    def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
+        """Entries that matched this canonical URL once and are gone (Graveyard.former): those
+        ended within the stream's retention window when this process first looked, and every
+        one since. The stream is read on from where the last lookup stopped."""
+        self._reading(self._bury_new)
+        return self.graveyard.former(canonical, host, self.index)
+
+    def history_since(self) -> str | None:
+        """When the oldest change `former` knows of was made (None: the stream held none)."""
+        return self.graveyard.since
+
+    def _bury_new(self) -> None:
+        """Bury the entries the stream's records since the last call ended (a remove or an
+        expire carries its entry; one written before it did, the add of this read)."""
+        with self._bury_lock:
+            start = f"({self._buried_to}"
+            if self._buried_to == "0-0":
+                start = "-"
+            added: dict[str, dict[str, Any]] = {}
+            while True:
+                page = self.client.xrange(self.keys.stream, min=start, max="+", count=5000)
+                gone = []
+                for sid, fields in page:
+                    try:
+                        change = change_of(sid, fields)
+                    except (ValueError, KeyError, TypeError) as exc:  # read past it, once
+                        log.error("banlist: stream record %s unreadable, left out of the "
+                                  "former entries: %r", sid, exc)
+                        self.metrics.banlist_redis_errors.labels("history").inc()
+                        continue
+                    if self.graveyard.since is None:
+                        self.graveyard.since = change["at"]
+                    if change["op"] == "add":
+                        added[change["entry"]["id"]] = change["entry"]
+                    elif change["op"] in history.ENDS:
+                        entry = change.get("entry") or added.get(change["id"])
+                        if entry is not None:
+                            gone.append((Entry.from_dict(entry), change))
+                self.graveyard.bury(gone)
+                if page:
+                    self._buried_to = page[-1][0]
+                if len(page) < 5000:
+                    return
+                start = f"({page[-1][0]}"
+
+    def _records(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
+        """The stream's changes in the filter's time range (stream ids are times), in order."""
+        low = str(int(parse_iso(flt.start) * 1000)) if flt.start else "-"
+        high = str(int(parse_iso(flt.until) * 1000)) if flt.until else "+"  # the ms itself:
+        # the filter drops what is at or past `until`
+        while True:
+            page = self.client.xrange(self.keys.stream, min=low, max=high, count=5000)
+            for sid, fields in page:
+                yield change_of(sid, fields)
+            if len(page) < 5000:
+                return
+            low = f"({page[-1][0]}"
+
+    def _reading(self, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "history")  # counted; logged when Redis is first lost
+            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
+                               status=503) from exc
+
+    def _stream_start_after(self, seq: int) -> str | None:
+        """Binary search over stream time for the first record with a seq above `seq`."""
+        first = self.client.xrange(self.keys.stream, count=1)
+        last = self.client.xrevrange(self.keys.stream, count=1)
+        if not first or int(last[0][1]["seq"]) <= seq:
+            return None
+        if int(first[0][1]["seq"]) > seq:
+            return "-"
+        lo, hi = int(first[0][0].split("-")[0]), int(last[0][0].split("-")[0])
+        while lo < hi:  # smallest ms whose first record has seq > `seq`
+            mid = (lo + hi) // 2
+            probe = self.client.xrange(self.keys.stream, min=str(mid + 1), count=1)
+            if probe and int(probe[0][1]["seq"]) <= seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return str(lo)
+
+    def write_state(self, write_id: str) -> dict[str, Any]:
+        """Whether a write committed; one not found is fenced off first, so a `false` is final
+        (answerable within the changelog's retention, which is how long outcomes are kept)."""
+        try:
+            return outcomes.state(self.client, self.keys.outcome(write_id), write_id,
+                                  self.retention_ms)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
+                               status=503) from exc
+
+    def _run(self, args: list[Any], fresh: bool = False,
+             decided_on: str | None = None) -> list[int]:
+        rep = self.replica
+        if not rep.writable():
+            raise BanlistError("banlist", rep.why_not_writable(), status=503)
+        expected = "!fresh" if fresh else str(rep.epoch) if rep.epoch else ""
+        write_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+        try:
+            result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
+                                 args=[expected, self.retention_ms,
+                                       max(1, self.retention_ms // 1000), attempt,
+                                       decided_on or "", *args])
+        except redis.ResponseError as exc:
+            raise _refusal(exc) from exc
+        except redis.RedisError as exc:
+            rep.failed(exc, "write")
+            result = outcomes.settle(self.client, self.keys.outcome(write_id), write_id,
+                                     attempt, self.retention_ms, exc)
+        rep.catch_up()  # read-your-writes: apply up to our own change before answering
+        return [int(s) for s in result[1:]]
+
+def _refusal(exc: redis.ResponseError) -> BanlistError:
+    code, _, text = str(exc).partition(" ")
+    if code == "REARRANGE_NOTFOUND":
+        return BanlistError("id", text, status=404)
+    if code == "REARRANGE_CONFLICT":
+        return BanlistError("conflict", text, status=409)
+    if code == "REARRANGE_SEEDED":
+        return BanlistError("seed", text, status=409)
+    if code == "REARRANGE_NOGROUP":
+        return BanlistError("value", text + ": define it first")
+    if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",
+                "REARRANGE_ABORTED"):
+        return BanlistError("banlist", text, status=409 if code == "REARRANGE_MOVED" else 503)
+    return BanlistError("banlist", f"Redis refused the script: {exc}", status=503)

@@ -1,0 +1,1 @@
+"""The `rearrange` command line; every call to a running service goes through client.py."""

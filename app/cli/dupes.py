@@ -1,0 +1,169 @@
+"""Arguments and driver of `rearrange dupes PAGES` (imports the heavy parts only when run)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.cli.flags import add_progress_flags
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from app.neardup.dupes import Audit
+    from app.neardup.report import ProgressBar
+
+HTML_SAMPLE = 25  # pairs near the threshold the HTML report shows without --sample
+
+
+def _unit(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _weights(text: str) -> tuple[float, float]:
+    try:
+        fp, fn = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two numbers FP,FN, got {text}") from None
+    if fp < 0 or fn < 0 or fp + fn <= 0:
+        raise argparse.ArgumentTypeError(f"weights must be >= 0 and not both 0, got {text}")
+    return fp, fn
+
+
+def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `rearrange dupes`."""
+    p.add_argument("pages", type=Path,
+                   help="JSON lines of {url, text}, or a folder of saved .html pages")
+    p.add_argument("--threshold", type=_unit, default=0.5,
+                   help="cluster pairs at or over this (default 0.5, the only published "
+                   "threshold; choose yours by eyeballing --sample pairs)")
+    p.add_argument("--measure", choices=("containment", "jaccard"), default="containment",
+                   help="containment: max(in, out), catches a page inside a longer "
+                   "template (default); jaccard: symmetric resemblance")
+    p.add_argument("--width", type=int, default=10, help="words per shingle (default 10)")
+    p.add_argument("--method", choices=("auto", "exact", "minhash"), default="auto",
+                   help="exact all pairs, or MinHash LSH candidates scored exactly; auto: "
+                   "exact up to --exact-max pages")
+    p.add_argument("--exact-max", type=int, default=2000,
+                   help="largest input compared all-pairs under --method auto (default 2000)")
+    p.add_argument("--num-perm", type=int, default=128,
+                   help="MinHash functions for LSH (default 128)")
+    p.add_argument("--lsh-weights", type=_weights, default=(0.2, 0.8), metavar="FP,FN",
+                   help="weights of the false-positive and false-negative mass LSH's bands "
+                   "and rows minimize (default 0.2,0.8; datasketch's is 0.5,0.5)")
+    p.add_argument("--max-size-ratio", type=float, default=2.0,
+                   help="LSH aims at containment pairs whose larger page has at most this "
+                   "many times the shingles of the smaller (default 2)")
+    p.add_argument("--top", type=int, default=30,
+                   help="pairs and clusters to print (default 30; files get all)")
+    p.add_argument("--bins", type=int, default=10, help="histogram bins (default 10)")
+    p.add_argument("--sample", type=int, default=0, metavar="N",
+                   help="print N random pairs within --margin of the threshold to check by "
+                   "eye (the seed suggests 20-30)")
+    p.add_argument("--margin", type=float, default=0.1,
+                   help="how near the threshold a --sample pair is (default 0.1)")
+    p.add_argument("--sample-seed", type=int, default=0, help="random seed of --sample")
+    p.add_argument("--canonical-urls", action="store_true",
+                   help="name saved HTML pages by the canonical URL they declare, when they "
+                   "do (default: their path inside the folder)")
+    p.add_argument("--extractor", choices=("auto", "trafilatura"), default="auto",
+                   help="main text of saved HTML: auto takes the element a page marks as "
+                   "main (<main>, role=main) and trafilatura's heuristics for the rest "
+                   "(default); trafilatura for every page")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out pages whose name (path in the folder, or url) or last "
+                   "path component matches GLOB, e.g. print.html; repeatable")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes extracting HTML and threads shingling (default: one per "
+                   "core)")
+    p.add_argument("--csv", type=Path,
+                   help="write the pairs at or over the threshold to this CSV file")
+    p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
+    p.add_argument("--html", type=Path,
+                   help="write a self-contained report to look at: the histogram, clusters "
+                   "with their template, pairs near the threshold side by side (the --sample "
+                   "pairs, or 25)")
+    p.add_argument("--signatures", type=Path, metavar="FILE",
+                   help="write each page's url, shingle count and MinHash values as JSON "
+                   "lines (README: Exporting signatures)")
+    p.add_argument("--all-candidates", action="store_true",
+                   help="--csv and --json hold every verified pair sharing text, not only "
+                   "those at or over the threshold")
+    add_progress_flags(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read pages, audit, print the report and write the files; 2 on bad input."""
+    from app.neardup import dupes
+    from app.neardup.report import ProgressBar, SignatureWriter
+
+    for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
+                      ("bins", 1), ("sample", 0), ("workers", 0)):
+        if getattr(args, name) < low:
+            print(f"rearrange dupes: --{name.replace('_', '-')} must be >= {low}",
+                  file=sys.stderr)
+            return 2
+    if args.max_size_ratio < 1:
+        print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
+        return 2
+    enabled = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = ProgressBar(sys.stderr, enabled)
+    excluded: list[str] = []
+    sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
+    try:
+        pages = dupes.read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
+                                 bar, excluded, args.extractor)
+        result = dupes.audit(
+            pages, width=args.width, measure=args.measure, threshold=args.threshold,
+            method=args.method, exact_max=args.exact_max, k=args.num_perm,
+            max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
+            threads=args.workers, excluded=excluded, progress=bar, sink=sink)
+    except dupes.AuditInputError as exc:
+        bar.close()
+        print(f"rearrange dupes: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if sink is not None:
+            sink.close()
+    bar.close()
+    if sink is not None:
+        print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
+    with result:
+        _report(args, dupes, result, bar)
+    return 0
+
+
+def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
+            bar: ProgressBar) -> None:
+    """Print the report and write the files asked for."""
+    from app.neardup.report import as_json, render, write_csv, write_json
+    from app.neardup.site import Pairs
+
+    sample = (dupes.near_threshold(result, args.sample, args.margin, args.sample_seed)
+              if args.sample else Pairs.empty())
+    sys.stdout.write(render(result, args.top, sample, args.bins))
+    if args.csv is not None:
+        write_csv(args.csv, result, args.all_candidates, bar)
+        bar.close()
+        print(f"pairs written to {args.csv}", file=sys.stderr)
+    if args.json is not None:
+        params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
+                  "method": result.method, "num_perm": args.num_perm,
+                  "max_size_ratio": args.max_size_ratio, "exclude": args.exclude,
+                  "all_candidates": args.all_candidates}
+        write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates,
+                                      bar))
+        bar.close()
+        print(f"audit written to {args.json}", file=sys.stderr)
+    if args.html is not None:
+        from app.neardup.html import write_html
+
+        shown = sample if args.sample else dupes.near_threshold(
+            result, HTML_SAMPLE, args.margin, args.sample_seed)
+        write_html(args.html, result, shown, args.bins, bar)
+        bar.close()
+        print(f"report written to {args.html}", file=sys.stderr)

@@ -1,0 +1,134 @@
+"""`rearrange replay`: what a candidate config or a proposed ban would change on captured
+traffic (docs/replay.md)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from app.cli.flags import add_progress_flags
+from app.errors import BanlistError, ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    """The `replay` command, added to the `rearrange` parser."""
+    p = sub.add_parser(
+        "replay", help="run captured requests through the served config and a candidate",
+        description="Run every captured request (REARRANGE_CAPTURE_PATH files) offline "
+        "through what is served (the config file REARRANGE_CONFIG names, or --served, with "
+        "--served-banlist) and through the candidate (--config, --banlist, --ban), and "
+        "report what would change: per request, per host and per rule.")
+    p.add_argument("captures", type=Path, nargs="+", metavar="CAPTURED.jsonl",
+                   help="capture files (rotated ones too, in any order)")
+    p.add_argument("--config", type=Path, help="the candidate's rules file (default: the "
+                   "served one, to try bans alone)")
+    p.add_argument("--banlist", type=Path, help="the candidate's banlist: an export (NDJSON "
+                   "or CSV) or JSON lines of {scope, value, reason} (default: the served one)")
+    p.add_argument("--ban", action="append", default=[], metavar="'SCOPE VALUE [REGIONS]'",
+                   help="a proposed ban added to the candidate's banlist, as 'domain "
+                   "example.com' or 'host m.example.com RU,KZ' (repeat for more)")
+    p.add_argument("--served", type=Path, help="the served rules file "
+                   "(default REARRANGE_CONFIG)")
+    p.add_argument("--served-banlist", type=Path, help="the served banlist, such as the "
+                   "service's GET /v1/banlist/export (default: no bans)")
+    p.add_argument("--at-capture-time", action="store_true",
+                   help="answer each request at the time it was captured (validity windows, "
+                   "ban expiry), not now")
+    p.add_argument("--top", type=int, default=20, help="requests, hosts and rules listed "
+                   "(default 20; --json lists all)")
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    add_progress_flags(p)
+
+
+def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """0 when the replay ran (changes or not), 1 on a bad config, banlist or capture line."""
+    from app.config.settings import Settings
+    from app.replay.run import ReplayInputError, Report, Side, parse_ban, read_captures
+
+    out, err = out or sys.stdout, err or sys.stderr
+    settings = Settings()
+    served_path = args.served or settings.config
+    config = served_path
+    try:
+        proposed = [parse_ban(text) for text in args.ban]
+        served = Side.build(served_path, args.served_banlist, limits=settings)
+        config = args.config or served_path
+        candidate = Side.build(config, args.banlist or args.served_banlist, proposed, settings)
+        total = sum(1 for path in args.captures for _ in read_captures(path))
+    except ConfigError as exc:
+        print(f"rearrange replay: {config}: invalid: {exc}", file=err)
+        return 1
+    except (ValueError, BanlistError) as exc:  # ReplayInputError is a ValueError
+        print(f"rearrange replay: {exc}", file=err)
+        return 1
+    report, now = Report(), time.time()
+    with _bar(err, total, args.progress) as advance:
+        for path in args.captures:
+            try:
+                for captured in read_captures(path):
+                    at = captured.ts if args.at_capture_time else now
+                    d = _diff(served, candidate, captured.body, at)
+                    report.add(captured, _query(captured.body), d)
+                    advance()
+            except ReplayInputError as exc:  # the file changed since it was counted
+                print(f"rearrange replay: {exc}", file=err)
+                return 1
+    if args.json:
+        out.write(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        from app.replay.table import render
+
+        render(report, out, max(args.top, 0), _title(args, served_path))
+    return 0
+
+
+def _diff(served: Any, candidate: Any, body: bytes, now: float) -> Any:
+    from app.replay.run import diff
+
+    return diff(served.answer(body, now), candidate.answer(body, now))
+
+
+def _query(body: bytes) -> str:
+    query = orjson.loads(body).get("query")
+    text = query.get("text") if isinstance(query, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def _title(args: argparse.Namespace, served: Path) -> str:
+    candidate = [f"config {args.config or served}"]
+    if args.banlist:
+        candidate.append(f"banlist {args.banlist}")
+    candidate += [f"ban {b!r}" for b in args.ban]
+    base = f"config {served}" + (f", banlist {args.served_banlist}" if args.served_banlist
+                                 else "")
+    return f"served: {base}  →  candidate: {', '.join(candidate)}"
+
+
+class _bar:
+    """A rich progress bar on `err` (if drawn); the context gives the step function."""
+
+    def __init__(self, err: IO[str], total: int, wanted: bool | None) -> None:
+        self.err, self.total = err, total
+        self.enabled = err.isatty() if wanted is None else wanted
+        self.progress: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return lambda: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        console = Console(file=self.err, force_terminal=True)
+        self.progress = Progress("replay", BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), console=console, transient=True)
+        self.progress.start()
+        task = self.progress.add_task("replay", total=self.total)
+        return lambda: self.progress.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()

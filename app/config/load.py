@@ -1,0 +1,217 @@
+"""Load and validate the rules YAML into an immutable Engine: one Pipeline per profile."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from app import _engine
+from app.config.pipeline import PHASES, Phase, Pipeline, Rule, Step
+from app.config.plugins import build_python_rule, load_plugins
+from app.config.spec import compile_spec
+from app.config.step_keys import split_reserved
+from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
+from app.experiments.bucketing import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
+from app.experiments.config import parse_experiments, parse_holdout
+from app.rules import RULES
+
+DEFAULT_PROFILE = "default"
+_PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """A loaded config: profiles, routing and experiments; replaced whole on reload."""
+
+    version: str
+    profiles: Mapping[str, Pipeline]
+    routing: Mapping[str, str]
+    experiments: tuple[Experiment, ...]
+    source: str = ""  # where it was read from (a path), for messages
+    holdout: Holdout | None = None
+    plugins: tuple[str, ...] = ()  # the modules of `plugins:`, imported at load
+    # The Rust engine built from this config (app._engine.Engine): what serves requests.
+    core: Any = None
+    text: str = ""  # the YAML it was built from, exactly (its SHA-256 gives `version`)
+
+    def designs(self) -> dict[str, dict[str, int]]:
+        """Experiment → variant → buckets it owns: the split an SRM check expects."""
+        out = {e.name: {v: hi - lo for v, (lo, hi) in e.ranges().items()}
+               for e in self.experiments}
+        if self.holdout is not None:
+            out[HOLDOUT] = {HOLDOUT: self.holdout.upper,
+                            HOLDOUT_REST: BUCKETS - self.holdout.upper}
+        return out
+
+    def route(self, classes: tuple[str, ...]) -> str:
+        """The profile of the first class that has a route, else `default`."""
+        for cls in classes:
+            profile = self.routing.get(cls)
+            if profile is not None:
+                return profile
+        return DEFAULT_PROFILE
+
+
+def load_file(path: Path) -> Engine:
+    """Read, validate and build a config file; ConfigError names the place of any problem."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read: {exc.strerror}") from exc
+    return load_bytes(raw, source=str(path))
+
+
+def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
+    """Validate and build a config from YAML bytes; config_version is their content hash."""
+    try:
+        text = raw.decode("utf-8")  # shown and replicated as text: it must round-trip exactly
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from exc
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, f"not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(source, "the top level must be a mapping with `profiles`")
+    refuse_unknown_keys("", doc, {"plugins", "profiles", "routing", "experiments", "holdout"},
+                        "unknown top-level key (expected plugins, profiles, routing, "
+                        "experiments, holdout)")
+    plugins = load_plugins(doc.get("plugins"), RULES)
+    registry: dict[str, Any] = {**RULES, **plugins}
+    experiments = parse_experiments(doc.get("experiments") or [], registry)
+    holdout = parse_holdout(doc.get("holdout"))
+    gates = {rule: exp for exp in experiments for rule in exp.rules}
+    profiles = _profiles(doc.get("profiles"), _Build(gates, registry))
+    routing = _routing(doc.get("routing") or {}, profiles)
+    version = hashlib.sha256(raw).hexdigest()[:16]
+    return Engine(version, profiles, routing, experiments, source, holdout,
+                  plugins=tuple(doc.get("plugins") or ()), text=text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """What building a step needs beside its place: experiment gates and the rule table."""
+
+    gates: Mapping[str, Experiment]
+    registry: Mapping[str, Any]  # the built-in RULES and the plugins' classes by name
+
+
+def _profiles(raw: Any, gates: _Build) -> dict[str, Pipeline]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("profiles", "a mapping of at least one profile is required")
+    if DEFAULT_PROFILE not in raw:
+        raise ConfigError("profiles", "a `default` profile is required "
+                          "(requests whose classes have no route use it)")
+    resolved: dict[str, dict[str, Any]] = {}
+    for name in raw:
+        if not isinstance(name, str):  # `2024:` is an int in YAML; routing would never match it
+            raise ConfigError(f"profiles.{name}", "a profile name must be a string (quote it)")
+        resolved[name] = _resolve(name, raw, [])
+    return {name: _pipeline(name, phases, gates) for name, phases in resolved.items()}
+
+
+def _resolve(name: str, raw: Mapping[str, Any], chain: list[str]) -> dict[str, Any]:
+    """The profile's phases with those it does not list inherited through `extends`."""
+    place = f"profiles.{name}"
+    if name in chain:
+        raise ConfigError(place, "extends cycle: " + " -> ".join([*chain, name]))
+    body = raw[name]
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ConfigError(place, "must be a mapping of phase to rule list")
+    refuse_unknown_keys(place, body, _PROFILE_KEYS,
+                        f"unknown phase (phases are {', '.join(p.value for p in PHASES)})")
+    phases = {k: v for k, v in body.items() if k != "extends"}
+    parent = body.get("extends")
+    if parent is None:
+        return phases
+    if not isinstance(parent, str):
+        raise ConfigError(f"{place}.extends", "must be the name of one profile")
+    if parent not in raw:
+        raise ConfigError(f"{place}.extends", f"no profile named {parent!r}")
+    return {**_resolve(parent, raw, [*chain, name]), **phases}
+
+
+def _pipeline(name: str, phases: Mapping[str, Any], build: _Build) -> Pipeline:
+    built = []
+    for phase in PHASES:
+        items = phases.get(phase.value) or []
+        place = f"profiles.{name}.{phase.value}"
+        if not isinstance(items, list):
+            raise ConfigError(place, "must be a list of rules")
+        steps = [_step(f"{place}[{i}]", item, phase, build, name)
+                 for i, item in enumerate(items)]
+        built.append((phase, steps))
+    return Pipeline(name, built)
+
+
+def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> Step:
+    if isinstance(item, str):
+        rule_name, params = item, {}
+    elif isinstance(item, dict) and len(item) == 1:
+        rule_name, params = next(iter(item.items()))
+        params = {} if params is None else params
+    else:
+        raise ConfigError(place, "a rule is a name or a one-key mapping of name to parameters")
+    cls = build.registry.get(rule_name)
+    if cls is None:
+        raise ConfigError(place, f"unknown rule {rule_name!r} "
+                          f"(known: {', '.join(build.registry)})")
+    place = f"{place} {rule_name}"
+    if phase not in cls.phases:
+        allowed = ", ".join(p.value for p in PHASES if p in cls.phases)
+        raise ConfigError(place, f"cannot run in {phase.value} (it runs in {allowed})")
+    if not isinstance(params, dict):
+        raise ConfigError(place, "parameters must be a mapping")
+    policy, params = split_reserved(place, params, phase)
+    rule = _rule(place, cls, params, phase, profile)
+    exp = build.gates.get(rule_name)
+    if exp is None:
+        return Step(rule, policy=policy)
+    by_variant = {}
+    for variant, overrides in exp.params.items():
+        if rule_name in overrides:  # built once here, never per request
+            by_variant[variant] = _rule(
+                f"{place} with experiments {exp.name} variant {variant}", cls,
+                {**params, **overrides[rule_name]}, phase, profile)
+    return Step(rule, exp.name, by_variant, policy)
+
+
+def _rule(place: str, cls: Any, params: dict[str, Any], phase: Phase, profile: str) -> Rule:
+    """A built-in rule built from its validated Params, or a Python rule's adapter."""
+    if RULES.get(cls.name) is not cls:
+        return build_python_rule(place, cls, params, phase, profile)
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as exc:
+        raise ConfigError(place, pydantic_problem(exc)) from exc
+    return cls(validated, phase)
+
+
+def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ConfigError("routing", "must be a mapping of query class to profile")
+    for cls, profile in raw.items():
+        if not isinstance(profile, str):
+            raise ConfigError(f"routing.{cls}", "must be the name of one profile")
+        if profile not in profiles:
+            raise ConfigError(f"routing.{cls}", f"routes to a missing profile {profile!r}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def with_core(engine: Engine, engine_metrics: Any) -> Engine:
+    """The config with its Rust engine built (from compile_spec's JSON and Python rules);
+    a spec the engine refuses is a ConfigError like any other, so the last good config
+    stays in use."""
+    spec, python_rules = compile_spec(engine)
+    try:
+        core = _engine.Engine(spec, python_rules, engine_metrics)
+    except ValueError as exc:
+        raise ConfigError("engine", str(exc)) from exc
+    return replace(engine, core=core)

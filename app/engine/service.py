@@ -1,0 +1,122 @@
+"""The request path: one call into the Rust engine per request, then the log and the audit.
+
+The engine (app._engine.Engine, built from the config in use) decodes the body, routes it,
+assigns experiments, runs the pipeline, counts the metrics and writes the response and the
+audit line; this module hands it what only the control plane has (the banlist snapshot and
+its version, the time budget, the QA override) and writes what it returns to the logs.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.banlist.base import BanStore
+from app.config.settings import Settings
+from app.config.versions import ConfigHolder
+from app.observability.audit import AuditLog
+from app.observability.metrics import Metrics
+from app.replay.capture import Capture
+
+FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
+EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
+log = logging.getLogger("rearrange.rules")
+
+
+class FailureLog:
+    """One log line per (rule, phase) per `interval` seconds, with the cause and how many
+    failures the quiet time held: a rule failing on every request must not flood the log."""
+
+    def __init__(self, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # → (logged at, held back)
+        self._lock = threading.Lock()
+
+    def failed(self, rule: str, phase: str, problem: str, closed: bool, profile: str,
+               cause: BaseException | None = None) -> None:
+        """Log this failure (with the traceback of `cause`, the exception a Python rule
+        raised, if any), or count it until the rule's next line is due."""
+        key, now = (rule, phase), self.clock()
+        with self._lock:
+            logged, held = self._last.get(key, (None, 0))
+            if logged is not None and now - logged < self.interval:
+                self._last[key] = (logged, held + 1)
+                return
+            self._last[key] = (now, 0)
+        since = f" ({held} more since the last line)" if held else ""
+        log.error("rule %s in %s (profile %s) failed, %s: %s%s", rule, phase, profile,
+                  "request answered 503" if closed else "page served without it", problem,
+                  since, exc_info=cause)
+
+
+class Rearranger:
+    """Serves /v1/rerank (and `rearrange run`); holds no per-request state of its own."""
+
+    def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
+                 metrics: Metrics, audit_log: AuditLog | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.settings = settings
+        # Arrival and the deadline are read on this clock (the monotonic one the engine's
+        # own timings use).
+        self.clock = clock
+        self.store = store
+        self.config = config
+        self.metrics = metrics
+        self.audit_log = audit_log
+        self.quarantine: BanStore | None = None  # set by build_service with sanctions
+        self.sanctions: Any = None
+        self.redis_policy: Any = None  # app.banlist.redis.policy.EvictionPolicy with REDIS_URL
+        self.draining = False  # set on shutdown so /readyz turns false before the last request
+        self.failures = FailureLog()
+        self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH
+        # Tests only: the engine's deadline passes after this many clock reads (None: time).
+        self.deadline_reads: int | None = None
+
+    def rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
+               forced_by: str | None = None, arrived: float | None = None,
+               explain: bool = False, candidate: Any = None) -> tuple[int, bytes]:
+        """(status, JSON body) for one request body: 200 with the page, 4xx naming the field
+        of bad input, 503 when a closed rule failed (CONTRACT "When a rule fails").
+
+        `forced` (experiment → variant, from the QA header, the caller having checked the
+        admin token of `forced_by`) overrides the bucketing for this request only.
+        `explain` (the caller having checked an admin token) adds the response's `explain`:
+        every step with what it did or why it did not run, and the page after it.
+        `candidate` (an `app.config.load.Engine` not served, POST /v1/admin/config/try) runs the
+        body through it instead: not audit-logged, its failures not logged (its response
+        says them), counted only in the candidate's own engine metrics.
+        """
+        clock = self.clock
+        started = clock() if arrived is None else arrived
+        settings = self.settings
+        # One reference for the whole request, even across a reload.
+        engine = self.config.engine if candidate is None else candidate
+        # Read together, before the run: the version reported is the one that was matched
+        # (a replica thread may apply a change while the pipeline runs).
+        banlist, banlist_version = self.store.index, self.store.version
+        quarantine = self.quarantine.index if self.quarantine is not None else None
+        now = clock()
+        budget = (started + settings.deadline_ms / 1000 - now) if settings.deadline_ms else None
+        status, out, line, failures = engine.core.rerank(
+            body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
+            now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
+            max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
+            elapsed=now - started, deadline_reads=self.deadline_reads,
+            audit_line=self.audit_log is not None and candidate is None, explain=explain)
+        if candidate is not None:
+            return status, out  # no log: the engine need not write it
+        for rule, phase, problem, closed, profile, cause in failures:
+            self.failures.failed(rule, phase, problem, closed, profile, cause)
+        if line is not None and self.audit_log is not None:
+            # Every exposure is logged, not only requests that changed something: analysts
+            # join on what was served instead of recomputing buckets. A skipped rule is
+            # logged too: the page served is not what the profile says it would be.
+            self.audit_log.emit_line(line)
+        if self.capture is not None and forced is None and status in (200, 503):
+            # QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx
+            self.capture.offer(body, status, engine.version, banlist_version)
+        return status, out

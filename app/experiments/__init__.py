@@ -1,0 +1,1 @@
+"""A/B experiments: bucketing, the experiments section, the sample-ratio check."""

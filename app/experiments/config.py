@@ -1,0 +1,214 @@
+"""The `experiments:` and `holdout:` sections of the rules YAML, and the re-bucketing check.
+
+Split from config.py so the profile loader stays short; the same ConfigError, naming the
+place, for every problem.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from app.config.plugins import known_params
+from app.config.step_keys import RESERVED
+from app.errors import ConfigError, refuse_unknown_keys
+from app.experiments.bucketing import (
+    BUCKETS,
+    CONTROL,
+    HOLDOUT,
+    Experiment,
+    Holdout,
+    holdout_rebucketing,
+    rebucketing,
+)
+from app.rules import RULES
+
+if TYPE_CHECKING:
+    from app.config.load import Engine
+
+
+_EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots"}
+
+
+def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
+                      ) -> tuple[Experiment, ...]:
+    """Validate the experiments list; layers, slots, salts and variant overrides included.
+
+    `registry` is every rule the config may name: the built-ins and its plugins' rules.
+    """
+    if not isinstance(raw, list):
+        raise ConfigError("experiments", "must be a list")
+    built: list[Experiment] = []
+    owner: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        place = f"experiments[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(place, "must be a mapping with name, unit, variants, rules")
+        refuse_unknown_keys(place, item, _EXPERIMENT_KEYS,
+                            f"unknown key (known: {', '.join(sorted(_EXPERIMENT_KEYS))})")
+        name, unit = item.get("name"), item.get("unit")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{place}.name", "a non-empty string is required")
+        place = f"experiments[{i}] {name}"
+        if name == HOLDOUT:
+            raise ConfigError(f"{place}.name", f"{HOLDOUT!r} is reserved for the global holdout")
+        if any(e.name == name for e in built):
+            raise ConfigError(place, "duplicate experiment name")
+        if not isinstance(unit, str) or not unit:
+            raise ConfigError(f"{place}.unit", "names the field of `unit` to hash, e.g. user_id")
+        rules = item.get("rules") or []
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise ConfigError(f"{place}.rules", "must be a list of rule names")
+        for rule in rules:
+            if rule not in registry:
+                raise ConfigError(f"{place}.rules", f"unknown rule {rule!r}")
+            if rule in owner:
+                raise ConfigError(f"{place}.rules", f"{rule} is already gated by {owner[rule]}")
+            owner[rule] = name
+        weights, params = _variants(f"{place}.variants", item.get("variants"), rules,
+                                    registry)
+        salt = _salt(f"{place}.salt", item.get("salt"))
+        layer, slots = _layer(place, item, name, unit, built)
+        built.append(Experiment.from_weights(name, unit, weights, tuple(rules), salt=salt,
+                                             layer=layer, slots=slots, params=params))
+    names = {e.name for e in built}
+    for i, e in enumerate(built):
+        if e.layer in names:
+            raise ConfigError(f"experiments[{i}] {e.name}.layer", f"{e.layer!r} is also an "
+                              "experiment's name: layer and experiment hashes must differ")
+    return tuple(built)
+
+
+def _salt(place: str, raw: Any) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, bool) or not isinstance(raw, str | int) or raw == "":
+        raise ConfigError(place, "a non-empty string (or integer) is required")
+    return str(raw)
+
+
+def _layer(place: str, item: Mapping[str, Any], name: str, unit: str,
+           built: list[Experiment]) -> tuple[str | None, tuple[int, int]]:
+    """The experiment's layer and its [lo, hi) slots, disjoint from the layer's others."""
+    layer, raw = item.get("layer"), item.get("slots")
+    if layer is None:
+        if raw is not None:
+            raise ConfigError(f"{place}.slots", "slots need a `layer`")
+        return None, (0, BUCKETS)
+    if not isinstance(layer, str) or not layer:
+        raise ConfigError(f"{place}.layer", "a non-empty string is required")
+    if layer in (HOLDOUT, name):
+        raise ConfigError(f"{place}.layer", f"{layer!r} is reserved or the experiment's own "
+                          "name: layer and experiment hashes must differ")
+    if (not isinstance(raw, list) or len(raw) != 2
+            or not all(_is_percent(x) for x in raw) or raw[0] >= raw[1]):
+        raise ConfigError(f"{place}.slots", "[from, to] percentages of the layer's traffic, "
+                          "0 <= from < to <= 100, multiples of 0.01")
+    slots = (round(raw[0] * 100), round(raw[1] * 100))
+    for other in built:
+        if other.layer == layer:
+            if other.unit != unit:
+                raise ConfigError(f"{place}.unit", f"layer {layer} hashes {other.unit} "
+                                  f"(experiment {other.name}); its experiments share one unit")
+            if slots[0] < other.slots[1] and other.slots[0] < slots[1]:
+                raise ConfigError(f"{place}.slots", f"overlap the slots of {other.name} in "
+                                  f"layer {layer}: a unit is in at most one experiment a layer")
+    return layer, slots
+
+
+def _is_percent(x: Any) -> bool:
+    return (not isinstance(x, bool) and isinstance(x, int | float) and 0 <= x <= 100
+            and abs(x * 100 - round(x * 100)) < 1e-9)
+
+
+def _variants(place: str, raw: Any, rules: list[str], registry: Mapping[str, Any]
+              ) -> tuple[dict[str, float], dict[str, dict[str, dict[str, Any]]]]:
+    """Weights per variant, and per-variant parameter overrides of the gated rules.
+
+    A variant is `name: weight` or `name: {weight: W, params: {rule: {param: value}}}`.
+    """
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(place, "a mapping of variant to percentage is required")
+    weights: dict[str, float] = {}
+    params: dict[str, dict[str, dict[str, Any]]] = {}
+    total = 0.0
+    for variant, spec in raw.items():
+        vplace = f"{place}.{variant}"
+        weight = spec
+        if isinstance(spec, dict):
+            refuse_unknown_keys(vplace, spec, {"weight", "params"},
+                                "unknown key (a variant has weight and params)")
+            weight = spec.get("weight")
+            overrides = spec.get("params") or {}
+            if overrides:
+                params[str(variant)] = _overrides(f"{vplace}.params", overrides, rules,
+                                                  str(variant), registry)
+        # `not 0 <= w <= 100` also refuses .nan, .inf and ints too large for a float
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
+                0 <= weight <= 100):
+            raise ConfigError(vplace, "weight must be a percentage from 0 to 100")
+        if abs(weight * 100 - round(weight * 100)) > 1e-9:
+            raise ConfigError(vplace, "weight must be a multiple of 0.01%")
+        total += weight
+        weights[str(variant)] = float(weight)
+    if total > 100 + 1e-9:
+        raise ConfigError(place, f"variant weights add up to {total:g}, over 100")
+    return weights, params
+
+
+def _overrides(place: str, raw: Any, rules: list[str], variant: str,
+               registry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    if variant == CONTROL:
+        raise ConfigError(place, "control runs its rules in shadow with the profile's "
+                          "parameters; overrides belong to treatment variants")
+    if not isinstance(raw, dict):
+        raise ConfigError(place, "a mapping of rule to parameters is required")
+    out = {}
+    for rule, values in raw.items():
+        if rule not in rules:
+            raise ConfigError(f"{place}.{rule}", "not a rule this experiment gates "
+                              f"(it gates {', '.join(rules) or 'none'})")
+        if not isinstance(values, dict) or not values:
+            raise ConfigError(f"{place}.{rule}", "a mapping of parameter to value is required")
+        known = known_params(registry[rule])  # None: a Python rule without Params takes any
+        for key in values:
+            if key in RESERVED:
+                # A variant changes what a rule computes, not whether it runs or how its
+                # failure is handled: those belong to the step, the same in every variant.
+                raise ConfigError(f"{place}.{rule}", f"{key!r} is a reserved step key; set "
+                                  "it on the step in the profile, not per variant")
+            if known is not None and key not in known:
+                raise ConfigError(f"{place}.{rule}", f"unknown parameter {key!r}")
+        out[str(rule)] = dict(values)
+    return out
+
+
+def parse_holdout(raw: Any) -> Holdout | None:
+    """Validate the optional global holdout: unit, percent, salt."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError("holdout", "a mapping with unit and percent is required")
+    refuse_unknown_keys("holdout", raw, {"unit", "percent", "salt"},
+                        "unknown key (unit, percent, salt)")
+    unit, percent = raw.get("unit"), raw.get("percent")
+    if not isinstance(unit, str) or not unit:
+        raise ConfigError("holdout.unit", "names the field of `unit` to hash, e.g. user_id")
+    if not _is_percent(percent):
+        raise ConfigError("holdout.percent", "a percentage in [0, 100], a multiple of 0.01")
+    return Holdout(unit, round(percent * 100), _salt("holdout.salt", raw.get("salt")))
+
+
+def check_rebucketing(old: Engine, new: Engine) -> None:
+    """ConfigError naming the experiment if `new` would move units of a running experiment."""
+    running = {e.name: e for e in old.experiments}
+    for i, exp in enumerate(new.experiments):
+        before = running.get(exp.name)
+        problem = before and rebucketing(before, exp)
+        if problem:
+            raise ConfigError(f"experiments[{i}] {exp.name}",
+                              f"would re-bucket units of the running experiment: {problem}; "
+                              "change its `salt` to restart it with fresh buckets")
+    problem = holdout_rebucketing(old.holdout, new.holdout)
+    if problem:
+        raise ConfigError("holdout", f"would re-bucket held-out units: {problem}; "
+                          "change its `salt` to draw a fresh holdout")

@@ -1,0 +1,1 @@
+"""Near-duplicate detection by word shingles (seed 000): `rearrange dupes`."""

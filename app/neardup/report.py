@@ -1,0 +1,261 @@
+"""`rearrange dupes` output: the seed's pair table, the histogram, clusters with their
+template text, multi-template pages, CSV/JSON, and the progress bar."""
+from __future__ import annotations
+
+import csv
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import mmh3
+import numpy as np
+import orjson
+
+from app.neardup import minhash
+from app.neardup.cluster import Cluster
+from app.neardup.dupes import Audit, histogram
+from app.neardup.site import Pairs
+
+BAR_WIDTH = 30
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+_WORD = re.compile(r"\w+")  # app/neardup/shingles.py's words, with where each one is
+
+
+class ProgressBar:
+    """A one-line progress bar per stage on stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, stream: TextIO | None = None, enabled: bool = True) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self._stage = ""
+        self._started = self._drawn = 0.0
+        self._last = (-1, -1)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if stage != self._stage:
+            if self._stage:
+                self.stream.write("\n")
+            self._stage, self._started, self._drawn = stage, now, 0.0
+        elif (done, total) == self._last or done < total and now - self._drawn < 0.1:
+            return
+        self._drawn, self._last = now, (done, total)
+        share = done / total if total else 1.0
+        filled = int(share * BAR_WIDTH)
+        elapsed = now - self._started
+        eta = f" eta {elapsed / share - elapsed:5.0f}s" if 0 < share < 1 else ""
+        self.stream.write(f"\r{stage:<11} {share:4.0%} |{'#' * filled}{'.' * (BAR_WIDTH - filled)}"
+                          f"| {done}/{total} {elapsed:.1f}s{eta}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.enabled and self._stage:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._stage, self._last = "", (-1, -1)
+
+
+def template_runs(audit: Audit, cluster: Cluster) -> list[str]:
+    """The representative's text where its shingles are the cluster's template, as runs of
+    consecutive words (with their punctuation, when lowercasing kept the text's length)."""
+    if cluster.rep not in audit.templates:
+        audit.templates[cluster.rep] = _template_runs(audit, cluster)
+    return audit.templates[cluster.rep]
+
+
+def _template_runs(audit: Audit, cluster: Cluster) -> list[str]:
+    text = audit.site.text(cluster.rep)
+    lower = text.lower()
+    spans = [m.span() for m in _WORD.finditer(lower)]
+    words = [lower[a:b].encode() for a, b in spans]
+    width = min(audit.width, len(words))
+    windows = len(words) - width + 1
+    hashes = np.fromiter((mmh3.hash64(b" ".join(words[i:i + width]), seed=0, signed=False)[0]
+                          for i in range(windows)), dtype=np.uint64, count=windows)
+    template = audit.site.shingles(cluster.rep)[cluster.template]
+    # a word is template text when a template shingle (a window of `width` words) covers it
+    starts = np.isin(hashes, template).astype(np.int32)
+    covered = np.convolve(starts, np.ones(width, dtype=np.int32))[:len(words)] > 0
+    source = text if len(lower) == len(text) else lower
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], covered, [False]]).astype(int)))
+    return [source[spans[first][0]:spans[last - 1][1]] for first, last in edges.reshape(-1, 2)]
+
+
+def template_text(audit: Audit, cluster: Cluster, words: int = 0) -> str:
+    """The template's runs joined by " … ", cut after `words` words when given."""
+    runs = template_runs(audit, cluster)
+    if not words:
+        return " … ".join(runs)
+    out, left = [], words
+    for run in runs:
+        pieces = run.split()
+        out.append(" ".join(pieces[:left]))
+        left -= len(pieces)
+        if left <= 0:
+            break
+    cut = left < 0 or len(out) < len(runs)
+    return " … ".join(out) + (" …" if cut else "")
+
+
+def pair_line(audit: Audit, p: Pairs, n: int) -> str:
+    """Row n of the seed's table for pairs p."""
+    a, b = audit.urls[p.a[n]], audit.urls[p.b[n]]
+    jac, ins, out = (float(x[n]) for x in (audit.jaccard(p), audit.inside(p), audit.outside(p)))
+    return f"{a:18} {b:18} jaccard={jac:.2f} in={ins:.2f} out={out:.2f}"
+
+
+def render(audit: Audit, top: int, sample: Pairs, bins: int = 10) -> str:
+    """The report printed on stdout."""
+    n = len(audit.urls)
+    out = [f"pages: {n} with text, {len(audit.skipped)} without any words (left out)"
+           + (f", {len(audit.excluded)} excluded" if audit.excluded else "")]
+    if audit.lsh is not None:
+        bands, rows = audit.lsh
+        out.append(f"method: MinHash LSH ({bands} bands x {rows} rows) proposed "
+                   f"{audit.candidates} candidate pairs; each scored exactly")
+    else:
+        out.append(f"method: exact, all {n * (n - 1) // 2} pairs")
+    what = "jaccard" if audit.measure == "jaccard" else "max(in, out)"
+    out.append(f"threshold: {what} >= {audit.threshold:g}")
+    ranked = audit.ranked()
+    shown = ranked.take(slice(0, top))
+    over = int((audit.values() >= audit.threshold).sum())
+    out.append(f"\npairs sharing text: {int((ranked.both > 0).sum())}; at or over the "
+               f"threshold: {over}" + (f"; top {len(shown)}:" if len(shown) else ""))
+    out.extend(pair_line(audit, shown, i) for i in range(len(shown)))
+    out.append("\nbest containment per page (share of the page found inside one other page):")
+    counts = histogram(audit.best_containment(), bins)
+    peak = max((c for _, _, c in counts), default=0) or 1
+    for low, high, count in counts:
+        bar = "#" * round(40 * count / peak)
+        out.append(f"  {low:.1f}-{high:.1f} {count:>8} {bar}".rstrip())
+    out.append(f"\nclusters at the threshold (each page matches the first): {len(audit.clusters)}")
+    for c, cluster in enumerate(audit.clusters[:top], 1):
+        urls = [audit.urls[i] for i in cluster.members]
+        more = f" … and {len(urls) - 5} more" if len(urls) > 5 else ""
+        out.append(f"  #{c} ({len(urls)} pages): {', '.join(urls[:5])}{more}")
+        out.append(f"      template: {template_text(audit, cluster, 24)}")
+    if audit.multi:
+        out.append(f"\npages holding several templates (not clustered): {len(audit.multi)}")
+        for m in audit.multi[:top]:
+            parts = ", ".join(audit.urls[p] for p in m.parts[:4])
+            more = f" and {len(m.parts) - 4} more" if len(m.parts) > 4 else ""
+            out.append(f"  {audit.urls[m.page]}: parts of {parts}{more}")
+    if len(sample):
+        out.append(f"\n{len(sample)} pairs near the threshold to open and judge by eye:")
+        out.extend(pair_line(audit, sample, i) for i in range(len(sample)))
+    return "\n".join(out) + "\n"
+
+
+def cluster_of(audit: Audit) -> np.ndarray:
+    """Each page's cluster number (1 = the largest), 0 for none."""
+    of = np.zeros(len(audit.urls), dtype=np.int64)
+    for c, cluster in enumerate(audit.clusters, 1):
+        of[cluster.members] = c
+    return of
+
+
+def written_pairs(audit: Audit, everything: bool) -> Pairs:
+    """The pairs the files hold: at or over the threshold, or every verified candidate."""
+    return audit.ranked(audit.pairs if everything else audit.over())
+
+
+def no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def write_csv(path: Path, audit: Audit, everything: bool = False,
+              progress: Progress = no_progress) -> None:
+    """url_a, url_b, jaccard, in, out, over_threshold, cluster (when both are in one)."""
+    p = written_pairs(audit, everything)
+    of = cluster_of(audit)
+    same = np.where(of[p.a] == of[p.b], of[p.a], 0)
+    over = audit.values(p) >= audit.threshold
+    urls = audit.urls
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["url_a", "url_b", "jaccard", "in", "out", "over_threshold", "cluster"])
+        for n, (a, b, jac, ins, out, o, c) in enumerate(zip(
+                p.a.tolist(), p.b.tolist(), audit.jaccard(p).tolist(), audit.inside(p).tolist(),
+                audit.outside(p).tolist(), over.tolist(), same.tolist(), strict=True)):
+            writer.writerow([urls[a], urls[b], f"{jac:.4f}", f"{ins:.4f}", f"{out:.4f}",
+                             int(o), c or ""])
+            if n % 50_000 == 0:
+                progress("writing csv", n, len(p))
+        progress("writing csv", len(p), len(p))
+
+
+def pair_dicts(audit: Audit, p: Pairs) -> list[dict[str, Any]]:
+    urls = audit.urls
+    return [{"url_a": urls[a], "url_b": urls[b], "jaccard": round(j, 4), "in": round(i, 4),
+             "out": round(o, 4)}
+            for a, b, j, i, o in zip(p.a.tolist(), p.b.tolist(), audit.jaccard(p).tolist(),
+                                     audit.inside(p).tolist(), audit.outside(p).tolist(),
+                                     strict=True)]
+
+
+def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
+            everything: bool = False, progress: Progress = no_progress) -> dict[str, Any]:
+    """The whole audit as one JSON document."""
+    urls = audit.urls
+    templates = [template_runs(audit, c) for c in counted(audit.clusters, "writing json",
+                                                         progress)]
+    return {
+        "params": params,
+        "method": audit.method,
+        "lsh": {"bands": audit.lsh[0], "rows": audit.lsh[1], "candidates": audit.candidates}
+        if audit.lsh else None,
+        "pages": len(urls),
+        "without_text": audit.skipped,
+        "excluded": audit.excluded,
+        "pairs": pair_dicts(audit, written_pairs(audit, everything)),
+        "histogram": [{"low": lo, "high": hi, "pages": c}
+                      for lo, hi, c in histogram(audit.best_containment(), bins)],
+        "clusters": [{"representative": urls[c.rep], "pages": [urls[i] for i in c.members],
+                      "template": t} for c, t in zip(audit.clusters, templates, strict=True)],
+        "multi_template": [{"url": urls[m.page], "parts": [urls[p] for p in m.parts]}
+                           for m in audit.multi],
+        "sample": pair_dicts(audit, sample),
+    }
+
+
+def counted(items: list, stage: str, progress: Progress) -> Iterator:
+    """The items, with progress every 200 and at the end."""
+    for n, item in enumerate(items):
+        if n % 200 == 0:
+            progress(stage, n, len(items))
+        yield item
+    progress(stage, len(items), len(items))
+
+
+class SignatureWriter:
+    """--signatures FILE: one JSON line per page with words, written as signatures stream:
+    {"url", "minhash": {"values", "shingles", "width", "seed"}}, the `minhash` object a
+    /v1/rerank document may carry (README, "Exporting signatures")."""
+
+    def __init__(self, path: Path, width: int, seed: int = minhash.DEFAULT_SEED) -> None:
+        self._file = path.open("wb")
+        self._width, self._seed = width, seed
+        self.written = 0
+
+    def __call__(self, audit: Audit, first: int, rows: np.ndarray) -> None:
+        for n, row in enumerate(rows, first):
+            doc = {"url": audit.urls[n], "minhash": {
+                "values": row, "shingles": int(audit.sizes[n]), "width": self._width,
+                "seed": self._seed}}
+            self._file.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self.written += len(rows)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write the JSON report (UTF-8, indented)."""
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

@@ -1,0 +1,1 @@
+"""What operators read: Prometheus series, the audit log and its search."""

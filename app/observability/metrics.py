@@ -1,0 +1,347 @@
+"""Every Prometheus metric, on an explicit registry; label values come only from config.
+
+A request touches many series (one per rule call): the Rust engine keeps them itself
+(app._engine.EngineMetrics, one lock per request, no Python call per request) and
+`EngineCollector` exports them as standard families at scrape time. The series of the
+control plane (banlist, replication, config reloads, HTTP responses) are prometheus_client's.
+With several workers both kinds live in files of a shared directory and every scrape sums
+every worker's (app/observability/workers.py); docs/metrics.md lists every series.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from app import _engine
+from app.experiments.srm import srm
+from app.observability.engine import (  # noqa: F401 (CACHE_KINDS: the tests read it here)
+    CACHE_KINDS,
+    CacheCollector,
+    CacheStats,
+    EngineCollector,
+    EngineRequests,
+)
+from app.observability.workers import (
+    BuildInfo,
+    Workers,
+    build_commit,
+    memory_limit,
+    multiprocess_on,
+)
+from app.observability.workers import standard as standard_collectors
+from app.replay.capture import DROP_REASONS
+
+# A `_created` series per counter and histogram doubles the series for a figure no alert
+# or panel reads (Prometheus infers resets itself).
+prometheus_client.disable_created_metrics()
+
+RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
+CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
+# rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
+RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt")
+# rearrange_housekeeping_errors_total
+HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
+# What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
+# replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
+STRUCTURES = ("banlist", "quarantine", "sanctions")
+REFUSAL_CAUSES = ("lost", "backward", "fork")
+POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
+RERANK_ROUTE = "/v1/rerank"
+# The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
+RERANK_CODES = (200, 500, 503)
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RULE_BUCKETS = (0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
+# Magnitudes, with the sign in a `direction` label (up/down), so _sum stays a counter.
+POSITION_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
+SCORE_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 50)
+TOP = 10  # the window of the per-rule position and churn figures (crates/engine effects.rs)
+CHURN_BUCKETS = tuple(range(TOP + 1))  # a call's churn n is counted at index n
+
+
+class _Srm:
+    """`rearrange_experiment_srm_p_value`, computed at scrape time from the counts."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.designs: Callable[[], Mapping[str, Mapping[str, int]]] = dict
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("rearrange_experiment_srm_p_value", "", labels=["experiment"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "rearrange_experiment_srm_p_value",
+            "Chi-square p-value of assignments against configured weights (< 0.001: SRM)",
+            labels=["experiment"])
+        counts = self.metrics.assignment_counts()
+        for result in srm(counts, self.designs()):
+            if result.p_value is not None:
+                family.add_metric([result.experiment], result.p_value)
+        yield family
+
+
+class _ConfigInfo:
+    """`rearrange_config_info{version="…"} 1`: the config version served.
+
+    One process: read at scrape time (one series, never none or two mid-swap). Several
+    workers: each sets its version's series to 1 in its gauge file (the old one to 0, left
+    out of the scrape) at each refresh, so a scrape shows each version some worker serves.
+    """
+
+    def __init__(self, gauge: Gauge | None) -> None:
+        self.version: Callable[[], str | None] = lambda: None  # set by the ConfigHolder
+        self.gauge = gauge
+        self._published: str | None = None
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("rearrange_config_info", "", labels=["version"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("rearrange_config_info",
+                                   "The config version served (always 1)", labels=["version"])
+        version = self.version()
+        if version is not None:
+            family.add_metric([version], 1)
+        yield family
+
+    def refresh(self) -> None:
+        """Write this worker's version to its gauge file (several workers only)."""
+        version = self.version()
+        if self.gauge is None or version is None or version == self._published:
+            return
+        if self._published is not None:
+            self.gauge.labels(self._published).set(0)
+        self.gauge.labels(version).set(1)
+        self._published = version
+
+
+class Metrics:
+    """The service's metrics; label children are cached so a request does few lookups.
+
+    `engine_metrics` (app._engine.EngineMetrics, a new one by default) holds the
+    per-request series; every engine built from a config counts into it. `registry` is
+    what /metrics exports. `multiprocess_dir` (PROMETHEUS_MULTIPROC_DIR, set before
+    prometheus_client was imported) makes this one worker of several: its series go to
+    its files there, and the registry exports every worker's.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 engine_metrics: Any = None, multiprocess_dir: Path | None = None) -> None:
+        if multiprocess_dir is not None and not multiprocess_on():
+            raise RuntimeError(
+                f"metrics in {multiprocess_dir} need PROMETHEUS_MULTIPROC_DIR set before "
+                "prometheus_client is imported (it picks how values are stored then)")
+        self.registry = registry or CollectorRegistry()
+        self.multiprocess_dir = multiprocess_dir
+        # With several workers the prometheus_client series are read back from their files
+        # (Workers); registered on the exported registry too, each would appear twice.
+        self._own = self.registry if multiprocess_dir is None else CollectorRegistry()
+        self.engine_metrics = (engine_metrics if engine_metrics is not None
+                               else _engine.EngineMetrics(multiprocess_dir))
+        self._init_engine(self.engine_metrics)
+        self._init_common()
+        info = None
+        if multiprocess_dir is None:
+            self.registry.register(self.config_version)  # type: ignore[arg-type]
+            standard_collectors(self.registry)
+        else:
+            info = Gauge("rearrange_config_info", "The config version served (always 1)",
+                         ["version"], registry=self._own, multiprocess_mode="livemax")
+            self.registry.register(Workers(multiprocess_dir, drop_zero=["rearrange_config_info"]))
+        self.config_version.gauge = info
+        self.registry.register(BuildInfo(_commit(), memory_limit))
+
+    def _init_engine(self, engine_metrics: Any) -> None:
+        self.registry.register(EngineCollector(engine_metrics))  # type: ignore[arg-type]
+        self.requests = EngineRequests(engine_metrics)
+        self.srm = _Srm(self)
+        self.registry.register(self.srm)  # type: ignore[arg-type]
+
+    def _init_common(self) -> None:
+        r = self._own
+        self.http_responses = Counter(
+            "rearrange_http_responses_total", "HTTP responses by route and status code",
+            ["route", "code"], registry=r)
+        # Gauges with several workers: the newest reading (mostrecent), or the worst
+        # worker's (min of in-sync flags and versions, max of staleness and alarms); a dead
+        # worker's leave the scrape (live).
+        self.banlist_entries = Gauge("rearrange_banlist_entries", "Banlist entries held",
+                                     registry=r, multiprocess_mode="livemostrecent")
+        self.banlist_version = Gauge("rearrange_banlist_version", "Banlist version served",
+                                     registry=r, multiprocess_mode="livemin")
+        self.banlist_staleness = Gauge(
+            "rearrange_banlist_staleness_seconds",
+            "Seconds since this replica last confirmed it holds Redis's latest banlist "
+            "(0 for the embedded store)",
+            registry=r, multiprocess_mode="livemax")
+        self.banlist_scope_entries = Gauge("rearrange_banlist_entries_by_scope",
+                                           "Banlist entries held, by scope", ["scope"],
+                                           registry=r, multiprocess_mode="livemostrecent")
+        self.banlist_epoch = Gauge(
+            "rearrange_banlist_epoch_timestamp_seconds",
+            "Creation time of the banlist history served (0 for the embedded store)",
+            registry=r, multiprocess_mode="livemin")
+        self.banlist_in_sync = Gauge("rearrange_banlist_in_sync",
+                                     "1 while this replica follows its source of truth",
+                                     registry=r, multiprocess_mode="livemin")
+        self.banlist_diverged = Gauge(
+            "rearrange_banlist_diverged",
+            "1 while Redis holds an older or different banlist than this replica (alert)",
+            registry=r, multiprocess_mode="livemax")
+        self.banlist_lag = Histogram(
+            "rearrange_banlist_replication_lag_seconds",
+            "Time from a change's commit in Redis to its apply on this replica",
+            buckets=LAG_BUCKETS, registry=r)
+        self.banlist_resyncs = Counter("rearrange_banlist_resyncs_total",
+                                       "Full resyncs of this replica, by cause", ["cause"],
+                                       registry=r)
+        self.banlist_backward_refused = Counter(
+            "rearrange_banlist_backward_refused_total",
+            "Times Redis offered a banlist older than (or diverging from) this replica's "
+            "copy and it was refused", registry=r)
+        self.banlist_redis_errors = Counter("rearrange_banlist_redis_errors_total",
+                                            "Failed Redis round trips, by operation", ["op"],
+                                            registry=r)
+        self._init_redis()
+        self.banlist_lookups = Counter("rearrange_banlist_lookups_total",
+                                       "Banlist lookups (API) by outcome", ["outcome"],
+                                       registry=r)
+        self.config_reloads = Counter(
+            "rearrange_config_reloads_total",
+            "Config loads (file, reload route, rollback, another replica's change) by result",
+            ["result"], registry=r)
+        self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
+                                 "When the config in use was loaded", registry=r,
+                                 multiprocess_mode="livemax")
+        self.config_version = _ConfigInfo(None)
+        self.config_redis_errors = Counter(
+            "rearrange_config_redis_errors_total",
+            "Failed Redis round trips of config sharing: a change not published, or the "
+            "shared log not read (the config in use keeps serving)", ["op"], registry=r)
+        self.housekeeping_errors = Counter(
+            "rearrange_housekeeping_errors_total",
+            "Unexpected errors of the background tasks (config poll, TTL sweep, sanction "
+            "states check, gauge refresh), by task",
+            ["task"], registry=r)
+        # Series that alerts take increase() of exist at 0 from the start: a series born at 1
+        # has no earlier sample, so its first event (a refused reload) would never alert.
+        for counter, values in ((self.config_reloads, RELOAD_RESULTS),
+                                (self.banlist_resyncs, RESYNC_CAUSES),
+                                (self.config_redis_errors, CONFIG_REDIS_OPS),
+                                (self.housekeeping_errors, HOUSEKEEPING_TASKS)):
+            for value in values:
+                counter.labels(value)
+        self.audit_dropped = Counter(
+            "rearrange_audit_log_dropped_total",
+            "Audit log lines dropped: writer behind, write failed, or still queued at close",
+            registry=r)
+        self.capture_written = Counter(
+            "rearrange_capture_written_total", "Requests written to the capture file",
+            registry=r)
+        self.capture_dropped = Counter(
+            "rearrange_capture_dropped_total", "Sampled requests not captured, by reason: "
+            "queue_full, too_large, not_json, write_failed", ["reason"], registry=r)
+        for reason in DROP_REASONS:
+            self.capture_dropped.labels(reason)
+        self.audit_failing = Gauge(
+            "rearrange_audit_log_failing",
+            "1 while the audit log's last write failed or its writer has stopped",
+            registry=r, multiprocess_mode="livemax")
+        self.sanction_transitions = Counter(
+            "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
+            ["from_state", "to_state"], registry=r)
+        self.sanction_stale = Counter(
+            "rearrange_sanction_stale_observations_total",
+            "Spam scores ignored because an observation at least as recent was applied",
+            registry=r)
+        self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
+                                    ["state"], registry=r, multiprocess_mode="livemostrecent")
+        self._caches: dict[str, CacheCollector] = {}
+        self._http: dict[tuple[str, int], Any] = {}
+        for code in RERANK_CODES:  # the server-errors alert's ratio, from the start
+            self.http_response_series(RERANK_ROUTE, code)
+
+    def _init_redis(self) -> None:
+        r = self._own
+        self.redis_in_sync = Gauge(
+            "rearrange_redis_in_sync", "1 while this replica's copy of a structure follows "
+            "Redis (always 1 embedded)", ["structure"], registry=r, multiprocess_mode="livemin")
+        self.redis_diverged = Gauge(
+            "rearrange_redis_diverged", "1 while Redis holds an older or other copy of a "
+            "structure than this replica, or a forked changelog, and it is refused (alert)",
+            ["structure"], registry=r, multiprocess_mode="livemax")
+        self.redis_staleness = Gauge(
+            "rearrange_redis_staleness_seconds", "Seconds since this replica last confirmed "
+            "its copy of a structure equal to Redis's (0 embedded)", ["structure"], registry=r,
+            multiprocess_mode="livemax")
+        self.redis_refusals = Counter(
+            "rearrange_redis_refusals_total", "Times what Redis held of a structure was "
+            "refused: lost (Redis empty), backward (older or another history), fork "
+            "(rewritten history)", ["structure", "cause"], registry=r)
+        self.redis_reading_age = Gauge(
+            "rearrange_redis_reading_age_seconds", "Age of the last successful reading behind "
+            "series that need Redis (reading=sanction_hosts: rearrange_sanction_hosts)",
+            ["reading"], registry=r, multiprocess_mode="livemax")
+        self.redis_policy_checks = Counter(
+            "rearrange_redis_policy_checks_total", "Checks of Redis's maxmemory-policy by "
+            "result (unknown: CONFIG GET refused)", ["result"], registry=r)
+        self.redis_evicting = Gauge(
+            "rearrange_redis_evicting", "1 while Redis's maxmemory-policy is not noeviction "
+            "(writes to Redis suspended; alert)", registry=r, multiprocess_mode="livemax")
+        for structure in STRUCTURES:
+            for cause in REFUSAL_CAUSES:
+                self.redis_refusals.labels(structure, cause)
+        for result in POLICY_RESULTS:
+            self.redis_policy_checks.labels(result)
+
+    def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
+        """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
+
+        `kind` is "signature" or "shingle" (`CACHE_KINDS`). `caches` yields the engine's
+        `cache_stats()` rows (profile, kind, hits, misses, evictions, entries, bytes) of the
+        config in use; read at scrape time, so the request path does no metrics work for
+        the caches and a reload (new rules, new caches, counters from zero, as after a
+        restart) needs no re-registration.
+        """
+        collector = self._caches.get(kind)
+        if collector is None:
+            collector = self._caches[kind] = CacheCollector(kind, caches)
+            self.registry.register(collector)
+        else:
+            collector.caches = caches
+
+    def assignment_counts(self) -> dict[tuple[str, str], float]:
+        """(experiment, variant) → requests assigned since start, read from the counter."""
+        counts = self.engine_metrics.snapshot()["counters"]
+        return {tuple(k): v for k, v in counts.get("rearrange_experiment_assignments_total", ())}
+
+    def http_response(self, route: str, status: int) -> None:
+        """Count one HTTP response by route template and status code."""
+        child = self._http.get((route, status))
+        if child is None:
+            child = self.http_response_series(route, status)
+        child.inc()
+
+    def http_response_series(self, route: str, code: int) -> Any:
+        """The counter child of (route, status), remembered for the next response."""
+        child = self._http[(route, code)] = self.http_responses.labels(route, str(code))
+        return child
+
+    def refresh(self, readings: Callable[[Metrics], None]) -> None:
+        """Set this worker's gauges: `readings(self)` (the service's state), then the config
+        info. At each scrape, and with several workers at each housekeeping poll too, so
+        the gauges of a worker that is not scraped stay fresh in its files."""
+        readings(self)
+        self.config_version.refresh()
+
+
+@functools.cache
+def _commit() -> str:
+    return build_commit()  # one `git` call per process, not per Metrics

@@ -1,0 +1,1 @@
+"""Captured requests and `rearrange replay` of them against a candidate config."""

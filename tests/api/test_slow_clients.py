@@ -1,0 +1,177 @@
+"""Slow clients against a real `rearrange serve`: a body or headers sent a byte at a time.
+
+Every route answers a trickling body 408 (the contract's error body) and closes the
+connection; headers that do not complete, or a connection that sends nothing, are closed.
+Each test trickles for a bounded number of bytes: a server that held the connection would
+still be waiting when they run out, and the test fails on that, not on a clock.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.api.test_live_server import PAGE, start_server
+
+TIMEOUT = "0.5"  # REARRANGE_BODY_TIMEOUT_SECONDS and REARRANGE_HEADER_TIMEOUT_SECONDS
+STEP = 0.1  # seconds between two trickled bytes
+BUDGET = 100  # bytes trickled at most (~10 s): far past either timeout
+AUTH = "Authorization: Bearer t\r\n"
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory) -> Iterator[int]:
+    proc, base, _ = start_server(tmp_path_factory.mktemp("slow"),
+                                 REARRANGE_BODY_TIMEOUT_SECONDS=TIMEOUT,
+                                 REARRANGE_HEADER_TIMEOUT_SECONDS=TIMEOUT)
+    yield int(base.rsplit(":", 1)[1])
+    proc.terminate()
+    proc.wait(10)
+
+
+def connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.settimeout(STEP)
+    return s
+
+
+def trickle(s: socket.socket, data: bytes) -> bytes:
+    """Send `data` a byte at a time until the server answers or closes; what it sent.
+
+    Stops at the end of `data` too, so a server that holds the connection is not waited
+    on forever (the caller's assertions then fail)."""
+    received = b""
+    for byte in data:
+        try:
+            s.sendall(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            return received + read_rest(s)
+        try:
+            chunk = s.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return received
+        if not chunk:
+            return received
+        received += chunk
+        return received + read_rest(s)
+    return received
+
+
+def read_rest(s: socket.socket) -> bytes:
+    """Everything until the server closes; raises TimeoutError if it keeps the connection."""
+    s.settimeout(5)
+    received = b""
+    try:
+        while chunk := s.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def response(s: socket.socket) -> bytes:
+    """One whole response (headers, then the body its Content-Length declares)."""
+    s.settimeout(5)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += s.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.lower().split(b"\r\n")
+                      if line.startswith(b"content-length:")))
+    while len(body) < length:
+        body += s.recv(65536)
+    return received
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    """True once the server has closed `s` (EOF or reset); False if it still holds it."""
+    s.settimeout(5)
+    try:
+        return s.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+ROUTES = [
+    ("POST", "/v1/banlist/entries"),
+    ("DELETE", "/v1/banlist/entries/1"),
+    ("POST", "/v1/banlist/import"),
+    ("PUT", "/v1/banlist/groups/acme"),
+    ("POST", "/v1/sanctions/scores"),
+    ("POST", "/v1/sanctions/a.example/clear"),
+    ("POST", "/v1/admin/banlist/reseed"),
+    ("POST", "/v1/rerank"),
+]
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_a_trickling_body_gets_408_and_the_connection_is_closed(port, method, path, framing):
+    length = b"Content-Length: 1000\r\n" if framing == "content-length" else (
+        b"Transfer-Encoding: chunked\r\n")
+    with connect(port) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\n{AUTH}".encode()
+                  + b"Content-Type: application/json\r\n" + length + b"\r\n"
+                  + (b"" if framing == "content-length" else b"3e8\r\n"))
+        reply = trickle(s, b'{"reason": "' + b"x" * BUDGET)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), reply[:300]
+    assert b"connection: close" in head.lower()
+    answer = json.loads(body)
+    assert answer["field"] == "body" and answer["error"] == "invalid_request"
+    assert "0.5 s" in answer["problem"]
+
+
+def test_headers_that_never_complete_are_closed(port):
+    with connect(port) as s:
+        s.sendall(b"POST /v1/banlist/entries HTTP/1.1\r\nHost: t\r\n")
+        reply = trickle(s, b"X-Slow: " + b"x" * BUDGET)
+        assert reply == b""  # no request to answer: the connection is just closed
+        assert closed_by_server(s)
+
+
+def test_a_connection_that_sends_nothing_is_closed(port):
+    with connect(port) as s:
+        assert closed_by_server(s)
+
+
+def test_the_next_request_on_a_kept_alive_connection_has_the_same_deadline(port):
+    """After a response, blank lines or the next headers a byte at a time do not hold the
+    connection either (each byte would otherwise disarm uvicorn's keep-alive timer)."""
+    for slow in (b"\r\n" * (BUDGET // 2), b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"x" * BUDGET):
+        with connect(port) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert response(s).startswith(b"HTTP/1.1 200")
+            s.settimeout(STEP)
+            assert trickle(s, slow) == b""
+            assert closed_by_server(s)
+
+
+def test_slow_headers_behind_a_pipelined_request_are_closed_after_its_answer(port):
+    with connect(port) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\n")
+        reply = trickle(s, b"X-Slow: " + b"x" * BUDGET)  # the answer, then the close
+    assert reply.startswith(b"HTTP/1.1 200") and reply.count(b"HTTP/1.1") == 1
+
+
+def test_healthy_clients_are_not_cut(port):
+    """Headers in several packets, keep-alive requests, and bodies that come whole."""
+    with connect(port) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        time.sleep(STEP)  # a second packet well within the deadline
+        s.sendall(b"Host: t\r\n\r\n")
+        assert response(s).startswith(b"HTTP/1.1 200")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
+        for _ in range(3):  # one kept-alive connection
+            assert c.post("/v1/rerank", json=PAGE).status_code == 200
+            r = c.post("/v1/banlist/entries", headers={"Authorization": "Bearer t"},
+                       json={"scope": "host", "value": "whole.example", "reason": "spam"})
+            assert r.status_code in (200, 201), r.text
