@@ -120,3 +120,29 @@ def test_the_link_checker_catches_a_missing_file_and_heading(tmp_path):
                     "`[in code](nowhere.md)` [web](https://example.com/x.md)\n\n# X\n")
     assert broken(page, tmp_path) == ["a.md:1: c.md: no file c.md",
                                       "a.md:1: b.md#not-one: no heading #not-one in b.md"]
+
+
+def rule_rows() -> dict[str, list[str]]:
+    """docs/config.md's "Where each rule lives": rule -> the paths of its row."""
+    text = (ROOT / "docs" / "config.md").read_text()
+    section = text.split("## Where each rule lives", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = re.findall(r"`([^`]+)`", line)
+        if line.startswith("| `") and cells:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_every_rule_is_found_where_config_md_says():
+    from app.rules import RULES
+
+    rows = rule_rows()
+    assert set(rows) == set(RULES), "docs/config.md's rule map and app/rules/ differ"
+    for name, (engine, declaration, reference, *tests) in rows.items():
+        for path in (engine, declaration, reference, *tests):
+            assert (ROOT / path).is_file(), f"{name}: {path} does not exist"
+        assert "#[cfg(test)]" in (ROOT / engine).read_text(), f"{engine} has no unit tests"
+        assert f'name = "{name}"' in (ROOT / declaration).read_text(), declaration
+        assert RULES[name].__module__ == declaration.removesuffix(".py").replace("/", ".")
+        assert any(name in (ROOT / t).read_text() for t in tests), f"{name}: no test names it"

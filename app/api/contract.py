@@ -36,7 +36,7 @@ UInt64 = Annotated[int, Meta(ge=0)]  # msgspec refuses ints past 2**64 - 1 itsel
 
 
 class MinHash(Struct, forbid_unknown_fields=True):
-    """A precomputed MinHash signature of the document's text (README: near-duplicates).
+    """A precomputed MinHash signature of the document's text (docs/near-duplicates.md).
 
     An addition to the contract: upstream may send this instead of (or with) `text`, so long
     texts need not travel with every query. `values` are the k unsigned 64-bit minima of the

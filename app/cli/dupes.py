@@ -89,7 +89,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    "pairs, or 25)")
     p.add_argument("--signatures", type=Path, metavar="FILE",
                    help="write each page's url, shingle count and MinHash values as JSON "
-                   "lines (README: Exporting signatures)")
+                   "lines (docs/near-duplicates.md: Exporting signatures)")
     p.add_argument("--all-candidates", action="store_true",
                    help="--csv and --json hold every verified pair sharing text, not only "
                    "those at or over the threshold")

@@ -11,7 +11,7 @@ from app.errors import SettingsError
 
 
 class Settings(BaseSettings):
-    """Service settings; every field is an environment variable (see README)."""
+    """Service settings; every field is an environment variable (docs/operations.md#settings)."""
 
     model_config = SettingsConfigDict(env_prefix="REARRANGE_", extra="ignore")
 

@@ -194,7 +194,7 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
     """The lowest Jaccard a pair meeting the threshold can have, for LSH to aim at.
 
     A share t of page A inside page B with |B| <= R |A| means J >= t / (1 + R - t);
-    pairs of pages whose sizes differ by more than R can be missed (README).
+    pairs of pages whose sizes differ by more than R can be missed (docs/near-duplicates.md).
     """
     if measure == "jaccard":
         return threshold

@@ -1,7 +1,7 @@
 """MinHash signatures of shingle sets, their Jaccard/containment estimates, and LSH banding.
 
-The hash family is published in the README ("Computing a signature") so that an upstream
-indexer can send signatures the rule accepts. For k functions and a family seed s:
+The hash family is published in docs/near-duplicates.md ("Computing a signature") so that
+an upstream indexer can send signatures the rule accepts. For k functions and a family seed s:
 
   * draw 2k 64-bit words from SplitMix64 started at state s; function i takes
     a_i = word[2i] | 1 (odd) and b_i = word[2i + 1];

@@ -237,7 +237,7 @@ def counted(items: list, stage: str, progress: Progress) -> Iterator:
 class SignatureWriter:
     """--signatures FILE: one JSON line per page with words, written as signatures stream:
     {"url", "minhash": {"values", "shingles", "width", "seed"}}, the `minhash` object a
-    /v1/rerank document may carry (README, "Exporting signatures")."""
+    /v1/rerank document may carry (docs/near-duplicates.md, "Exporting signatures")."""
 
     def __init__(self, path: Path, width: int, seed: int = minhash.DEFAULT_SEED) -> None:
         self._file = path.open("wb")

@@ -121,7 +121,7 @@ class Found:
     files: list[str] = field(default_factory=list)
     lines: int = 0
     parsed: int = 0
-    unreadable: int = 0  # torn by a failed write (README "Observability"): skipped
+    unreadable: int = 0  # torn by a failed write (docs/operations.md#the-audit-log): skipped
     bytes: int = 0
 
 

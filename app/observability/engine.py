@@ -4,9 +4,11 @@ slab files, crates/engine/src/metrics/slab.rs)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -144,13 +146,7 @@ class CacheCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """One sample per profile (caches of one profile summed)."""
-        totals: dict[str, list[int]] = {}
-        for profile, kind, *values in self.caches():
-            if kind != self.kind:
-                continue
-            t = totals.setdefault(profile, [0, 0, 0, 0, 0])
-            for n, value in enumerate(values):
-                t[n] += value
+        totals = _per_profile(self.kind, self.caches())
         held, missed = CACHE_KINDS[self.kind]
         name = f"rearrange_{self.kind}_cache"
         families = [
@@ -167,3 +163,63 @@ class CacheCollector(Collector):
             for family, value in zip(families, values, strict=True):
                 family.add_metric([profile], value)
         yield from families
+
+
+def _per_profile(kind: str, rows: Iterable[CacheStats]) -> dict[str, list[int]]:
+    """(hits, misses, evictions, entries, bytes) per profile, its caches of `kind` summed."""
+    totals: dict[str, list[int]] = {}
+    for profile, row_kind, *values in rows:
+        if row_kind == kind:
+            t = totals.setdefault(profile, [0, 0, 0, 0, 0])
+            for n, value in enumerate(values):
+                t[n] += value
+    return totals
+
+
+class CacheFiles:
+    """The caches of one kind with several workers: each worker writes its own to its
+    prometheus_client files at every refresh (a scrape it answers, and each housekeeping
+    poll), so a scrape, whichever worker answers it, sums every worker's. Counters grow by
+    what the engine counted since the last refresh; entries and bytes are `livesum`
+    gauges (a worker that died leaves them, its counts stay).
+
+    A reload builds new caches that count from zero: a count lower than the last one read
+    is taken as that fresh start, so the exported counters never go down.
+    """
+
+    def __init__(self, kind: str, caches: Callable[[], Iterable[CacheStats]],
+                 registry: Any) -> None:
+        self.kind = kind
+        self.caches = caches
+        held, missed = CACHE_KINDS[kind]
+        name = f"rearrange_{kind}_cache"
+        self.counters = [
+            Counter(f"{name}_hits", f"{held} found in the cache", ["profile"],
+                    registry=registry),
+            Counter(f"{name}_misses", f"{held} {missed}", ["profile"], registry=registry),
+            Counter(f"{name}_evictions", f"{held} dropped to stay under the cache's size",
+                    ["profile"], registry=registry),
+        ]
+        self.gauges = [
+            Gauge(f"{name}_entries", f"{held} held", ["profile"], registry=registry,
+                  multiprocess_mode="livesum"),
+            Gauge(f"{name}_bytes", f"Approximate bytes held by the {kind} cache",
+                  ["profile"], registry=registry, multiprocess_mode="livesum"),
+        ]
+        self._last: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def sync(self) -> None:
+        """Write what the engine's caches counted since the last sync to this worker's files."""
+        with self._lock:
+            now = _per_profile(self.kind, self.caches())
+            for profile in now.keys() | self._last.keys():
+                values = now.get(profile, [0, 0, 0, 0, 0])
+                before = self._last.get(profile, [0, 0, 0, 0, 0])
+                for counter, value, last in zip(self.counters, values, before, strict=False):
+                    grown = value - last if value >= last else value
+                    if grown:
+                        counter.labels(profile).inc(grown)
+                for gauge, value in zip(self.gauges, values[3:], strict=True):
+                    gauge.labels(profile).set(value)
+            self._last = now

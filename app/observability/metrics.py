@@ -23,16 +23,19 @@ from app.experiments.srm import srm
 from app.observability.engine import (  # noqa: F401 (CACHE_KINDS: the tests read it here)
     CACHE_KINDS,
     CacheCollector,
+    CacheFiles,
     CacheStats,
     EngineCollector,
     EngineRequests,
 )
 from app.observability.workers import (
+    CPU_FAMILY,
     BuildInfo,
     Workers,
     build_commit,
     memory_limit,
     multiprocess_on,
+    own_cpu_seconds,
 )
 from app.observability.workers import standard as standard_collectors
 from app.replay.capture import DROP_REASONS
@@ -156,6 +159,9 @@ class Metrics:
                          ["version"], registry=self._own, multiprocess_mode="livemax")
             self.registry.register(Workers(multiprocess_dir, drop_zero=["rearrange_config_info"]))
         self.config_version.gauge = info
+        self._worker_cpu = None if multiprocess_dir is None else Gauge(
+            CPU_FAMILY, "This worker's CPU seconds (summed into process_cpu_seconds_total)",
+            registry=self._own, multiprocess_mode="all")
         self.registry.register(BuildInfo(_commit(), memory_limit))
 
     def _init_engine(self, engine_metrics: Any) -> None:
@@ -264,6 +270,7 @@ class Metrics:
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r, multiprocess_mode="livemostrecent")
         self._caches: dict[str, CacheCollector] = {}
+        self._cache_files: dict[str, CacheFiles] = {}
         self._http: dict[tuple[str, int], Any] = {}
         for code in RERANK_CODES:  # the server-errors alert's ratio, from the start
             self.http_response_series(RERANK_ROUTE, code)
@@ -308,8 +315,16 @@ class Metrics:
         `cache_stats()` rows (profile, kind, hits, misses, evictions, entries, bytes) of the
         config in use; read at scrape time, so the request path does no metrics work for
         the caches and a reload (new rules, new caches, counters from zero, as after a
-        restart) needs no re-registration.
+        restart) needs no re-registration. With several workers each worker writes its
+        caches' counts to its files at every refresh instead (`CacheFiles`), and a scrape
+        sums them all.
         """
+        if self.multiprocess_dir is not None:  # several workers: through their files
+            files = self._cache_files.get(kind)
+            if files is None:
+                files = self._cache_files[kind] = CacheFiles(kind, caches, self._own)
+            files.caches = caches
+            return
         collector = self._caches.get(kind)
         if collector is None:
             collector = self._caches[kind] = CacheCollector(kind, caches)
@@ -340,6 +355,10 @@ class Metrics:
         the gauges of a worker that is not scraped stay fresh in its files."""
         readings(self)
         self.config_version.refresh()
+        for files in self._cache_files.values():
+            files.sync()
+        if self._worker_cpu is not None:
+            self._worker_cpu.set(own_cpu_seconds())
 
 
 @functools.cache

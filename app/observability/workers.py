@@ -29,6 +29,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 ENGINE_FILE = re.compile(r"engine_(\d+)\.slab$")
+# Each worker's own CPU seconds, written to its files at every refresh and never exported
+# as such: process_cpu_seconds_total sums them, the dead workers' too, so it never drops.
+CPU_FAMILY = "rearrange_worker_cpu_seconds"
 # What a service start wipes from the directory: prometheus_client's files and the engine's.
 OWN_FILES = ("*.db", "engine_*.slab")
 
@@ -87,13 +90,23 @@ class Workers(Collector):
 
     def collect(self) -> Iterator[Metric]:
         live = self.live()
+        workers_cpu = 0.0
         for family in self.files.collect():
+            if family.name == CPU_FAMILY:
+                workers_cpu = sum(s.value for s in family.samples)
+                continue
             if family.name in self.drop_zero:
                 family.samples = [s for s in family.samples if s.value != 0]
             yield family
         supervisor = os.getppid()
-        pids = live + ([supervisor] if supervisor not in live and supervisor > 1 else [])
-        yield from summed_process(pids)
+        has_supervisor = supervisor not in live and supervisor > 1
+        for family in summed_process(live + ([supervisor] if has_supervisor else [])):
+            if family.name == "process_cpu_seconds":
+                # Every worker's, living or dead, as it last wrote it, and the supervisor's
+                # now: live readings alone would drop when uvicorn replaces a worker.
+                own = cpu_seconds(supervisor) if has_supervisor else 0.0
+                family.samples = [s._replace(value=workers_cpu + own) for s in family.samples]
+            yield family
         yield GaugeMetricFamily("rearrange_workers", "Worker processes alive",
                                 value=len(live))
 
@@ -113,6 +126,20 @@ def summed_process(pids: list[int]) -> Iterator[Metric]:
             into.samples = [s._replace(value=combine((s.value, other.value)))
                             for s, other in zip(into.samples, family.samples, strict=True)]
     yield from merged.values()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process `pid` (0 when it is gone)."""
+    for family in ProcessCollector(pid=lambda: pid, registry=None).collect():
+        if family.name == "process_cpu_seconds":
+            return sum(s.value for s in family.samples)
+    return 0.0
+
+
+def own_cpu_seconds() -> float:
+    """This process's user and system CPU seconds."""
+    times = os.times()
+    return times.user + times.system
 
 
 def standard(registry: CollectorRegistry) -> None:

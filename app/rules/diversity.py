@@ -8,8 +8,8 @@ from app.neardup import minhash, shingles
 from app.rules.base import BuiltinRule, Params
 
 DIVERSIFY = frozenset({Phase.DIVERSIFY})
-# Measured by bench/near_duplicates.py (README "The switch"): with 300-word texts and a
-# cold cache, MinHash overtakes exact pairs at about this many documents with text.
+# Measured by bench/near_duplicates.py (docs/near-duplicates.md#the-switch): with 300-word
+# texts and a cold cache, MinHash overtakes exact pairs at about this many documents with text.
 EXACT_MAX_DOCS = 30
 
 
@@ -31,7 +31,8 @@ class NearDuplicatesParams(Params):
     measure: str = Field("containment", pattern="^(containment|jaccard)$")
     threshold: float = Field(0.5, gt=0.0, le=1.0)
     # auto: exact shingle sets up to exact_max_docs documents with text, MinHash above that
-    # or as soon as one document brings a precomputed signature (README: "The switch").
+    # or as soon as one document brings a precomputed signature
+    # (docs/near-duplicates.md#the-switch).
     method: str = Field("auto", pattern="^(auto|exact|minhash)$")
     exact_max_docs: int = Field(EXACT_MAX_DOCS, ge=0, le=100_000)
     num_perm: int = Field(minhash.DEFAULT_K, ge=16, le=1024)

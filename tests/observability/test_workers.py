@@ -14,6 +14,7 @@ from prometheus_client.mmap_dict import MmapedDict
 from app.observability.workers import worker_pids
 from tests.api.test_experiments_api import samples, value
 from tests.conftest import ROOT
+from tests.corpus import corpus
 from tests.redis_server import RedisServer, ServeProcess
 
 SCRAPES = 8
@@ -104,6 +105,33 @@ def test_every_scrape_of_two_workers_says_n_after_n_requests(service):
            for _ in range(SCRAPES)]
     assert all(sum(o.values()) == n for o in srm) and all(o == srm[0] for o in srm)
 
+    # The near_duplicates caches: each worker's own, every scrape their sum.
+    texts = [t for _, t in corpus(12, seed=5)]  # 12 texts a page: the exact method
+    body = {"documents": [{"id": f"d{i}", "url": f"https://h{i}.example.com/",
+                           "score": 50 - i, "text": t} for i, t in enumerate(texts)]}
+    before, sent = served_by(directory), 0
+    while sent < 6 or any(served_by(directory)[pid] == before[pid] for pid in before):
+        assert sent < 400, served_by(directory)  # both workers shingle some
+        assert httpx.post(f"{base}/v1/rerank", json=body, timeout=10).status_code == 200
+        sent += 1
+    lookups, distinct = len(texts) * sent, len(set(texts))
+    n += sent
+
+    def shingles(s: dict) -> tuple[float, ...]:
+        return tuple(value(s, f"rearrange_shingle_cache_{name}", profile="default") or 0.0
+                     for name in ("hits_total", "misses_total", "entries"))
+
+    until(lambda: sum(shingles(scrape(base))[:2]) == lookups, timeout=20)
+    caches = shingles(scrape(base))
+    hits, misses, entries = caches
+    assert distinct < misses <= 2 * distinct  # both workers missed each text once at most
+    assert entries == misses and hits == lookups - misses  # nothing evicted
+    cpu = []
+    for _ in range(SCRAPES):
+        s = scrape(base)
+        assert shingles(s) == caches
+        cpu.append(value(s, "process_cpu_seconds_total"))
+
     # A worker killed and replaced by uvicorn: its counts stay, its gauges go.
     victim = max(shares, key=shares.get)
     os.kill(victim, signal.SIGKILL)
@@ -113,4 +141,7 @@ def test_every_scrape_of_two_workers_says_n_after_n_requests(service):
         s = scrape(base)
         assert value(s, "rearrange_requests_total", profile="default", outcome="ok") == n
         assert value(s, "rearrange_http_responses_total", route="/v1/rerank", code="200") == n
+        assert shingles(s)[:2] == caches[:2] and shingles(s)[2] < entries  # its cache went
+        cpu.append(value(s, "process_cpu_seconds_total"))
+    assert cpu == sorted(cpu), f"process_cpu_seconds_total went down: {cpu}"
     assert not list(directory.glob(f"gauge_live*_{victim}.db"))
