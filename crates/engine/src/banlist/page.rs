@@ -90,8 +90,8 @@ impl IndexData {
 
     /// Prefetch the key slot the lookup of a summarized URL reads first.
     fn prefetch_first_key(&self, canonical: &str, host: &str, names: &HostSummary) {
-        let (scope, key) = if names.own.has(URL) {
-            (Scope::Url, url_key(canonical))
+        let (scope, h) = if names.own.has(URL) {
+            (Scope::Url, hash_str(url_key(canonical)))
         } else if names.own.has(PREFIX) {
             // the longest prefix key, when it is a slice of the url key (`match_under`)
             let (Some(path), whole) = (path_of(canonical), url_key(canonical)) else {
@@ -100,19 +100,18 @@ impl IndexData {
             match whole.strip_prefix(host) {
                 Some(rest) if rest.starts_with(path) => (
                     Scope::Prefix,
-                    whole[..host.len() + path.len()].trim_end_matches('/'),
+                    hash_str(whole[..host.len() + path.len()].trim_end_matches('/')),
                 ),
                 _ => return,
             }
         } else if names.own.has(HOST) {
-            (Scope::Host, host)
+            (Scope::Host, names.own_hash)
         } else {
             match names.flagged().and_then(|mut list| list.next()) {
-                Some(c) => (Scope::Domain, &host[c.start as usize..]),
+                Some(c) => (Scope::Domain, c.hash),
                 None => return,
             }
         };
-        let h = hash_str(key);
         self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
     }
 }
