@@ -247,9 +247,11 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
               f"connections, on {os.cpu_count()} cores")
         ports = {"bare": free_port(), "rearrange": free_port()}
         serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
-        servers: list[Server] = [([*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
-                     "bench.bare_app:app"], env, ports["bare"], ROOT),
-                   ([*serve, "--port", str(ports["rearrange"])], env, ports["rearrange"], ROOT)]
+        bare = [*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
+                "bench.bare_app:app"]
+        servers: list[Server] = [
+            (bare, env, ports["bare"], ROOT),
+            ([*serve, "--port", str(ports["rearrange"])], env, ports["rearrange"], ROOT)]
         if against is not None:
             ports["against"] = free_port()
             servers.append(([*serve, "--port", str(ports["against"])], against_env,
