@@ -84,6 +84,8 @@ import http.server, os, subprocess, sys
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 with open(sys.argv[2], "w") as fh:
     fh.write(f"{os.getpid()} {child.pid}")
+if sys.argv[3] == "exit":
+    sys.exit(1)
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
@@ -106,9 +108,12 @@ def _alive(pid: int) -> bool:
 
 def test_a_server_that_fails_to_start_stops_those_started_before_it_workers_and_all(
         tmp_path):
-    servers, pids = [], []
-    for name, mode in [("first", "answer"), ("second", "answer"), ("third", "exit")]:
-        port, pids_file = free_port(), tmp_path / name
+    servers, pids, ports = [], [], set()
+    while len(ports) < 3:  # drawn before any binds: the system may hand one out twice
+        ports.add(free_port())
+    for (name, mode), port in zip([("first", "answer"), ("second", "answer"),
+                                   ("third", "exit")], sorted(ports), strict=True):
+        pids_file = tmp_path / name
         pids.append(pids_file)
         servers.append(([sys.executable, "-c", _SERVER, str(port), str(pids_file), mode],
                         dict(os.environ), port, tmp_path))
