@@ -51,8 +51,11 @@ bench: $(DEV) $(ENGINE)
 bench-experiments: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.experiments
 
+# The banlist from Python (check, memory, Redis propagation and resync), then the Rust index
+# alone against bare hash probes at 10 M entries (crates/engine/benches/banlist.rs).
 bench-banlist: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.banlist
+	cargo bench --bench banlist -- --entries 10000000
 
 # The staging load test against local replicas: 60 s, or SOAK=1 for 10 minutes with the
 # flat-memory check (bench/load.py; REDIS_URL in the environment puts the replicas on Redis).

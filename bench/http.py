@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,20 +67,53 @@ end
 
 def start(target: list[str], env: dict[str, str], port: int, timeout: float = 300.0,
           cwd: Path = ROOT) -> subprocess.Popen[bytes]:
-    """Start a server and wait until /healthz answers (a 1 M-entry replay takes a while)."""
+    """Start a server in a process group of its own and wait until /healthz answers (a 1 M-entry
+    replay takes a while). One that does not answer in time is stopped, workers and all."""
     proc = subprocess.Popen(target, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.2)
-        if proc.poll() is not None:
-            break
-    proc.kill()
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz",
+                             timeout=0.5).status_code == 200:
+                    return proc
+            except httpx.TransportError:
+                time.sleep(0.2)
+            if proc.poll() is not None:
+                break
+    except BaseException:  # Ctrl-C while waiting: nothing may be left running
+        stop(proc)
+        raise
+    stop(proc)
     raise SystemExit(f"server on port {port} did not start: {' '.join(target)}")
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """Stop a server started by `start` and everything in its process group (a server with
+    several workers forks them): SIGTERM, then SIGKILL for whatever is left after `grace`."""
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError):  # none left: the usual case
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+Server = tuple[list[str], dict[str, str], int, Path]  # argv, environment, port, directory
+
+
+@contextlib.contextmanager
+def serving(servers: list[Server]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start each server in turn (`start`) and stop them all (`stop`) on the way out; when
+    one fails to start, those started before it are stopped too."""
+    with contextlib.ExitStack() as running:
+        procs = []
+        for target, env, port, cwd in servers:
+            procs.append(start(target, env, port, cwd=cwd))
+            running.callback(stop, procs[-1])
+        yield procs
 
 
 def wrk_threads(workers: int, connections: int, cores: int | None = None) -> int:
@@ -171,8 +205,9 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
-    tmp = Path(tempfile.mkdtemp(prefix="rearrange-http-"))
-    with contextlib.ExitStack() as stack:
+    with tempfile.TemporaryDirectory(prefix="rearrange-http-") as name, \
+            contextlib.ExitStack() as stack:
+        tmp = Path(name)
         against = (stack.enter_context(revision_tree(args.against, tmp / "against"))
                    if args.against else None)
         rows = measure(args, tmp, against)
@@ -212,18 +247,20 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
               f"connections, on {os.cpu_count()} cores")
         ports = {"bare": free_port(), "rearrange": free_port()}
         serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
-        procs = [start([*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
-                        "bench.bare_app:app"], env, ports["bare"]),
-                 start([*serve, "--port", str(ports["rearrange"])], env, ports["rearrange"])]
+        bare = [*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
+                "bench.bare_app:app"]
+        servers: list[Server] = [
+            (bare, env, ports["bare"], ROOT),
+            ([*serve, "--port", str(ports["rearrange"])], env, ports["rearrange"], ROOT)]
         if against is not None:
             ports["against"] = free_port()
-            procs.append(start([*serve, "--port", str(ports["against"])], against_env,
-                               ports["against"], cwd=against))
+            servers.append(([*serve, "--port", str(ports["against"])], against_env,
+                            ports["against"], against))
         if args.ceiling:
             ports["ceiling"] = free_port()
-            procs.append(start([*serve, "--port", str(ports["ceiling"])], ceiling_env,
-                               ports["ceiling"]))
-        try:
+            servers.append(([*serve, "--port", str(ports["ceiling"])], ceiling_env,
+                            ports["ceiling"], ROOT))
+        with serving(servers):
             for profile, size in [(p, s) for p in args.profiles.split(",") for s in sizes]:
                 body = tmp / f"body-{profile}-{size}.json"
                 page = make_serp(size, 2024, user, False)
@@ -241,10 +278,6 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
                              "kib": body.stat().st_size / 1024, **{
                                  f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
                 print_row(rows[-1], header=len(rows) == 1)
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(30)
     return rows
 
 

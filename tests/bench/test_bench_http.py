@@ -1,8 +1,9 @@
-"""bench.http: the --against revision's worktree, wrk's threads; the --ceiling config
-(bench.http and bench.pipeline)."""
+"""bench.http: the --against revision's worktree, wrk's threads, the servers stopped
+whatever happens; the --ceiling config (bench.http and bench.pipeline)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,9 @@ import pytest
 from app.config.load import load_bytes, load_file
 from app.config.pipeline import Phase
 from bench import pipeline as bench_pipeline
-from bench.http import revision_tree, wrk_threads
+from bench.http import revision_tree, serving, wrk_threads
 from bench.pipeline import ceiling_config
+from bench.replicas import free_port
 from tests.conftest import ROOT
 
 
@@ -72,3 +74,61 @@ def test_bench_pipeline_runs_the_ceiling_config_only_when_asked(tmp_path, capsys
     assert report["ceiling"] is ceiling
     assert (rules == ["depth"]) is ceiling and "depth" in rules
     assert ("config: the ceiling" in capsys.readouterr().out) is ceiling
+
+
+# A server for `serving`: starts a child (a worker: it sleeps), writes both pids to argv[2],
+# then answers /healthz on argv[1], or with argv[3] == "exit" leaves at once (its worker
+# still running), as a server does that fails to start.
+_SERVER = """
+import http.server, os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+with open(sys.argv[2], "w") as fh:
+    fh.write(f"{os.getpid()} {child.pid}")
+if sys.argv[3] == "exit":
+    sys.exit(1)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # reaped or not: a zombie is gone for this purpose
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+def test_a_server_that_fails_to_start_stops_those_started_before_it_workers_and_all(
+        tmp_path):
+    servers, pids, ports = [], [], set()
+    while len(ports) < 3:  # drawn before any binds: the system may hand one out twice
+        ports.add(free_port())
+    for (name, mode), port in zip([("first", "answer"), ("second", "answer"),
+                                   ("third", "exit")], sorted(ports), strict=True):
+        pids_file = tmp_path / name
+        pids.append(pids_file)
+        servers.append(([sys.executable, "-c", _SERVER, str(port), str(pids_file), mode],
+                        dict(os.environ), port, tmp_path))
+    with pytest.raises(SystemExit, match="did not start"), serving(servers):
+        pytest.fail("the third server never answers: serving must not get here")
+    started = [int(pid) for f in pids for pid in f.read_text().split()]
+    assert len(started) == 6  # each server and its child ran
+    assert not [pid for pid in started if _alive(pid)]
+
+
+def test_serving_stops_every_server_and_its_children_on_the_way_out(tmp_path):
+    port, pids_file = free_port(), tmp_path / "pids"
+    server = ([sys.executable, "-c", _SERVER, str(port), str(pids_file), "answer"],
+              dict(os.environ), port, tmp_path)
+    with serving([server]) as (proc,):
+        started = [int(pid) for pid in pids_file.read_text().split()]
+        assert proc.pid == started[0] and all(_alive(pid) for pid in started)
+    assert not [pid for pid in started if _alive(pid)]

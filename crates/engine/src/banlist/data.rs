@@ -333,7 +333,9 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         if names.own.has(summary::HOST) {
-            if let Some((_, at)) = self.best_of(Scope::Host, host, region, now) {
+            // the walk hashed the host when it read its counts
+            let h = names.own_hash;
+            if let Some((_, at)) = self.best_hashed(Scope::Host, host, h, region, now) {
                 return Some(at);
             }
         }
@@ -345,8 +347,13 @@ impl IndexData {
                 .into_iter()
                 .find_map(|c| self.parent_entry(&host[c.start as usize..], c, region, now)),
             None => suffixes(host, self.labels).into_iter().find_map(|name| {
-                let counts = self.summary(summary::name_hash(name));
-                let c = summary::Candidate { start: 0, counts };
+                let hash = summary::name_hash(name);
+                let counts = self.summary(hash);
+                let c = summary::Candidate {
+                    start: 0,
+                    counts,
+                    hash,
+                };
                 self.parent_entry(name, c, region, now)
             }),
         }
@@ -361,7 +368,8 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         if c.counts.has(summary::DOMAIN) {
-            if let Some((_, at)) = self.best_of(Scope::Domain, name, region, now) {
+            // the walk hashed the name when it read its counts
+            if let Some((_, at)) = self.best_hashed(Scope::Domain, name, c.hash, region, now) {
                 return Some(at);
             }
         }

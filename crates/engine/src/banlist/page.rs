@@ -71,11 +71,27 @@ impl IndexData {
                 }
             }
         }
-        for (names, item) in names.iter().zip(block) {
+        // a summarized URL's first key slot, then the rows it points to, then their
+        // values: each pass brings in the next read for every URL at once
+        let mut first = [None; BLOCK];
+        for ((names, item), first) in names.iter().zip(block).zip(&mut first) {
             if !names.is_clean() {
                 let (canonical, host) = url(item);
-                self.prefetch_first_key(canonical, host, names);
+                *first = self.first_key(canonical, host, names);
+                if let Some((scope, h)) = *first {
+                    self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
+                }
             }
+        }
+        for first in first[..block.len()].iter_mut() {
+            if let Some((scope, h)) = *first {
+                if !self.shards[shard_of(h)].prefetch_rows(tag_of(scope, h)) {
+                    *first = None;
+                }
+            }
+        }
+        for &(scope, h) in first[..block.len()].iter().flatten() {
+            self.shards[shard_of(h)].prefetch_values(tag_of(scope, h));
         }
         for (names, item) in names.iter().zip(block) {
             out.push(if names.is_clean() {
@@ -88,31 +104,114 @@ impl IndexData {
         }
     }
 
-    /// Prefetch the key slot the lookup of a summarized URL reads first.
-    fn prefetch_first_key(&self, canonical: &str, host: &str, names: &HostSummary) {
-        let (scope, key) = if names.own.has(URL) {
-            (Scope::Url, url_key(canonical))
+    /// The scope and hash of the key the lookup of a summarized URL reads first.
+    fn first_key(&self, canonical: &str, host: &str, names: &HostSummary) -> Option<(Scope, u64)> {
+        Some(if names.own.has(URL) {
+            (Scope::Url, hash_str(url_key(canonical)))
         } else if names.own.has(PREFIX) {
             // the longest prefix key, when it is a slice of the url key (`match_under`)
-            let (Some(path), whole) = (path_of(canonical), url_key(canonical)) else {
-                return;
-            };
+            let (path, whole) = (path_of(canonical)?, url_key(canonical));
             match whole.strip_prefix(host) {
                 Some(rest) if rest.starts_with(path) => (
                     Scope::Prefix,
-                    whole[..host.len() + path.len()].trim_end_matches('/'),
+                    hash_str(whole[..host.len() + path.len()].trim_end_matches('/')),
                 ),
-                _ => return,
+                _ => return None,
             }
         } else if names.own.has(HOST) {
-            (Scope::Host, host)
+            (Scope::Host, names.own_hash)
         } else {
-            match names.flagged().and_then(|mut list| list.next()) {
-                Some(c) => (Scope::Domain, &host[c.start as usize..]),
-                None => return,
-            }
-        };
-        let h = hash_str(key);
-        self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
+            (Scope::Domain, names.flagged()?.next()?.hash)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{BanIndex, Change, NewEntry};
+    use super::*;
+
+    fn add(id: &str, scope: Scope, value: &str) -> Change {
+        Change::Add(NewEntry {
+            id: id.into(),
+            scope,
+            value: value.into(),
+            reason: "r".into(),
+            actor: "a".into(),
+            created: 0.0,
+            expires: None,
+            regions: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn the_key_a_page_prefetches_first_is_the_one_its_lookup_reads_first() {
+        let index = BanIndex::empty();
+        index
+            .apply_iter(vec![
+                add("1", Scope::Domain, "d.example"),
+                add("2", Scope::Host, "www.h.example"),
+                add("3", Scope::Url, "u.example/p/1.html"),
+                add("4", Scope::Prefix, "p.example/forum"),
+            ])
+            .unwrap();
+        let snap = index.snapshot();
+        // (canonical, host, the first key's scope and key, whether a row holds its tag)
+        let cases = [
+            (
+                "https://news.d.example/a",
+                "news.d.example",
+                Some((Scope::Domain, "d.example", true)),
+            ),
+            (
+                "http://www.h.example/x",
+                "www.h.example",
+                Some((Scope::Host, "www.h.example", true)),
+            ),
+            (
+                "http://u.example/p/1.html",
+                "u.example",
+                Some((Scope::Url, "u.example/p/1.html", true)),
+            ),
+            (
+                "http://u.example/p/2.html",
+                "u.example",
+                Some((Scope::Url, "u.example/p/2.html", false)),
+            ),
+            (
+                "https://p.example/forum",
+                "p.example",
+                Some((Scope::Prefix, "p.example/forum", true)),
+            ),
+            // the longest prefix key first: the entry is found further down
+            (
+                "https://p.example/forum/t/9",
+                "p.example",
+                Some((Scope::Prefix, "p.example/forum/t/9", false)),
+            ),
+            ("http://cdn.h.example/x", "cdn.h.example", None),
+            ("http://clean.example/", "clean.example", None),
+        ];
+        for (canonical, host, want) in cases {
+            let names = HostSummary::of(host, snap.labels, &snap.summary[..]);
+            let first = if names.is_clean() {
+                None
+            } else {
+                snap.first_key(canonical, host, &names)
+            };
+            let got = first.map(|(scope, h)| {
+                let rows = snap.shards[shard_of(h)].prefetch_rows(tag_of(scope, h));
+                (scope, h, rows)
+            });
+            let want = want.map(|(scope, key, rows)| (scope, hash_str(key), rows));
+            assert_eq!(got, want, "{canonical}");
+        }
+        // the page answers as one lookup at a time does
+        let page: Vec<(&str, &str)> = cases.iter().map(|&(c, h, _)| (c, h)).collect();
+        let paged = snap.lookup_page(&page, |&(c, h)| (c, h), None, 1.0);
+        for (&(c, h), hit) in page.iter().zip(paged) {
+            let single = snap.lookup(c, h, None, 1.0);
+            assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+        }
     }
 }

@@ -259,6 +259,37 @@ impl Shard {
         }
     }
 
+    /// Prefetch the rows whose key slot holds `tag` (the slots themselves already read in,
+    /// `Table::prefetch`): the next read of a lookup that found its key's tag. Returns
+    /// whether there was one.
+    #[inline(always)]
+    pub fn prefetch_rows(&self, tag: u32) -> bool {
+        let mut any = false;
+        for slot in self.keys.probe(tag) {
+            if slot_tag(slot) == tag {
+                if let Some(row) = self.rows.get(slot_row(slot) as usize) {
+                    super::prefetch(row);
+                    any = true;
+                }
+            }
+        }
+        any
+    }
+
+    /// Prefetch the values of the rows whose key slot holds `tag` (the rows already read in,
+    /// `prefetch_rows`): what a lookup compares its key with.
+    #[inline(always)]
+    pub fn prefetch_values(&self, tag: u32) {
+        for slot in self.keys.probe(tag) {
+            if slot_tag(slot) == tag {
+                let off = self.rows.get(slot_row(slot) as usize).map(|r| r.off);
+                if let Some(byte) = off.and_then(|at| self.arena.get(at as usize)) {
+                    super::prefetch(byte);
+                }
+            }
+        }
+    }
+
     /// Whether the row is of `scope` and keyed `key`.
     #[inline(always)]
     fn keyed(&self, row: u32, scope: Scope, key: &str) -> bool {

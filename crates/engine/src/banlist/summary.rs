@@ -164,6 +164,8 @@ pub struct Candidate {
     pub start: u32,
     /// Its counts (some domain entry or member).
     pub counts: Counts,
+    /// Its [`name_hash`], the key tables' hash of it: its domain entries are found by it.
+    pub hash: u64,
 }
 
 const FLAGGED: usize = 3;
@@ -174,6 +176,9 @@ const FLAGGED: usize = 3;
 pub struct HostSummary {
     /// The host's own counts (zero when the walk stopped above it: nothing is there).
     pub own: Counts,
+    /// The host's [`name_hash`] when the walk reached it (`own` was read), else 0: its host
+    /// entries are found by it.
+    pub own_hash: u64,
     flagged: [Candidate; FLAGGED],
     len: usize,
 }
@@ -216,10 +221,14 @@ impl HostSummary {
     }
 
     #[inline(always)]
-    fn note(&mut self, start: u32, counts: Counts) {
+    fn note(&mut self, start: u32, counts: Counts, hash: u64) {
         if counts.covers_below() {
             if let Some(slot) = self.flagged.get_mut(self.len) {
-                *slot = Candidate { start, counts };
+                *slot = Candidate {
+                    start,
+                    counts,
+                    hash,
+                };
             }
             self.len += 1;
         }
@@ -276,10 +285,11 @@ impl Walk {
         out: &mut HostSummary,
     ) -> bool {
         let c = source.counts(self.hash);
-        out.note(self.at as u32, c);
+        out.note(self.at as u32, c, self.hash);
         if self.at == 0 {
             // the host itself: the site, the last name below it, or an address
             out.own = c;
+            out.own_hash = self.hash;
             return false;
         }
         if self.found <= DEEP && !c.has(BELOW) {
@@ -362,11 +372,14 @@ mod tests {
                 let t = table(&names);
                 let summary = HostSummary::of(host, limit, &t);
                 assert!(summary.own.has(HOST), "{host}");
+                // the hashes the walk keeps are those the key tables find the names by
+                assert_eq!(summary.own_hash, name_hash(host), "{host}");
                 let flagged: Vec<(&str, bool, bool)> = summary
                     .flagged()
                     .map(|list| {
                         list.map(|c| {
                             let name = &host[c.start as usize..];
+                            assert_eq!(c.hash, name_hash(name), "{host}: {name}");
                             (name, c.counts.has(DOMAIN), c.counts.has(MEMBER))
                         })
                         .collect()
