@@ -12,6 +12,15 @@ from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, final
 
 from app.banlist.model import Entry, Match
 
+__all__ = [
+    "__version__", "Engine", "EngineMetrics", "BanIndex", "EntryIter", "neardup_words",
+    "shingle_hashes", "minhash_signature", "neardup_content_key", "NearDupMatcher",
+    "NearDupPage", "NearDupSets", "NEARDUP_UNICODE_VERSION", "InvalidURL", "canonicalize",
+    "canonicalize_with_host", "canonicalize_bytes", "parse_ipv4", "registrable_domain",
+    "is_public_suffix", "BodyRefused", "decode_check", "decode_dump", "encode_json_str",
+    "encode_json_f64", "encode_json_i64", "py_repr",
+]
+
 __version__: str
 NEARDUP_UNICODE_VERSION: str
 
