@@ -19,6 +19,7 @@ from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
 from app.experiments.bucketing import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.experiments.config import parse_experiments, parse_holdout
 from app.rules import RULES
+from app.rules.base import BuiltinRule
 
 DEFAULT_PROFILE = "default"
 _PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
@@ -194,7 +195,8 @@ def _rule(place: str, cls: type[Any], params: dict[str, Any], phase: Phase,
         validated = builtin.Params.model_validate(params)
     except ValidationError as exc:
         raise ConfigError(place, pydantic_problem(exc)) from exc
-    return builtin(validated, phase)
+    rule: BuiltinRule[Any] = builtin(validated, phase)
+    return rule
 
 
 def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
