@@ -14,7 +14,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from app._engine import EngineMetrics
 
@@ -196,7 +196,7 @@ class CacheFiles:
     """
 
     def __init__(self, kind: str, caches: Callable[[], Iterable[CacheStats]],
-                 registry: Any) -> None:
+                 registry: CollectorRegistry) -> None:
         self.kind = kind
         self.caches = caches
         held, missed = CACHE_KINDS[kind]
