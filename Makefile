@@ -33,14 +33,12 @@ $(ENGINE): $(BIN)/rearrange $(ENGINE_SOURCES)
 run: $(ENGINE)
 	REARRANGE_BANLIST_SEED=$${REARRANGE_BANLIST_SEED-config/banlist.sample.jsonl} $(BIN)/rearrange serve
 
-# The crate's own tests and lints, then the Python suite (which exits 5 if it ran no test:
+# The crate's own tests, then the Python suite (which exits 5 if it ran no test:
 # that fails the target, as any non-zero exit does).
 test: $(DEV) $(ENGINE)
 	@command -v redis-server >/dev/null || { echo "make test: redis-server is not installed; the \
 	Redis tests start their own. Install it: apt-get install redis-server (Debian, Ubuntu) or \
 	brew install redis (macOS)" >&2; exit 2; }
-	cargo fmt --all --check
-	cargo clippy --all-targets --quiet -- -D warnings
 	cargo test --quiet
 	$(BIN)/pytest
 
@@ -62,8 +60,14 @@ bench-banlist: $(DEV) $(ENGINE)
 load: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
-lint: $(DEV)
+# ruff; mypy, strict on app/ (pyproject's [tool.mypy]); stubtest holds app/_engine.pyi to
+# the built engine; rustfmt and clippy on the crate.
+lint: $(DEV) $(ENGINE)
 	$(BIN)/ruff check app tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest app._engine
+	cargo fmt --all --check
+	cargo clippy --all-targets --quiet -- -D warnings
 
 clean:
 	rm -rf $(VENV) var .pytest_cache target app/_engine*.so

@@ -1,6 +1,7 @@
 """Every error the core raises, in one place; the API layer maps them to HTTP."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,7 +38,7 @@ class ConfigError(RearrangeError):
         self.problem = problem
 
 
-def refuse_unknown_keys(place: str, mapping: dict, known: set[str] | frozenset[str],
+def refuse_unknown_keys(place: str, mapping: Mapping[Any, object], known: set[str] | frozenset[str],
                         problem: str) -> None:
     """ConfigError at `place.key` for the first key of `mapping` not in `known`."""
     unknown = sorted(str(k) for k in set(mapping) - set(known))

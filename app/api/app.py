@@ -161,7 +161,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await task
             with contextlib.ExitStack() as closing:  # each closes even if one before fails
                 closing.callback(app.state.sanction_hosts.close)
-                closing.callback(service.quarantine.close)  # callbacks run last-in, first-out
+                if service.quarantine is not None:  # callbacks run last-in, first-out
+                    closing.callback(service.quarantine.close)
                 closing.callback(service.store.close)
                 if service.audit_log is not None:
                     closing.callback(service.audit_log.close)
@@ -175,6 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     app.state.tokens = settings.tokens()
     # /metrics never waits on Redis for long: the host counts are the last good reading
+    assert service.sanctions is not None, "build_service sets up the sanctions"
     app.state.sanction_hosts = LastReading("sanction_hosts", service.sanctions.counts,
                                            service.metrics)
     for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
@@ -239,7 +241,8 @@ async def _poll_config(service: Rearranger) -> None:
 
 async def _sweep(service: Rearranger) -> None:
     expired = await asyncio.to_thread(service.store.sweep)  # Redis: a round trip
-    expired += await asyncio.to_thread(service.quarantine.sweep)
+    if service.quarantine is not None:
+        expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
 
@@ -249,7 +252,8 @@ async def _refresh_gauges(service: Rearranger) -> None:
 
 
 async def _check_sanctions(service: Rearranger) -> None:
-    await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
+    if service.sanctions is not None:
+        await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
 
 
 def _error(status: int, field: str, problem: str, **extra: Any) -> JSONResponse:
@@ -279,7 +283,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        given: object = exc.detail  # a str for Starlette, a dict as our routes raise it
+        detail = given if isinstance(given, dict) else {"problem": str(given)}
         # FastAPI's own 400 is a body it could not decode
         body = {"error": "invalid_request" if exc.status_code < 500 else "error",
                 "field": "body" if exc.status_code == 400 else None, **detail}

@@ -18,11 +18,13 @@ Authorization = Annotated[str | None, Header(include_in_schema=False)]
 # Dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its
 # thread pool, a thread hop per request that cost ~0.3 ms on /v1/rerank (bench/http.py).
 async def service(request: Request) -> Rearranger:
-    return request.app.state.service
+    found: Rearranger = request.app.state.service  # create_app put it there
+    return found
 
 
 async def store(request: Request) -> BanStore:
-    return request.app.state.service.store
+    found: BanStore = request.app.state.service.store
+    return found
 
 
 def _holder(tokens: Mapping[str, tuple[str, str]], authorization: str | None,

@@ -112,20 +112,22 @@ async def read_capped(receive: Receive, limit: int, timeout: float) -> bytes | b
     """
     body = bytearray()
     first = _run_until_it_waits(receive())
-    if not isinstance(first, Waiting):
+    waiting: Waiting | None = None
+    if isinstance(first, Waiting):
+        waiting = first
+    else:
         if first["type"] == "http.request" and not first.get("more_body", False):
-            whole = first.get("body", b"")
+            whole: bytes = first.get("body", b"")
             if len(whole) > limit:
                 raise FieldError("body", f"over the limit of {limit} bytes", 413)
             return whole
         _add(body, first, limit)  # more follows (or the client left: ClientGone)
-        first = None
     try:
         async with asyncio.timeout(timeout):
             more = True
             while more:
-                message = await (first if first is not None else receive())
-                first = None
+                message = await (waiting if waiting is not None else receive())
+                waiting = None
                 more = _add(body, message, limit)
     except TimeoutError:
         raise FieldError("body", f"not received within {timeout:g} s", 408) from None
@@ -155,6 +157,7 @@ class Waiting:
 
     def __await__(self) -> Generator[Any, Any, Message]:
         coro, waits_on = self.coro, self.waits_on
+        returned: Message  # what the coroutine returns at last
         while True:
             try:
                 sent = yield waits_on
@@ -165,12 +168,14 @@ class Waiting:
                 try:
                     waits_on = coro.throw(exc)
                 except StopIteration as done:
-                    return done.value
+                    returned = done.value
+                    return returned
             else:
                 try:
                     waits_on = coro.send(sent)
                 except StopIteration as done:
-                    return done.value
+                    returned = done.value
+                    return returned
 
 
 def _run_until_it_waits(awaitable: Awaitable[Message]) -> Message | Waiting:
@@ -179,7 +184,8 @@ def _run_until_it_waits(awaitable: Awaitable[Message]) -> Message | Waiting:
     try:
         waits_on = coro.send(None)
     except StopIteration as done:
-        return done.value
+        message: Message = done.value
+        return message
     return Waiting(coro, waits_on)
 
 

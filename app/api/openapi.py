@@ -9,7 +9,7 @@ routes that take a token. What one route alone refuses, it says in its decorator
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.resources import files
 from typing import Any
 
@@ -107,11 +107,13 @@ def _document(app: FastAPI, read_auth: bool) -> dict[str, Any]:
     return doc
 
 
-def _operations(app: FastAPI, doc: dict[str, Any]) -> Iterator[tuple[Any, dict]]:
+def _operations(app: FastAPI, doc: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
     """(route, its operation in `doc`) for every documented route."""
-    # Newer FastAPI keeps an included router as one entry and resolves its routes lazily
+    # Newer FastAPI keeps an included router as one entry and resolves its routes lazily:
+    # each comes as a context of its own type, which has the route's attributes
     contexts = getattr(routing, "iter_route_contexts", None)
-    for route in contexts(app.routes) if contexts is not None else app.routes:
+    routes: Iterable[Any] = contexts(app.routes) if contexts is not None else app.routes
+    for route in routes:
         if isinstance(getattr(route, "original_route", route), APIRoute) and \
                 route.include_in_schema:
             for method in route.methods:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
@@ -35,7 +36,7 @@ _FORCE_PATTERN = rf"^{_PAIR}(,{_PAIR})*$"
 _EXPLAIN_PATTERN = r"^\s*([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\s*$"
 
 
-def _openapi() -> dict:
+def _openapi() -> dict[str, Any]:
     """The body (its schema is the msgspec Structs', added by app/api/openapi.py) and the QA
     header, documented by hand: the route takes no FastAPI parameters, because solving them
     cost ~0.1 ms a request. A token is needed only with the QA header."""
@@ -56,7 +57,7 @@ def _openapi() -> dict:
         "security": [{}, {BEARER: []}]}
 
 
-_RESPONSES: dict[int | str, dict] = {
+_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "the page after every phase",
           "content": {"application/json": {"schema": schema_ref("RerankResponse")}}},
     **refusals({
@@ -134,9 +135,11 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         return exc.status, _error(exc.status, exc.field, exc.problem), CLOSE if unread else []
     except HTTPException as exc:  # the QA header: no token (401), read-only (403), malformed
         service.metrics.requests.labels("", "invalid").inc()
-        detail = exc.detail if isinstance(exc.detail, dict) else {"problem": str(exc.detail)}
+        given: object = exc.detail  # a str for Starlette, a dict as parse_force raises it
+        detail = given if isinstance(given, dict) else {"problem": str(given)}
         headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
-        return exc.status_code, _error(exc.status_code, **{"field": None, **detail}), headers
+        return exc.status_code, _error(exc.status_code, detail.get("field"),
+                                       detail["problem"]), headers
     return status, answered, []
 
 

@@ -18,7 +18,8 @@ MAX_BATCH = 10_000
 
 
 async def sanctions(request: Request) -> Sanctions:
-    return request.app.state.service.sanctions
+    found: Sanctions = request.app.state.service.sanctions  # create_app's service has them
+    return found
 
 
 Service = Annotated[Sanctions, Depends(sanctions)]

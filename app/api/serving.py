@@ -12,12 +12,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.config.settings import Settings
+
+if TYPE_CHECKING:
+    from app.engine.service import Rearranger
 
 
 class DrainingServer(uvicorn.Server):
@@ -29,7 +32,8 @@ class DrainingServer(uvicorn.Server):
     that is uvicorn's own (a second Ctrl-C forces the exit).
     """
 
-    def __init__(self, config: uvicorn.Config, service: object, drain_seconds: float) -> None:
+    def __init__(self, config: uvicorn.Config, service: Rearranger,
+                 drain_seconds: float) -> None:
         super().__init__(config)
         self.service = service
         self.drain_seconds = drain_seconds
@@ -43,7 +47,7 @@ class DrainingServer(uvicorn.Server):
             self._drain.cancel()  # else its later handle_exit would force the exit
             super().handle_exit(sig, frame)
             return
-        self.service.draining = True  # type: ignore[attr-defined]
+        self.service.draining = True
         self._drain = threading.Timer(self.drain_seconds, super().handle_exit, (sig, frame))
         self._drain.daemon = True
         self._drain.start()
@@ -67,6 +71,8 @@ class HeaderDeadline(HttpToolsProtocol):
         self.header_timeout = header_timeout
         self._header_timer: asyncio.TimerHandle | None = None
 
+    # uvicorn's protocol narrows asyncio.Protocol's BaseTransport to Transport (and ignores
+    # the override error itself); this override keeps its signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
@@ -101,15 +107,30 @@ class HeaderDeadline(HttpToolsProtocol):
             self.transport.close()
 
 
+class _Options(TypedDict):
+    """What `serve` hands uvicorn, one worker or several."""
+
+    host: str
+    port: int
+    loop: str
+    http: type[asyncio.Protocol]
+    proxy_headers: bool
+    timeout_graceful_shutdown: int
+    timeout_keep_alive: int
+    access_log: bool
+    log_level: str
+
+
 def serve(settings: Settings, host: str | None, port: int | None, workers: int) -> None:
     """Run the service; with several workers, drain from outside (Kubernetes preStop)."""
     # A partial of a module-level class: pickled to each worker as it is (a class made here
     # would not be).
+    # (uvicorn calls `http` as it calls a protocol class: a partial of one will do)
     http = functools.partial(HeaderDeadline, header_timeout=settings.header_timeout_seconds)
-    options = dict(host=host or settings.host, port=port or settings.port, loop="uvloop",
-                   http=http, proxy_headers=False, timeout_graceful_shutdown=10,
-                   timeout_keep_alive=5, access_log=settings.access_log,
-                   log_level=settings.log_level)
+    options = _Options(host=host or settings.host, port=port or settings.port, loop="uvloop",
+                       http=cast("type[asyncio.Protocol]", http), proxy_headers=False,
+                       timeout_graceful_shutdown=10, timeout_keep_alive=5,
+                       access_log=settings.access_log, log_level=settings.log_level)
     if workers > 1:
         if not settings.redis_url and not settings.banlist_read_only:
             # Each worker is its own process: with the embedded store each would hold its own

@@ -234,8 +234,11 @@ class BanStore(Protocol):
     never a round trip to anything.
     """
 
-    index: BanIndex
-    version: int
+    @property
+    def index(self) -> BanIndex: ...
+
+    @property
+    def version(self) -> int: ...
 
     def __len__(self) -> int: ...
 

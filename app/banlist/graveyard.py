@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
@@ -18,6 +18,17 @@ from app.banlist.model import Entry, iso
 FORMER_MAX = 100_000  # gone entries kept (the oldest ended are dropped past it): ~30 MB
 
 Change = dict[str, Any]
+
+
+class Ended(NamedTuple):
+    """How a gone entry ended: the `remove` or `expire` change's op, seq, time, actor and
+    reason."""
+
+    op: str
+    seq: int
+    at: str
+    actor: str
+    reason: str
 
 
 class Graveyard:
@@ -28,7 +39,7 @@ class Graveyard:
     def __init__(self, cap: int = FORMER_MAX) -> None:
         self.cap = cap
         self.index = BanIndex()
-        self.ends: dict[str, tuple[str, int, str, str, str]] = {}  # id -> (op, seq, at, …)
+        self.ends: dict[str, Ended] = {}  # by entry id
         self.since: str | None = None
         self.lock = threading.Lock()
 
@@ -42,12 +53,12 @@ class Graveyard:
         with self.lock:
             self.index.apply([("add", entry) for entry, _ in gone])
             for entry, end in gone:
-                self.ends[entry.id] = (end["op"], end["seq"], end.get("at", ""),
-                                       end.get("actor", ""), end.get("reason", ""))
+                self.ends[entry.id] = Ended(end["op"], end["seq"], end.get("at", ""),
+                                            end.get("actor", ""), end.get("reason", ""))
             if len(self.ends) > self.cap:  # a tenth at a time: one index swap per drop
                 dropped = list(self.ends)[:len(self.ends) - self.cap * 9 // 10]
                 self.index.apply([("remove", i) for i in dropped])
-                self.since = max(self.since or "", self.ends[dropped[-1]][2])
+                self.since = max(self.since or "", self.ends[dropped[-1]].at)
                 for i in dropped:
                     del self.ends[i]
 
@@ -60,11 +71,11 @@ class Graveyard:
                     self.index.set_group(name, members)
             found = [(m, self.ends[m.entry.id]) for m in self.index.explain(canonical, host)
                      if live.get(m.entry.id) is None]  # not back (an adopted older list)
+        found.sort(key=lambda item: -item[1].seq)
         out = []
-        for m, (op, seq, at, actor, reason) in found:
-            ended = {"op": op, "seq": seq, "at": at, "actor": actor, "reason": reason}
+        for m, end in found:
+            ended = end._asdict()
             out.append({**m.as_dict(), "ended": ended, "was": was(m.entry, ended)})
-        out.sort(key=lambda item: -item["ended"]["seq"])
         return out
 
 

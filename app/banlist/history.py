@@ -108,7 +108,8 @@ class Matcher:
         return True
 
     def _entry(self, entry: Change) -> bool:
-        scope, value = entry.get("scope"), entry.get("value", "")
+        scope = entry.get("scope")
+        value: str = entry.get("value", "")
         if self.flt.values and (scope, value) not in self.flt.values:
             return False
         host = self.flt.host

@@ -75,11 +75,12 @@ class Client:
         """`call`, its JSON body; Refused if a 2xx is not JSON (a proxy's page)."""
         response = self.call(method, path, **kwargs)
         try:
-            return response.json()
+            body: Json = response.json()
         except ValueError:
             raise Refused(response.status_code, {
                 "field": None, "problem": f"the answer is not JSON: {response.text[:200]!r}"
             }) from None
+        return body
 
     # --- the routes the CLI uses, by name ---
 
@@ -122,7 +123,8 @@ class Client:
         return self.json("GET", f"/v1/admin/config{tail}")
 
     def config_versions(self) -> list[Json]:
-        return self.json("GET", "/v1/admin/config/versions")["versions"]
+        versions: list[Json] = self.json("GET", "/v1/admin/config/versions")["versions"]
+        return versions
 
     def rollback(self, version: str) -> Json:
         return self.json("POST", "/v1/admin/config/rollback", json={"version": version})

@@ -99,6 +99,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read pages, audit, print the report and write the files; 2 on bad input."""
     from app.neardup import dupes
+    from app.neardup.read import AuditInputError, read_pages
     from app.neardup.report import ProgressBar, SignatureWriter
 
     for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
@@ -115,14 +116,14 @@ def run(args: argparse.Namespace) -> int:
     excluded: list[str] = []
     sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
     try:
-        pages = dupes.read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
+        pages = read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
                                  bar, excluded, args.extractor)
         result = dupes.audit(
             pages, width=args.width, measure=args.measure, threshold=args.threshold,
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
             max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
             threads=args.workers, excluded=excluded, progress=bar, sink=sink)
-    except dupes.AuditInputError as exc:
+    except AuditInputError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
 from app.experiments.bucketing import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
 from app.experiments.config import parse_experiments, parse_holdout
 from app.rules import RULES
+from app.rules.base import BuiltinRule
 
 DEFAULT_PROFILE = "default"
 _PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
@@ -152,6 +153,7 @@ def _pipeline(name: str, phases: Mapping[str, Any], build: _Build) -> Pipeline:
 
 
 def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> Step:
+    params: Any
     if isinstance(item, str):
         rule_name, params = item, {}
     elif isinstance(item, dict) and len(item) == 1:
@@ -183,15 +185,18 @@ def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> S
     return Step(rule, exp.name, by_variant, policy)
 
 
-def _rule(place: str, cls: Any, params: dict[str, Any], phase: Phase, profile: str) -> Rule:
+def _rule(place: str, cls: type[Any], params: dict[str, Any], phase: Phase,
+          profile: str) -> Rule:
     """A built-in rule built from its validated Params, or a Python rule's adapter."""
-    if RULES.get(cls.name) is not cls:
+    builtin = RULES.get(cls.name)
+    if builtin is None or builtin is not cls:
         return build_python_rule(place, cls, params, phase, profile)
     try:
-        validated = cls.Params.model_validate(params)
+        validated = builtin.Params.model_validate(params)
     except ValidationError as exc:
         raise ConfigError(place, pydantic_problem(exc)) from exc
-    return cls(validated, phase)
+    rule: BuiltinRule[Any] = builtin(validated, phase)
+    return rule
 
 
 def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from app.config.step_keys import StepPolicy
 
@@ -38,7 +38,9 @@ class Rule(Protocol):
     A built-in rule's class (app/rules/) or a Python rule's adapter (app/config/plugins.py).
     """
 
-    name: ClassVar[str]
+    @property
+    def name(self) -> str: ...
+
     phase: Phase
     params: Any  # the validated Params (a pydantic model), or a Python rule's plain dict
 

@@ -81,7 +81,7 @@ def known_params(cls: Any) -> set[str] | None:
     return set(fields) | {f.alias for f in fields.values() if f.alias}
 
 
-def build_python_rule(place: str, cls: type, params: dict[str, Any], phase: Phase,
+def build_python_rule(place: str, cls: type[Any], params: dict[str, Any], phase: Phase,
                       profile: str) -> PythonRule:
     """Validate a step's parameters (reserved keys already out) and build `cls(params)`."""
     model = getattr(cls, "Params", None)

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis
 
+from app.banlist.redis.client import TextRedis
 from app.config.versions import HISTORY, ConfigHolder, Version
 from app.errors import ConfigError, FieldError
 from app.observability.metrics import Metrics
@@ -47,7 +48,7 @@ def _record(f: dict[str, str]) -> Version:
 class ConfigReplica:
     """Shares this replica's config changes through Redis and serves the others'."""
 
-    def __init__(self, client: redis.Redis, prefix: str, holder: ConfigHolder,
+    def __init__(self, client: TextRedis, prefix: str, holder: ConfigHolder,
                  metrics: Metrics, block_seconds: float) -> None:
         self.client, self.holder, self.metrics = client, holder, metrics
         self.key = f"{prefix}{{config}}:versions"

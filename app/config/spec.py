@@ -74,7 +74,8 @@ def _python(rule: Rule, instances: list[Any]) -> int | None:
 
 def _params(place: str, rule: Rule) -> dict[str, Any]:
     """The rule's validated parameters by their YAML names, every default filled."""
-    params = rule.params  # type: ignore[attr-defined]
+    params = rule.params
     if isinstance(params, BaseModel):
         params = params.model_dump(by_alias=True)
-    return jsonable(place, params)
+    named: dict[str, Any] = jsonable(place, params)
+    return named

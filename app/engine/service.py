@@ -14,11 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.banlist.base import BanStore
+from app.banlist.redis.policy import EvictionPolicy
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
 from app.observability.audit import AuditLog
 from app.observability.metrics import Metrics
 from app.replay.capture import Capture
+from app.sanctions.service import Sanctions
 
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
 EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
@@ -68,8 +70,8 @@ class Rearranger:
         self.metrics = metrics
         self.audit_log = audit_log
         self.quarantine: BanStore | None = None  # set by build_service with sanctions
-        self.sanctions: Any = None
-        self.redis_policy: Any = None  # app.banlist.redis.policy.EvictionPolicy with REDIS_URL
+        self.sanctions: Sanctions | None = None  # set by build_service
+        self.redis_policy: EvictionPolicy | None = None  # with REDIS_URL
         self.draining = False  # set on shutdown so /readyz turns false before the last request
         self.failures = FailureLog()
         self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH

@@ -6,7 +6,7 @@ place, for every problem.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from app.config.plugins import known_params
 from app.config.step_keys import RESERVED
@@ -115,7 +115,7 @@ def _layer(place: str, item: Mapping[str, Any], name: str, unit: str,
     return layer, slots
 
 
-def _is_percent(x: Any) -> bool:
+def _is_percent(x: object) -> TypeGuard[float]:
     return (not isinstance(x, bool) and isinstance(x, int | float) and 0 <= x <= 100
             and abs(x * 100 - round(x * 100)) < 1e-9)
 

@@ -93,7 +93,8 @@ def disjoint_parts(page: int, others: np.ndarray, shared: Shared) -> list[int]:
 def template_mask(rep: int, members: list[int], shared: Shared) -> np.ndarray:
     """The representative's shingles that at least TEMPLATE_SHARE of the members hold."""
     others = _sample(np.asarray(members[1:], dtype=np.int64), rep)
-    return shared(rep, others).mean(axis=0) >= TEMPLATE_SHARE
+    mask: np.ndarray = shared(rep, others).mean(axis=0) >= TEMPLATE_SHARE
+    return mask
 
 
 def clusters(n: int, a: np.ndarray, b: np.ndarray, shared: Shared,

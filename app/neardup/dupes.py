@@ -20,7 +20,6 @@ import numpy as np
 from app._engine import NearDupSets
 from app.neardup import minhash, shingles
 from app.neardup.cluster import Cluster, MultiTemplate, Progress, clusters
-from app.neardup.read import AuditInputError, read_pages  # noqa: F401 (the CLI's imports)
 from app.neardup.site import Pairs, Site, Texts
 
 EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine
@@ -70,24 +69,28 @@ class Audit:
         p = self.pairs if p is None else p
         both = p.both.astype(np.float64)
         union = self.sizes[p.a] + self.sizes[p.b] - both
-        return np.divide(both, union, out=np.zeros_like(both), where=union > 0)
+        share: np.ndarray = np.divide(both, union, out=np.zeros_like(both), where=union > 0)
+        return share
 
     def inside(self, p: Pairs | None = None) -> np.ndarray:
         """Share of a's shingles found in b (the seed's `in`)."""
         p = self.pairs if p is None else p
-        return p.both / self.sizes[p.a]
+        share: np.ndarray = p.both / self.sizes[p.a]
+        return share
 
     def outside(self, p: Pairs | None = None) -> np.ndarray:
         """Share of b's shingles found in a (the seed's `out`)."""
         p = self.pairs if p is None else p
-        return p.both / self.sizes[p.b]
+        share: np.ndarray = p.both / self.sizes[p.b]
+        return share
 
     def values(self, p: Pairs | None = None) -> np.ndarray:
         """What the threshold applies to: Jaccard, or the larger containment."""
         p = self.pairs if p is None else p
         if self.measure == "jaccard":
             return self.jaccard(p)
-        return p.both / np.minimum(self.sizes[p.a], self.sizes[p.b])
+        share: np.ndarray = p.both / np.minimum(self.sizes[p.a], self.sizes[p.b])
+        return share
 
     def over(self) -> Pairs:
         """The pairs at or over the threshold."""
@@ -156,8 +159,9 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
     if method == "auto":
         result.method = "exact" if n <= exact_max else "minhash"
     if result.method == "exact":
-        for first, rows in signatures(site, k, progress) if sink else ():
-            sink(result, first, rows)
+        if sink is not None:
+            for first, rows in signatures(site, k, progress):
+                sink(result, first, rows)
         result.pairs = _exact_pairs(site, n, progress)
     else:
         _lsh_pairs(result, k, max_size_ratio, weights, progress, sink)

@@ -122,6 +122,7 @@ def extract(job: tuple[str, str, bool, str]) -> tuple[str, str]:
     doc = trafilatura.bare_extraction(html, with_metadata=canonical_urls,
                                       include_comments=False, include_tables=True,
                                       favor_precision=True)
+    assert not isinstance(doc, dict), "a dict only with as_dict=True"
     url = doc.url if canonical_urls and doc is not None and doc.url else name
     return url, (doc.text or "") if doc is not None else ""
 
@@ -138,22 +139,31 @@ def _marked_main(html: str, canonical_urls: bool) -> tuple[str | None, str] | No
         return None
     url = None
     if canonical_urls:
-        declared = root.xpath("//link[@rel='canonical']/@href | "
-                              "//meta[@property='og:url']/@content")
+        declared = _listed(root.xpath("//link[@rel='canonical']/@href | "
+                                      "//meta[@property='og:url']/@content"))
         url = str(declared[0]).strip() or None if declared else None
-    refresh = root.xpath("//meta[translate(@http-equiv, 'REFSH', 'refsh') = 'refresh']/@content")
+    refresh = _listed(root.xpath(
+        "//meta[translate(@http-equiv, 'REFSH', 'refsh') = 'refresh']/@content"))
     if any("url=" in str(r).lower() for r in refresh):
         return url, ""  # a redirect: no text of its own
-    mains = root.xpath("//main | //*[@role='main']")
+    mains = [m for m in _listed(root.xpath("//main | //*[@role='main']"))
+             if isinstance(m, lxml_html.HtmlElement)]
     if not mains:
         return None
     main = mains[0]
-    for element in main.xpath(" | ".join(f".//{tag}" for tag in _ASIDE)):
-        element.drop_tree()
+    for element in _listed(main.xpath(" | ".join(f".//{tag}" for tag in _ASIDE))):
+        if isinstance(element, lxml_html.HtmlElement):
+            element.drop_tree()
     for element in main.iter(*_BLOCKS):
         element.tail = "\n" + (element.tail or "")
     text = _LINES.sub("\n", _SPACES.sub(" ", main.text_content())).strip()
     return url, text
+
+
+def _listed(found: object) -> list[object]:
+    """What an XPath of nodes or attributes found (lxml types any XPath's result as a
+    union of lists, strings, numbers and booleans)."""
+    return found if isinstance(found, list) else []
 
 
 def _read_html_folder(path: Path, canonical_urls: bool, exclude: Sequence[str], workers: int,

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TypeVar
 
 import mmh3
 import numpy as np
@@ -21,13 +21,14 @@ from app.neardup.site import Pairs
 
 BAR_WIDTH = 30
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+T = TypeVar("T")
 _WORD = re.compile(r"\w+")  # app/neardup/shingles.py's words, with where each one is
 
 
 class ProgressBar:
     """A one-line progress bar per stage on stderr, redrawn at most 10 times a second."""
 
-    def __init__(self, stream: TextIO | None = None, enabled: bool = True) -> None:
+    def __init__(self, stream: IO[str] | None = None, enabled: bool = True) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self._stage = ""
@@ -225,7 +226,7 @@ def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
     }
 
 
-def counted(items: list, stage: str, progress: Progress) -> Iterator:
+def counted(items: list[T], stage: str, progress: Progress) -> Iterator[T]:
     """The items, with progress every 200 and at the end."""
     for n, item in enumerate(items):
         if n % 200 == 0:

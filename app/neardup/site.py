@@ -95,5 +95,5 @@ class Pairs:
     def __len__(self) -> int:
         return int(self.a.size)
 
-    def take(self, which: np.ndarray) -> Pairs:
+    def take(self, which: np.ndarray | slice) -> Pairs:
         return Pairs(self.a[which], self.b[which], self.both[which])

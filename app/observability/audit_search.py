@@ -9,12 +9,13 @@ at the speed of the disk rather than of the JSON parser.
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
@@ -163,7 +164,7 @@ def search(files: list[Path], query: Query, progress: Progress | None = None) ->
 def _lines(path: Path) -> Iterator[tuple[bytes, int]]:
     """(line, bytes of the file read so far) for each line; gzip read through."""
     with path.open("rb") as raw:
-        fh: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+        fh: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
         for line in fh:
             yield line, raw.tell()
 

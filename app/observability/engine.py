@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import (
@@ -15,7 +14,9 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from app._engine import EngineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class EngineCollector(Collector):
     `rearrange_metrics_lost_updates_total`.
     """
 
-    def __init__(self, engine_metrics: Any) -> None:
+    def __init__(self, engine_metrics: EngineMetrics) -> None:
         self.engine_metrics = engine_metrics
         self._logged: set[tuple[str, str]] = set()
 
@@ -70,18 +71,18 @@ class EngineCollector(Collector):
             yield CounterMetricFamily(name, doc, labels=list(labels))
         for name, (doc, labels) in ENGINE_HISTOGRAMS.items():
             yield HistogramMetricFamily(name, doc, labels=list(labels))
-        yield from self._health({"unreadable": [], "lost": (0, None)})
+        yield from self._health([], (0, None))
 
     def collect(self) -> Iterator[Metric]:
         snap = self.engine_metrics.snapshot()
         for name, (doc, labels) in ENGINE_COUNTERS.items():
-            family = CounterMetricFamily(name, doc, labels=list(labels))
+            counter = CounterMetricFamily(name, doc, labels=list(labels))
             for key, value in snap["counters"].get(name, ()):
-                family.add_metric(list(key), value)
-            yield family
+                counter.add_metric(list(key), value)
+            yield counter
         for name, (doc, labels) in ENGINE_HISTOGRAMS.items():
             family = HistogramMetricFamily(name, doc, labels=list(labels))
-            bounds = snap["bounds"].get(name, ())
+            bounds = snap["bounds"].get(name) or ()
             for key, counts, total in snap["histograms"].get(name, ()):
                 cumulative, buckets = 0, []
                 for bound, count in zip((*bounds, float("inf")), counts, strict=True):
@@ -90,21 +91,22 @@ class EngineCollector(Collector):
                                     cumulative))
                 family.add_metric(list(key), buckets, total)
             yield family
-        yield from self._health(snap)
+        yield from self._health(snap["unreadable"], snap["lost"])
 
-    def _health(self, snap: dict[str, Any]) -> Iterator[Metric]:
-        for path, problem in snap["unreadable"]:
+    def _health(self, unreadable: list[tuple[str, str]],
+                lost_updates: tuple[int, str | None]) -> Iterator[Metric]:
+        for path, problem in unreadable:
             if (path, problem) not in self._logged:
                 self._logged.add((path, problem))
                 log.error("metrics: %s left out of the sums: %s", path, problem)
-        lost, why = snap["lost"]
+        lost, why = lost_updates
         if lost and ("lost", str(why)) not in self._logged:
             self._logged.add(("lost", str(why)))
             log.error("metrics: the engine could not record a new series: %s", why)
         yield GaugeMetricFamily(
             "rearrange_metrics_unreadable_files",
             "Workers' metrics files the last scrape could not read (left out of the sums)",
-            value=len(snap["unreadable"]))
+            value=len(unreadable))
         yield CounterMetricFamily(
             "rearrange_metrics_lost_updates",
             "Engine metric updates not recorded: this worker's slab could not grow",
@@ -114,17 +116,23 @@ class EngineCollector(Collector):
 class EngineRequests:
     """`requests.labels(profile, outcome).inc()` for the outcomes decided in Python."""
 
-    def __init__(self, engine_metrics: Any) -> None:
+    def __init__(self, engine_metrics: EngineMetrics) -> None:
         self.engine_metrics = engine_metrics
 
-    def labels(self, profile: str, outcome: str) -> Any:
-        count = self.engine_metrics.count_request
+    def labels(self, profile: str, outcome: str) -> _Outcome:
+        return _Outcome(self.engine_metrics, profile, outcome)
 
-        class _Child:
-            def inc(self) -> None:
-                count(profile, outcome)
 
-        return _Child()
+class _Outcome:
+    """One (profile, outcome) series of `EngineRequests`."""
+
+    __slots__ = ("engine_metrics", "outcome", "profile")
+
+    def __init__(self, engine_metrics: EngineMetrics, profile: str, outcome: str) -> None:
+        self.engine_metrics, self.profile, self.outcome = engine_metrics, profile, outcome
+
+    def inc(self) -> None:
+        self.engine_metrics.count_request(self.profile, self.outcome)
 
 
 # (profile, kind, hits, misses, evictions, entries, bytes): app._engine.Engine.cache_stats()
@@ -149,7 +157,7 @@ class CacheCollector(Collector):
         totals = _per_profile(self.kind, self.caches())
         held, missed = CACHE_KINDS[self.kind]
         name = f"rearrange_{self.kind}_cache"
-        families = [
+        families: list[CounterMetricFamily | GaugeMetricFamily] = [
             CounterMetricFamily(f"{name}_hits", f"{held} found in the cache",
                                 labels=["profile"]),
             CounterMetricFamily(f"{name}_misses", f"{held} {missed}", labels=["profile"]),
@@ -188,7 +196,7 @@ class CacheFiles:
     """
 
     def __init__(self, kind: str, caches: Callable[[], Iterable[CacheStats]],
-                 registry: Any) -> None:
+                 registry: CollectorRegistry) -> None:
         self.kind = kind
         self.caches = caches
         held, missed = CACHE_KINDS[kind]

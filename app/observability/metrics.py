@@ -152,7 +152,7 @@ class Metrics:
         self._init_common()
         info = None
         if multiprocess_dir is None:
-            self.registry.register(self.config_version)  # type: ignore[arg-type]
+            self.registry.register(self.config_version)
             standard_collectors(self.registry)
         else:
             info = Gauge("rearrange_config_info", "The config version served (always 1)",
@@ -164,11 +164,11 @@ class Metrics:
             registry=self._own, multiprocess_mode="all")
         self.registry.register(BuildInfo(_commit(), memory_limit))
 
-    def _init_engine(self, engine_metrics: Any) -> None:
-        self.registry.register(EngineCollector(engine_metrics))  # type: ignore[arg-type]
+    def _init_engine(self, engine_metrics: _engine.EngineMetrics) -> None:
+        self.registry.register(EngineCollector(engine_metrics))
         self.requests = EngineRequests(engine_metrics)
         self.srm = _Srm(self)
-        self.registry.register(self.srm)  # type: ignore[arg-type]
+        self.registry.register(self.srm)
 
     def _init_common(self) -> None:
         r = self._own

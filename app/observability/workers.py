@@ -111,13 +111,17 @@ class Workers(Collector):
                                 value=len(live))
 
 
+def _constant(pid: int) -> Callable[[], int]:
+    return lambda: pid
+
+
 def summed_process(pids: list[int]) -> Iterator[Metric]:
     """The standard process_* families of `pids` as one: times, memory and descriptors
     summed, the limit of descriptors the lowest, the start the earliest."""
     merged: dict[str, Metric] = {}
     pick = {"process_start_time_seconds": min, "process_max_fds": min}
     for pid in pids:
-        for family in ProcessCollector(pid=lambda p=pid: p, registry=None).collect():
+        for family in ProcessCollector(pid=_constant(pid), registry=None).collect():
             if family.name not in merged:
                 merged[family.name] = family
                 continue

@@ -1,6 +1,9 @@
 """The rule registry: a literal dict keyed by each rule's `name`."""
 from __future__ import annotations
 
+from typing import Any
+
+from app.rules.base import BuiltinRule
 from app.rules.demotion import AntiSeoReset, QuarantineDemotion, SandboxDamping, SpamDemotion
 from app.rules.diversity import HostCrowding, NearDuplicates
 from app.rules.filters import (
@@ -15,7 +18,7 @@ from app.rules.labels import AdLabel, AgeLabel
 from app.rules.query import QueryBoost, QueryHide, QueryPin
 from app.rules.trim import Depth, HostQuota
 
-RULES = {
+RULES: dict[str, type[BuiltinRule[Any]]] = {
     Banlist.name: Banlist,
     RegionalRemovals.name: RegionalRemovals,
     TopicFilter.name: TopicFilter,

@@ -1,7 +1,7 @@
 """What every built-in rule's declaration shares: its Params base and its constructor."""
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -14,16 +14,20 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-class BuiltinRule:
+P = TypeVar("P", bound=BaseModel)
+
+
+class BuiltinRule(Generic[P]):
     """A built-in rule as the control plane knows it: its name, the phases it may run in
-    and its parameters. What it does to a page is the engine's business
-    (crates/engine/src/rules/<name>.rs); an instance is the rule of one configured step.
+    and its parameters (`Params`, of which `params` is an instance: P). What it does to a
+    page is the engine's business (crates/engine/src/rules/<name>.rs); an instance is the
+    rule of one configured step.
     """
 
     name: ClassVar[str]
     phases: ClassVar[frozenset[Phase]]
     Params: ClassVar[type[BaseModel]] = Params
 
-    def __init__(self, params: BaseModel, phase: Phase) -> None:
+    def __init__(self, params: P, phase: Phase) -> None:
         self.params = params
         self.phase = phase

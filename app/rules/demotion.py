@@ -33,7 +33,7 @@ class AntiSeoParams(Params):
         return self
 
 
-class AntiSeoReset(BuiltinRule):
+class AntiSeoReset(BuiltinRule[AntiSeoParams]):
     """score −= Σ weight·factor over the reset blocks: those blocks count for nothing."""
 
     name = "anti_seo_reset"
@@ -54,7 +54,7 @@ class SpamDemotionParams(Params):
         return self
 
 
-class SpamDemotion(BuiltinRule):
+class SpamDemotion(BuiltinRule[SpamDemotionParams]):
     """score −= λ·penalty(spam_score), the penalty 0 below θ_low, 1 above θ_high and linear
     between: the rheostat."""
 
@@ -68,7 +68,7 @@ class SandboxParams(Params):
     beta: float = Field(0.5, ge=0.0, le=1.0)
 
 
-class SandboxDamping(BuiltinRule):
+class SandboxDamping(BuiltinRule[SandboxParams]):
     """score ·= 1 − β·(1 − trust), trust = min(1, age / T_sandbox): young domains are muted,
     not punished.
 
@@ -86,7 +86,7 @@ class QuarantineParams(Params):
     penalty: float = Field(3.0, ge=0.0)
 
 
-class QuarantineDemotion(BuiltinRule):
+class QuarantineDemotion(BuiltinRule[QuarantineParams]):
     """score −= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
 
     The quarantine list is kept by the sanctions state machine in a store of the same

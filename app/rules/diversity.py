@@ -18,7 +18,7 @@ class HostCrowdingParams(Params):
     key: str = Field("host", pattern="^(host|domain)$")
 
 
-class HostCrowding(BuiltinRule):
+class HostCrowding(BuiltinRule[HostCrowdingParams]):
     """Documents past `max_per_host` per host (or registrable domain) fold under the first."""
 
     name = "host_crowding"
@@ -48,7 +48,7 @@ class NearDuplicatesParams(Params):
         return value
 
 
-class NearDuplicates(BuiltinRule):
+class NearDuplicates(BuiltinRule[NearDuplicatesParams]):
     """A document whose text is a near-duplicate of a higher one folds under it (seed 000).
 
     Small pages compare exact shingle sets; larger ones, or pages whose documents bring

@@ -9,7 +9,7 @@ from app.rules.base import BuiltinRule, Params
 PRE = frozenset({Phase.PRE_FILTER})
 
 
-class Banlist(BuiltinRule):
+class Banlist(BuiltinRule[Params]):
     """Removes a document whose URL matches an active banlist entry for the request's region,
     and one whose URL no browser could open (the banlist cannot vouch for it)."""
 
@@ -17,7 +17,7 @@ class Banlist(BuiltinRule):
     phases = PRE
 
 
-class RegionalRemovals(BuiltinRule):
+class RegionalRemovals(BuiltinRule[Params]):
     """Removes a document whose `blocked_regions` holds the query's region."""
 
     name = "regional_removals"
@@ -33,7 +33,7 @@ class TopicParams(Params):
         return frozenset(value) if isinstance(value, list) else value
 
 
-class TopicFilter(BuiltinRule):
+class TopicFilter(BuiltinRule[TopicParams]):
     """Removes a document with a blocked topic."""
 
     name = "topic_filter"
@@ -50,7 +50,7 @@ class SafeSearchParams(Params):
     thresholds: SafeSearchThresholds = SafeSearchThresholds()
 
 
-class SafeSearch(BuiltinRule):
+class SafeSearch(BuiltinRule[SafeSearchParams]):
     """Removes a document with adult_score ≥ the threshold of the age mode; `off` keeps all."""
 
     name = "safe_search"
@@ -62,7 +62,7 @@ class SpamBanParams(Params):
     threshold: float = Field(0.95, ge=0.0, le=1.0)
 
 
-class SpamBan(BuiltinRule):
+class SpamBan(BuiltinRule[SpamBanParams]):
     """Removes a document with spam_score above the threshold (the switch, not the rheostat)."""
 
     name = "spam_ban"
@@ -75,7 +75,7 @@ class FallbackParams(Params):
     min_age_mode: str = Field("moderate", pattern="^(strict|moderate|off)$")
 
 
-class EmptyResultFallback(BuiltinRule):
+class EmptyResultFallback(BuiltinRule[FallbackParams]):
     """If filters emptied a non-empty page: relax the age mode once, or say nothing safe was found.
 
     `relax` steps one age mode milder (strict → moderate → off) but never past

@@ -9,7 +9,7 @@ from app.rules.base import BuiltinRule, Params
 ANNOTATE = frozenset({Phase.ANNOTATE})
 
 
-class AdLabel(BuiltinRule):
+class AdLabel(BuiltinRule[Params]):
     """Annotates `ad` on documents the ranker marked `is_ad`."""
 
     name = "ad_label"
@@ -20,7 +20,7 @@ class AgeLabelParams(Params):
     threshold: float = Field(0.5, ge=0.0, le=1.0)
 
 
-class AgeLabel(BuiltinRule):
+class AgeLabel(BuiltinRule[AgeLabelParams]):
     """Annotates `adult` on documents with adult_score ≥ threshold."""
 
     name = "age_label"

@@ -189,7 +189,7 @@ class QueryPinParams(Params):
         return self
 
 
-class QueryPin(BuiltinRule):
+class QueryPin(BuiltinRule[QueryPinParams]):
     """When the query meets `when`: each pinned URL on the page takes its position.
 
     Diversify, listed first: after the rerank sort (which would undo it), before host
@@ -209,7 +209,7 @@ class QueryHideParams(Params):
     label: str | None = Field(None, pattern=LABEL)
 
 
-class QueryHide(BuiltinRule):
+class QueryHide(BuiltinRule[QueryHideParams]):
     """When the query meets `when`: removes every document `match` names (pre-filter)."""
 
     name = "query_hide"
@@ -231,7 +231,7 @@ class QueryBoostParams(Params):
         return value
 
 
-class QueryBoost(BuiltinRule):
+class QueryBoost(BuiltinRule[QueryBoostParams]):
     """When the query meets `when`: score += by for every document `match` names (rerank);
     by < 0 buries. Additive like the demotions: a factor would bury a negative score."""
 

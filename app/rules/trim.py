@@ -13,7 +13,7 @@ class DepthParams(Params):
     k: int = Field(10, ge=1)
 
 
-class Depth(BuiltinRule):
+class Depth(BuiltinRule[DepthParams]):
     """Keeps the top k; the request's `depth` overrides k."""
 
     name = "depth"
@@ -25,7 +25,7 @@ class HostQuotaParams(Params):
     max_per_host: int = Field(1, ge=1)
 
 
-class HostQuota(BuiltinRule):
+class HostQuota(BuiltinRule[HostQuotaParams]):
     """Drops documents past the quota per host."""
 
     name = "host_quota"

@@ -1,18 +1,21 @@
 """The sanctions service: score feed → state machine → ban and quarantine entries; appeals."""
 from __future__ import annotations
 
+import enum
+import functools
 import logging
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
-from app.banlist.base import EntrySpec
+from app.banlist.base import BanStore, EntrySpec
 from app.banlist.model import normalize
 from app.errors import BanlistError, RearrangeError
+from app.observability.metrics import Metrics
 from app.sanctions.machine import (
     BANNED,
     QUARANTINE,
@@ -55,8 +58,8 @@ class Sanctions:
     between the two is repaired by the host's next observation or appeal.
     """
 
-    def __init__(self, states: HostStates, banlist: Any, quarantine: Any,
-                 thresholds: Thresholds, metrics: Any,
+    def __init__(self, states: HostStates, banlist: BanStore, quarantine: BanStore,
+                 thresholds: Thresholds, metrics: Metrics,
                  clock: Callable[[], float] = time.time) -> None:
         self.states = states
         self.banlist = banlist
@@ -83,8 +86,8 @@ class Sanctions:
                                "transitions": [], "not_applied": [], "pending": []}
         for n, (i, obs) in enumerate(valid):
             try:
-                move = self.states.update(obs.key,
-                                          lambda h, o=obs: self._apply(h, o, now, actor))
+                move = self.states.update(
+                    obs.key, functools.partial(self._apply, obs=obs, now=now, actor=actor))
             except STORE_ERRORS as exc:
                 rest = [j for j, _ in valid[n + 1:]]
                 if may_have_landed(exc):
@@ -188,7 +191,7 @@ class Sanctions:
         return Observation(key, scope, float(score), float(at))
 
     def _apply(self, host: HostState, obs: Observation, now: float,
-               actor: str) -> tuple[HostState, Transition | None | object]:
+               actor: str) -> tuple[HostState, Transition | None | Literal[_Stale.STALE]]:
         if is_stale(host, obs):
             return host, _STALE
         return observe(host, obs, self.thresholds, now, actor)
@@ -204,7 +207,7 @@ class Sanctions:
                 replace(h, ban_entry_id=ban_id, quarantine_entry_id=q_id), None))
 
     @staticmethod
-    def _sync(store: Any, state: HostState, wanted: bool, actor: str,
+    def _sync(store: BanStore, state: HostState, wanted: bool, actor: str,
               reason: str) -> str | None:
         """Add the one entry a sanction needs, or remove every entry it left.
 
@@ -252,4 +255,10 @@ class _Refused(Exception):
         self.problem = problem
 
 
-_STALE = object()
+class _Stale(enum.Enum):
+    """An observation older than the host's last one: dropped, counted as stale."""
+
+    STALE = enum.auto()
+
+
+_STALE: Literal[_Stale.STALE] = _Stale.STALE

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 import redis
 
 from app.banlist.base import SyncState, require_reason
+from app.banlist.redis.client import TextRedis
 from app.banlist.redis.policy import EvictionPolicy
 from app.errors import BanlistError, RearrangeError
 from app.observability.metrics import Metrics
@@ -130,7 +131,7 @@ class RedisStates:
     since) until an operator reseeds that copy into Redis or adopts what Redis holds.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str, metrics: Metrics,
+    def __init__(self, client: TextRedis, prefix: str, metrics: Metrics,
                  policy: EvictionPolicy, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         base = f"{prefix}{{sanctions}}:"
@@ -327,7 +328,9 @@ class RedisStates:
         """Accept what Redis holds now, even if it lost this replica's states (operator call)."""
         try:
             pipe = self.client.pipeline(transaction=True)
-            epoch_r, got = pipe.get(self.epoch_key).hgetall(self.key).execute()
+            pipe.get(self.epoch_key)
+            pipe.hgetall(self.key)
+            epoch_r, got = pipe.execute()
         except redis.RedisError as exc:
             self._unreachable(exc)
             raise BanlistError("sanctions", f"Redis unreachable, not adopted: {exc}",

@@ -14,7 +14,6 @@ from operator import attrgetter
 from typing import Any, ClassVar
 
 import msgspec
-from pydantic import BaseModel
 
 from app.config.pipeline import Phase, Step
 from app.config.step_keys import CLOSED, default_on_error
@@ -98,7 +97,7 @@ class Behaviour:
 
     name: ClassVar[str]
     phase: Phase
-    params: BaseModel
+    params: Any  # the declared rule's Params (BuiltinRule[P].params), or a plugin's
     # Optional: not started once the request's deadline has passed, and free to give up when
     # it passes midway (ctx.check_deadline); either way reported in `skipped`, page unchanged.
     optional: ClassVar[bool] = False

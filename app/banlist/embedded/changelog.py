@@ -55,7 +55,8 @@ class ChangeLog:
             return 0
         seq = offset = 0
         cut: int | None = None
-        txn_at, txn_end, txn_ids = -1, 0, []
+        txn_at, txn_end = -1, 0
+        txn_ids: list[str] = []
         with self.path.open("rb") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.endswith(b"\n"):  # only the last line can lack it

@@ -15,7 +15,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+from app.banlist.redis.client import TextRedis
 
 # The fields that make a change what it is (the stream id is only where it was written)
 CONTENT = ("epoch", "op", "key", "payload", "actor", "reason", "base")
@@ -56,7 +56,7 @@ def _digest(fields: dict[str, str]) -> int:
     return int.from_bytes(h.digest(), "little", signed=True)
 
 
-def scan(client: redis.Redis, stream: str, page: int) -> Finding:
+def scan(client: TextRedis, stream: str, page: int) -> Finding:
     """Read the changelog from its oldest record; the first seq met twice with different
     changes is a fork. Eight bytes per record (a digest per seq), however long it is."""
     digests = array("q")  # the digest of seq `base + n` at n, 0 while none was met
@@ -85,7 +85,7 @@ def scan(client: redis.Redis, stream: str, page: int) -> Finding:
         start = f"({records[-1][0]}"
 
 
-def _first_id(client: redis.Redis, stream: str, seq: int, page: int) -> str | None:
+def _first_id(client: TextRedis, stream: str, seq: int, page: int) -> str | None:
     """The stream id of the oldest record numbered `seq` (a second read: only for a fork)."""
     start = "-"
     while records := client.xrange(stream, min=start, count=page):

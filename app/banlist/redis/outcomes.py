@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import redis
 
+from app.banlist.redis.client import TextRedis
 from app.errors import BanlistError
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ WRITE_ID = re.compile(r"[0-9a-f]{32}")
 SETTLE_WAITS = (0.1, 0.3, 0.6, 1.0)  # seconds between tries to reach Redis again (2 s in all)
 
 
-def settle(client: redis.Redis, key: str, write_id: str, attempt: str, ttl_ms: int,
+def settle(client: TextRedis, key: str, write_id: str, attempt: str, ttl_ms: int,
            cause: redis.RedisError) -> list[Any]:
     """The script's result if the write committed; BanlistError (503) saying it was not made,
     or, while Redis stays unreachable, that the outcome is unknown (with the write id)."""
@@ -47,7 +48,7 @@ def settle(client: redis.Redis, key: str, write_id: str, attempt: str, ttl_ms: i
         "never will)", status=503, extra={"write_id": write_id, "outcome": "unknown"})
 
 
-def state(client: redis.Redis, key: str, write_id: str, ttl_ms: int) -> dict[str, Any]:
+def state(client: TextRedis, key: str, write_id: str, ttl_ms: int) -> dict[str, Any]:
     """{committed, and if so its changes and seq range}; a write not found is fenced off."""
     if not WRITE_ID.fullmatch(write_id):
         raise BanlistError("write_id", "not a write id (32 hex digits)")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import redis
 
+from app.banlist.redis.client import TextRedis
 from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class EvictionPolicy:
         self._checked_at = float("-inf")
         self._lock = threading.Lock()
 
-    def watch(self, client: redis.Redis, reconnected: bool) -> None:
+    def watch(self, client: TextRedis, reconnected: bool) -> None:
         """Check on a (re)connect, and else once a RECHECK_SECONDS (each replication round
         calls this). A connection error propagates: the caller's round failed."""
         now = self.clock()
@@ -45,7 +46,7 @@ class EvictionPolicy:
             self._checked_at = now
         self.check(client)
 
-    def check(self, client: redis.Redis) -> None:
+    def check(self, client: TextRedis) -> None:
         try:
             policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
         except redis.ResponseError as exc:  # CONFIG renamed away, or refused by an ACL

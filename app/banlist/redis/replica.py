@@ -111,7 +111,7 @@ class Replicator:
         self.forked: str | None = None  # why Redis's changelog is not one history (forks.py)
         self.problem: str | None = None
         self._resync_cause: str | None = None
-        self._excess = 0  # forks.excess of the changelog when it was last read through
+        self._excess: int | None = 0  # forks.excess when the changelog was last read through
         self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -175,7 +175,8 @@ class Replicator:
         pipe = self.client.pipeline(transaction=True)  # one moment: the count must add up
         pipe.mget(self.keys.epoch, self.keys.seq)
         pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
-        pipe.xlen(self.keys.stream).xrange(self.keys.stream, count=1)
+        pipe.xlen(self.keys.stream)
+        pipe.xrange(self.keys.stream, count=1)
         pipe.xrevrange(self.keys.stream, count=1)
         (epoch_r, seq_r), mine, length, first, last = pipe.execute()
         self.policy.watch(self.client, reconnected=not self.connected)
@@ -291,7 +292,7 @@ class Replicator:
         self.metrics.redis_refusals.labels(self.name, cause).inc()
 
     def _why_still_refused(self, mine: list[Any], known: tuple[int, int, str],
-                           seq_r: str) -> str:
+                           seq_r: str | None) -> str:
         """Why a refused copy may not follow Redis yet ('' once Redis provably holds it)."""
         epoch, version, sid = known
         if mine:  # our last record is there: the one after it must not reuse a seq of ours
@@ -399,7 +400,9 @@ class Replicator:
         for _ in range(3):
             known = (self.epoch, self.version, self.stream_id)
             pipe = self.client.pipeline(transaction=True)
-            pipe.get(self.keys.epoch).get(self.keys.seq).xrevrange(self.keys.stream, count=1)
+            pipe.get(self.keys.epoch)
+            pipe.get(self.keys.seq)
+            pipe.xrevrange(self.keys.stream, count=1)
             pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
             epoch_r, seq_r, last, mine = pipe.execute()
             if not accept_backward and not self._accept(epoch_r, seq_r, mine, known):
@@ -415,8 +418,8 @@ class Replicator:
                             for key, payload in self.client.hscan_iter(self.keys.entries,
                                                                        count=PAGE)), groups)
             epoch = int(epoch_r)
-            at = (int(seq_r or 0), last[0][0] if last else "0-0")
-            at = self._replay(new, epoch, *at)  # changes committed while we scanned
+            scanned = (int(seq_r or 0), last[0][0] if last else "0-0")
+            at = self._replay(new, epoch, *scanned)  # changes committed while we scanned
             if at is None:
                 continue  # not just the next changes (trimmed past us, a reseed): again
             with self.lock:

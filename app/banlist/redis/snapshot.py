@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -80,7 +80,7 @@ def read(path: Path) -> Snapshot | None:
                     float(head["synced_at"]))
 
 
-def _lines(fh: IO[bytes]) -> Iterator[dict]:
+def _lines(fh: IO[bytes]) -> Iterator[dict[str, Any]]:
     for line in fh:
         if not line.endswith(b"\n"):  # the write is fsynced before the rename: never torn
             raise ValueError("the last entry line is incomplete")

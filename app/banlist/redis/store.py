@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import redis
@@ -38,11 +38,13 @@ from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
+from app.banlist.redis.client import connect
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.replica import Replicator, change_of
 from app.errors import BanlistError
 from app.observability.metrics import Metrics
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 BATCH = 500  # expiries per sweep script: bounds how long one script holds Redis
 MAX_SCRIPT = 10_000  # changes one write script may carry: one import request (≤ 10,000 lines)
@@ -82,8 +84,7 @@ class RedisStore:
                  policy: EvictionPolicy | None = None) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
-        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
-                                           decode_responses=True)
+        self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
         self.keys = Keys(prefix)
         self.metrics = metrics
         self.clock = clock
@@ -289,12 +290,15 @@ class RedisStore:
                     del payload["id"]
                     mapping[str(n)] = orjson.dumps(payload).decode()
                 pipe = self.client.pipeline(transaction=False)
-                pipe.hset(stage, mapping=mapping).expire(stage, STAGE_TTL).execute()
+                pipe.hset(stage, mapping=mapping)
+                pipe.expire(stage, STAGE_TTL)
+                pipe.execute()
             if members:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(stage_groups, mapping={k: orjson.dumps(list(v)).decode()
                                                  for k, v in members.items()})
-                pipe.expire(stage_groups, STAGE_TTL).execute()
+                pipe.expire(stage_groups, STAGE_TTL)
+                pipe.execute()
             self._seed(keys=[*self.keys.write(), stage, stage_groups],
                        args=[len(prepared), actor, "seed"])
         except redis.ResponseError as exc:
@@ -455,7 +459,7 @@ class RedisStore:
                 return
             low = f"({page[-1][0]}"
 
-    def _reading(self, read: Callable[[], Any]) -> Any:
+    def _reading(self, read: Callable[[], T]) -> T:
         try:
             return read()
         except redis.RedisError as exc:
