@@ -17,6 +17,7 @@ import orjson
 import yaml
 
 from app._engine import EngineMetrics
+from app.api.errors import status_of
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.config.load import load_bytes, with_core
@@ -120,7 +121,7 @@ class ReferenceLoaded(Loaded):
                 # Ticking reads 0, 1, 2, …: the read numbered deadline_reads is past it.
                 deadline=None if deadline_reads is None else deadline_reads - 0.5)
         except FieldError as exc:
-            return Answer(exc.status, {"error": "invalid_request", "field": exc.field,
+            return Answer(status_of(exc), {"error": "invalid_request", "field": exc.field,
                                        "problem": exc.problem})
         except RuleFailed as exc:
             return Answer(503, {"error": "rule_failed", "rule": exc.rule,

@@ -16,6 +16,8 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, expiry
+from app.banlist.model import Scope
+from app.config.pipeline import AgeMode
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
 Region = Annotated[str, Meta(min_length=1, max_length=16)]
@@ -29,7 +31,7 @@ class Query(Struct, forbid_unknown_fields=True):
     text: Annotated[str, Meta(max_length=4096)] = ""
     classes: list[Annotated[str, Meta(max_length=64)]] = []
     region: Region | None = None
-    age_mode: Literal["strict", "moderate", "off"] = "moderate"
+    age_mode: AgeMode = "moderate"
 
 
 UInt64 = Annotated[int, Meta(ge=0)]  # msgspec refuses ints past 2**64 - 1 itself
@@ -80,7 +82,6 @@ class RerankRequest(Struct, forbid_unknown_fields=True):
 
 Phase = Literal["pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"]
 Action = Literal["remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"]
-AgeMode = Literal["strict", "moderate", "off"]
 
 
 class Exposure(Struct):
@@ -243,7 +244,7 @@ class BanIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    scope: Literal["url", "prefix", "host", "domain", "org"]
+    scope: Scope
     value: str = PField(min_length=1, max_length=MAX_VALUE)
     reason: str = PField(min_length=1, max_length=MAX_REASON)
     regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli.flags import add_progress_flags
+from app.errors import InputFileError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
             max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
             threads=args.workers, excluded=excluded, progress=bar, sink=sink)
-    except dupes.AuditInputError as exc:
+    except InputFileError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
         return 2

@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from app.config.versions import HISTORY, ConfigHolder, Version
-from app.errors import ConfigError, FieldError
+from app.errors import ConfigError, Unavailable
 from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -83,11 +83,10 @@ class ConfigReplica:
         except redis.RedisError as exc:
             self._failed(exc, "publish")
             if required:
-                raise FieldError("redis", f"Redis did not confirm the change ({exc}): it "
-                                 "is not served here; if Redis recorded it anyway, every "
-                                 "replica, this one included, serves it within a second "
-                                 "(GET /v1/admin/config says what is served)",
-                                 status=503) from exc
+                raise Unavailable("redis", f"Redis did not confirm the change ({exc}): it "
+                                  "is not served here; if Redis recorded it anyway, every "
+                                  "replica, this one included, serves it within a second "
+                                  "(GET /v1/admin/config says what is served)") from exc
             self.unpublished = True
 
     def find(self, version: str) -> Version | None:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from app.banlist.model import iso
 from app.config.load import Engine, load_bytes, load_file, with_core
-from app.errors import ConfigError, FieldError
+from app.errors import ConfigError, NotFound
 from app.experiments.config import check_rebucketing
 from app.observability.metrics import Metrics
 
@@ -140,8 +140,8 @@ class ConfigHolder:
                 return False, self.current
             held = self.find(version)
             if held is None:
-                raise FieldError("version", f"no config version {version!r} is held (GET "
-                                 "/v1/admin/config/versions lists them)", status=404)
+                raise NotFound("version", f"no config version {version!r} is held (GET "
+                               "/v1/admin/config/versions lists them)")
             try:
                 engine = self._load(held)
                 check_rebucketing(self.engine, engine)

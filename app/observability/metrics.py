@@ -132,7 +132,9 @@ class Metrics:
     per-request series; every engine built from a config counts into it. `registry` is
     what /metrics exports. `multiprocess_dir` (PROMETHEUS_MULTIPROC_DIR, set before
     prometheus_client was imported) makes this one worker of several: its series go to
-    its files there, and the registry exports every worker's.
+    its files there, and the registry exports every worker's. It is also the stores'
+    listener: they report through `StoreEvents` (app/banlist/events.py), which these
+    methods implement, and never import this module.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None,
@@ -336,6 +338,25 @@ class Metrics:
         """(experiment, variant) → requests assigned since start, read from the counter."""
         counts = self.engine_metrics.snapshot()["counters"]
         return {tuple(k): v for k, v in counts.get("rearrange_experiment_assignments_total", ())}
+
+    # ---- the stores' events (app/banlist/events.py: StoreEvents), as series ----------------
+    def redis_error(self, op: str) -> None:
+        self.banlist_redis_errors.labels(op).inc()
+
+    def refused(self, structure: str, cause: str) -> None:
+        self.redis_refusals.labels(structure, cause).inc()
+        if structure != "sanctions":  # a banlist's replica (the banlist or quarantine list)
+            self.banlist_backward_refused.inc()
+
+    def resynced(self, cause: str) -> None:
+        self.banlist_resyncs.labels(cause).inc()
+
+    def applied(self, lag_seconds: float) -> None:
+        self.banlist_lag.observe(lag_seconds)
+
+    def policy_checked(self, result: str) -> None:
+        self.redis_policy_checks.labels(result).inc()
+        self.redis_evicting.set(1 if result == "evicting" else 0)
 
     def http_response(self, route: str, status: int) -> None:
         """Count one HTTP response by route template and status code."""
