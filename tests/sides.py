@@ -20,7 +20,8 @@ from app._engine import EngineMetrics
 from app.api.errors import status_of
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.errors import FieldError
 from tests.helpers import Ticking
 from tests.reference import service as reference

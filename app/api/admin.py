@@ -13,7 +13,8 @@ from app.api.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
 from app.api.deps import Actor, AdminReader, Service, known_query
 from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals, schema_ref
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.config.versions import ConfigHolder
 from app.engine.service import Rearranger
 from app.errors import ConfigError, FieldError, NotFound

@@ -5,15 +5,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from app.banlist.history import ENDS
+from app.banlist.history import ENDS, ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
 from app.errors import BanlistConflict, BanlistError
-
-if TYPE_CHECKING:
-    from app.banlist.history import ChangeFilter
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,8 +149,7 @@ def _variable(loc: tuple[Any, ...]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from app.config.load import load_file
-    from app.experiments.config import check_rebucketing
+    from app.config.load import check_rebucketing, load_file
 
     try:
         engine = load_file(args.file)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.banlist.model import iso
-from app.config.load import Engine, load_bytes, load_file, with_core
+from app.config.load import Engine, check_rebucketing, load_bytes, load_file
+from app.config.spec import with_core
 from app.errors import ConfigError, NotFound
-from app.experiments.config import check_rebucketing
 from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,9 @@ from app.banlist import bulk
 from app.banlist.base import EntrySpec
 from app.banlist.canon import InvalidURL, canonicalize_with_host
 from app.banlist.embedded.store import EmbeddedStore
-from app.config.load import Engine, load_file, with_core
+from app.config.load import Engine, load_file
 from app.config.settings import Settings
+from app.config.spec import with_core
 from app.errors import BanlistError, InputFileError
 from app.replay.capture import FORMAT
 

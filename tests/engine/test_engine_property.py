@@ -18,7 +18,8 @@ from app._engine import EngineMetrics
 from app.api.errors import status_of
 from app.banlist.base import EntrySpec, prepare
 from app.banlist.index import BanIndex
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.errors import BanlistError, FieldError
 from tests.reference import service as reference
 from tests.reference.banlist_index import BanIndex as ReferenceIndex

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.api.errors import status_of
-from app.banlist import changelog
-from app.banlist import store as store_module
+from app.banlist.embedded import changelog
+from app.banlist.embedded import store as store_module
 from app.banlist.embedded.store import EmbeddedStore, EntrySpec
 from app.errors import BanlistError
 from tests.conftest import ROOT
