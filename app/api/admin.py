@@ -9,10 +9,11 @@ import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from app import _engine
-from app.api.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
+from app.api.contract import ReseedIn, RollbackIn, TryIn
 from app.api.deps import Actor, AdminReader, Service, known_query
 from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals, schema_ref
+from app.banlist.bodies import UnbanIn
 from app.config.load import load_bytes
 from app.config.spec import with_core
 from app.config.versions import ConfigHolder

@@ -15,12 +15,12 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.contract import BanIn, GroupIn, UnbanIn
 from app.api.deps import Actor, Reader, Service, Store, known_query
 from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals
 from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
+from app.banlist.bodies import BanIn, GroupIn, UnbanIn
 from app.errors import Conflict, FieldError, Unavailable
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
