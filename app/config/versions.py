@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from app.banlist.model import iso
 from app.config.load import Engine, check_rebucketing, load_bytes, load_file
@@ -29,7 +29,8 @@ from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 HISTORY = 50  # versions kept, here and in Redis's log of changes
-HOWS = ("start", "file", "reload", "rollback", "replication")
+# how a version came to be served
+How = Literal["start", "file", "reload", "rollback", "replication"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class Version:
 
     version: str
     loaded_at: float  # epoch seconds
-    how: str  # one of HOWS
+    how: How
     by: str  # the token's actor, or `file` / `start`
     text: str  # the YAML, exactly
     file_version: str  # what the file held then (a rollback serves something else)
