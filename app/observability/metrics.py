@@ -38,7 +38,6 @@ from app.observability.workers import (
     own_cpu_seconds,
 )
 from app.observability.workers import standard as standard_collectors
-from app.replay.capture import DROP_REASONS
 
 # A `_created` series per counter and histogram doubles the series for a figure no alert
 # or panel reads (Prometheus infers resets itself).
@@ -55,6 +54,8 @@ HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
 STRUCTURES = ("banlist", "quarantine", "sanctions")
 REFUSAL_CAUSES = ("lost", "backward", "fork")
 POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
+# Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
+DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
 # The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
 RERANK_CODES = (200, 500, 503)
