@@ -59,8 +59,10 @@ bench-banlist: $(DEV) $(ENGINE)
 load: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
+# ruff, then the layers of app/ (import-linter's contracts in pyproject.toml).
 lint: $(DEV)
 	$(BIN)/ruff check app tests bench
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) var .pytest_cache target app/_engine*.so
