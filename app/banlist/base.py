@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -309,7 +309,7 @@ class StoreBase:
     """
 
     index: BanIndex
-    clock: Any  # () -> epoch seconds
+    clock: Callable[[], float]  # epoch seconds
     _index_lock: AbstractContextManager[Any]
 
     def __len__(self) -> int:

@@ -244,7 +244,7 @@ def test_two_first_starts_seeding_at_once_commit_one_seed(replicas, redis_server
     assert b.seed(specs(3, "b")) == 3
     # a checked `exists(epoch)` before b's script ran: its script must still refuse
     with pytest.raises(BanlistError) as info:
-        a.add_many(specs(3, "a"), "seed", fresh=True)
+        a.put_import((), specs(3, "a"), "seed", fresh=True)
     assert info.value.field == "seed" and status_of(info.value) == 409
     with redis_server.client() as r:
         assert r.get(SEQ) == "3" and r.hlen(ENTRIES) == 3
