@@ -60,10 +60,12 @@ bench-banlist: $(DEV) $(ENGINE)
 load: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
-# ruff; mypy, strict on app/ (pyproject's [tool.mypy]); stubtest holds app/_engine.pyi to
-# the built engine; rustfmt and clippy on the crate.
+# ruff; the layers of app/ (import-linter's contracts in pyproject.toml); mypy, strict on
+# app/ (pyproject's [tool.mypy]); stubtest holds app/_engine.pyi to the built engine;
+# rustfmt and clippy on the crate.
 lint: $(DEV) $(ENGINE)
 	$(BIN)/ruff check app tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest app._engine
 	cargo fmt --all --check

@@ -1,4 +1,5 @@
-"""Every error the core raises, in one place; the API layer maps them to HTTP."""
+"""Every error the core raises, in one place. None carries an HTTP status: the API maps
+each class to one, once, at its boundary (app/api/errors.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -20,13 +21,59 @@ class SettingsError(RearrangeError, ValueError):
 
 
 class FieldError(RearrangeError):
-    """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem."""
+    """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem.
 
-    def __init__(self, field: str, problem: str, status: int = 422) -> None:
+    `extra` holds more fields for the error body (say, a write id). The subclasses below
+    say why the input is refused when it is not simply invalid."""
+
+    def __init__(self, field: str, problem: str, extra: dict[str, Any] | None = None) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
-        self.status = status
+        self.extra = extra or {}
+
+
+class Malformed(FieldError):
+    """The input cannot be read at all (a body that is not JSON)."""
+
+
+class NotFound(FieldError):
+    """The input names something that does not exist (an entry id, a config version)."""
+
+
+class Conflict(FieldError):
+    """The input is valid but the state refuses it (another history, a read-only store)."""
+
+
+class TooLarge(FieldError):
+    """The input is over a size limit (a body, a document's text, one write's entries)."""
+
+
+class Unavailable(FieldError):
+    """A store the answer needs is unreachable or refusing writes; `problem` says what
+    was and was not done."""
+
+
+class BanlistError(FieldError):
+    """A refused banlist value or entry (unknown scope, malformed value, bad regions); the
+    banlist and sanction stores raise it, or one of the kinds below, for what they refuse."""
+
+
+class BanlistNotFound(BanlistError, NotFound):
+    """No such entry, or no such write id."""
+
+
+class BanlistConflict(BanlistError, Conflict):
+    """A write the store's state refuses (read-only, another history, decided on a copy
+    another replica has moved past)."""
+
+
+class BanlistTooLarge(BanlistError, TooLarge):
+    """More entries than one write commits."""
+
+
+class BanlistUnavailable(BanlistError, Unavailable):
+    """Redis or the change log failed or refuses writes; `problem` says what was done."""
 
 
 class ConfigError(RearrangeError):
@@ -36,6 +83,22 @@ class ConfigError(RearrangeError):
         super().__init__(f"{place}: {problem}" if place else problem)
         self.place = place
         self.problem = problem
+
+
+class InputFileError(RearrangeError, ValueError):
+    """A file given to a command (captures, an export, saved pages) that cannot be read as
+    what it claims to be; the message names the file, the line and the problem."""
+
+
+class Interrupted(RearrangeError):
+    """A store failed partway through a write: `cause` is its error, `problem` says what was
+    and was not committed, `result` the answer's fields as far as it went."""
+
+    def __init__(self, cause: Exception, problem: str, result: dict[str, Any]) -> None:
+        super().__init__(problem)
+        self.cause = cause
+        self.problem = problem
+        self.result = result
 
 
 def refuse_unknown_keys(place: str, mapping: Mapping[Any, object], known: set[str] | frozenset[str],
@@ -56,15 +119,3 @@ def pydantic_problem(exc: ValidationError) -> str:
     if first["type"] == "extra_forbidden":
         return f"unknown parameter {where!r}"
     return f"parameter {where!r}: {msg}" if where else msg
-
-
-class BanlistError(RearrangeError):
-    """A refused banlist write (unknown scope, malformed value, unknown id)."""
-
-    def __init__(self, field: str, problem: str, status: int = 422,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
-        self.status = status
-        self.extra = extra or {}  # more fields for the error body (say, a write id)

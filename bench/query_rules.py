@@ -22,7 +22,8 @@ import orjson
 import yaml
 
 from app._engine import EngineMetrics
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 
 NOW = 1_900_000_000.0
 BASE: dict[str, Any] = {"diversify": [{"host_crowding": {"max_per_host": 2}}],

@@ -17,9 +17,11 @@ import orjson
 import yaml
 
 from app._engine import EngineMetrics
+from app.api.errors import status_of
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.errors import FieldError
 from tests.helpers import Ticking
 from tests.reference import service as reference
@@ -120,7 +122,7 @@ class ReferenceLoaded(Loaded):
                 # Ticking reads 0, 1, 2, …: the read numbered deadline_reads is past it.
                 deadline=None if deadline_reads is None else deadline_reads - 0.5)
         except FieldError as exc:
-            return Answer(exc.status, {"error": "invalid_request", "field": exc.field,
+            return Answer(status_of(exc), {"error": "invalid_request", "field": exc.field,
                                        "problem": exc.problem})
         except RuleFailed as exc:
             return Answer(503, {"error": "rule_failed", "rule": exc.rule,

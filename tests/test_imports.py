@@ -1,9 +1,13 @@
 """The service never imports the tests: the reference model lives in tests/, production in
-app/, and app/ must run where tests/ is not installed (the image ships app/ alone)."""
+app/, and app/ must run where tests/ is not installed (the image ships app/ alone). And no
+module of app/ imports itself back through others (the layers themselves are import-linter's
+contracts in pyproject.toml, run by `make lint`)."""
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import grimp
 
 from tests.conftest import ROOT
 
@@ -35,3 +39,47 @@ def test_no_module_of_app_loads_a_test_or_bench_module():
 
 def test_the_check_sees_an_import_of_the_tests():
     assert "tests.reference.pipeline" in loaded_from_tests("import tests.reference.pipeline")
+
+
+def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Every group of modules that import each other in a circle, at any depth, imports
+    under TYPE_CHECKING and inside functions included (Tarjan's strongly connected
+    components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_app_has_no_import_cycle():
+    # A cycle is a layering fault to fix by design (an interface the lower module owns,
+    # a type moved down), not to hide under TYPE_CHECKING: the check counts those too.
+    assert cycles(grimp.build_graph("app", cache_dir=None)) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    graph = grimp.ImportGraph()
+    for importer, imported in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")):
+        graph.add_import(importer=importer, imported=imported)
+    assert cycles(graph) == [["p.a", "p.b", "p.c"]]

@@ -9,13 +9,16 @@ import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from app import _engine
-from app.api.contract import ReseedIn, RollbackIn, TryIn, UnbanIn
+from app.api.contract import ReseedIn, RollbackIn, TryIn
 from app.api.deps import Actor, AdminReader, Service, known_query
+from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals, schema_ref
-from app.config.load import load_bytes, with_core
+from app.banlist.bodies import UnbanIn
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.config.versions import ConfigHolder
 from app.engine.service import Rearranger
-from app.errors import ConfigError, FieldError
+from app.errors import ConfigError, FieldError, NotFound
 from app.replay.capture import recent
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -43,7 +46,7 @@ def config_version(version: str, service: Service, _: AdminReader) -> dict[str, 
     """One earlier version with its YAML (from this replica, else Redis's shared log)."""
     held = service.config.find(version)
     if held is None:
-        raise FieldError("version", f"no config version {version!r} is held", status=404)
+        raise NotFound("version", f"no config version {version!r} is held")
     return {**held.as_dict(), "source": held.text}
 
 
@@ -114,7 +117,7 @@ def try_config(body: TryIn, service: Service, _: Actor) -> Response:
     if 400 <= status < 500:
         refused = orjson.loads(answered)
         field = "request" if refused["field"] is None else f"request.{refused['field']}"
-        raise FieldError(field, refused["problem"], status)
+        return error_response(status, field, refused["problem"])
     return Response(answered, status, media_type="application/json")
 
 

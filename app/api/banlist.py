@@ -15,12 +15,13 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.contract import BanIn, GroupIn, UnbanIn
 from app.api.deps import Actor, Reader, Service, Store, known_query
+from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals
 from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
-from app.errors import BanlistError, FieldError
+from app.banlist.bodies import BanIn, GroupIn, UnbanIn
+from app.errors import Conflict, FieldError, Unavailable
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
 IMPORT_MAX_LINES = 10_000
@@ -98,7 +99,7 @@ def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)]
               "banlist_version": store.version}
     try:
         answer.update(former=store.former(canonical, host), history_since=store.history_since())
-    except BanlistError as exc:  # Redis unreachable: the live answer stands, history waits
+    except Unavailable as exc:  # Redis unreachable: the live answer stands, history waits
         answer.update(former=None, former_problem=exc.problem)
     return answer
 
@@ -200,7 +201,7 @@ def _naming_lines(groups: list[tuple[int, GroupSpec]]) -> Iterator[None]:
     """A group conflict's 409 names the line of the body that defines the group too."""
     try:
         yield
-    except BanlistError as exc:
+    except Conflict as exc:
         if exc.field == "group":
             exc.extra["line"] = next((n for n, g in groups if g.name == exc.extra["group"]),
                                      None)
@@ -208,8 +209,7 @@ def _naming_lines(groups: list[tuple[int, GroupSpec]]) -> Iterator[None]:
 
 
 def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONResponse:
-    return JSONResponse({"error": "invalid_request", "field": "body", "problem": problem,
-                         "refused": refused}, status_code=status)
+    return error_response(status, "body", problem, refused=refused)
 
 
 @router.get("/export", response_class=StreamingResponse, responses={200: {

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, expiry
+from app.config.pipeline import AgeMode
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
 Region = Annotated[str, Meta(min_length=1, max_length=16)]
@@ -29,7 +29,7 @@ class Query(Struct, forbid_unknown_fields=True):
     text: Annotated[str, Meta(max_length=4096)] = ""
     classes: list[Annotated[str, Meta(max_length=64)]] = []
     region: Region | None = None
-    age_mode: Literal["strict", "moderate", "off"] = "moderate"
+    age_mode: AgeMode = "moderate"
 
 
 UInt64 = Annotated[int, Meta(ge=0)]  # msgspec refuses ints past 2**64 - 1 itself
@@ -80,7 +80,6 @@ class RerankRequest(Struct, forbid_unknown_fields=True):
 
 Phase = Literal["pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"]
 Action = Literal["remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"]
-AgeMode = Literal["strict", "moderate", "off"]
 
 
 class Exposure(Struct):
@@ -230,48 +229,11 @@ def rerank_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     return request, response, components
 
 
-# --- banlist admin bodies (pydantic: FastAPI validates and documents them; not a hot path) ---
+# --- admin bodies (pydantic: FastAPI validates and documents them; not a hot path); the
+# banlist's own are app/banlist/bodies.py ---
 
-from datetime import datetime  # noqa: E402
-
-from pydantic import AwareDatetime, BaseModel, ConfigDict  # noqa: E402
+from pydantic import BaseModel, ConfigDict  # noqa: E402
 from pydantic import Field as PField  # noqa: E402
-
-
-class BanIn(BaseModel):
-    """POST /v1/banlist/entries."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    scope: Literal["url", "prefix", "host", "domain", "org"]
-    value: str = PField(min_length=1, max_length=MAX_VALUE)
-    reason: str = PField(min_length=1, max_length=MAX_REASON)
-    regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
-    ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
-    expires_at: AwareDatetime | None = None
-
-    def expiry(self, now: float) -> float | None:
-        """Epoch seconds of expiry from ttl_seconds or expires_at (not both)."""
-        at = self.expires_at.timestamp() if isinstance(self.expires_at, datetime) else None
-        return expiry(self.ttl_seconds, at, now)
-
-
-class UnbanIn(BaseModel):
-    """DELETE /v1/banlist/entries/{id}: why the entry is lifted (e.g. an appeal)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str = PField(min_length=1, max_length=1000)
-
-
-class GroupIn(BaseModel):
-    """PUT /v1/banlist/groups/{name}: the member domains of an org group, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    domains: list[Annotated[str, PField(min_length=1, max_length=253)]] = PField(
-        min_length=1, max_length=10_000)
-    reason: str = PField(min_length=1, max_length=1000)
 
 
 class ReseedIn(BaseModel):

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import FieldError
+from app.api.errors import BodyRefused, BodyTooLarge, BodyTooSlow, encode, error_body
 from app.observability.metrics import Metrics
 
 
@@ -81,7 +80,7 @@ class BodyLimit:
             body = await read_capped(receive, self.limit, self.timeout)
         except ClientGone:
             return
-        except FieldError as exc:
+        except BodyRefused as exc:
             await _refuse(send, exc.status, exc.problem)
             return
         replayed = False
@@ -101,8 +100,8 @@ class ClientGone(Exception):
 
 
 async def read_capped(receive: Receive, limit: int, timeout: float) -> bytes | bytearray:
-    """The whole request body; FieldError (`body`) past `limit` bytes (413) or `timeout`
-    seconds (408: a client trickling its body must not hold a worker's slot).
+    """The whole request body; BodyTooLarge past `limit` bytes (413) or BodyTooSlow past
+    `timeout` seconds (408: a client trickling its body must not hold a worker's slot).
 
     The timer is armed only if the body is not there yet: a page usually arrives in the
     packet of its headers, so the first `receive()` answers without waiting, and arming
@@ -119,7 +118,7 @@ async def read_capped(receive: Receive, limit: int, timeout: float) -> bytes | b
         if first["type"] == "http.request" and not first.get("more_body", False):
             whole: bytes = first.get("body", b"")
             if len(whole) > limit:
-                raise FieldError("body", f"over the limit of {limit} bytes", 413)
+                raise BodyTooLarge(f"over the limit of {limit} bytes")
             return whole
         _add(body, first, limit)  # more follows (or the client left: ClientGone)
     try:
@@ -130,7 +129,7 @@ async def read_capped(receive: Receive, limit: int, timeout: float) -> bytes | b
                 waiting = None
                 more = _add(body, message, limit)
     except TimeoutError:
-        raise FieldError("body", f"not received within {timeout:g} s", 408) from None
+        raise BodyTooSlow(f"not received within {timeout:g} s") from None
     return body
 
 
@@ -140,7 +139,7 @@ def _add(body: bytearray, message: Message, limit: int) -> bool:
         raise ClientGone
     body += message.get("body", b"")
     if len(body) > limit:
-        raise FieldError("body", f"over the limit of {limit} bytes", 413)
+        raise BodyTooLarge(f"over the limit of {limit} bytes")
     return bool(message.get("more_body", False))
 
 
@@ -197,8 +196,7 @@ CLOSE = [(b"connection", b"close")]  # the rest of a refused body is not read: n
 
 
 async def _refuse(send: Send, status: int, problem: str) -> None:
-    body = json.dumps({"error": "invalid_request", "field": "body", "problem": problem},
-                      ensure_ascii=False, separators=(",", ":")).encode()  # as JSONResponse
+    body = encode(error_body(status, "body", problem))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()), *CLOSE]})

@@ -8,7 +8,6 @@ serves it when the fast path is switched off (`RearrangeApp.fast_rerank`).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import token_actor, token_reader
+from app.api.errors import BodyRefused, BodyTooLarge, BodyTooSlow, encode, error_body, render
 from app.api.observe import CLOSE, ClientGone, read_capped
 from app.api.openapi import BEARER, refusals, schema_ref
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
@@ -130,16 +130,18 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
     except ClientGone:
         return GONE, b"", []
     except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
-        service.metrics.requests.labels("", "timeout" if exc.status == 408 else "invalid").inc()
-        unread = exc.status in (408, 413)  # the rest of the body would be the "next request"
-        return exc.status, _error(exc.status, exc.field, exc.problem), CLOSE if unread else []
+        timeout = isinstance(exc, BodyTooSlow)
+        service.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
+        status, refused = render(exc)
+        # the rest of a refused body would be read as the "next request"
+        return status, encode(refused), CLOSE if isinstance(exc, BodyRefused) else []
     except HTTPException as exc:  # the QA header: no token (401), read-only (403), malformed
         service.metrics.requests.labels("", "invalid").inc()
         given: object = exc.detail  # a str for Starlette, a dict as parse_force raises it
         detail = given if isinstance(given, dict) else {"problem": str(given)}
         headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
-        return exc.status_code, _error(exc.status_code, detail.get("field"),
-                                       detail["problem"]), headers
+        refused = error_body(exc.status_code, **{"field": None, **detail})
+        return exc.status_code, encode(refused), headers
     return status, answered, []
 
 
@@ -148,15 +150,8 @@ async def _read_body(service: Rearranger, declared: bytes | None,
     settings = service.settings
     limit = settings.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise FieldError("body", f"{int(declared)} bytes, over the limit of {limit}", 413)
+        raise BodyTooLarge(f"{int(declared)} bytes, over the limit of {limit}")
     return await read_capped(receive, limit, settings.body_timeout_seconds)
-
-
-def _error(status: int, field: str | None, problem: str) -> bytes:
-    """The API's error body, byte for byte what main._error's JSONResponse renders."""
-    return json.dumps({"error": "invalid_request" if status < 500 else "error",
-                       "field": field, "problem": problem},
-                      ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def parse_explain(header: str) -> bool:

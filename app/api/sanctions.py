@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import Actor, Reader
 from app.api.openapi import WRITES, refusals
 from app.banlist.model import normalize
-from app.errors import BanlistError
-from app.sanctions.service import Interrupted, Sanctions
+from app.errors import BanlistError, FieldError, Interrupted, Unavailable
+from app.sanctions.service import Sanctions
 
 router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"])
 MAX_BATCH = 10_000
@@ -73,14 +73,13 @@ def appeal(host: str, service: Service, actor: Actor,
         raise _failed(exc) from exc
 
 
-def _failed(exc: Interrupted) -> BanlistError:
-    """The store's own error (field, status, a write id) with what was committed."""
+def _failed(exc: Interrupted) -> FieldError:
+    """The store's own error (its class, field and a write id) with what was committed."""
     cause = exc.cause
-    if isinstance(cause, BanlistError):
-        return BanlistError(cause.field, exc.problem, cause.status,
-                            {**cause.extra, **exc.result})
+    if isinstance(cause, FieldError):
+        return type(cause)(cause.field, exc.problem, {**cause.extra, **exc.result})
     field = "redis" if isinstance(cause, redis.RedisError) else "storage"
-    return BanlistError(field, exc.problem, 503, exc.result)
+    return Unavailable(field, exc.problem, exc.result)
 
 
 def _key(host: str) -> str:

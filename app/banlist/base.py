@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from app.banlist.history import ENDS, ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
-from app.errors import BanlistError
-
-if TYPE_CHECKING:
-    from app.banlist.history import ChangeFilter
+from app.errors import BanlistConflict, BanlistError
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +74,7 @@ def regions_of(items: Iterable[str]) -> frozenset[str]:
 def identical(index: BanIndex, p: Prepared, now: float) -> Entry | None:
     """The oldest active entry identical to `p` (same scope, value and regions), if any."""
     for e in index.by_value(p.scope, p.value):
-        if e.regions == p.regions and (e.expires_at is None or e.expires_at > now):
+        if e.regions == p.regions and e.unexpired(now):
             return e
     return None
 
@@ -121,7 +120,7 @@ def still_banning(index: BanIndex, entry: Entry, now: float) -> list[Entry]:
     """Other active entries for the same scope and value as `entry` (say, after removing one
     of two duplicates an old log holds): the target stays banned by them."""
     return [e for e in index.by_value(entry.scope, entry.value)
-            if e.id != entry.id and (e.expires_at is None or e.expires_at > now)]
+            if e.id != entry.id and e.unexpired(now)]
 
 
 MAX_REASON = 1000  # characters, as the single add (BanIn) takes them
@@ -143,7 +142,7 @@ def prepare(spec: EntrySpec, now: float, groups: dict[str, tuple[str, ...]]) -> 
         raise BanlistError("expires_at", f"{iso(spec.expires_at)} is already in the past")
     if spec.scope == "org" and value not in groups:
         raise BanlistError("value", f"no org group named {value!r}: define it first "
-                           "(PUT /v1/banlist/groups/{name})", status=422)
+                           "(PUT /v1/banlist/groups/{name})")
     if len(reason) > MAX_REASON:
         raise BanlistError("reason", f"{len(reason)} characters; at most {MAX_REASON}")
     regions = regions_of(spec.regions)
@@ -171,11 +170,11 @@ def new_groups(groups: Iterable[GroupSpec],
         elif set(held) != set(g.domains):
             only_held = [d for d in held if d not in g.domains]
             only_new = [d for d in g.domains if d not in held]
-            raise BanlistError("group", f"group {g.name!r} exists with other members ("
-                               f"held, not in the import: {_some(only_held)}; in the import, "
-                               f"not held: {_some(only_new)}): redefine it with PUT "
-                               f"/v1/banlist/groups/{g.name}, or drop it from the import; "
-                               "nothing imported", status=409, extra={"group": g.name})
+            raise BanlistConflict("group", f"group {g.name!r} exists with other members ("
+                                  f"held, not in the import: {_some(only_held)}; in the import, "
+                                  f"not held: {_some(only_new)}): redefine it with PUT "
+                                  f"/v1/banlist/groups/{g.name}, or drop it from the import; "
+                                  "nothing imported", extra={"group": g.name})
     return out
 
 
@@ -285,6 +284,71 @@ class BanStore(Protocol):
     def start(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+# One change as BanIndex.apply takes it: ("add", Entry), ("remove", id) or
+# ("group", name, domains).
+IndexChange = tuple[Any, ...]
+
+
+def index_change(change: Mapping[str, Any]) -> IndexChange | None:
+    """A logged change (the shape of `GET /v1/banlist/changes`, which both stores write) as
+    the index applies it; None for one that holds no entry (a seed or reseed mark)."""
+    op = change["op"]
+    if op == "add":
+        return ("add", Entry.from_dict(change["entry"]))
+    if op == "group":
+        return ("group", change["name"], tuple(change["domains"]))
+    if op in ENDS:
+        return ("remove", change["id"])
+    return None
+
+
+class StoreBase:
+    """What the embedded and the Redis store do alike, on top of each one's `put_import`.
+
+    A store sets `index` (read on the request path), `clock`, and `_index_lock`, which it
+    holds while it changes the index, so a reader iterating it sees no half-applied batch.
+    """
+
+    clock: Callable[[], float]  # epoch seconds
+    _index_lock: AbstractContextManager[Any]
+
+    @property
+    def index(self) -> BanIndex:
+        """The index the request path reads: the store's own (embedded) or its replica's."""
+        return self._index
+
+    @index.setter
+    def index(self, index: BanIndex) -> None:
+        self._index = index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
+                   ) -> tuple[list[str], list[tuple[Entry, bool]]]:
+        raise NotImplementedError
+
+    def add(self, spec: EntrySpec, actor: str) -> Entry:
+        """Validate, commit and index a new entry; returns it with its id (or the active
+        entry identical to it, which makes the add a no-op)."""
+        return self.put_many([spec], actor)[0][0]
+
+    def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
+        return [entry for entry, _ in self.put_many(specs, actor)]
+
+    def put_many(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]:
+        """Validate every spec first, then commit the new bans together (all or nothing);
+        (entry, existing) per spec, `existing` when an identical entry was active already
+        (nothing is written for it: no id, no change, no seq)."""
+        return self.put_import((), specs, actor)[1]
+
+    def active(self) -> list[Entry]:
+        """Unexpired entries, oldest first (a copy, taken under the index's lock)."""
+        now = self.clock()
+        with self._index_lock:
+            return [e for e in self.index if e.unexpired(now)]
 
 
 def validate_all(specs: list[EntrySpec], now: float,

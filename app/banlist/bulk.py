@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from app.api.contract import BanIn, GroupIn
 from app.banlist.base import EntrySpec, GroupSpec, prepare, require_reason
+from app.banlist.bodies import BanIn, GroupIn
 from app.banlist.model import SCOPES, Entry, group_domains, group_name
 from app.errors import BanlistError
 

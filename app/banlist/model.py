@@ -5,13 +5,16 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from app.banlist import canon
 from app.engine.domains import is_public_suffix
 from app.errors import BanlistError
 
-SCOPES = ("url", "prefix", "host", "domain", "org")
+# What an entry covers; the one list of scopes the API body, the CLI, the import parsers
+# and the history filter take (docs/banlist.md#entries-and-scopes).
+Scope = Literal["url", "prefix", "host", "domain", "org"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 _GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # a canonical host name: lowercase labels of letters, digits, "-" and "_" (punycode included)
 _HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
@@ -30,11 +33,13 @@ class Entry:
     expires_at: float | None
     regions: frozenset[str]
 
+    def unexpired(self, now: float) -> bool:
+        """Still in force at `now` (no expiry, or a later one)."""
+        return self.expires_at is None or self.expires_at > now
+
     def active(self, region: str | None, now: float) -> bool:
         """Unexpired, and global or covering the request's region."""
-        if self.expires_at is not None and self.expires_at <= now:
-            return False
-        return not self.regions or region in self.regions
+        return self.unexpired(now) and (not self.regions or region in self.regions)
 
     def describe(self) -> str:
         """The audit reason: `domain example.org banned (legal removal) [entry 12]`."""

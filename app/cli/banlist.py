@@ -12,16 +12,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from app.banlist.model import iso
+from app.banlist.model import SCOPES, iso
 from app.cli.client import Client, Refused, Unreachable
+from app.errors import InputFileError
 from app.timespec import parse_duration, parse_time
 
 CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
 Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
-
-
-class FileRefused(Exception):
-    """A file the CLI cannot read as what it claims to be (nothing was sent)."""
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str]) -> None:
@@ -79,7 +76,7 @@ def add_parser(sub: Any) -> None:
     add_service_arguments(p, "the actor comes from it")
     cmds = p.add_subparsers(dest="banlist_command", required=True)
     add = cmds.add_parser("add", help="ban a url, prefix, host, domain or org group")
-    add.add_argument("scope", choices=["url", "prefix", "host", "domain", "org"])
+    add.add_argument("scope", choices=SCOPES)
     add.add_argument("value")
     add.add_argument("--reason", required=True)
     add.add_argument("--regions", default="", help="comma-separated region codes")
@@ -158,7 +155,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
             if refused:
                 table(refused, ["line", "field", "problem"], err)
             return 1
-        except FileRefused as exc:
+        except InputFileError as exc:
             print(f"refused: {exc}", file=err)
             return 1
         except OSError as exc:  # the file to import, or the export to write
@@ -327,7 +324,7 @@ def _ndjson_lines(path: Path, fmt: str) -> Lines:
                 clean["csv_extra_columns"] = "more fields than the header names"
             rows.append((reader.line_num, json.dumps(clean)))
     except csv.Error as exc:  # a field past csv's 131,072-character limit, a stray quote
-        raise FileRefused(f"{path}: line {reader.line_num + 1}: not CSV: {exc}; "
+        raise InputFileError(f"{path}: line {reader.line_num + 1}: not CSV: {exc}; "
                           "nothing imported") from None
     return rows
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli.flags import add_progress_flags
+from app.errors import InputFileError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -99,7 +100,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read pages, audit, print the report and write the files; 2 on bad input."""
     from app.neardup import dupes
-    from app.neardup.read import AuditInputError, read_pages
+    from app.neardup.read import read_pages
     from app.neardup.report import ProgressBar, SignatureWriter
 
     for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
             max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
             threads=args.workers, excluded=excluded, progress=bar, sink=sink)
-    except AuditInputError as exc:
+    except InputFileError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from app.cli import banlist as cli_banlist
 from app.cli import config as cli_config
 from app.cli import replay as replay_cli
 from app.cli.dupes import add_dupes_arguments
-from app.errors import BanlistError, ConfigError, SettingsError, StartupRefused
+from app.errors import ConfigError, FieldError, RearrangeError, SettingsError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         serve(load_settings(), args.host, args.port, args.workers)
-    except (StartupRefused, SettingsError, ConfigError, BanlistError) as exc:
+    except RearrangeError as exc:  # StartupRefused, SettingsError, ConfigError, a store's
         # One line, no traceback: the operator's to fix (docs/cli.md, exit codes).
         print(f"rearrange: not starting: {exc}", file=sys.stderr)
         return 2
@@ -149,8 +149,7 @@ def _variable(loc: tuple[Any, ...]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from app.config.load import load_file
-    from app.experiments.config import check_rebucketing
+    from app.config.load import check_rebucketing, load_file
 
     try:
         engine = load_file(args.file)
@@ -203,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
         return 1
-    except BanlistError as exc:  # the --banlist file: `banlist: FILE:LINE: field: problem`
+    except FieldError as exc:  # the --banlist file: `banlist: FILE:LINE: field: problem`
         print(f"banlist: {exc}", file=sys.stderr)
         return 1
     status, answered = service.rerank(body, explain=args.explain)

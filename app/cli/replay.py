@@ -11,7 +11,7 @@ from typing import IO, Any
 import orjson
 
 from app.cli.flags import add_progress_flags
-from app.errors import BanlistError, ConfigError
+from app.errors import BanlistError, ConfigError, InputFileError
 
 
 def add_parser(sub: Any) -> None:
@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """0 when the replay ran (changes or not), 1 on a bad config, banlist or capture line."""
     from app.config.settings import Settings
-    from app.replay.run import ReplayInputError, Report, Side, parse_ban, read_captures
+    from app.replay.run import Report, Side, parse_ban, read_captures
 
     out, err = out or sys.stdout, err or sys.stderr
     settings = Settings()
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     except ConfigError as exc:
         print(f"rearrange replay: {config}: invalid: {exc}", file=err)
         return 1
-    except (ValueError, BanlistError) as exc:  # ReplayInputError is a ValueError
+    except (ValueError, BanlistError) as exc:  # InputFileError is a ValueError
         print(f"rearrange replay: {exc}", file=err)
         return 1
     report, now = Report(), time.time()
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
                     d = _diff(served, candidate, captured.body, at)
                     report.add(captured, _query(captured.body), d)
                     advance()
-            except ReplayInputError as exc:  # the file changed since it was counted
+            except InputFileError as exc:  # the file changed since it was counted
                 print(f"rearrange replay: {exc}", file=err)
                 return 1
     if args.json:

@@ -3,20 +3,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from app import _engine
 from app.config.pipeline import PHASES, Phase, Pipeline, Rule, Step
 from app.config.plugins import build_python_rule, load_plugins
-from app.config.spec import compile_spec
 from app.config.step_keys import split_reserved
 from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
-from app.experiments.bucketing import BUCKETS, HOLDOUT, HOLDOUT_REST, Experiment, Holdout
+from app.experiments.bucketing import (
+    BUCKETS,
+    HOLDOUT,
+    HOLDOUT_REST,
+    Experiment,
+    Holdout,
+    holdout_rebucketing,
+    rebucketing,
+)
 from app.experiments.config import parse_experiments, parse_holdout
 from app.rules import RULES
 from app.rules.base import BuiltinRule
@@ -210,13 +216,17 @@ def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def with_core(engine: Engine, engine_metrics: Any) -> Engine:
-    """The config with its Rust engine built (from compile_spec's JSON and Python rules);
-    a spec the engine refuses is a ConfigError like any other, so the last good config
-    stays in use."""
-    spec, python_rules = compile_spec(engine)
-    try:
-        core = _engine.Engine(spec, python_rules, engine_metrics)
-    except ValueError as exc:
-        raise ConfigError("engine", str(exc)) from exc
-    return replace(engine, core=core)
+def check_rebucketing(old: Engine, new: Engine) -> None:
+    """ConfigError naming the experiment if `new` would move units of a running experiment."""
+    running = {e.name: e for e in old.experiments}
+    for i, exp in enumerate(new.experiments):
+        before = running.get(exp.name)
+        problem = before and rebucketing(before, exp)
+        if problem:
+            raise ConfigError(f"experiments[{i}] {exp.name}",
+                              f"would re-bucket units of the running experiment: {problem}; "
+                              "change its `salt` to restart it with fresh buckets")
+    problem = holdout_rebucketing(old.holdout, new.holdout)
+    if problem:
+        raise ConfigError("holdout", f"would re-bucket held-out units: {problem}; "
+                          "change its `salt` to draw a fresh holdout")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from app.config.step_keys import StepPolicy
 
@@ -30,6 +30,11 @@ class Phase(StrEnum):
 
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
+
+# A request's age mode (`query.age_mode`), strictest first: `safe_search` filters by it,
+# `empty_result_fallback` relaxes it one step at a time down to its `min_age_mode`.
+AgeMode = Literal["strict", "moderate", "off"]
+AGE_MODES: tuple[AgeMode, ...] = get_args(AgeMode)
 
 
 class Rule(Protocol):

@@ -18,13 +18,13 @@ import logging
 import os
 import socket
 import threading
-from typing import Any
+from typing import Any, TypeGuard, get_args
 
 import redis
 
 from app.banlist.redis.client import TextRedis
-from app.config.versions import HISTORY, ConfigHolder, Version
-from app.errors import ConfigError, FieldError
+from app.config.versions import HISTORY, ConfigHolder, How, Version
+from app.errors import ConfigError, Unavailable
 from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,14 @@ def _fields(v: Version, replica: str) -> dict[str, str]:
 
 
 def _record(f: dict[str, str]) -> Version:
-    return Version(f["version"], float(f["at"]), f["how"], f["by"], f["text"],
-                   f["file_version"])
+    how = f["how"]
+    if not _is_how(how):  # written by a replica of another release: say what it was
+        raise ValueError(f"unknown change kind {how!r}")
+    return Version(f["version"], float(f["at"]), how, f["by"], f["text"], f["file_version"])
+
+
+def _is_how(how: str) -> TypeGuard[How]:
+    return how in get_args(How)
 
 
 class ConfigReplica:
@@ -84,11 +90,10 @@ class ConfigReplica:
         except redis.RedisError as exc:
             self._failed(exc, "publish")
             if required:
-                raise FieldError("redis", f"Redis did not confirm the change ({exc}): it "
-                                 "is not served here; if Redis recorded it anyway, every "
-                                 "replica, this one included, serves it within a second "
-                                 "(GET /v1/admin/config says what is served)",
-                                 status=503) from exc
+                raise Unavailable("redis", f"Redis did not confirm the change ({exc}): it "
+                                  "is not served here; if Redis recorded it anyway, every "
+                                  "replica, this one included, serves it within a second "
+                                  "(GET /v1/admin/config says what is served)") from exc
             self.unpublished = True
 
     def find(self, version: str) -> Version | None:

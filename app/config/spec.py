@@ -1,4 +1,5 @@
-"""The compiled spec: a loaded config as the JSON the Rust engine is built from.
+"""The compiled spec: a loaded config as the JSON the Rust engine is built from, and the
+engine built from it (`with_core`).
 
 One narrow door between the planes (STYLE 7): the engine gets plain JSON text, fully
 resolved (extends applied, every default filled, steps in run order), and the list of
@@ -8,16 +9,17 @@ engine's parser reads; changing one is a change on both sides.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel
 
+from app import _engine
+from app.config.load import Engine
 from app.config.pipeline import Phase, Rule, Step
 from app.config.plugins import PythonRule, jsonable
 from app.config.step_keys import default_on_error
-
-if TYPE_CHECKING:
-    from app.config.load import Engine
+from app.errors import ConfigError
 
 
 def compile_spec(engine: Engine) -> tuple[str, list[Any]]:
@@ -79,3 +81,15 @@ def _params(place: str, rule: Rule) -> dict[str, Any]:
         params = params.model_dump(by_alias=True)
     named: dict[str, Any] = jsonable(place, params)
     return named
+
+
+def with_core(engine: Engine, engine_metrics: Any) -> Engine:
+    """The config with its Rust engine built (from compile_spec's JSON and Python rules);
+    a spec the engine refuses is a ConfigError like any other, so the last good config
+    stays in use."""
+    spec, python_rules = compile_spec(engine)
+    try:
+        core = _engine.Engine(spec, python_rules, engine_metrics)
+    except ValueError as exc:
+        raise ConfigError("engine", str(exc)) from exc
+    return replace(engine, core=core)

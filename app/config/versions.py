@@ -19,17 +19,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from app.banlist.model import iso
-from app.config.load import Engine, load_bytes, load_file, with_core
-from app.errors import ConfigError, FieldError
-from app.experiments.config import check_rebucketing
+from app.config.load import Engine, check_rebucketing, load_bytes, load_file
+from app.config.spec import with_core
+from app.errors import ConfigError, NotFound
 from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 HISTORY = 50  # versions kept, here and in Redis's log of changes
-HOWS = ("start", "file", "reload", "rollback", "replication")
+# how a version came to be served
+How = Literal["start", "file", "reload", "rollback", "replication"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class Version:
 
     version: str
     loaded_at: float  # epoch seconds
-    how: str  # one of HOWS
+    how: How
     by: str  # the token's actor, or `file` / `start`
     text: str  # the YAML, exactly
     file_version: str  # what the file held then (a rollback serves something else)
@@ -102,7 +103,7 @@ class ConfigHolder:
         """The versions served, newest first (a copy: another thread may add one)."""
         return list(self.history)  # one C call under the GIL, not a Python loop over it
 
-    def reload(self, how: str = "file", by: str = "file") -> tuple[bool, str]:
+    def reload(self, how: How = "file", by: str = "file") -> tuple[bool, str]:
         """Read the file again; (changed, version served). A file whose content is not new
         changes nothing; ConfigError (invalid, or re-bucketing a running experiment) leaves
         the config in use, and is counted as refused."""
@@ -140,8 +141,8 @@ class ConfigHolder:
                 return False, self.current
             held = self.find(version)
             if held is None:
-                raise FieldError("version", f"no config version {version!r} is held (GET "
-                                 "/v1/admin/config/versions lists them)", status=404)
+                raise NotFound("version", f"no config version {version!r} is held (GET "
+                               "/v1/admin/config/versions lists them)")
             try:
                 engine = self._load(held)
                 check_rebucketing(self.engine, engine)

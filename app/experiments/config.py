@@ -6,7 +6,7 @@ place, for every problem.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from app.config.plugins import known_params
 from app.config.step_keys import RESERVED
@@ -17,14 +17,8 @@ from app.experiments.bucketing import (
     HOLDOUT,
     Experiment,
     Holdout,
-    holdout_rebucketing,
-    rebucketing,
 )
 from app.rules import RULES
-
-if TYPE_CHECKING:
-    from app.config.load import Engine
-
 
 _EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots"}
 
@@ -196,19 +190,3 @@ def parse_holdout(raw: Any) -> Holdout | None:
     if not _is_percent(percent):
         raise ConfigError("holdout.percent", "a percentage in [0, 100], a multiple of 0.01")
     return Holdout(unit, round(percent * 100), _salt("holdout.salt", raw.get("salt")))
-
-
-def check_rebucketing(old: Engine, new: Engine) -> None:
-    """ConfigError naming the experiment if `new` would move units of a running experiment."""
-    running = {e.name: e for e in old.experiments}
-    for i, exp in enumerate(new.experiments):
-        before = running.get(exp.name)
-        problem = before and rebucketing(before, exp)
-        if problem:
-            raise ConfigError(f"experiments[{i}] {exp.name}",
-                              f"would re-bucket units of the running experiment: {problem}; "
-                              "change its `salt` to restart it with fresh buckets")
-    problem = holdout_rebucketing(old.holdout, new.holdout)
-    if problem:
-        raise ConfigError("holdout", f"would re-bucket held-out units: {problem}; "
-                          "change its `salt` to draw a fresh holdout")

@@ -20,6 +20,7 @@ import numpy as np
 from app._engine import NearDupSets
 from app.neardup import minhash, shingles
 from app.neardup.cluster import Cluster, MultiTemplate, Progress, clusters
+from app.neardup.read import read_pages  # noqa: F401 (the CLI's import)
 from app.neardup.site import Pairs, Site, Texts
 
 EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine

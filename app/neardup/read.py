@@ -12,17 +12,13 @@ from pathlib import Path, PurePosixPath
 
 import orjson
 
-from app.errors import RearrangeError
+from app.errors import InputFileError
 
 HTML_SUFFIXES = (".html", ".htm")
 # Below this many files the worker processes cost more to start than they save.
 POOL_MIN_FILES = 64
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-class AuditInputError(RearrangeError):
-    """Unreadable input: names the file and line."""
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -54,7 +50,7 @@ def read_pages(path: Path, canonical_urls: bool = False, exclude: Sequence[str] 
     elif path.is_file():
         yield from _read_jsonl(path, exclude, progress, dropped)
     else:
-        raise AuditInputError(f"{path}: no such file or folder")
+        raise InputFileError(f"{path}: no such file or folder")
 
 
 def _read_jsonl(path: Path, exclude: Sequence[str], progress: Progress,
@@ -71,14 +67,14 @@ def _read_jsonl(path: Path, exclude: Sequence[str], progress: Progress,
             try:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise AuditInputError(f"{path}:{n}: not valid JSON: {exc}") from None
+                raise InputFileError(f"{path}:{n}: not valid JSON: {exc}") from None
             if not isinstance(row, dict):
-                raise AuditInputError(f"{path}:{n}: expected an object {{url, text}}")
+                raise InputFileError(f"{path}:{n}: expected an object {{url, text}}")
             url, text = row.get("url"), row.get("text")
             if not isinstance(url, str) or not url:
-                raise AuditInputError(f"{path}:{n}: `url` must be a non-empty string")
+                raise InputFileError(f"{path}:{n}: `url` must be a non-empty string")
             if text is not None and not isinstance(text, str):
-                raise AuditInputError(f"{path}:{n}: `text` must be a string")
+                raise InputFileError(f"{path}:{n}: `text` must be a string")
             if exclude and excluded(url, exclude):
                 dropped.append(url)
                 continue
@@ -90,7 +86,7 @@ def _check_trafilatura() -> None:
     try:
         import trafilatura  # noqa: F401
     except ImportError:
-        raise AuditInputError(
+        raise InputFileError(
             "reading saved HTML needs trafilatura, which is not installed: "
             "pip install 'rearrange[audit]' (or give a JSON-lines file of {url, text})"
         ) from None
@@ -172,7 +168,7 @@ def _read_html_folder(path: Path, canonical_urls: bool, exclude: Sequence[str], 
     _check_trafilatura()
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
     if not files:
-        raise AuditInputError(f"{path}: no .html or .htm files in this folder")
+        raise InputFileError(f"{path}: no .html or .htm files in this folder")
     jobs = []
     for file in files:
         name = file.relative_to(path).as_posix()

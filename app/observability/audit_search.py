@@ -25,7 +25,6 @@ from app.banlist.model import iso
 # logrotate's names for the files it rotated out: `audit.jsonl.1`, `audit.jsonl.2.gz`,
 # `audit.jsonl-20250301`, `audit.jsonl-20250301.gz`
 _ROTATED = re.compile(r"(?:\.\d+|-\d{8,10})(?:\.gz)?")
-HURTING = "removed, collapsed or demoted"
 
 Progress = Callable[[str, int, int], None]
 

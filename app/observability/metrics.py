@@ -38,7 +38,6 @@ from app.observability.workers import (
     own_cpu_seconds,
 )
 from app.observability.workers import standard as standard_collectors
-from app.replay.capture import DROP_REASONS
 
 # A `_created` series per counter and histogram doubles the series for a figure no alert
 # or panel reads (Prometheus infers resets itself).
@@ -55,6 +54,8 @@ HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
 STRUCTURES = ("banlist", "quarantine", "sanctions")
 REFUSAL_CAUSES = ("lost", "backward", "fork")
 POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
+# Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
+DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
 # The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
 RERANK_CODES = (200, 500, 503)
@@ -132,7 +133,9 @@ class Metrics:
     per-request series; every engine built from a config counts into it. `registry` is
     what /metrics exports. `multiprocess_dir` (PROMETHEUS_MULTIPROC_DIR, set before
     prometheus_client was imported) makes this one worker of several: its series go to
-    its files there, and the registry exports every worker's.
+    its files there, and the registry exports every worker's. It is also the stores'
+    listener: they report through `StoreEvents` (app/banlist/events.py), which these
+    methods implement, and never import this module.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None,
@@ -336,6 +339,25 @@ class Metrics:
         """(experiment, variant) → requests assigned since start, read from the counter."""
         counts = self.engine_metrics.snapshot()["counters"]
         return {tuple(k): v for k, v in counts.get("rearrange_experiment_assignments_total", ())}
+
+    # ---- the stores' events (app/banlist/events.py: StoreEvents), as series ----------------
+    def redis_error(self, op: str) -> None:
+        self.banlist_redis_errors.labels(op).inc()
+
+    def refused(self, structure: str, cause: str) -> None:
+        self.redis_refusals.labels(structure, cause).inc()
+        if structure != "sanctions":  # a banlist's replica (the banlist or quarantine list)
+            self.banlist_backward_refused.inc()
+
+    def resynced(self, cause: str) -> None:
+        self.banlist_resyncs.labels(cause).inc()
+
+    def applied(self, lag_seconds: float) -> None:
+        self.banlist_lag.observe(lag_seconds)
+
+    def policy_checked(self, result: str) -> None:
+        self.redis_policy_checks.labels(result).inc()
+        self.redis_evicting.set(1 if result == "evicting" else 0)
 
     def http_response(self, route: str, status: int) -> None:
         """Count one HTTP response by route template and status code."""

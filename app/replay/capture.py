@@ -24,8 +24,6 @@ import orjson
 
 log = logging.getLogger(__name__)
 
-# rearrange_capture_dropped_total{reason}
-DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 FORMAT = 1  # the `capture` field of every line: bump on an incompatible change
 
 

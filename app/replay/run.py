@@ -20,21 +20,19 @@ from app.banlist import bulk
 from app.banlist.base import EntrySpec
 from app.banlist.canon import InvalidURL, canonicalize_with_host
 from app.banlist.embedded.store import EmbeddedStore
-from app.config.load import Engine, load_file, with_core
+from app.config.load import Engine, load_file
 from app.config.settings import Settings
-from app.errors import BanlistError
+from app.config.spec import with_core
+from app.errors import BanlistError, InputFileError
 from app.replay.capture import FORMAT
 
 PROPOSED = "proposed ban (rearrange replay)"  # the reason of a --ban entry
 NO_HOST = "(no host: a URL no browser opens)"
 
 
-class ReplayInputError(ValueError):
+def _unreadable(file: str, line: int, field: str, problem: str) -> InputFileError:
     """A captured line that cannot be replayed: file, line and field named."""
-
-    def __init__(self, file: str, line: int, field: str, problem: str) -> None:
-        super().__init__(f"{file}:{line}: {field}: {problem}" if line else
-                         f"{file}: {problem}")
+    return InputFileError(f"{file}:{line}: {field}: {problem}" if line else f"{file}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +46,12 @@ class Captured:
 
 
 def read_captures(path: Path) -> Iterator[Captured]:
-    """The requests of one capture file, in order; ReplayInputError for the first bad line."""
+    """The requests of one capture file, in order; InputFileError for the first bad line."""
     name = str(path)
     try:
         fh = path.open("rb")
     except OSError as exc:
-        raise ReplayInputError(name, 0, "file", f"cannot read: {exc.strerror}") from None
+        raise _unreadable(name, 0, "file", f"cannot read: {exc.strerror}") from None
     with fh:
         for n, raw in enumerate(fh, 1):
             if raw.strip():
@@ -64,18 +62,18 @@ def _captured(name: str, n: int, raw: bytes) -> Captured:
     try:
         item = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ReplayInputError(name, n, "line", f"not JSON: {exc}") from None
+        raise _unreadable(name, n, "line", f"not JSON: {exc}") from None
     if not isinstance(item, dict):
-        raise ReplayInputError(name, n, "line", "not a JSON object")
+        raise _unreadable(name, n, "line", "not a JSON object")
     if item.get("capture") != FORMAT:
-        raise ReplayInputError(name, n, "capture", f"expected {FORMAT} (a line of a "
+        raise _unreadable(name, n, "capture", f"expected {FORMAT} (a line of a "
                                f"REARRANGE_CAPTURE_PATH file), got {item.get('capture')!r}")
     ts = item.get("ts")
     if not isinstance(ts, int | float) or isinstance(ts, bool):
-        raise ReplayInputError(name, n, "ts", f"expected a number, got {ts!r}")
+        raise _unreadable(name, n, "ts", f"expected a number, got {ts!r}")
     request = item.get("request")
     if not isinstance(request, dict):
-        raise ReplayInputError(name, n, "request", "expected the request body, a JSON object")
+        raise _unreadable(name, n, "request", "expected the request body, a JSON object")
     return Captured(name, n, float(ts), orjson.dumps(request))
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from app.config.pipeline import Phase
+from app.config.pipeline import AgeMode, Phase
 from app.rules.base import BuiltinRule, Params
 
 PRE = frozenset({Phase.PRE_FILTER})
@@ -72,7 +72,7 @@ class SpamBan(BuiltinRule[SpamBanParams]):
 
 class FallbackParams(Params):
     strategy: str = Field("relax", pattern="^(relax|message)$")
-    min_age_mode: str = Field("moderate", pattern="^(strict|moderate|off)$")
+    min_age_mode: AgeMode = "moderate"
 
 
 class EmptyResultFallback(BuiltinRule[FallbackParams]):

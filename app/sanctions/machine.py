@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CLEAN, QUARANTINE, BANNED = "clean", "quarantine", "banned"
-STATES = (CLEAN, QUARANTINE, BANNED)
 
 
 class Thresholds(BaseModel):
@@ -51,13 +50,6 @@ def next_state(state: str, score: float, t: Thresholds) -> str:
         return QUARANTINE if score >= t.quarantine_exit else CLEAN
     if state == QUARANTINE:
         return QUARANTINE if score >= t.quarantine_exit else CLEAN
-    return QUARANTINE if score > t.quarantine_enter else CLEAN
-
-
-def next_state_without_hysteresis(score: float, t: Thresholds) -> str:
-    """One threshold per sanction, as a naive system would do (the seed's lab baseline)."""
-    if score > t.ban_enter:
-        return BANNED
     return QUARANTINE if score > t.quarantine_enter else CLEAN
 
 

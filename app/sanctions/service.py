@@ -14,8 +14,7 @@ import redis
 
 from app.banlist.base import BanStore, EntrySpec
 from app.banlist.model import normalize
-from app.errors import BanlistError, RearrangeError
-from app.observability.metrics import Metrics
+from app.errors import BanlistError, FieldError, Interrupted, NotFound
 from app.sanctions.machine import (
     BANNED,
     QUARANTINE,
@@ -59,7 +58,7 @@ class Sanctions:
     """
 
     def __init__(self, states: HostStates, banlist: BanStore, quarantine: BanStore,
-                 thresholds: Thresholds, metrics: Metrics,
+                 thresholds: Thresholds, metrics: Any,
                  clock: Callable[[], float] = time.time) -> None:
         self.states = states
         self.banlist = banlist
@@ -80,7 +79,7 @@ class Sanctions:
         for i, item in enumerate(items):
             try:
                 valid.append((i, self._validate(item, now)))
-            except _Refused as exc:
+            except FieldError as exc:
                 refused.append(Refusal(i, exc.field, exc.problem).as_dict())
         out: dict[str, Any] = {"applied": 0, "stale": 0, "refused": refused,
                                "transitions": [], "not_applied": [], "pending": []}
@@ -164,30 +163,30 @@ class Sanctions:
 
     def _validate(self, item: Any, now: float) -> Observation:
         if not isinstance(item, dict):
-            raise _Refused("", "an observation is an object {host or domain, spam_score, "
-                           "observed_at}")
+            raise FieldError("", "an observation is an object {host or domain, spam_score, "
+                             "observed_at}")
         unknown = set(item) - {"host", "domain", "spam_score", "observed_at"}
         if unknown:
-            raise _Refused(sorted(unknown)[0], "unknown field")
+            raise FieldError(sorted(unknown)[0], "unknown field")
         scopes = [s for s in ("host", "domain") if item.get(s) is not None]
         if len(scopes) != 1:
-            raise _Refused("host", "give exactly one of host or domain")
+            raise FieldError("host", "give exactly one of host or domain")
         scope = scopes[0]
         if not isinstance(item[scope], str):
-            raise _Refused(scope, "must be a string")
+            raise FieldError(scope, "must be a string")
         try:
             key = normalize(scope, item[scope])
         except BanlistError as exc:
-            raise _Refused(scope, exc.problem) from None
+            raise FieldError(scope, exc.problem) from None
         score = item.get("spam_score")
         if isinstance(score, bool) or not isinstance(score, int | float) or not (
                 math.isfinite(score) and 0.0 <= score <= 1.0):
-            raise _Refused("spam_score", "must be a number in [0, 1]")
+            raise FieldError("spam_score", "must be a number in [0, 1]")
         at = item.get("observed_at")
         if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
-            raise _Refused("observed_at", "must be epoch seconds")
+            raise FieldError("observed_at", "must be epoch seconds")
         if at > now + MAX_FUTURE_SECONDS:
-            raise _Refused("observed_at", f"{at:.0f} is in the future (now {now:.0f})")
+            raise FieldError("observed_at", f"{at:.0f} is in the future (now {now:.0f})")
         return Observation(key, scope, float(score), float(at))
 
     def _apply(self, host: HostState, obs: Observation, now: float,
@@ -224,9 +223,7 @@ class Sanctions:
         for entry in mine:
             try:
                 store.remove(entry.id, actor, reason)
-            except BanlistError as exc:
-                if exc.status != 404:  # Redis down, replica diverged: the caller must know
-                    raise
+            except NotFound:  # anything else (Redis down, a replica diverged): the caller's
                 log.info("sanctions: entry %s of %s already gone", entry.id, state.key)
         return None
 
@@ -235,24 +232,6 @@ def may_have_landed(exc: Exception) -> bool:
     """Whether a state write that raised `exc` may still have been written: not when Redis
     refused it (out of memory, say); yes when its answer was lost or an fsync failed."""
     return not isinstance(exc, redis.ResponseError)
-
-
-class Interrupted(RearrangeError):
-    """A store failed partway through a write: `cause` is its error, `problem` says what was
-    and was not committed, `result` the answer's fields as far as it went."""
-
-    def __init__(self, cause: Exception, problem: str, result: dict[str, Any]) -> None:
-        super().__init__(problem)
-        self.cause = cause
-        self.problem = problem
-        self.result = result
-
-
-class _Refused(Exception):
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
 
 
 class _Stale(enum.Enum):

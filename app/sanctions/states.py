@@ -13,10 +13,10 @@ from typing import Any, Protocol, TypeVar
 import redis
 
 from app.banlist.base import SyncState, require_reason
+from app.banlist.events import StoreEvents
 from app.banlist.redis.client import TextRedis
 from app.banlist.redis.policy import EvictionPolicy
-from app.errors import BanlistError, RearrangeError
-from app.observability.metrics import Metrics
+from app.errors import BanlistConflict, BanlistUnavailable, RearrangeError
 from app.sanctions.machine import HostState, Transition
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,10 @@ class FileStates:
         return SyncState("embedded")
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
-        raise BanlistError("sanctions", "embedded sanction states have no Redis to reseed",
-                           status=409)
+        raise BanlistConflict("sanctions", "embedded sanction states have no Redis to reseed")
 
     def adopt(self) -> dict[str, Any]:
-        raise BanlistError("sanctions", "embedded sanction states have no Redis to adopt",
-                           status=409)
+        raise BanlistConflict("sanctions", "embedded sanction states have no Redis to adopt")
 
     def _write(self, state: HostState) -> None:
         if self.path is None:
@@ -131,12 +129,12 @@ class RedisStates:
     since) until an operator reseeds that copy into Redis or adopts what Redis holds.
     """
 
-    def __init__(self, client: TextRedis, prefix: str, metrics: Metrics,
+    def __init__(self, client: TextRedis, prefix: str, events: StoreEvents,
                  policy: EvictionPolicy, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         base = f"{prefix}{{sanctions}}:"
         self.key, self.epoch_key, self.reseed_key = base + "hosts", base + "epoch", base + "reseed"
-        self.metrics = metrics
+        self.events = events
         self.policy = policy
         self.clock = clock
         self.epoch: str | None = None  # the history this process follows (None: none seen yet)
@@ -158,15 +156,15 @@ class RedisStates:
 
     def update(self, key: str, change: Callable[[HostState], tuple[HostState, T]]) -> T:
         if self.policy.problem:
-            raise BanlistError("sanctions", f"sanction writes are suspended: "
-                               f"{self.policy.problem}", status=503)
+            raise BanlistUnavailable("sanctions", f"sanction writes are suspended: "
+                                     f"{self.policy.problem}")
         while True:
             with self.client.pipeline() as pipe:
                 try:
                     pipe.watch(self.key, self.epoch_key, self.reseed_key)
                     epoch_r = pipe.get(self.epoch_key)
                     if not self._judge(pipe, epoch_r):
-                        raise BanlistError("sanctions", self.why_refused(), status=503)
+                        raise BanlistUnavailable("sanctions", self.why_refused())
                     raw = pipe.hget(self.key, key)
                     old = from_dict(json.loads(raw)) if raw else HostState(key)
                     new, result = change(old)
@@ -248,7 +246,7 @@ class RedisStates:
                           "replica's copy of %d hosts: %s. Run `rearrange banlist reseed "
                           "--store sanctions` against the replica with the copy to keep, or "
                           "adopt Redis's (POST /v1/admin/sanctions/adopt).", len(self.copy), why)
-                self.metrics.redis_refusals.labels("sanctions", cause).inc()
+                self.events.refused("sanctions", cause)
                 self.diverged = why
             return False
 
@@ -271,7 +269,7 @@ class RedisStates:
         if self.problem is None:
             log.warning("sanctions: Redis unreachable: %s", exc)
         self.problem = f"Redis unreachable: {exc}"
-        self.metrics.banlist_redis_errors.labels("sanctions").inc()
+        self.events.redis_error("sanctions")
 
     def sync_state(self) -> SyncState:
         now = self.clock()
@@ -286,19 +284,19 @@ class RedisStates:
         """Write this replica's copy back into Redis (after Redis lost or replaced the states)."""
         why = require_reason(reason, "a reseed")
         if self.epoch is None:
-            raise BanlistError("sanctions", "this replica follows no sanction states to reseed "
-                               "from", status=409)
+            raise BanlistConflict("sanctions", "this replica follows no sanction states to reseed "
+                                  "from")
         with self.client.pipeline() as pipe:
             try:
                 pipe.watch(self.key, self.epoch_key)
                 current = pipe.get(self.epoch_key)
                 if current == self.epoch and self.diverged is None:
-                    raise BanlistError("sanctions", "Redis holds the sanction states this "
-                                       "replica follows: nothing to reseed", status=409)
+                    raise BanlistConflict("sanctions", "Redis holds the sanction states this "
+                                          "replica follows: nothing to reseed")
                 if current is not None and current != self.epoch and not force:
-                    raise BanlistError("force", f"Redis holds another sanction-state history "
-                                       f"(epoch {current}, replica {self.epoch}; written after "
-                                       f"a loss?); pass force to overwrite it", status=409)
+                    raise BanlistConflict("force", f"Redis holds another sanction-state history "
+                                          f"(epoch {current}, replica {self.epoch}; written after "
+                                          f"a loss?); pass force to overwrite it")
                 with self._lock:
                     copy, epoch = dict(self.copy), self.epoch
                 pipe.multi()
@@ -311,12 +309,12 @@ class RedisStates:
                                                       "actor": actor, "reason": why}))
                 pipe.execute()
             except redis.WatchError:
-                raise BanlistError("sanctions", "Redis's sanction states changed while the "
-                                   "copy was written: check again", status=409) from None
+                raise BanlistConflict("sanctions", "Redis's sanction states changed while the "
+                                      "copy was written: check again") from None
             except redis.RedisError as exc:
                 self._unreachable(exc)
-                raise BanlistError("sanctions", f"Redis unreachable, not reseeded: {exc}",
-                                   status=503) from exc
+                raise BanlistUnavailable("sanctions",
+                                         f"Redis unreachable, not reseeded: {exc}") from exc
         with self._lock:
             self.diverged, self.confirmed_at = None, self.clock()
         log.warning("sanctions: %s reseeded Redis with %d host states (epoch %s, replacing %s): "
@@ -333,8 +331,7 @@ class RedisStates:
             epoch_r, got = pipe.execute()
         except redis.RedisError as exc:
             self._unreachable(exc)
-            raise BanlistError("sanctions", f"Redis unreachable, not adopted: {exc}",
-                               status=503) from exc
+            raise BanlistUnavailable("sanctions", f"Redis unreachable, not adopted: {exc}") from exc
         with self._lock:
             self.epoch, self.copy, self.read_at = epoch_r, got, self.clock()
             self.diverged, self.confirmed_at = None, self.clock()

@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from prometheus_client import generate_latest
 
+from app.api.errors import status_of
 from app.config.versions import HISTORY, ConfigHolder
 from app.errors import ConfigError, FieldError
 from app.observability.metrics import Metrics
@@ -70,7 +71,7 @@ def test_rollback_to_a_version_never_served_is_404_and_changes_nothing(holder):
     before = holder.engine
     with pytest.raises(FieldError) as info:
         holder.rollback("0123456789abcdef", "tns")
-    assert (info.value.field, info.value.status) == ("version", 404)
+    assert (info.value.field, status_of(info.value)) == ("version", 404)
     assert holder.engine is before and len(holder.history) == 1
 
 

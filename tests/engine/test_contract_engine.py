@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from app import _engine
+from app.api.errors import status_of
 from app.errors import FieldError
 from tests.reference import contract
 
@@ -50,7 +51,7 @@ def reference(body: bytes, max_documents: int, max_text_chars: int):
         req = contract.decode(body)
         contract.to_docs(req, max_documents, max_text_chars)
     except FieldError as exc:
-        return (exc.status, exc.field, exc.problem)
+        return (status_of(exc), exc.field, exc.problem)
     finally:
         sys.setrecursionlimit(limit)
     return req

@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app._engine import EngineMetrics
+from app.api.errors import status_of
 from app.banlist.base import EntrySpec, prepare
 from app.banlist.index import BanIndex
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.errors import BanlistError, FieldError
 from tests.reference import service as reference
 from tests.reference.banlist_index import BanIndex as ReferenceIndex
@@ -54,7 +56,7 @@ def expected_answer(config: Any, raw: bytes, banned: list[Any]) -> tuple[int, by
         response = reference.rerank(config, raw, banlist=ReferenceIndex(banned),
                                     banlist_version=VERSION, now=NOW)
     except FieldError as exc:
-        return exc.status, error_body(exc.status, exc.field, exc.problem)
+        return status_of(exc), error_body(status_of(exc), exc.field, exc.problem)
     except RuleFailed as exc:
         return 503, orjson.dumps({"error": "rule_failed", "rule": exc.rule,
                                   "phase": str(exc.phase), "problem": exc.problem})

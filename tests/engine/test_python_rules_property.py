@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from app._engine import EngineMetrics
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from tests.engine.test_engine_property import NOW, VERSION, expected_answer
 from tests.reference.strategies import bodies
 

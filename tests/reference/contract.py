@@ -17,7 +17,7 @@ import msgspec
 
 from app.api.contract import RerankRequest
 from app.banlist import canon
-from app.errors import FieldError
+from app.errors import FieldError, Malformed, TooLarge
 from tests.reference.pipeline import Doc
 
 U64_MAX = 2**64 - 1
@@ -46,10 +46,10 @@ def decode(body: bytes) -> RerankRequest:
             path = _locate(body, path, problem)
         raise FieldError(path or "body", problem) from None
     except msgspec.DecodeError as exc:
-        raise FieldError("body", f"not valid JSON: {exc}", status=400) from None
+        raise Malformed("body", f"not valid JSON: {exc}") from None
     except RecursionError:  # msgspec's guard: arrays and objects nested past Python's limit
-        raise FieldError("body", "JSON nested too deeply (arrays and objects within each "
-                         "other, about a thousand levels)", status=400) from None
+        raise Malformed("body", "JSON nested too deeply (arrays and objects within each "
+                        "other, about a thousand levels)") from None
 
 
 _JSON_TYPE = {str: "str", int: "int", float: "float", bool: "bool", list: "array",
@@ -139,8 +139,8 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
     """Check what types cannot (limits, unique ids) and build Docs, canonical URLs resolved;
     the first problem in document order is the one raised."""
     if len(req.documents) > max_documents:
-        raise FieldError("documents", f"{len(req.documents)} documents, over the limit "
-                         f"of {max_documents}", status=413)
+        raise TooLarge("documents", f"{len(req.documents)} documents, over the limit "
+                       f"of {max_documents}")
     first: dict[str, int] = {}
     docs: list[Doc] = []
     for i, d in enumerate(req.documents):
@@ -149,9 +149,8 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
                              f"duplicate id {d.id!r} (first at documents[{first[d.id]}])")
         first[d.id] = i
         if d.text is not None and len(d.text) > max_text_chars:
-            raise FieldError(f"documents[{i}].text",
-                             f"{len(d.text)} characters, over the limit of {max_text_chars}",
-                             status=413)
+            raise TooLarge(f"documents[{i}].text",
+                           f"{len(d.text)} characters, over the limit of {max_text_chars}")
         if d.minhash is not None and max(d.minhash.values) > U64_MAX:
             at = next(n for n, v in enumerate(d.minhash.values) if v > U64_MAX)
             raise FieldError(f"documents[{i}].minhash.values[{at}]",

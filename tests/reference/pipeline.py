@@ -23,8 +23,6 @@ from tests.reference.backfill import Cut, refill
 from tests.reference.errors import DeadlineExceeded, RefusedOutput, RuleFailed
 from tests.reference.records import APPLIED, SHADOW, AuditRecord
 
-AGE_MODES: tuple[str, ...] = ("strict", "moderate", "off")  # strictest first
-
 
 class Doc(msgspec.Struct):
     """One result of the page; rules never mutate a Doc, they build changed copies."""

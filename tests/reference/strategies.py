@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from app.config.pipeline import AGE_MODES
 from app.rules.query import url_key
 
 HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.example.net",
@@ -90,7 +91,7 @@ def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[st
         "request_id": "prop",
         "query": {"text": draw(st.one_of(texts, short_queries)),
                   "classes": draw(st.lists(st.sampled_from(CLASSES), max_size=2)),
-                  "age_mode": draw(st.sampled_from(("strict", "moderate", "off")))},
+                  "age_mode": draw(st.sampled_from(AGE_MODES))},
         "documents": docs_,
     }
     region = draw(st.one_of(st.none(), st.sampled_from(REGIONS + ("kz",))))
@@ -176,8 +177,7 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
         "host_quota": {"max_per_host": draw(st.integers(1, 3))},
         "age_label": {"threshold": draw(probability)},
         "empty_result_fallback": {"strategy": draw(st.sampled_from(("relax", "message"))),
-                                  "min_age_mode": draw(st.sampled_from(
-                                      ("strict", "moderate", "off")))},
+                                  "min_age_mode": draw(st.sampled_from(AGE_MODES))},
     }.get(rule)
     if params is None or not draw(st.booleans()) and not rule.startswith("query_"):
         return rule

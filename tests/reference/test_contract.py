@@ -5,6 +5,7 @@ import msgspec
 import pytest
 
 from app.api.contract import MinHash
+from app.api.errors import status_of
 from app.errors import FieldError
 from tests.reference import contract
 from tests.reference.pipeline import Doc
@@ -54,7 +55,7 @@ def test_to_docs_reports_the_first_problem_in_document_order():
                    {"id": "b", "url": "http://c.example/", "score": 1})
     with pytest.raises(FieldError) as err:
         contract.to_docs(req, 100, 10)
-    assert (err.value.field, err.value.status) == ("documents[0].text", 413)
+    assert (err.value.field, status_of(err.value)) == ("documents[0].text", 413)
     req = _request({"id": "a", "url": "http://a.example/", "score": 1},
                    {"id": "a", "url": "http://", "score": 1})
     with pytest.raises(FieldError) as err:

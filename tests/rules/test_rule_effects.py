@@ -10,7 +10,8 @@ import orjson
 from app._engine import EngineMetrics
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.config.load import load_bytes, with_core
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from tests.config.test_pipeline import EXPERIMENT, SEED_CONFIG  # the same page and experiment
 
 NOW = 1_900_000_000.0

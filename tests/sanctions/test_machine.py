@@ -16,11 +16,18 @@ from app.sanctions.machine import (
     clear,
     is_stale,
     next_state,
-    next_state_without_hysteresis,
     observe,
 )
 
 T = Thresholds()  # ban > 0.9 until < 0.6; quarantine > 0.7 until < 0.5
+
+
+def next_state_without_hysteresis(score: float, t: Thresholds) -> str:
+    """One threshold per sanction, as a naive system would do (the baseline the
+    hysteresis is measured against)."""
+    if score > t.ban_enter:
+        return BANNED
+    return QUARANTINE if score > t.quarantine_enter else CLEAN
 
 
 def run(scores, with_hysteresis=True):

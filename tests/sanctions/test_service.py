@@ -5,10 +5,10 @@ import pytest
 
 from app.banlist.base import EntrySpec
 from app.banlist.embedded.store import EmbeddedStore
-from app.errors import BanlistError
+from app.errors import BanlistError, Interrupted
 from app.observability.metrics import Metrics
 from app.sanctions.machine import Thresholds
-from app.sanctions.service import Interrupted, Sanctions
+from app.sanctions.service import Sanctions
 from app.sanctions.states import FileStates
 
 

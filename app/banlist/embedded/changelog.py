@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from app.errors import BanlistError
+from app.errors import BanlistError, BanlistUnavailable
 
 log = logging.getLogger(__name__)
 TXN = "txn_end"  # on every line of a transaction of several changes: the seq of its last
@@ -122,7 +122,7 @@ class ChangeLog:
         refused until a restart, whose replay drops the unfinished transaction).
         """
         if self.broken:
-            raise BanlistError("banlist", self.broken, status=503)
+            raise BanlistUnavailable("banlist", self.broken)
         start, marks, created = self.size, len(self.marks), not self.path.exists()
         offset = start
         try:
@@ -148,8 +148,8 @@ class ChangeLog:
             del self.marks[marks:]
             self._undo(start, exc)
             if isinstance(exc, OSError):
-                raise BanlistError("banlist", f"the change log {self.path} could not be "
-                                   f"written, nothing was changed: {exc}", status=503) from exc
+                raise BanlistUnavailable("banlist", f"the change log {self.path} could not be "
+                                         f"written, nothing was changed: {exc}") from exc
             raise
         self.size = offset
 

@@ -18,7 +18,9 @@ from app.banlist import history
 from app.banlist.base import (
     EntrySpec,
     GroupSpec,
+    StoreBase,
     SyncState,
+    index_change,
     new_groups,
     plan,
     prepare,
@@ -30,7 +32,7 @@ from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
-from app.errors import BanlistError
+from app.errors import BanlistConflict, BanlistNotFound, BanlistUnavailable
 
 __all__ = ["EmbeddedStore", "EntrySpec"]
 
@@ -39,7 +41,7 @@ TAIL = 10_000  # recent changes kept in memory; older history is read from the l
 BATCH = 10_000  # changes per write + fsync in a multi-entry commit (a seed, a large import)
 
 
-class EmbeddedStore:
+class EmbeddedStore(StoreBase):
     """Single-process banlist: every change is fsynced to a JSON-lines log before it is applied.
 
     On start the log is replayed (see `changelog`: a torn last line or an unfinished last
@@ -71,6 +73,7 @@ class EmbeddedStore:
         self.graveyard = Graveyard()  # what lookup shows as `former`
         self.loaded_at = clock()
         self._lock = threading.Lock()
+        self._index_lock = self._lock
         if self.changelog is not None:
             self._pending: list[tuple[Any, ...]] = []  # replayed changes, applied in batches
             self._pending_adds: dict[str, Entry] = {}  # the adds among them, by id
@@ -80,9 +83,6 @@ class EmbeddedStore:
             self._flush()
             self._tail.extend(self.changelog.read(self.version - tail, tail, self.changelog.size))
         gc.freeze()  # the index is long-lived: keep it out of every future collection
-
-    def __len__(self) -> int:
-        return len(self.index)
 
     def start(self) -> None:
         """Nothing runs in the background: every write is applied where it is made."""
@@ -100,28 +100,14 @@ class EmbeddedStore:
         return SyncState("embedded")
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
-        raise BanlistError("banlist", "the embedded store has no Redis to reseed", status=409)
+        raise BanlistConflict("banlist", "the embedded store has no Redis to reseed")
 
     def adopt(self) -> dict[str, Any]:
-        raise BanlistError("banlist", "the embedded store has no Redis to adopt", status=409)
+        raise BanlistConflict("banlist", "the embedded store has no Redis to adopt")
 
     def write_state(self, write_id: str) -> dict[str, Any]:
-        raise BanlistError("write_id", "the embedded store answers every write once it is "
-                           "committed: it hands out no write ids", status=404)
-
-    def add(self, spec: EntrySpec, actor: str) -> Entry:
-        """Validate, persist and index a new entry; returns it with its id (or the active
-        entry identical to it, which makes the add a no-op)."""
-        return self.put_many([spec], actor)[0][0]
-
-    def add_many(self, specs: list[EntrySpec], actor: str) -> list[Entry]:
-        return [entry for entry, _ in self.put_many(specs, actor)]
-
-    def put_many(self, specs: list[EntrySpec], actor: str) -> list[tuple[Entry, bool]]:
-        """Validate every spec first, then commit the new bans as one transaction (all or
-        nothing); (entry, existing) per spec, `existing` when an identical entry was active
-        already (nothing is written for it: no id, no change, no seq)."""
-        return self.put_import((), specs, actor)[1]
+        raise BanlistNotFound("write_id", "the embedded store answers every write once it is "
+                              "committed: it hands out no write ids")
 
     def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
                    ) -> tuple[list[str], list[tuple[Entry, bool]]]:
@@ -186,7 +172,7 @@ class EmbeddedStore:
         with self._lock:
             entry = self.index.get(entry_id)
             if entry is None:
-                raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
+                raise BanlistNotFound("id", f"no active entry {entry_id!r}")
             change = {"seq": self.version + 1, "op": "remove", "id": entry_id,
                       "entry": entry.as_dict(), "actor": actor, "reason": reason,
                       "at": iso(self.clock())}
@@ -233,12 +219,6 @@ class EmbeddedStore:
             count = sum(1 for _, old in self._add_all(items, actor, groups)[1] if not old)
         gc.freeze()
         return count
-
-    def active(self) -> list[Entry]:
-        """Unexpired entries, oldest first."""
-        now = self.clock()
-        with self._lock:
-            return [e for e in self.index if e.expires_at is None or e.expires_at > now]
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
         """The change log after `seq`: from the recent tail in memory, else from the file."""
@@ -299,9 +279,9 @@ class EmbeddedStore:
 
     def _writable(self) -> None:
         if self.read_only:
-            raise BanlistError("banlist", "this replica's banlist is read-only "
-                               "(REARRANGE_BANLIST_READ_ONLY): write through Redis, or run "
-                               "one writable process", status=409)
+            raise BanlistConflict("banlist", "this replica's banlist is read-only "
+                                  "(REARRANGE_BANLIST_READ_ONLY): write through Redis, or run "
+                                  "one writable process")
 
     def _commit(self, *changes: dict[str, Any], standalone: bool = False) -> int:
         """Persist changes (one transaction, one fsync) before the caller applies them."""
@@ -330,15 +310,14 @@ class EmbeddedStore:
 
     def _apply(self, change: dict[str, Any]) -> None:
         """A replayed change, queued: the index takes them BATCH at a time (one swap each)."""
-        if change["op"] == "add":
-            entry = Entry.from_dict(change["entry"])
-            self._pending.append(("add", entry))
-            self._pending_adds[entry.id] = entry
-        elif change["op"] == "group":
-            self._pending.append(("group", change["name"], tuple(change["domains"])))
-        else:
-            entry_id = change["id"]
-            self._pending.append(("remove", entry_id))
+        applied = index_change(change)
+        if applied is None:
+            return
+        self._pending.append(applied)
+        if applied[0] == "add":
+            self._pending_adds[applied[1].id] = applied[1]
+        elif applied[0] == "remove":
+            entry_id = applied[1]
             self._bare_ends = self._bare_ends or "entry" not in change
             gone = self._pending_adds.pop(entry_id, None) or self.index.get(entry_id)
             if gone is not None:
@@ -372,11 +351,11 @@ def _lock(path: Path, shared: bool) -> IO[str]:
         fh.seek(0)
         holder = fh.read().strip() or "another process"
         fh.close()
-        raise BanlistError("banlist", f"the banlist log {path} is in use by {holder}: an "
-                           "embedded banlist has one writer, and read-only stores share it "
-                           "only with each other. Run one worker, several against Redis "
-                           "(REDIS_URL), or set REARRANGE_BANLIST_READ_ONLY=true on every "
-                           "process to serve a frozen list", status=503) from None
+        raise BanlistUnavailable("banlist", f"the banlist log {path} is in use by {holder}: an "
+                                 "embedded banlist has one writer, and read-only stores share it "
+                                 "only with each other. Run one worker, several against Redis "
+                                 "(REDIS_URL), or set REARRANGE_BANLIST_READ_ONLY=true on every "
+                                 "process to serve a frozen list") from None
     if not shared:
         fh.seek(0)
         fh.truncate()

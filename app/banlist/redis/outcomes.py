@@ -17,7 +17,7 @@ import orjson
 import redis
 
 from app.banlist.redis.client import TextRedis
-from app.errors import BanlistError
+from app.errors import BanlistError, BanlistUnavailable
 
 log = logging.getLogger(__name__)
 WRITE_ID = re.compile(r"[0-9a-f]{32}")
@@ -26,7 +26,7 @@ SETTLE_WAITS = (0.1, 0.3, 0.6, 1.0)  # seconds between tries to reach Redis agai
 
 def settle(client: TextRedis, key: str, write_id: str, attempt: str, ttl_ms: int,
            cause: redis.RedisError) -> list[Any]:
-    """The script's result if the write committed; BanlistError (503) saying it was not made,
+    """The script's result if the write committed; BanlistUnavailable saying it was not made,
     or, while Redis stays unreachable, that the outcome is unknown (with the write id)."""
     for wait in SETTLE_WAITS:
         time.sleep(wait)
@@ -36,16 +36,16 @@ def settle(client: TextRedis, key: str, write_id: str, attempt: str, ttl_ms: int
         except redis.RedisError:
             continue
         if outcome is None or outcome.startswith("aborted:"):
-            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {cause}",
-                               status=503)
+            raise BanlistUnavailable("banlist",
+                                     f"Redis unreachable, the change was not made: {cause}")
         log.warning("banlist: write %s committed although its answer was lost (%s)",
                     write_id, cause)
         return seqs(outcome)
-    raise BanlistError(
+    raise BanlistUnavailable(
         "banlist", f"Redis went away while write {write_id} was sent ({cause}): whether it "
         "committed is unknown until Redis answers. It is all or nothing; "
         f"GET /v1/banlist/writes/{write_id} tells which (and, if it did not, makes sure it "
-        "never will)", status=503, extra={"write_id": write_id, "outcome": "unknown"})
+        "never will)", extra={"write_id": write_id, "outcome": "unknown"})
 
 
 def state(client: TextRedis, key: str, write_id: str, ttl_ms: int) -> dict[str, Any]:

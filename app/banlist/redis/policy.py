@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import redis
 
+from app.banlist.events import StoreEvents
 from app.banlist.redis.client import TextRedis
-from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 SAFE = "noeviction"
@@ -27,8 +27,8 @@ RECHECK_SECONDS = 60.0  # a CONFIG SET without a reconnect is noticed within thi
 class EvictionPolicy:
     """What Redis's `maxmemory-policy` was at the last check, shared by every Redis user."""
 
-    def __init__(self, metrics: Metrics, clock: Callable[[], float] = time.monotonic) -> None:
-        self.metrics = metrics
+    def __init__(self, events: StoreEvents, clock: Callable[[], float] = time.monotonic) -> None:
+        self.events = events
         self.clock = clock
         self.policy: str | None = None  # as Redis last said; None: not read (yet)
         self.problem: str | None = None  # set while the policy evicts: why writes are suspended
@@ -56,8 +56,7 @@ class EvictionPolicy:
             self._unknown("CONFIG GET maxmemory-policy answered nothing")
             return
         evicting = policy != SAFE
-        self.metrics.redis_policy_checks.labels("evicting" if evicting else SAFE).inc()
-        self.metrics.redis_evicting.set(1 if evicting else 0)
+        self.events.policy_checked("evicting" if evicting else SAFE)
         with self._lock:
             was, self.policy, self.unchecked = self.problem, policy, None
             self.problem = refusal(policy) if evicting else None
@@ -68,8 +67,7 @@ class EvictionPolicy:
             log.warning("Redis: maxmemory-policy is %s again; writes resume", SAFE)
 
     def _unknown(self, why: str) -> None:
-        self.metrics.redis_policy_checks.labels("unknown").inc()
-        self.metrics.redis_evicting.set(0)
+        self.events.policy_checked("unknown")
         with self._lock:
             was, self.unchecked, self.policy, self.problem = self.unchecked, why, None, None
         if was != why:

@@ -27,19 +27,21 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import redis
 
-from app.banlist.base import SyncState
+from app.banlist.base import IndexChange, SyncState, index_change
+from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
 from app.banlist.redis import forks, snapshot
-
-if TYPE_CHECKING:
-    from app.banlist.redis.store import RedisStore
+from app.banlist.redis.client import TextRedis
+from app.banlist.redis.keys import Keys
+from app.banlist.redis.policy import EvictionPolicy
 
 log = logging.getLogger(__name__)
 PAGE = 5000
@@ -47,8 +49,15 @@ PAGE = 5000
 
 def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
     """A stream record in the shape of `GET /v1/banlist/changes` (the embedded log's shape)."""
+    change = _what(f)
+    change.update(actor=f["actor"], reason=f["reason"],
+                  at=iso(int(stream_id.partition("-")[0]) / 1000))
+    return change
+
+
+def _what(f: dict[str, str]) -> dict[str, Any]:
+    """What a stream record changed: change_of's fields but who, why and when."""
     seq, op, key = int(f["seq"]), f["op"], f["key"]
-    at = iso(int(stream_id.partition("-")[0]) / 1000)
     change: dict[str, Any] = {"seq": seq, "op": op}
     if op == "add":
         change["entry"] = {"id": key, **orjson.loads(f["payload"])}
@@ -60,7 +69,6 @@ def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
         change["id"] = key
         if f.get("payload"):  # the entry a remove or expire deleted (none before it said)
             change["entry"] = {"id": key, **orjson.loads(f["payload"])}
-    change.update(actor=f["actor"], reason=f["reason"], at=at)
     return change
 
 
@@ -75,27 +83,25 @@ def _forked(epoch: int, version: int) -> str:
             f"changes under the same seqs")
 
 
-def _change(f: dict[str, str]) -> tuple[Any, ...] | None:
-    """A stream record as a change for `BanIndex.apply` (None: nothing to apply)."""
-    op, key = f["op"], f["key"]
-    if op == "add":
-        return ("add", Entry.from_dict({"id": key, **orjson.loads(f["payload"])}))
-    if op == "group":
-        return ("group", key, tuple(orjson.loads(f["payload"])))
-    if op in ("remove", "expire"):
-        return ("remove", key)
-    # "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
-    # resync; a seed starts an epoch)
-    return None
+def _change(f: dict[str, str]) -> IndexChange | None:
+    """A stream record as a change for `BanIndex.apply` (None: nothing to apply).
+
+    "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
+    resync; a seed starts an epoch). A remove or expire is applied by its id alone."""
+    if f["op"] in ("remove", "expire"):
+        return ("remove", f["key"])
+    return index_change(_what(f))
 
 
 class Replicator:
     """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
 
-    def __init__(self, store: RedisStore, block_seconds: float, snapshot_path: Path | None,
+    def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
+                 events: StoreEvents, *, name: str, clock: Callable[[], float],
+                 block_seconds: float, snapshot_path: Path | None,
                  snapshot_seconds: float) -> None:
-        self.client, self.keys, self.metrics = store.client, store.keys, store.metrics
-        self.name, self.policy, self.clock = store.name, store.policy, store.clock
+        self.client, self.keys, self.policy, self.events = client, keys, policy, events
+        self.name, self.clock = name, clock
         self.block_ms = int(block_seconds * 1000)
         self.snapshot_path = snapshot_path
         self.snapshot_seconds = snapshot_seconds
@@ -157,7 +163,7 @@ class Replicator:
             except Exception as exc:  # a thread that died would stop this replica for good
                 self.problem = f"replication error: {exc!r}"
                 log.exception("%s: replication round failed; retrying", self.name)
-                self.metrics.banlist_redis_errors.labels("replicate").inc()
+                self.events.redis_error("replicate")
                 self._stop.wait(1.0)
 
     def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
@@ -166,7 +172,7 @@ class Replicator:
                         self.name, self.version, exc)
         self.connected = False
         self.problem = f"Redis unreachable: {exc}"
-        self.metrics.banlist_redis_errors.labels(op).inc()
+        self.events.redis_error(op)
 
     # ---- one round: check where Redis is, read what is new --------------------------------
     def poll(self, block: bool) -> None:
@@ -288,8 +294,7 @@ class Replicator:
         return f"rearrange banlist reseed{store}"
 
     def _count_refusal(self, cause: str) -> None:
-        self.metrics.banlist_backward_refused.inc()
-        self.metrics.redis_refusals.labels(self.name, cause).inc()
+        self.events.refused(self.name, cause)
 
     def _why_still_refused(self, mine: list[Any], known: tuple[int, int, str],
                            seq_r: str | None) -> str:
@@ -377,7 +382,7 @@ class Replicator:
             self.index.apply(batch)
         self.version, self.stream_id, self.epoch = version, stream_id, epoch
         for lag in lags:
-            self.metrics.banlist_lag.observe(max(lag, 0.0))
+            self.events.applied(max(lag, 0.0))
 
     def catch_up(self) -> None:
         """Apply everything committed so far (after our own write: read-your-writes)."""
@@ -454,7 +459,7 @@ class Replicator:
     def _resynced(self, cause: str) -> None:
         self._resync_cause, self.diverged = None, None
         self._confirmed(self.clock())
-        self.metrics.banlist_resyncs.labels(cause).inc()
+        self.events.resynced(cause)
         # No gc.collect() here: a full collection over a million fresh objects would stall
         # every request for as long; the old index has no cycles, refcounting frees it.
         gc.freeze()  # the new index is long-lived: keep it out of every future collection

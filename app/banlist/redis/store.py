@@ -26,6 +26,7 @@ from app.banlist import history
 from app.banlist.base import (
     EntrySpec,
     GroupSpec,
+    StoreBase,
     SyncState,
     new_groups,
     plan,
@@ -33,16 +34,23 @@ from app.banlist.base import (
     require_reason,
     validate_all,
 )
+from app.banlist.events import StoreEvents
 from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
 from app.banlist.redis.client import connect
+from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.replica import Replicator, change_of
-from app.errors import BanlistError
-from app.observability.metrics import Metrics
+from app.errors import (
+    BanlistConflict,
+    BanlistError,
+    BanlistNotFound,
+    BanlistTooLarge,
+    BanlistUnavailable,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -52,32 +60,10 @@ DECIDE_TRIES = 8  # adds decided again after another replica added the same ban 
 STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
 
 
-class Keys:
-    """Key names; one hash tag so a Redis Cluster keeps them on one slot (scripts need that)."""
-
-    def __init__(self, prefix: str) -> None:
-        base = f"{prefix}{{banlist}}:"
-        self.entries, self.groups = base + "entries", base + "groups"
-        self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
-        self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
-        self.base = base
-
-    def outcome(self, write_id: str) -> str:
-        """Where a write script leaves its result (or a fence that it will never run)."""
-        return f"{self.base}write:{write_id}"
-
-    def seed_stage(self) -> str:
-        """A staging hash of its own for one seeder (two replicas may seed at once)."""
-        return f"{self.base}seed:{uuid.uuid4().hex}"
-
-    def write(self) -> list[str]:
-        return [self.entries, self.groups, self.seq, self.epoch, self.stream]
-
-
-class RedisStore:
+class RedisStore(StoreBase):
     """A banlist replica that follows Redis; writes go to Redis first, then apply locally."""
 
-    def __init__(self, url: str, metrics: Metrics, snapshot_path: Path | None, *,
+    def __init__(self, url: str, metrics: StoreEvents, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
                  clock: Callable[[], float] = time.time, name: str = "banlist",
@@ -86,7 +72,7 @@ class RedisStore:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
         self.keys = Keys(prefix)
-        self.metrics = metrics
+        self.metrics = metrics  # where it reports (the service's Metrics listen)
         self.clock = clock
         self.name = name  # "banlist", or "quarantine": in logs and metric labels
         self.policy = policy or EvictionPolicy(metrics)
@@ -94,7 +80,11 @@ class RedisStore:
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
         self._seed = self.client.register_script(lua.SEED)
-        self.replica = Replicator(self, block_seconds, snapshot_path, snapshot_seconds)
+        self.replica = Replicator(self.client, self.keys, self.policy, metrics, name=name,
+                                  clock=clock, block_seconds=block_seconds,
+                                  snapshot_path=snapshot_path,
+                                  snapshot_seconds=snapshot_seconds)
+        self._index_lock = self.replica.lock
         self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
         self._buried_to = "0-0"  # the stream record the graveyard has read up to
         self._bury_lock = threading.Lock()
@@ -104,18 +94,13 @@ class RedisStore:
     def index(self) -> BanIndex:
         return self.replica.index
 
+    @index.setter
+    def index(self, index: BanIndex) -> None:
+        raise AttributeError("the Redis store's index is its replica's: only it swaps one in")
+
     @property
     def version(self) -> int:
         return self.replica.version
-
-    def __len__(self) -> int:
-        return len(self.replica.index)
-
-    def active(self) -> list[Entry]:
-        """Unexpired entries, oldest first (a copy, taken under the apply lock)."""
-        now = self.clock()
-        with self.replica.lock:
-            return [e for e in self.replica.index if e.expires_at is None or e.expires_at > now]
 
     def refresh(self) -> None:
         """Apply everything Redis has committed so far (a decision must not act on a lag)."""
@@ -133,35 +118,22 @@ class RedisStore:
         self.client.close()
 
     # ---- writes ---------------------------------------------------------------------------
-    def add(self, spec: EntrySpec, actor: str) -> Entry:
-        return self.put_many([spec], actor)[0][0]
-
-    def add_many(self, specs: list[EntrySpec], actor: str, fresh: bool = False) -> list[Entry]:
-        return [entry for entry, _ in self.put_many(specs, actor, fresh)]
-
-    def put_many(self, specs: list[EntrySpec], actor: str,
-                 fresh: bool = False) -> list[tuple[Entry, bool]]:
-        """Validate all, then commit the new bans in one script: consecutive seqs, or none.
-
-        (entry, existing) per spec, `existing` when an identical entry is active already
-        (nothing written for it). That is decided on this replica's copy once caught up,
-        and the script commits only if Redis's seq is still the one decided on; otherwise
-        the decision is made again on the newer copy.
-        `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
-        """
-        return self.put_import((), specs, actor, fresh)[1]
-
     def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str,
                    fresh: bool = False) -> tuple[list[str], list[tuple[Entry, bool]]]:
         """`put_many` with the org groups an import defines, in the same script before the
-        entries (which may name them); returns the names of the groups it defined and the
-        entries as put_many does. A group held with the same members is a no-op, one held
-        with other members a 409 before anything is written; one another replica defines
-        after the decision makes the script refuse, and the decision is made again."""
+        entries (which may name them): consecutive seqs, or none. Returns the names of the
+        groups it defined and the entries as put_many does.
+
+        Which bans are new is decided on this replica's copy once caught up, and the script
+        commits only if Redis's seq is still the one decided on; otherwise the decision is
+        made again on the newer copy. A group held with the same members is a no-op, one
+        held with other members a 409 before anything is written; one another replica
+        defines after the decision makes the script refuse, and the decision is made again.
+        `fresh` (a seed): refused, with field `seed`, when Redis already holds a banlist.
+        """
         if len(specs) + len(groups) > MAX_SCRIPT:
-            raise BanlistError("entries", f"{len(specs) + len(groups)} entries and groups in "
-                               f"one write; at most {MAX_SCRIPT} commit at once (send chunks)",
-                               status=413)
+            raise BanlistTooLarge("entries", f"{len(specs) + len(groups)} entries and groups in "
+                                  f"one write; at most {MAX_SCRIPT} commit at once (send chunks)")
         now = self.clock()
         known = {**self.index.groups, **{g.name: g.domains for g in groups}}
         prepared = validate_all(specs, now, known) if len(specs) != 1 else [
@@ -187,7 +159,7 @@ class RedisStore:
                          p.value if p.scope == "org" else ""]
             try:
                 seqs = self._run(args, fresh, decided_on=decided_on)[len(defined):]
-            except BanlistError as exc:
+            except BanlistConflict as exc:
                 if exc.field == "conflict":
                     continue
                 raise
@@ -195,15 +167,15 @@ class RedisStore:
             return [g.name for g in defined], todo.resolve(
                 [Entry.from_dict({**payload, "id": str(seq)})
                  for payload, seq in zip(payloads, seqs, strict=True)])
-        raise BanlistError("banlist", f"the banlist changed under this write {DECIDE_TRIES} "
-                           "times in a row; nothing was added: send it again", status=503)
+        raise BanlistUnavailable("banlist", f"the banlist changed under this write {DECIDE_TRIES} "
+                                 "times in a row; nothing was added: send it again")
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
         """Lift an entry (an appeal): deleted in Redis and logged with actor and reason."""
         why = require_reason(reason, "a removal")
         entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
         if entry is None:
-            raise BanlistError("id", f"no active entry {entry_id!r}", status=404)
+            raise BanlistNotFound("id", f"no active entry {entry_id!r}")
         self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
         return entry
 
@@ -212,8 +184,8 @@ class RedisStore:
             payload = self.client.hget(self.keys.entries, entry_id)
         except redis.RedisError as exc:
             self.replica.failed(exc, "write")
-            raise BanlistError("banlist", f"Redis unreachable, the change was not made: {exc}",
-                               status=503) from exc
+            raise BanlistUnavailable("banlist", f"Redis unreachable, the change was not made: "
+                                     f"{exc}") from exc
         return None if payload is None else Entry.from_dict({"id": entry_id,
                                                               **orjson.loads(payload)})
 
@@ -262,13 +234,12 @@ class RedisStore:
             if self.client.exists(self.keys.epoch):
                 return 0
         except redis.RedisError as exc:
-            raise BanlistError("banlist", f"Redis unreachable, not seeded: {exc}",
-                               status=503) from exc
+            raise BanlistUnavailable("banlist", f"Redis unreachable, not seeded: {exc}") from exc
         try:
             added = (sum(1 for _, existing in self.put_import(groups, items, actor, fresh=True)[1]
                          if not existing) if len(items) + len(groups) <= MAX_SCRIPT
                      else self._seed_staged(items, actor, groups))
-        except BanlistError as exc:
+        except BanlistConflict as exc:
             if exc.field != "seed":
                 raise
             return 0  # another replica's first start seeded Redis between our check and now
@@ -308,9 +279,9 @@ class RedisStore:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
             self.replica.failed(exc, "write")
-            raise BanlistError("banlist", f"Redis unreachable while seeding: {exc} (all or "
-                               "nothing: a start that finds Redis still empty seeds again)",
-                               status=503) from exc
+            raise BanlistUnavailable("banlist", f"Redis unreachable while seeding: {exc} (all or "
+                                     "nothing: a start that finds Redis still empty seeds "
+                                     "again)") from exc
         self.replica.resync("seed")
         return len(prepared)
 
@@ -319,26 +290,23 @@ class RedisStore:
         why = require_reason(reason, "a reseed")
         rep = self.replica
         if not rep.loaded or not rep.epoch:
-            raise BanlistError("banlist", "this replica holds no banlist to reseed from",
-                               status=409)
+            raise BanlistConflict("banlist", "this replica holds no banlist to reseed from")
         try:
             cur_epoch, cur_seq = self.client.mget(self.keys.epoch, self.keys.seq)
             cur_epoch, cur_seq = cur_epoch or "", cur_seq or "0"
             same = cur_epoch == str(rep.epoch)
             if (same and int(cur_seq) >= rep.version and rep.diverged is None
                     and rep.forked is None):
-                raise BanlistError("banlist", f"Redis is not behind this replica (Redis seq "
-                                   f"{cur_seq}, replica {rep.version}): nothing to reseed",
-                                   status=409)
+                raise BanlistConflict("banlist", f"Redis is not behind this replica (Redis seq "
+                                      f"{cur_seq}, replica {rep.version}): nothing to reseed")
             if cur_epoch and not same and not force:
-                raise BanlistError("force", f"Redis holds another history (epoch {cur_epoch}, "
-                                   f"replica {rep.epoch}); pass force to overwrite it",
-                                   status=409)
+                raise BanlistConflict("force", f"Redis holds another history (epoch {cur_epoch}, "
+                                      f"replica {rep.epoch}); pass force to overwrite it")
             if same and not force and self.client.xrange(
                     self.keys.stream, min=f"({rep.stream_id}", count=1):
-                raise BanlistError("force", f"Redis holds changes this replica has not applied "
-                                   f"(Redis seq {cur_seq}, replica {rep.version}: written after "
-                                   f"a rewind?); pass force to overwrite them", status=409)
+                raise BanlistConflict("force", f"Redis holds changes this replica has not applied "
+                                      f"(Redis seq {cur_seq}, replica {rep.version}: written after "
+                                      f"a rewind?); pass force to overwrite them")
             with rep.lock:
                 entries, groups = list(rep.index), dict(rep.index.groups)
                 epoch, seq, base = rep.epoch, rep.version, rep.stream_id
@@ -358,9 +326,8 @@ class RedisStore:
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
-            self.metrics.banlist_redis_errors.labels("reseed").inc()
-            raise BanlistError("banlist", f"Redis unreachable, not reseeded: {exc}",
-                               status=503) from exc
+            self.metrics.redis_error("reseed")
+            raise BanlistUnavailable("banlist", f"Redis unreachable, not reseeded: {exc}") from exc
         return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
                 "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
                                                   "seq": int(cur_seq)}}
@@ -381,23 +348,22 @@ class RedisStore:
                 for sid, fields in page:
                     at = int(fields["seq"])
                     if out and at <= out[-1]["seq"] and sid not in self.replica.replays:
-                        raise BanlistError("banlist", f"Redis's changelog holds seq {at} "
-                                           f"twice (again at stream id {sid}): its history "
-                                           "was rewritten, and none is served until a "
-                                           "reseed rewrites it", status=503)
+                        raise BanlistUnavailable("banlist", f"Redis's changelog holds seq {at} "
+                                                 f"twice (again at stream id {sid}): its history "
+                                                 "was rewritten, and none is served until a "
+                                                 "reseed rewrites it")
                     if at > seq and len(out) < limit and sid not in self.replica.replays:
                         out.append(change_of(sid, fields))
                 start = f"({page[-1][0]}" if len(page) == limit + 64 else None
             return out
         except redis.RedisError as exc:
-            self.metrics.banlist_redis_errors.labels("history").inc()
-            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
-                               status=503) from exc
+            self.metrics.redis_error("history")
+            raise BanlistUnavailable("banlist", f"Redis unreachable, no history: {exc}") from exc
 
     def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
                 ) -> list[dict[str, Any]]:
         """Up to `limit` changes after seq `since` that `flt` keeps (within the stream's
-        retention window); BanlistError 503 while Redis is unreachable."""
+        retention window); BanlistUnavailable while Redis is unreachable."""
         return self._reading(lambda: history.select(self._records(flt), flt,
                                                     self.index.groups, since, limit))
 
@@ -429,7 +395,7 @@ class RedisStore:
                     except (ValueError, KeyError, TypeError) as exc:  # read past it, once
                         log.error("banlist: stream record %s unreadable, left out of the "
                                   "former entries: %r", sid, exc)
-                        self.metrics.banlist_redis_errors.labels("history").inc()
+                        self.metrics.redis_error("history")
                         continue
                     if self.graveyard.since is None:
                         self.graveyard.since = change["at"]
@@ -464,8 +430,7 @@ class RedisStore:
             return read()
         except redis.RedisError as exc:
             self.replica.failed(exc, "history")  # counted; logged when Redis is first lost
-            raise BanlistError("banlist", f"Redis unreachable, no history: {exc}",
-                               status=503) from exc
+            raise BanlistUnavailable("banlist", f"Redis unreachable, no history: {exc}") from exc
 
     def _stream_start_after(self, seq: int) -> str | None:
         """Binary search over stream time for the first record with a seq above `seq`."""
@@ -493,14 +458,14 @@ class RedisStore:
                                   self.retention_ms)
         except redis.RedisError as exc:
             self.replica.failed(exc, "write")
-            raise BanlistError("banlist", f"Redis unreachable, cannot tell yet: {exc}",
-                               status=503) from exc
+            raise BanlistUnavailable("banlist",
+                                     f"Redis unreachable, cannot tell yet: {exc}") from exc
 
     def _run(self, args: list[Any], fresh: bool = False,
              decided_on: str | None = None) -> list[int]:
         rep = self.replica
         if not rep.writable():
-            raise BanlistError("banlist", rep.why_not_writable(), status=503)
+            raise BanlistUnavailable("banlist", rep.why_not_writable())
         expected = "!fresh" if fresh else str(rep.epoch) if rep.epoch else ""
         write_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
         try:
@@ -517,17 +482,19 @@ class RedisStore:
         rep.catch_up()  # read-your-writes: apply up to our own change before answering
         return [int(s) for s in result[1:]]
 
+
 def _refusal(exc: redis.ResponseError) -> BanlistError:
     code, _, text = str(exc).partition(" ")
     if code == "REARRANGE_NOTFOUND":
-        return BanlistError("id", text, status=404)
+        return BanlistNotFound("id", text)
     if code == "REARRANGE_CONFLICT":
-        return BanlistError("conflict", text, status=409)
+        return BanlistConflict("conflict", text)
     if code == "REARRANGE_SEEDED":
-        return BanlistError("seed", text, status=409)
+        return BanlistConflict("seed", text)
     if code == "REARRANGE_NOGROUP":
         return BanlistError("value", text + ": define it first")
     if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",
                 "REARRANGE_ABORTED"):
-        return BanlistError("banlist", text, status=409 if code == "REARRANGE_MOVED" else 503)
-    return BanlistError("banlist", f"Redis refused the script: {exc}", status=503)
+        kind = BanlistConflict if code == "REARRANGE_MOVED" else BanlistUnavailable
+        return kind("banlist", text)
+    return BanlistUnavailable("banlist", f"Redis refused the script: {exc}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.api.errors import status_of
 from app.banlist.embedded import changelog
 from app.banlist.embedded import store as store_module
 from app.banlist.embedded.store import EmbeddedStore, EntrySpec
@@ -156,7 +157,7 @@ def test_a_failed_write_changes_nothing_and_the_next_one_works(tmp_path, monkeyp
     monkeypatch.setattr(os, "fsync", full_disk_on_second)
     with pytest.raises(BanlistError) as info:
         store.add_many(specs(25), "tns")
-    assert info.value.status == 503 and "nothing was changed" in info.value.problem
+    assert status_of(info.value) == 503 and "nothing was changed" in info.value.problem
     assert store.version == 1 and len(store) == 1 and path.stat().st_size == size
     assert [c["seq"] for c in store.changes_since(0)] == [1]
     monkeypatch.setattr(os, "fsync", real)

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from app.api.errors import status_of
 from app.banlist import canon
 from app.banlist.base import EntrySpec
 from app.errors import BanlistError
@@ -136,7 +137,7 @@ def test_redis_restarted_empty_the_replica_keeps_its_copy_until_reseeded(replica
     assert reg.get_sample_value("rearrange_banlist_backward_refused_total") == 1
     with pytest.raises(BanlistError) as info:  # writing into the empty Redis would fork history
         a.add(EntrySpec("host", "x.com", "r"), "tns")
-    assert info.value.status == 503 and "suspended" in info.value.problem
+    assert status_of(info.value) == 503 and "suspended" in info.value.problem
     out = a.reseed("sre", "redis lost its data")
     assert out["entries"] == 3 and out["seq"] == 4 and out["replaced"]["epoch"] is None
     wait_for(lambda: a.sync_state().in_sync and a.version == 4)
@@ -157,7 +158,7 @@ def test_a_redis_that_went_backwards_is_refused(replicas, redis_server):
     assert "went backwards" in a.sync_state().diverged and len(a) == 4
     with pytest.raises(BanlistError) as info:
         a.add(EntrySpec("host", "x.com", "r"), "tns")
-    assert info.value.status == 503
+    assert status_of(info.value) == 503
     out = a.reseed("sre", "restored an old backup")  # same epoch, older seq: no force needed
     assert out["replaced"]["seq"] == 2 and out["seq"] == 5
     wait_for(lambda: a.sync_state().in_sync and a.version == 5)
@@ -177,7 +178,7 @@ def test_redis_killed_mid_stream_nothing_acknowledged_is_lost(replicas, redis_se
         try:
             acked.append(a.add(EntrySpec("host", f"k{i}.com", "r"), "tns").id)
         except BanlistError as exc:
-            assert exc.status == 503
+            assert status_of(exc) == 503
             refused += 1
             if i < 40:
                 assert banned(a, "http://k0.com/") is not None  # still serving its copy
@@ -250,7 +251,7 @@ def test_bad_writes_are_refused_before_redis_is_touched(replicas):
     assert info.value.field == "[1].value" and a.version == 0
     with pytest.raises(BanlistError) as info:
         a.remove("99", "tns", "appeal")
-    assert info.value.status == 404
+    assert status_of(info.value) == 404
 
 
 def test_a_lagging_replica_can_remove_what_it_has_not_applied_yet(replicas):
@@ -282,7 +283,7 @@ def test_reseed_over_another_history_needs_force(replicas, redis_server):
     wait_for(lambda: "another banlist history" in (a.sync_state().diverged or ""))
     with pytest.raises(BanlistError) as info:
         a.reseed("sre", "ours is right")
-    assert info.value.field == "force" and info.value.status == 409
+    assert info.value.field == "force" and status_of(info.value) == 409
     out = a.reseed("sre", "ours is right", force=True)
     assert out["replaced"]["seq"] == 1 and out["entries"] == 1
     wait_for(lambda: a.sync_state().in_sync)

@@ -1,0 +1,49 @@
+"""The banlist's write bodies (pydantic): `POST /v1/banlist/entries`, `DELETE …/{id}` and
+`PUT /v1/banlist/groups/{name}` take them, and an import validates each line with the same
+model, so a line and a single add are refused alike."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import Field as PField
+
+from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, expiry
+from app.banlist.model import Scope
+
+
+class BanIn(BaseModel):
+    """POST /v1/banlist/entries."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scope: Scope
+    value: str = PField(min_length=1, max_length=MAX_VALUE)
+    reason: str = PField(min_length=1, max_length=MAX_REASON)
+    regions: list[Annotated[str, PField(min_length=1, max_length=16)]] = []
+    ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
+    expires_at: AwareDatetime | None = None
+
+    def expiry(self, now: float) -> float | None:
+        """Epoch seconds of expiry from ttl_seconds or expires_at (not both)."""
+        at = self.expires_at.timestamp() if isinstance(self.expires_at, datetime) else None
+        return expiry(self.ttl_seconds, at, now)
+
+
+class UnbanIn(BaseModel):
+    """DELETE /v1/banlist/entries/{id}: why the entry is lifted (e.g. an appeal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = PField(min_length=1, max_length=1000)
+
+
+class GroupIn(BaseModel):
+    """PUT /v1/banlist/groups/{name}: the member domains of an org group, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domains: list[Annotated[str, PField(min_length=1, max_length=253)]] = PField(
+        min_length=1, max_length=10_000)
+    reason: str = PField(min_length=1, max_length=1000)

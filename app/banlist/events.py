@@ -1,0 +1,32 @@
+"""What the stores report as they work, through an interface they own.
+
+A Redis-backed store (the banlist's, the quarantine list's, the sanction states), its
+replica and the eviction-policy check call these methods and know nothing of who listens:
+the service passes its Metrics (app/observability/metrics.py), which implement them.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class StoreEvents(Protocol):
+    """The events of the stores and their replicas."""
+
+    def redis_error(self, op: str) -> None:
+        """A Redis round trip failed; `op` is what it was for (replicate, write, history,
+        reseed, sanctions, reading)."""
+
+    def refused(self, structure: str, cause: str) -> None:
+        """What Redis holds of `structure` (banlist, quarantine, sanctions) was refused:
+        `cause` lost (Redis empty), backward (older or another history) or fork."""
+
+    def resynced(self, cause: str) -> None:
+        """A replica loaded Redis's whole copy (cause: start, gap, epoch, reseed, seed,
+        adopt)."""
+
+    def applied(self, lag_seconds: float) -> None:
+        """A replica applied a change `lag_seconds` after Redis committed it."""
+
+    def policy_checked(self, result: str) -> None:
+        """Redis's maxmemory-policy was read: noeviction, evicting, or unknown (refused)."""
+

@@ -1,0 +1,27 @@
+"""The Redis keys of one banlist (or quarantine list): what the writer's scripts and the
+replica's reads name."""
+from __future__ import annotations
+
+import uuid
+
+
+class Keys:
+    """Key names; one hash tag so a Redis Cluster keeps them on one slot (scripts need that)."""
+
+    def __init__(self, prefix: str) -> None:
+        base = f"{prefix}{{banlist}}:"
+        self.entries, self.groups = base + "entries", base + "groups"
+        self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
+        self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
+        self.base = base
+
+    def outcome(self, write_id: str) -> str:
+        """Where a write script leaves its result (or a fence that it will never run)."""
+        return f"{self.base}write:{write_id}"
+
+    def seed_stage(self) -> str:
+        """A staging hash of its own for one seeder (two replicas may seed at once)."""
+        return f"{self.base}seed:{uuid.uuid4().hex}"
+
+    def write(self) -> list[str]:
+        return [self.entries, self.groups, self.seq, self.epoch, self.stream]
