@@ -19,8 +19,16 @@ pub mod py;
 mod pyrepr;
 mod scan;
 mod strings;
+#[cfg(test)]
+mod tests;
 
 pub use pyrepr::py_repr;
+
+use std::borrow::Cow;
+
+/// A string of the request: borrowed from the body when it had no escape to decode (most
+/// do), so decoding a page copies and allocates none of its ids, URLs or keys.
+pub type Text<'a> = Cow<'a, str>;
 
 /// `query.age_mode`, strictest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,19 +54,19 @@ impl AgeMode {
 
 /// The query's context: classes from the intent classifier, region, age mode.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Query {
-    pub text: String,
-    pub classes: Vec<String>,
+pub struct Query<'a> {
+    pub text: Text<'a>,
+    pub classes: Vec<Text<'a>>,
     /// As sent; the runner upper-cases it.
-    pub region: Option<String>,
+    pub region: Option<Text<'a>>,
     pub age_mode: AgeMode,
 }
 
-impl Default for Query {
+impl Default for Query<'_> {
     /// The query of a request that sends none.
     fn default() -> Self {
         Query {
-            text: String::new(),
+            text: Text::Borrowed(""),
             classes: Vec::new(),
             region: None,
             age_mode: AgeMode::Moderate,
@@ -77,23 +85,23 @@ pub struct MinHashIn {
 
 /// One result of the ranker's page, as sent.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Document {
-    pub id: String,
-    pub url: String,
+pub struct Document<'a> {
+    pub id: Text<'a>,
+    pub url: Text<'a>,
     pub score: f64,
     /// In the order the request gave them.
-    pub factors: Vec<(String, f64)>,
+    pub factors: Vec<(Text<'a>, f64)>,
     pub spam_score: f64,
     pub adult_score: f64,
     pub domain_age_days: Option<f64>,
     pub is_ad: bool,
-    pub topics: Vec<String>,
+    pub topics: Vec<Text<'a>>,
     /// As sent; the runner upper-cases them.
-    pub blocked_regions: Vec<String>,
-    pub text: Option<String>,
+    pub blocked_regions: Vec<Text<'a>>,
+    pub text: Option<Text<'a>>,
     pub minhash: Option<MinHashIn>,
     /// The `attributes` object as JSON text, ready to be written back; `{}` when absent.
-    pub attributes: String,
+    pub attributes: Text<'a>,
     /// The optional fields the request gave (`given::*` bits), null ones included: a
     /// Python rule is handed exactly these.
     pub given: u16,
@@ -125,14 +133,14 @@ pub mod given {
 
 /// POST /v1/rerank body.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    pub request_id: Option<String>,
-    pub query: Query,
+pub struct Request<'a> {
+    pub request_id: Option<Text<'a>>,
+    pub query: Query<'a>,
     /// `unit` in the request's order.
-    pub unit: Vec<(String, String)>,
-    pub profile: Option<String>,
+    pub unit: Vec<(Text<'a>, Text<'a>)>,
+    pub profile: Option<Text<'a>>,
     pub depth: Option<u32>,
-    pub documents: Vec<Document>,
+    pub documents: Vec<Document<'a>>,
 }
 
 /// Bad input: the HTTP status (400, 413, 422), the field's path and the problem.
@@ -152,9 +160,9 @@ pub struct Limits {
 
 /// A decoded body whose page checks (`check_page`) are still to run.
 #[derive(Debug)]
-pub struct Decoded {
+pub struct Decoded<'a> {
     /// The request as sent.
-    pub request: Request,
+    pub request: Request<'a>,
     /// Minhash values or seeds past u64, by document: refused by `check_page`.
     oversize: Vec<(usize, String)>,
 }
@@ -162,7 +170,7 @@ pub struct Decoded {
 /// Decode and type-check a body, then check the page against `limits`: what
 /// tests/reference/contract.py's `decode` followed by `to_docs` refuse, with the same status, field
 /// and problem (URLs are checked by the caller).
-pub fn decode(body: &[u8], limits: &Limits) -> Result<Request, FieldError> {
+pub fn decode<'a>(body: &'a [u8], limits: &Limits) -> Result<Request<'a>, FieldError> {
     let decoded = decode_body(body)?;
     check_page(&decoded, limits, |_, _| Ok(()))?;
     Ok(decoded.request)
@@ -170,7 +178,7 @@ pub fn decode(body: &[u8], limits: &Limits) -> Result<Request, FieldError> {
 
 /// Decode and type-check a body (msgspec's part: types, ranges, unknown and missing
 /// fields, JSON syntax, nesting).
-pub fn decode_body(body: &[u8]) -> Result<Decoded, FieldError> {
+pub fn decode_body(body: &[u8]) -> Result<Decoded<'_>, FieldError> {
     let mut f = fields::Fields::new(body);
     let (request, oversize) = f.request().map_err(|e| *e)?;
     f.s.finish().map_err(|e| *e)?;
@@ -181,9 +189,9 @@ pub fn decode_body(body: &[u8]) -> Result<Decoded, FieldError> {
 /// in order a repeated id, text over the limit (413), a minhash value past u64, and
 /// whatever `each` refuses (the caller's URL check).
 pub fn check_page(
-    decoded: &Decoded,
+    decoded: &Decoded<'_>,
     limits: &Limits,
-    mut each: impl FnMut(usize, &Document) -> Result<(), FieldError>,
+    mut each: impl FnMut(usize, &Document<'_>) -> Result<(), FieldError>,
 ) -> Result<(), FieldError> {
     let docs = &decoded.request.documents;
     if docs.len() > limits.max_documents {
@@ -240,16 +248,16 @@ pub fn check_page(
 }
 
 /// The first document whose id an earlier one has, and that earlier one's index.
-fn first_repeat(docs: &[Document]) -> Option<(usize, usize)> {
+fn first_repeat(docs: &[Document<'_>]) -> Option<(usize, usize)> {
     let mut seen = std::collections::HashMap::with_capacity_and_hasher(
         docs.len(),
         std::hash::BuildHasherDefault::<IdHasher>::default(),
     );
     for (i, d) in docs.iter().enumerate() {
-        if let Some(&first) = seen.get(d.id.as_str()) {
+        if let Some(&first) = seen.get(&*d.id) {
             return Some((i, first));
         }
-        seen.insert(d.id.as_str(), i);
+        seen.insert(&*d.id, i);
     }
     None
 }

@@ -87,7 +87,7 @@ pub struct Meta {
 
 /// The request's documents with their `Meta`, read-only for the whole run.
 pub struct Page<'a> {
-    pub req: &'a Request,
+    pub req: &'a Request<'a>,
     pub meta: Vec<Meta>,
 }
 
@@ -95,7 +95,11 @@ impl<'a> Page<'a> {
     /// The page of a request and its documents in the ranker's order. The registrable
     /// domain is found only if `need_domain` (a rule of the profile keys on it); else
     /// `domain` is the host.
-    pub fn build(req: &'a Request, canon: &dyn Canon, need_domain: bool) -> (Page<'a>, Vec<Doc>) {
+    pub fn build(
+        req: &'a Request<'a>,
+        canon: &dyn Canon,
+        need_domain: bool,
+    ) -> (Page<'a>, Vec<Doc>) {
         let mut meta = Vec::with_capacity(req.documents.len());
         let mut docs = Vec::with_capacity(req.documents.len());
         for (i, d) in req.documents.iter().enumerate() {
@@ -165,7 +169,7 @@ impl<'a> Page<'a> {
     }
 
     /// The request's document behind `doc`.
-    pub fn src(&self, doc: &Doc) -> &'a Document {
+    pub fn src(&self, doc: &Doc) -> &'a Document<'a> {
         &self.req.documents[doc.at as usize]
     }
 
@@ -221,10 +225,10 @@ pub mod testing {
     }
 
     /// A document with an id, a URL and a score; the rest at its defaults.
-    pub fn document(id: &str, url: &str, score: f64) -> Document {
+    pub fn document(id: &str, url: &str, score: f64) -> Document<'static> {
         Document {
-            id: id.into(),
-            url: url.into(),
+            id: id.to_string().into(),
+            url: url.to_string().into(),
             score,
             factors: vec![],
             spam_score: 0.0,
@@ -241,11 +245,11 @@ pub mod testing {
     }
 
     /// A request of these documents with a default query.
-    pub fn request(documents: Vec<Document>) -> Request {
+    pub fn request(documents: Vec<Document<'static>>) -> Request<'static> {
         Request {
             request_id: None,
             query: Query {
-                text: String::new(),
+                text: "".into(),
                 classes: vec![],
                 region: None,
                 age_mode: AgeMode::Moderate,
@@ -258,7 +262,7 @@ pub mod testing {
     }
 
     /// `n` documents d1..dn on hosts h1..hn with scores n..1.
-    pub fn docs(n: usize) -> Vec<Document> {
+    pub fn docs(n: usize) -> Vec<Document<'static>> {
         (1..=n)
             .map(|i| {
                 document(

@@ -289,7 +289,7 @@ impl Engine {
         let req = &decoded.request;
         let config = &self.config;
         let profile: &str = match &req.profile {
-            Some(p) if config.profiles.contains_key(p) => p,
+            Some(p) if config.profiles.contains_key(&**p) => p,
             Some(p) => {
                 let mut known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
                 known.sort_unstable();
@@ -401,8 +401,8 @@ impl Engine {
         let line = if logged {
             // Each record adds its document's URL and host (~100 bytes).
             let size = 512 + tail.range.len() + 128 * outcome.audit.len() + req.query.text.len();
-            let mut line = Vec::with_capacity(size);
-            let query = (req.query.text.as_str(), region.as_deref());
+            let mut line = PyOut::with_capacity(py, size)?;
+            let query = (&*req.query.text, region.as_deref());
             write_audit_line(
                 &mut line,
                 &head,
@@ -427,7 +427,7 @@ impl Engine {
         Ok((
             200,
             out.finish(py)?,
-            line.map(|l| PyBytes::new(py, &l).unbind()),
+            line.map(|l| l.finish(py)).transpose()?,
             failures(py, &outcome.errors, false, profile),
         ))
     }

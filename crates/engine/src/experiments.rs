@@ -127,12 +127,12 @@ pub struct Assignment {
     pub counted: Vec<(String, String)>,
 }
 
-fn get<'u>(unit: &'u [(String, String)], field: &str) -> Option<&'u str> {
+fn get<'u, U: AsRef<str>>(unit: &'u [(U, U)], field: &str) -> Option<&'u str> {
     // A JSON object decoded into a dict keeps the last value of a repeated key.
     unit.iter()
         .rev()
-        .find(|(k, _)| k == field)
-        .map(|(_, v)| v.as_str())
+        .find(|(k, _)| k.as_ref() == field)
+        .map(|(_, v)| v.as_ref())
         .filter(|v| !v.is_empty())
 }
 
@@ -141,10 +141,10 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 /// Assign one request; `forced` (experiment → variant, checked by `check_forced`) wins.
-pub fn assign(
+pub fn assign<U: AsRef<str>>(
     experiments: &[Experiment],
     holdout: Option<&Holdout>,
-    unit: &[(String, String)],
+    unit: &[(U, U)],
     forced: &[(String, String)],
 ) -> Assignment {
     let mut out = Assignment::default();
@@ -341,7 +341,7 @@ mod tests {
         assert!(a.exposures[1].forced);
         assert_eq!(a.counted.len(), 1);
         assert!(
-            assign(&[exp("antispam_v7", None, (0, 10000))], None, &[], &[])
+            assign::<String>(&[exp("antispam_v7", None, (0, 10000))], None, &[], &[])
                 .exposures
                 .is_empty()
         );

@@ -62,6 +62,25 @@ pub trait Sink {
             self.set_len(at + bytes.len());
         }
     }
+    /// Append a copy of the bytes at `range` of the text written so far.
+    #[inline]
+    fn extend_from_within(&mut self, range: std::ops::Range<usize>) {
+        let at = self.len();
+        assert!(
+            range.start <= range.end && range.end <= at,
+            "a range of the text"
+        );
+        let n = range.end - range.start;
+        self.reserve(n);
+        // SAFETY: the range lies in the written text, the copy lands in reserved room past
+        // it (the buffer is not moved between the two pointers being taken), so the two do
+        // not overlap.
+        unsafe {
+            let base = self.as_mut_ptr();
+            std::ptr::copy_nonoverlapping(base.add(range.start), base.add(at), n);
+            self.set_len(at + n);
+        }
+    }
 }
 
 impl Sink for Vec<u8> {
@@ -89,6 +108,10 @@ impl Sink for Vec<u8> {
     #[inline]
     fn extend_from_slice(&mut self, bytes: &[u8]) {
         Vec::extend_from_slice(self, bytes)
+    }
+    #[inline]
+    fn extend_from_within(&mut self, range: std::ops::Range<usize>) {
+        Vec::extend_from_within(self, range)
     }
 }
 
@@ -200,7 +223,8 @@ mod tests {
             let long = "x".repeat(1000);
             write_str(&mut out, &long);
             out.push(b'!');
-            let want = format!("\"{long}\"!");
+            out.extend_from_within(1..4);
+            let want = format!("\"{long}\"!xxx");
             assert_eq!(out.as_slice(), want.as_bytes());
             let bytes = out.finish(py).unwrap();
             assert_eq!(bytes.bind(py).as_bytes(), want.as_bytes());

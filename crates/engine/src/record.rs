@@ -1,5 +1,7 @@
 //! Phases, modes and audit records: what a rule did (or would have done) to one document.
 
+use std::rc::Rc;
+
 use crate::contract::AgeMode;
 use crate::doc::Page;
 
@@ -130,6 +132,84 @@ pub enum Delta {
     Float(f64),
 }
 
+/// An audit record's `reason`. Most are written for their one record; some are one text
+/// that many records give (every fold under one host, every document below the depth),
+/// and those share one allocation instead of each copying it; fixed ones borrow a literal.
+#[derive(Clone)]
+pub struct Reason(Text);
+
+#[derive(Clone)]
+enum Text {
+    Fixed(&'static str),
+    Own(String),
+    Shared(Rc<str>),
+}
+
+impl Reason {
+    /// A text the records that give it share: cloning it copies no bytes.
+    pub fn shared(text: String) -> Self {
+        Reason(Text::Shared(text.into()))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Text::Fixed(s) => s,
+            Text::Own(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
+}
+
+impl std::ops::Deref for Reason {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Reason {
+    fn from(text: String) -> Self {
+        Reason(Text::Own(text))
+    }
+}
+
+impl From<&'static str> for Reason {
+    fn from(text: &'static str) -> Self {
+        Reason(Text::Fixed(text))
+    }
+}
+
+impl std::fmt::Debug for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// What a rule reports about one document; the runner stamps rule, phase and mode.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rec<'a> {
@@ -137,7 +217,7 @@ pub struct Rec<'a> {
     /// The document's index in the request (the audit-log line gives its URL and host).
     pub at: Option<u32>,
     pub action: Action,
-    pub reason: String,
+    pub reason: Reason,
     pub delta: Delta,
     /// Only on a `fallback` asking the runner to rerun with a milder age mode.
     pub relax_to: Option<AgeMode>,
@@ -145,7 +225,7 @@ pub struct Rec<'a> {
 
 impl<'a> Rec<'a> {
     /// A record without a delta about the request's document `at`.
-    pub fn on(page: &Page<'a>, at: u32, action: Action, reason: String) -> Self {
+    pub fn on(page: &Page<'a>, at: u32, action: Action, reason: impl Into<Reason>) -> Self {
         Rec {
             doc_id: Some(page.id_at(at)),
             at: Some(at),
@@ -154,12 +234,12 @@ impl<'a> Rec<'a> {
     }
 
     /// A record about the page as a whole (a fallback), naming no document.
-    pub fn of_page(action: Action, reason: String) -> Self {
+    pub fn of_page(action: Action, reason: impl Into<Reason>) -> Self {
         Rec {
             doc_id: None,
             at: None,
             action,
-            reason,
+            reason: reason.into(),
             delta: Delta::None,
             relax_to: None,
         }

@@ -226,8 +226,8 @@ fn write_audit_tail<S: Sink + ?Sized>(
 /// of the log by site needs. `body` and `tail` are the response and where `write_response`
 /// said its audit tail lies; the records' bytes are copied from it, not written again.
 #[allow(clippy::too_many_arguments)]
-pub fn write_audit_line(
-    out: &mut Vec<u8>,
+pub fn write_audit_line<S: Sink + ?Sized>(
+    out: &mut S,
     head: &Head,
     ts: f64,
     query: (&str, Option<&str>),

@@ -8,7 +8,7 @@ use crate::contract::AgeMode;
 use crate::doc::Doc;
 use crate::effects::{ats, effect, rescored};
 use crate::fmt::push_g;
-use crate::record::{Action, Delta, Mode, Phase, Rec, Record};
+use crate::record::{Action, Delta, Mode, Phase, Reason, Rec, Record};
 use crate::rules::empty_result_fallback::emptied;
 use crate::rules::{Cause, Ctx, Failure, Rule};
 
@@ -158,7 +158,7 @@ pub struct Skip<'a> {
 pub struct Fallback<'a> {
     pub rule: &'a str,
     pub action: &'static str,
-    pub reason: String,
+    pub reason: Reason,
 }
 
 /// One step of one run as explain reports it: what it did or why it did not run, and the
@@ -281,13 +281,13 @@ pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a
             let doc = &docs[before];
             let original = ctx.page.src(doc).score;
             let reason = if doc.score == original {
-                DISPLACED.to_string()
+                Reason::from(DISPLACED)
             } else {
                 let mut r = String::from("stable sort by score after rerank: score ");
                 push_g(&mut r, original);
                 r.push_str(" -> ");
                 push_g(&mut r, doc.score);
-                r
+                r.into()
             };
             recs.push(Rec {
                 delta: Delta::Int(delta),
@@ -455,7 +455,10 @@ impl Pipeline {
             .any(|r| r.rec.relax_to.is_some() && r.mode == Mode::Applied);
         if docs.is_empty() && ctx.input_count > 0 && fallback.is_none() && !asks_relax {
             // A profile without empty_result_fallback must still never return a silent empty page.
-            let reason = format!("{}; nothing safe was found", emptied(ctx.input_count));
+            let reason = Reason::shared(format!(
+                "{}; nothing safe was found",
+                emptied(ctx.input_count)
+            ));
             audit.push(Record {
                 rule: PIPELINE_RULE,
                 phase: Phase::PostFilter,

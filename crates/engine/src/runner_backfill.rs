@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::{panic_message, Pipeline, RuleError, RuleFailed, Step, Tally, BACKFILL_RULE};
 use crate::doc::Doc;
-use crate::record::{Action, Mode, Phase, Rec, Record};
+use crate::record::{Action, Mode, Phase, Reason, Rec, Record};
 use crate::rules::{Ctx, Failure};
 
 /// What the trim cut, kept for a refill.
@@ -211,12 +211,17 @@ fn record<'a>(
     }
     t.actions.retain(|(_, n)| *n > 0);
     let by = pipeline.steps[upto].gated(ctx).1.name();
-    let reason = format!("refilled after {by} removed {removed} from the page");
+    let reason = Reason::shared(format!(
+        "refilled after {by} removed {removed} from the page"
+    ));
     let page = ctx.page;
     let mut recs = Vec::new();
     for d in refilled {
         recs.push(Rec::on(page, d.at, Action::Backfill, reason.clone()));
-        let why = format!("collapsed under {}, refilled with it: {reason}", page.id(d));
+        let why = Reason::shared(format!(
+            "collapsed under {}, refilled with it: {reason}",
+            page.id(d)
+        ));
         for c in &d.collapsed {
             recs.push(Rec::on(page, c.at, Action::Backfill, why.clone()));
         }

@@ -472,7 +472,7 @@ fn a_post_filter_removal_is_refilled_from_what_depth_cut() {
 fn a_refill_keeps_the_host_quota_and_skips_what_the_post_filter_refuses() {
     let mut d = docs(5);
     for (i, host) in ["x", "x", "y", "z", "w"].iter().enumerate() {
-        d[i].url = format!("http://{host}.example/{i}");
+        d[i].url = format!("http://{host}.example/{i}").into();
     }
     d[2].adult_score = 0.9; // y: on the page, then removed
     d[3].adult_score = 0.95; // z: cut by depth, refused by safe_search

@@ -74,10 +74,10 @@ pub struct Config {
 
 impl Config {
     /// The profile of the first class that has a route, else `default`.
-    pub fn route(&self, classes: &[String]) -> &str {
+    pub fn route(&self, classes: &[crate::contract::Text<'_>]) -> &str {
         classes
             .iter()
-            .find_map(|c| self.routing.get(c))
+            .find_map(|c| self.routing.get(&**c))
             .map_or(DEFAULT_PROFILE, String::as_str)
     }
 }

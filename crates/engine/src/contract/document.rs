@@ -1,11 +1,53 @@
 //! A document of the page, its minhash and its attributes, field by field.
 
 use super::fields::{missing, Fields, Oversize};
-use super::scan::{invalid, Path, R};
-use super::{given, Document, MinHashIn};
+use super::scan::{invalid, Key, Path, R};
+use super::{given, Document, MinHashIn, Text};
+
+/// A document's fields in the contract's order, each as a compact body sends its key.
+const KEYS: [&[u8]; 13] = [
+    b"\"id\":",
+    b"\"url\":",
+    b"\"score\":",
+    b"\"factors\":",
+    b"\"spam_score\":",
+    b"\"adult_score\":",
+    b"\"domain_age_days\":",
+    b"\"is_ad\":",
+    b"\"topics\":",
+    b"\"blocked_regions\":",
+    b"\"text\":",
+    b"\"minhash\":",
+    b"\"attributes\":",
+];
+
+/// Where `FieldOrder` keeps the guess for a document's first key.
+const START: usize = KEYS.len();
+
+/// The field that followed each field (and the object's start) in the last document: a
+/// ranker writes every document with the same code, so its keys come in the same order,
+/// and the next key is guessed from it before it is read and looked up.
+pub(super) struct FieldOrder([u8; START + 1]);
+
+impl FieldOrder {
+    /// The contract's order, until a document shows the sender's.
+    pub(super) fn new() -> Self {
+        let mut next = [0u8; START + 1];
+        for (i, n) in next.iter_mut().enumerate().take(START) {
+            *n = (i + 1).min(START - 1) as u8;
+        }
+        next[START] = 0;
+        FieldOrder(next)
+    }
+}
+
+/// The field of a key read in full (not guessed), or None for an unknown one.
+fn field_of(key: &[u8]) -> Option<usize> {
+    KEYS.iter().position(|k| &k[1..k.len() - 2] == key)
+}
 
 impl<'a> Fields<'a> {
-    pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document>, Vec<Oversize>)> {
+    pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document<'a>>, Vec<Oversize>)> {
         self.array(path)?;
         // Sized from the body (a document is rarely under 128 bytes), so the page is not
         // moved as it grows.
@@ -23,30 +65,44 @@ impl<'a> Fields<'a> {
         Ok((docs, oversize))
     }
 
-    fn document(&mut self, path: &Path, d: &mut Document) -> R<Option<String>> {
+    fn document(&mut self, path: &Path, d: &mut Document<'a>) -> R<Option<String>> {
         self.object_or_null(path, "object", false)?;
         let (mut id, mut url, mut score) = (None, None, None);
         let mut big = None;
         let mut first = true;
-        while let Some((key, _)) = self.s.next_key(&mut first)? {
-            self.s.colon()?;
-            match &*key {
-                b"id" => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
-                b"url" => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
-                b"score" => score = Some(self.score(&path.field("score"))?),
-                b"factors" => {
+        let mut prev = START;
+        loop {
+            let guess = self.order.0[prev] as usize;
+            let field = match self.s.next_key_or(&mut first, KEYS[guess])? {
+                None => break,
+                Some(Key::Guessed) => guess,
+                Some(Key::Read(key)) => {
+                    self.s.colon()?;
+                    match field_of(&key) {
+                        Some(f) => f,
+                        None => return Err(self.unknown(path, key)),
+                    }
+                }
+            };
+            self.order.0[prev] = field as u8;
+            prev = field;
+            match field {
+                0 => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
+                1 => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
+                2 => score = Some(self.score(&path.field("score"))?),
+                3 => {
                     d.given |= given::FACTORS;
                     d.factors = self.map(&path.field("factors"), |f, p| f.score(p))?
                 }
-                b"spam_score" => {
+                4 => {
                     d.given |= given::SPAM_SCORE;
                     d.spam_score = self.probability(&path.field("spam_score"))?
                 }
-                b"adult_score" => {
+                5 => {
                     d.given |= given::ADULT_SCORE;
                     d.adult_score = self.probability(&path.field("adult_score"))?
                 }
-                b"domain_age_days" => {
+                6 => {
                     d.given |= given::DOMAIN_AGE_DAYS;
                     let p = path.field("domain_age_days");
                     d.domain_age_days = if self.s.peek()? == b'n' {
@@ -56,43 +112,40 @@ impl<'a> Fields<'a> {
                         Some(self.float(&p, "float | null", (0.0, "0.0"), None)?)
                     };
                 }
-                b"is_ad" => {
+                7 => {
                     d.given |= given::IS_AD;
                     d.is_ad = self.bool(&path.field("is_ad"))?
                 }
-                b"topics" => {
+                8 => {
                     d.given |= given::TOPICS;
                     d.topics = self.strings(&path.field("topics"), 0, usize::MAX)?
                 }
-                b"blocked_regions" => {
+                9 => {
                     d.given |= given::BLOCKED_REGIONS;
                     d.blocked_regions = self.strings(&path.field("blocked_regions"), 1, 16)?
                 }
-                b"text" => {
+                10 => {
                     d.given |= given::TEXT;
                     d.text = self.opt_string(&path.field("text"), 0, usize::MAX)?
                 }
-                b"minhash" => {
+                11 => {
                     d.given |= given::MINHASH;
                     (d.minhash, big) = self.minhash(&path.field("minhash"))?
                 }
-                b"attributes" => {
+                12 => {
                     d.given |= given::ATTRIBUTES;
                     d.attributes = self.attributes(&path.field("attributes"))?
                 }
-                _ => return Err(self.unknown(path, key)),
+                _ => unreachable!("a field of KEYS"),
             }
         }
         d.id = id.ok_or_else(|| missing(path, "id"))?;
         d.url = url.ok_or_else(|| missing(path, "url"))?;
         d.score = score.ok_or_else(|| missing(path, "score"))?;
-        if d.attributes.is_empty() {
-            d.attributes.push_str("{}");
-        }
         Ok(big)
     }
 
-    fn attributes(&mut self, path: &Path) -> R<String> {
+    fn attributes(&mut self, path: &Path) -> R<Text<'a>> {
         let c = self.s.peek()?;
         if c != b'{' {
             return Err(self.s.wrong_type(c, "object", path, false));
@@ -100,7 +153,9 @@ impl<'a> Fields<'a> {
         let mut out = Vec::new();
         self.any.object(&mut self.s, &mut out, path)?;
         // Written from str values and ASCII syntax only.
-        String::from_utf8(out).map_err(|_| super::path::bad_utf8())
+        String::from_utf8(out)
+            .map(Text::Owned)
+            .map_err(|_| super::path::bad_utf8())
     }
 
     fn minhash(&mut self, path: &Path) -> R<(Option<MinHashIn>, Option<String>)> {
@@ -171,10 +226,10 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn empty_document() -> Document {
+fn empty_document<'a>() -> Document<'a> {
     Document {
-        id: String::new(),
-        url: String::new(),
+        id: Text::Borrowed(""),
+        url: Text::Borrowed(""),
         score: 0.0,
         factors: Vec::new(),
         spam_score: 0.0,
@@ -185,7 +240,7 @@ fn empty_document() -> Document {
         blocked_regions: Vec::new(),
         text: None,
         minhash: None,
-        attributes: String::new(),
+        attributes: Text::Borrowed("{}"),
         given: 0,
     }
 }

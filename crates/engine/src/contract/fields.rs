@@ -3,9 +3,10 @@
 use std::borrow::Cow;
 
 use super::any::AnyWriter;
+use super::document::FieldOrder;
 use super::pyrepr::py_repr;
 use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
-use super::{AgeMode, Query, Request};
+use super::{AgeMode, Query, Request, Text};
 
 /// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
 /// refuses it; `(document index, field path)`.
@@ -15,6 +16,8 @@ pub(crate) type Oversize = (usize, String);
 pub(crate) struct Fields<'a> {
     pub(crate) s: Scanner<'a>,
     pub(super) any: AnyWriter,
+    /// The order of a document's keys, as the last document sent them.
+    pub(super) order: FieldOrder,
 }
 
 pub(super) fn missing(path: &Path, name: &str) -> Refusal {
@@ -35,6 +38,7 @@ impl<'a> Fields<'a> {
         Fields {
             s: Scanner::new(body),
             any: AnyWriter::new(),
+            order: FieldOrder::new(),
         }
     }
 
@@ -79,12 +83,12 @@ impl<'a> Fields<'a> {
         expected: &str,
         min: usize,
         max: usize,
-    ) -> R<String> {
+    ) -> R<Text<'a>> {
         let c = self.s.peek()?;
         if c != b'"' {
             return Err(self.s.wrong_type(c, expected, path, false));
         }
-        let s = self.s.str()?.into_owned();
+        let s = self.s.str()?;
         if chars_under(&s, min) {
             return Err(invalid(path, format!("Expected `str` of length >= {min}")));
         }
@@ -94,7 +98,12 @@ impl<'a> Fields<'a> {
         Ok(s)
     }
 
-    pub(super) fn opt_string(&mut self, path: &Path, min: usize, max: usize) -> R<Option<String>> {
+    pub(super) fn opt_string(
+        &mut self,
+        path: &Path,
+        min: usize,
+        max: usize,
+    ) -> R<Option<Text<'a>>> {
         if self.s.peek()? == b'n' {
             self.s.literal(b"ull")?;
             return Ok(None);
@@ -187,7 +196,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<String>> {
+    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<Text<'a>>> {
         self.array(path)?;
         let mut out = Vec::new();
         let mut first = true;
@@ -203,14 +212,14 @@ impl<'a> Fields<'a> {
         &mut self,
         path: &Path,
         mut value: impl FnMut(&mut Self, &Path) -> R<T>,
-    ) -> R<Vec<(String, T)>> {
+    ) -> R<Vec<(Text<'a>, T)>> {
         if !self.object_or_null(path, "object", false)? {
             return Ok(Vec::new());
         }
-        let mut out: Vec<(String, T)> = Vec::with_capacity(4);
+        let mut out: Vec<(Text<'a>, T)> = Vec::with_capacity(4);
         let mut first = true;
         while let Some((raw, ascii)) = self.s.next_key(&mut first)? {
-            let key = checked(raw, ascii)?.into_owned();
+            let key = checked(raw, ascii)?;
             self.s.colon()?;
             let v = value(self, &Path::Key(path, &key))?;
             out.push((key, v));
@@ -220,7 +229,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The whole body.
-    pub(crate) fn request(&mut self) -> R<(Request, Vec<Oversize>)> {
+    pub(crate) fn request(&mut self) -> R<(Request<'a>, Vec<Oversize>)> {
         let root = Path::Root;
         self.object_or_null(&root, "object", false)?;
         let mut documents = None;
@@ -271,7 +280,7 @@ impl<'a> Fields<'a> {
             .map(|v| v as u32))
     }
 
-    fn query(&mut self, path: &Path) -> R<Query> {
+    fn query(&mut self, path: &Path) -> R<Query<'a>> {
         self.object_or_null(path, "object", false)?;
         let mut q = Query::default();
         let mut first = true;
@@ -307,7 +316,7 @@ impl<'a> Fields<'a> {
 }
 
 /// A dict's entries: a repeated key keeps its first place and takes the last value.
-fn dedupe<T>(entries: &mut Vec<(String, T)>) {
+fn dedupe<T>(entries: &mut Vec<(Text<'_>, T)>) {
     let n = entries.len();
     if n < 2 {
         return;
@@ -316,12 +325,12 @@ fn dedupe<T>(entries: &mut Vec<(String, T)>) {
         (1..n).any(|i| entries[..i].iter().any(|e| e.0 == entries[i].0))
     } else {
         let mut seen = <foldhash::HashSet<&str> as foldhash::HashSetExt>::with_capacity(n);
-        !entries.iter().all(|e| seen.insert(e.0.as_str()))
+        !entries.iter().all(|e| seen.insert(&*e.0))
     };
     if !repeats {
         return;
     }
-    let mut kept: Vec<(String, T)> = Vec::with_capacity(n);
+    let mut kept: Vec<(Text<'_>, T)> = Vec::with_capacity(n);
     for (k, v) in entries.drain(..) {
         match kept.iter_mut().find(|e| e.0 == k) {
             Some(slot) => slot.1 = v,

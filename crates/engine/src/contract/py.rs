@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{decode, Document, Limits, Request};
+use super::{decode, Document, Limits, Request, Text};
 use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str, write_u64};
 
 pyo3::create_exception!(
@@ -22,7 +22,7 @@ fn limits(max_documents: usize, max_text_chars: usize) -> Limits {
     }
 }
 
-fn run(body: &[u8], max_documents: usize, max_text_chars: usize) -> PyResult<Request> {
+fn run(body: &[u8], max_documents: usize, max_text_chars: usize) -> PyResult<Request<'_>> {
     decode(body, &limits(max_documents, max_text_chars))
         .map_err(|e| BodyRefused::new_err((e.status, e.field, e.problem)))
 }
@@ -47,11 +47,11 @@ fn decode_dump<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
-fn opt_str(out: &mut Vec<u8>, v: &Option<String>) {
+fn opt_str(out: &mut Vec<u8>, v: &Option<Text<'_>>) {
     write_opt_str(out, v.as_deref());
 }
 
-fn strs(out: &mut Vec<u8>, v: &[String]) {
+fn strs(out: &mut Vec<u8>, v: &[Text<'_>]) {
     write_list(out, v, |out, s| write_str(out, s));
 }
 

@@ -17,6 +17,14 @@ pub(crate) use super::path::{checked, invalid, truncated, utf8, Path, Refusal, R
 /// few levels earlier, by as many frames as its caller has.
 pub(crate) const MAX_DEPTH: usize = 1000;
 
+/// A key `Scanner::next_key_or` read.
+pub(crate) enum Key<'a> {
+    /// The guessed key, its colon consumed.
+    Guessed,
+    /// Another key, its escapes decoded; its colon is still to read.
+    Read(Cow<'a, [u8]>),
+}
+
 /// The position in the body and the nesting depth.
 pub(crate) struct Scanner<'a> {
     pub(crate) buf: &'a [u8],
@@ -161,11 +169,37 @@ impl<'a> Scanner<'a> {
     /// all ASCII), or None at `}`.
     #[inline(always)]
     pub(crate) fn next_key(&mut self, first: &mut bool) -> R<Option<(Cow<'a, [u8]>, bool)>> {
+        if !self.key_start(first)? {
+            return Ok(None);
+        }
+        self.string_ascii().map(Some)
+    }
+
+    /// `next_key` with a guess: `guess` is a key as it would be sent, with its quotes and
+    /// its colon (`"url":`). When the body has exactly those bytes next, they are consumed
+    /// and the answer is `Key::Guessed`; otherwise the key is read as `next_key` reads it
+    /// (its colon not consumed). Either way the result is the one `next_key` then `colon`
+    /// would give: the guess only matches a key without escapes and a colon right after it.
+    #[inline(always)]
+    pub(crate) fn next_key_or(&mut self, first: &mut bool, guess: &[u8]) -> R<Option<Key<'a>>> {
+        if !self.key_start(first)? {
+            return Ok(None);
+        }
+        if self.buf[self.pos..].starts_with(guess) {
+            self.pos += guess.len();
+            return Ok(Some(Key::Guessed));
+        }
+        self.string().map(|raw| Some(Key::Read(raw)))
+    }
+
+    /// Up to the next key's opening quote (true), or past the object's `}` (false).
+    #[inline(always)]
+    fn key_start(&mut self, first: &mut bool) -> R<bool> {
         let mut c = self.peek()?;
         if c == b'}' {
             self.pos += 1;
             self.depth -= 1;
-            return Ok(None);
+            return Ok(false);
         }
         if c == b',' && !*first {
             self.pos += 1;
@@ -176,7 +210,7 @@ impl<'a> Scanner<'a> {
             return Err(self.malformed("expected ',' or '}'"));
         }
         match c {
-            b'"' => self.string_ascii().map(Some),
+            b'"' => Ok(true),
             b'}' => Err(self.malformed("trailing comma in object")),
             _ => Err(self.malformed("object keys must be strings")),
         }

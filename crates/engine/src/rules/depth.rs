@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::{dropped, Ctx, Out};
 use crate::doc::Doc;
-use crate::record::Action;
+use crate::record::{Action, Reason};
 
 /// `k: 10`.
 #[derive(Deserialize)]
@@ -44,7 +44,10 @@ impl Depth {
         if docs.len() <= k {
             return Out::unchanged();
         }
-        let reason = format!("below depth {k}");
+        let mut reason = String::with_capacity(32);
+        reason.push_str("below depth ");
+        reason.push_str(itoa::Buffer::new().format(k));
+        let reason = Reason::shared(reason);
         let mut recs = Vec::with_capacity(docs.len() - k);
         for doc in &docs[k..] {
             dropped(ctx.page, &mut recs, doc, Action::Trim, reason.clone());

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::{collapse, Ctx, Out};
 use crate::doc::Doc;
-use crate::record::{Action, Rec};
+use crate::record::{Action, Reason, Rec};
 
 /// `max_per_host: 2`, `key: host` (`host` or `domain`).
 #[derive(Deserialize)]
@@ -75,7 +75,7 @@ impl HostCrowding {
             }
         };
         // key → (first index, count, the reason every fold under it gives)
-        let mut seen: HashMap<&str, (usize, usize, Option<String>)> = HashMap::new();
+        let mut seen: HashMap<&str, (usize, usize, Option<Reason>)> = HashMap::new();
         let mut folded = Vec::new();
         let mut recs = Vec::new();
         for (i, doc) in docs.iter().enumerate() {
@@ -85,11 +85,16 @@ impl HostCrowding {
             if entry.1 > self.limit {
                 let leader = entry.0;
                 let reason = entry.2.get_or_insert_with(|| {
-                    format!(
-                        "{what} {k} already has {} result(s) above; collapsed under {}",
-                        self.limit,
-                        page.id(&docs[leader])
-                    )
+                    let leader = page.id(&docs[leader]);
+                    let mut s = String::with_capacity(64 + k.len() + leader.len());
+                    s.push_str(what);
+                    s.push(' ');
+                    s.push_str(k);
+                    s.push_str(" already has ");
+                    s.push_str(itoa::Buffer::new().format(self.limit));
+                    s.push_str(" result(s) above; collapsed under ");
+                    s.push_str(leader);
+                    Reason::shared(s)
                 });
                 folded.push((i, leader));
                 recs.push(Rec::on(page, doc.at, Action::Collapse, reason.clone()));

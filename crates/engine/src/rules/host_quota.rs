@@ -55,7 +55,7 @@ impl HostQuota {
             *n += 1;
             if *n > self.limit {
                 let reason = format!("host {host} is past its quota of {}", self.limit);
-                dropped(ctx.page, &mut recs, doc, Action::Trim, reason.clone());
+                dropped(ctx.page, &mut recs, doc, Action::Trim, reason);
             } else {
                 kept.push(doc.clone());
             }

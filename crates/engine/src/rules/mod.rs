@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::contract::AgeMode;
 use crate::doc::{Doc, Folded, Lookup, Page};
-use crate::record::{Action, Delta, Phase, Rec};
+use crate::record::{Action, Delta, Phase, Reason, Rec};
 
 pub mod ad_label;
 pub mod age_label;
@@ -351,9 +351,9 @@ pub fn dropped<'a>(
     recs: &mut Vec<Rec<'a>>,
     doc: &Doc,
     action: Action,
-    reason: String,
+    reason: impl Into<Reason>,
 ) {
-    let id = page.id(doc);
+    let reason = reason.into();
     if doc.collapsed.is_empty() {
         recs.push(Rec::on(page, doc.at, action, reason));
     } else {
@@ -362,7 +362,15 @@ pub fn dropped<'a>(
         } else {
             "removed"
         };
-        let why = format!("collapsed under {id}, {verb} with it: {reason}");
+        let id = page.id(doc);
+        let mut why = String::with_capacity(40 + id.len() + reason.len());
+        why.push_str("collapsed under ");
+        why.push_str(id);
+        why.push_str(", ");
+        why.push_str(verb);
+        why.push_str(" with it: ");
+        why.push_str(&reason);
+        let why = Reason::shared(why);
         recs.push(Rec::on(page, doc.at, action, reason));
         for c in &doc.collapsed {
             recs.push(Rec::on(page, c.at, action, why.clone()));
@@ -465,16 +473,12 @@ pub fn label<'a>(
     if hits.is_empty() {
         return Out::unchanged();
     }
+    let reason = Reason::shared(reason.to_string());
     let mut out = docs.to_vec();
     let mut recs = Vec::with_capacity(hits.len());
     for i in hits {
         out[i].annotations.push(tag);
-        recs.push(Rec::on(
-            page,
-            docs[i].at,
-            Action::Annotate,
-            reason.to_string(),
-        ));
+        recs.push(Rec::on(page, docs[i].at, Action::Annotate, reason.clone()));
     }
     Out {
         docs: Some(out),

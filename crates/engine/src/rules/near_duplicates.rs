@@ -151,10 +151,10 @@ mod tests {
         .unwrap()
     }
 
-    fn page_of(texts: &[&str]) -> crate::contract::Request {
+    fn page_of(texts: &[&str]) -> crate::contract::Request<'static> {
         let mut documents = docs(texts.len());
         for (d, t) in documents.iter_mut().zip(texts) {
-            d.text = Some(t.to_string());
+            d.text = Some(t.to_string().into());
         }
         request(documents)
     }

@@ -13,7 +13,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use super::{Ctx, Failure, Out, RuleResult};
 use crate::contract::py_repr;
 use crate::doc::Doc;
-use crate::record::{Action, Delta, Phase, Rec};
+use crate::record::{Action, Delta, Phase, Reason, Rec};
 
 /// The request's own bound on scores: sums of deltas stay finite.
 const MAX_SCORE: f64 = 1e15;
@@ -265,11 +265,11 @@ pub fn check<'a>(
         } else {
             "removed"
         };
-        let why = format!(
+        let why = Reason::shared(format!(
             "collapsed under {}, {verb} with it: {}",
             page.id(doc),
             rec.reason
-        );
+        ));
         for c in &doc.collapsed {
             along.push(Rec::on(page, c.at, rec.action, why.clone()));
         }

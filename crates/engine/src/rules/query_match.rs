@@ -152,7 +152,12 @@ impl When {
         let class = if self.classes.is_empty() {
             None
         } else {
-            Some(query.classes.iter().find(|c| self.classes.contains(c))?)
+            Some(
+                query
+                    .classes
+                    .iter()
+                    .find(|c| self.classes.iter().any(|k| k == *c))?,
+            )
         };
         let region = if self.regions.is_empty() {
             None

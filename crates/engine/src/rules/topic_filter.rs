@@ -44,7 +44,7 @@ impl TopicFilter {
                     .src(d)
                     .topics
                     .iter()
-                    .find(|t| self.blocked.contains(*t))?;
+                    .find(|t| self.blocked.contains(&***t))?;
                 Some((i, format!("topic {hit} is blocked")))
             })
             .collect();

@@ -1,0 +1,191 @@
+//! The decoder's own paths: keys guessed from the last document's order or read in full,
+//! strings borrowed from the body or decoded from their escapes, and the 4xx a malformed
+//! body gets on either path. tests/test_contract_engine.py holds the whole decoder to
+//! msgspec on random pages; these pin the cases each path must agree on.
+
+use std::borrow::Cow;
+
+use super::{decode, decode_body, FieldError, Limits, Request};
+
+const LIMITS: Limits = Limits {
+    max_documents: 1000,
+    max_text_chars: 100_000,
+};
+
+/// Decoded and type-checked (a page may repeat an id: the page checks do not run).
+fn ok(body: &str) -> Request<'_> {
+    match decode_body(body.as_bytes()) {
+        Ok(d) => d.request,
+        Err(e) => panic!("refused {body}: {e:?}"),
+    }
+}
+
+fn refused(body: &[u8]) -> (u16, String, String) {
+    match decode(body, &LIMITS) {
+        Ok(r) => panic!("decoded {:?}: {r:?}", String::from_utf8_lossy(body)),
+        Err(FieldError {
+            status,
+            field,
+            problem,
+        }) => (status, field, problem),
+    }
+}
+
+fn page(docs: &[&str]) -> String {
+    format!("{{\"documents\":[{}]}}", docs.join(","))
+}
+
+const FULL: &str = r#"{"id":"a","url":"http://a.example/","score":2.5,"factors":{"text":1,"link":0.5},"spam_score":0.25,"adult_score":0,"domain_age_days":30,"is_ad":true,"topics":["news"],"blocked_regions":["de"],"text":"t","minhash":{"values":[1,2],"shingles":3,"width":2,"seed":7},"attributes":{"k":[1,"x"]}}"#;
+
+/// The same document's fields in another order, with spaces and an escaped key.
+const SHUFFLED: &str = r#"{ "attributes" : {"k":[1,"x"]}, "minhash":{"seed":7,"values":[1,2],"shingles":3,"width":2},"text":"t","blocked_regions":["de"],"topics":["news"],"is_ad":true,"domain_age_days":30,"adult_score":0,"spam_score":0.25,"factors":{"text":1,"link":0.5},"sc\u006fre":2.5,"url":"http://a.example/","id":"a"}"#;
+
+#[test]
+fn keys_in_any_order_decode_alike() {
+    let one = page(&[FULL]);
+    let want = ok(&one).documents.remove(0);
+    assert_eq!(want.id, "a");
+    assert_eq!(
+        want.factors,
+        vec![("text".into(), 1.0), ("link".into(), 0.5)]
+    );
+    assert_eq!(&*want.attributes, r#"{"k":[1,"x"]}"#);
+    // Each order after each other: every guess is right, wrong, or wrong then right.
+    for docs in [
+        vec![FULL, FULL, FULL],
+        vec![SHUFFLED, SHUFFLED],
+        vec![FULL, SHUFFLED, FULL, SHUFFLED],
+        vec![SHUFFLED, FULL, FULL],
+    ] {
+        let body = page(&docs);
+        let got = ok(&body).documents;
+        assert_eq!(got.len(), docs.len());
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(*d, want, "document {i} of {body}");
+        }
+    }
+}
+
+#[test]
+fn a_document_of_the_required_fields_alone_follows_a_full_one() {
+    let body = page(&[FULL, r#"{"id":"b","url":"u","score":1}"#, FULL]);
+    let got = ok(&body).documents;
+    assert_eq!(got[1].id, "b");
+    assert_eq!(got[1].given, 0);
+    assert_eq!(&*got[1].attributes, "{}");
+    assert_eq!(got[2].given, got[0].given);
+}
+
+#[test]
+fn plain_strings_borrow_the_body_and_escaped_ones_are_decoded() {
+    let body = page(&[
+        r#"{"id":"plain","url":"http://a.example/","score":1,"topics":["t"]}"#,
+        r#"{"id":"new\nline \"q\" \\ \/","url":"http://\u00e9.example/","score":1,"topics":["caf\u00e9","😀 \ud83d\ude00"]}"#,
+    ]);
+    let req = ok(&body);
+    let [plain, escaped] = &req.documents[..] else {
+        panic!("two documents")
+    };
+    assert!(matches!(plain.id, Cow::Borrowed(_)));
+    assert!(matches!(plain.url, Cow::Borrowed(_)));
+    assert!(matches!(plain.topics[0], Cow::Borrowed(_)));
+    assert_eq!(escaped.id, "new\nline \"q\" \\ /");
+    assert!(matches!(escaped.id, Cow::Owned(_)));
+    assert_eq!(escaped.url, "http://é.example/");
+    assert_eq!(escaped.topics, vec!["café", "😀 😀"]);
+}
+
+#[test]
+fn a_key_the_guess_almost_matches_is_read_in_full() {
+    // `"url"` is the guess after `id`: a longer key, the key with a space before its colon
+    // and the key spelled with an escape are not it, or are it only when read in full.
+    assert_eq!(
+        refused(page(&[r#"{"id":"a","urlx":"u","score":1}"#]).as_bytes()),
+        (422, "documents[0].urlx".into(), "unknown field".into())
+    );
+    for body in [
+        page(&[r#"{"id":"a","url" :"u","score":1}"#]),
+        page(&[r#"{"id":"a","\u0075rl":"u","score":1}"#]),
+    ] {
+        assert_eq!(ok(&body).documents[0].url, "u", "{body}");
+    }
+    assert_eq!(
+        refused(page(&[r#"{"id":"a","URL":"u","score":1}"#]).as_bytes()),
+        (422, "documents[0].URL".into(), "unknown field".into())
+    );
+}
+
+#[test]
+fn malformed_documents_are_refused_naming_the_field_on_either_path() {
+    type Case<'c> = (&'c [u8], (u16, &'c str, &'c str));
+    let cases: [Case; 8] = [
+        (
+            br#"{"documents":[{"id":"a","url":5,"score":1}]}"#,
+            (422, "documents[0].url", "Expected `str`, got `int`"),
+        ),
+        (
+            br#"{"documents":[{"id":"a","url":"u","score":1},{"url":"v","score":1}]}"#,
+            (422, "documents[1].id", "required field is missing"),
+        ),
+        (
+            br#"{"documents":[{"id":"a","url":"u","score":1},{"id":"b","url":"v","score":"1"}]}"#,
+            (422, "documents[1].score", "Expected `float`, got `str`"),
+        ),
+        (
+            br#"{"documents":[{"id" "a"}]}"#,
+            (
+                400,
+                "body",
+                "not valid JSON: JSON is malformed: expected ':' (byte 20)",
+            ),
+        ),
+        (
+            br#"{"documents":[{"id"#,
+            (400, "body", "not valid JSON: Input data was truncated"),
+        ),
+        (
+            b"{\"documents\":[{\"id\":\"a\xff\",\"url\":\"u\",\"score\":1}]}",
+            (400, "body", "not valid JSON: Invalid UTF-8 encoded string"),
+        ),
+        (
+            br#"{"documents":[{"id":"a","url":"u\x","score":1}]}"#,
+            (
+                400,
+                "body",
+                "not valid JSON: JSON is malformed: invalid escape character in string (byte 34)",
+            ),
+        ),
+        (
+            br#"{"documents":[{"id":"a","url":"\ud800","score":1}]}"#,
+            (
+                400,
+                "body",
+                "not valid JSON: JSON is malformed: unexpected end of escaped utf-16 surrogate pair (byte 37)",
+            ),
+        ),
+    ];
+    for (body, (status, field, problem)) in cases {
+        assert_eq!(
+            refused(body),
+            (status, field.into(), problem.into()),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}
+
+#[test]
+fn an_unknown_key_after_a_guess_is_named_as_sent() {
+    let body = page(&[
+        FULL,
+        r#"{"id":"b","url":"u","score":1,"spam_scor\u0065s":1}"#,
+    ]);
+    assert_eq!(
+        refused(body.as_bytes()),
+        (
+            422,
+            "documents[1].spam_scores".into(),
+            "unknown field".into()
+        )
+    );
+}
