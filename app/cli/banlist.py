@@ -5,16 +5,26 @@ import argparse
 import csv
 import io
 import json
-import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.model import iso
 from app.cli.client import Client, Refused, Unreachable
-from app.timespec import parse_duration, parse_time
+from app.cli.exits import OK, REFUSED, calling
+from app.cli.flags import (
+    add_json_flag,
+    add_progress_flags,
+    add_service_arguments,
+    client_of,
+    duration,
+    print_json,
+)
+from app.cli.progress import ProgressBar
+from app.cli.tables import table
+from app.timespec import parse_time
 
 CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
 Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
@@ -22,55 +32,6 @@ Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
 
 class FileRefused(Exception):
     """A file the CLI cannot read as what it claims to be (nothing was sent)."""
-
-
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str]) -> None:
-    """Rows as an aligned text table (long cells cut at 100 characters)."""
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
-          file=out)
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        value = ",".join(map(str, value)) or "-"
-    text = str(value)
-    return text if len(text) <= 100 else text[:97] + "..."
-
-
-class Progress:
-    """A one-line progress bar on stderr: `import  [#######-----]  7000/10000 lines`."""
-
-    def __init__(self, label: str, total: int, out: IO[str]) -> None:
-        self.label, self.total, self.out = label, max(total, 1), out
-
-    def update(self, done: int) -> None:
-        filled = 30 * done // self.total
-        print(f"\r{self.label:<8} [{'#' * filled}{'-' * (30 - filled)}] "
-              f"{done:>7}/{self.total} lines", end="", file=self.out, flush=True)
-
-    def close(self) -> None:
-        print(file=self.out, flush=True)
-
-
-def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
-    """--url, --token and --timeout: the service a command talks to, and how."""
-    p.add_argument("--url", dest="service_url",
-                   default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
-                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
-    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
-                   help=f"bearer token (default REARRANGE_TOKEN); {token_help}")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for each answer (default 60)")
-
-
-def client_of(args: argparse.Namespace) -> Client:
-    return Client(args.service_url, args.token, getattr(args, "timeout", 60.0))
 
 
 def add_parser(sub: Any) -> None:
@@ -84,7 +45,7 @@ def add_parser(sub: Any) -> None:
     add.add_argument("--reason", required=True)
     add.add_argument("--regions", default="", help="comma-separated region codes")
     ttl = add.add_mutually_exclusive_group()
-    ttl.add_argument("--ttl", type=_duration, metavar="DURATION",
+    ttl.add_argument("--ttl", type=duration, metavar="DURATION",
                      help="until the ban lapses: seconds, or 90m, 36h, 7d, 2w")
     ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
     rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
@@ -93,12 +54,21 @@ def add_parser(sub: Any) -> None:
     look = cmds.add_parser("lookup", help="why a URL is (not) banned")
     look.add_argument("target", metavar="url")
     look.add_argument("--region")
+    add_json_flag(look, "the service's answer (GET /v1/banlist/lookup)")
+    lst = cmds.add_parser("list", help="the active entries, in id order")
+    lst.add_argument("--after", metavar="ID", help="entries after this id (to page on)")
+    lst.add_argument("--limit", type=int, default=100,
+                     help="entries to print (default 100; 0: every one)")
+    add_json_flag(lst, "{entries, next, total, banlist_version}, as GET /v1/banlist/entries")
+    grps = cmds.add_parser("groups", help="every org group and its domains")
+    add_json_flag(grps, "the service's answer (GET /v1/banlist/groups)")
     imp = cmds.add_parser("import", help="bulk import NDJSON or CSV, validated first")
     imp.add_argument("file", type=Path)
     imp.add_argument("--format", choices=["ndjson", "csv"], help="default: from the extension")
     imp.add_argument("--mode", choices=["all", "valid"], default="all",
                      help="all: nothing unless every line is valid (default); valid: skip bad")
     imp.add_argument("--dry-run", action="store_true", help="validate only")
+    add_progress_flags(imp)
     exp = cmds.add_parser("export", help="every active entry")
     exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
     exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
@@ -114,6 +84,7 @@ def add_parser(sub: Any) -> None:
                       "as 36h or 7d")
     hist.add_argument("--until", metavar="TIME", type=_instant,
                       help="before this time (same forms)")
+    add_json_flag(hist, "the service's answer (GET /v1/banlist/changes)")
     grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
     grp.add_argument("name")
     grp.add_argument("domains", nargs="+")
@@ -128,14 +99,6 @@ def add_parser(sub: Any) -> None:
                           "changes this replica has not applied")
 
 
-def _duration(text: str) -> int:
-    """A --ttl: seconds, or an age such as 7d."""
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _instant(text: str) -> str:
     """A time argument as the service takes it (an ISO 8601 instant; ages are the CLI's)."""
     try:
@@ -146,27 +109,23 @@ def _instant(text: str) -> str:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """Run one `banlist` sub-command; 0 ok, 1 refused (by the service, or a file the CLI
-    cannot read), 3 the service unreachable (docs/api.md)."""
+    cannot read), 3 the service unreachable (docs/cli.md#exit-codes)."""
     out, err = out or sys.stdout, err or sys.stderr
     command = _COMMANDS[args.banlist_command]
+
+    def lines(exc: Refused) -> None:  # an import's refused lines
+        if exc.body.get("refused"):
+            table(exc.body["refused"], ["line", "field", "problem"], err)
+
     with client_of(args) as client:
         try:
-            return command(client, args, out, err)
-        except Refused as exc:
-            print(f"refused: {exc}", file=err)
-            refused = exc.body.get("refused")
-            if refused:
-                table(refused, ["line", "field", "problem"], err)
-            return 1
+            return calling(lambda: command(client, args, out, err), err, lines)
         except FileRefused as exc:
             print(f"refused: {exc}", file=err)
-            return 1
+            return REFUSED
         except OSError as exc:  # the file to import, or the export to write
             print(f"refused: {exc.filename}: {exc.strerror}", file=err)
-            return 1
-        except Unreachable as exc:
-            print(exc, file=err)
-            return 3
+            return REFUSED
 
 
 def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
@@ -199,6 +158,9 @@ def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 
 def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
     got = client.lookup(args.target, args.region)
+    if args.json:
+        print_json(got, out)
+        return OK
     verdict = "BANNED" if got["banned"] else "not banned"
     print(f"{got['canonical']}: {verdict} (region {got['region'] or 'any'}, "
           f"banlist version {got['banlist_version']})", file=out)
@@ -222,15 +184,22 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     fmt = args.format or ("csv" if args.file.suffix.lower() == ".csv" else "ndjson")
     lines = _ndjson_lines(args.file, fmt)
+    with ProgressBar.of(args.progress, err) as bar:  # closed on a refusal too
+        return _import_lines(client, args, lines, bar, out, err)
+
+
+def _import_lines(client: Client, args: argparse.Namespace, lines: Lines, bar: ProgressBar,
+                  out: IO[str], err: IO[str]) -> int:
+    """Validate every line (a dry run), then commit them chunk by chunk."""
     refused: dict[tuple[int, str], dict[str, Any]] = {}
-    bar = Progress("validate", len(lines), err)
+    bar("validate", 0, len(lines))
     for n, (lead, rows) in enumerate(_chunks(lines)):  # a dry run of everything first
         chunk = lead + rows
         got = client.import_lines(_body(chunk), "valid", dry_run=True)
         for r in got["refused"]:  # a group line is in every chunk: reported once
             line = chunk[r["line"] - 1][0]
             refused[line, r["field"]] = {**r, "line": line}
-        bar.update(min((n + 1) * CHUNK, len(lines)))
+        bar("validate", min((n + 1) * CHUNK, len(lines)), len(lines))
     bar.close()
     if refused:
         table(sorted(refused.values(), key=lambda r: r["line"]), ["line", "field", "problem"],
@@ -244,7 +213,8 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
         print(f"{len(lines) - len(bad)} of {len(lines)} lines valid (dry run)", file=out)
         return 0
     good = [pair for pair in lines if pair[0] not in bad]
-    bar, done, present, groups, version = Progress("import", len(good), err), 0, 0, 0, None
+    done, present, groups, version = 0, 0, 0, None
+    bar("import", 0, len(good))
     last: int | None = None
     for lead, rows in _chunks(good):
         chunk = lead + rows
@@ -259,7 +229,7 @@ def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
         groups += got.get("groups_defined", 0)
         version = got["banlist_version"]
         last = chunk[-1][0]
-        bar.update(min(done + present + groups, len(good)))
+        bar("import", min(done + present + groups, len(good)), len(good))
     bar.close()
     print(f"imported {done} entries, {present} already present, {len(bad)} refused"
           f"{f', {groups} groups defined' if groups else ''}; banlist version {version}",
@@ -352,6 +322,9 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
                                        ("from", "start"), ("until", "until"))
                   if (v := getattr(args, name)) is not None})
     got = client.changes(**query)
+    if args.json:
+        print_json(got, out)
+        return OK
     rows = []
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
@@ -384,5 +357,39 @@ def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     return 0
 
 
-_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "import": _import,
-             "export": _export, "history": _history, "group": _group, "reseed": _reseed}
+def _list(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    """Page through the entries (the service gives at most 1,000 a request)."""
+    entries: list[dict[str, Any]] = []
+    after, limit = args.after, args.limit if args.limit > 0 else None
+    while True:
+        want = 1000 if limit is None else min(1000, limit - len(entries))
+        got = client.entries(after, want)
+        entries += got["entries"]
+        after = got["next"]
+        if after is None or limit is not None and len(entries) >= limit:
+            break
+    page = {"entries": entries, "next": after, "total": got["total"],
+            "banlist_version": got["banlist_version"]}
+    if args.json:
+        print_json(page, out)
+        return OK
+    table(entries, ["id", "scope", "value", "regions", "expires_at", "actor", "reason"], out)
+    more = f"; more after {after} (--after {after})" if after else ""
+    print(f"{len(entries)} of {got['total']} entries; banlist version "
+          f"{got['banlist_version']}{more}", file=out)
+    return OK
+
+
+def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.groups()
+    if args.json:
+        print_json(got, out)
+        return OK
+    table([{"name": n, "domains": d} for n, d in got["groups"].items()], ["name", "domains"],
+          out)
+    return OK
+
+
+_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "list": _list,
+             "groups": _groups, "import": _import, "export": _export, "history": _history,
+             "group": _group, "reseed": _reseed}
