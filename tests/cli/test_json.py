@@ -154,8 +154,6 @@ def test_run_json_is_one_line(tmp_path, monkeypatch):
         {"id": "a", "url": "http://ok.example/x", "score": 1}]}))
     code, out, _ = cli("run", str(request), "--json")
     assert code == 0 and out.count("\n") == 1 and json.loads(out)["request_id"] == "r"
-    code, out, err = cli("run", str(tmp_path / "missing.json"))
-    assert (code, out) == (1, "") and "missing.json" in err and err.count("\n") == 1
 
 
 def test_usage_errors_are_exit_2(capsys):
@@ -164,3 +162,18 @@ def test_usage_errors_are_exit_2(capsys):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
+
+
+def test_an_import_draws_its_bars_on_request_only(live, tmp_path):
+    """Last: it adds entries the reads above do not expect."""
+    lines = tmp_path / "bans.ndjson"
+    lines.write_text("".join(json.dumps({"scope": "host", "value": f"i{n}.example",
+                                         "reason": "r"}) + "\n" for n in range(3)))
+    svc = ("banlist", "--url", live, "--token", "t", "import", str(lines))
+    code, out, err = cli(*svc, "--dry-run")
+    assert (code, err) == (0, "") and "3 of 3 lines valid (dry run)" in out
+    code, out, err = cli(*svc, "--progress")
+    assert code == 0 and "imported 3 entries" in out
+    validate, imported = err.splitlines()
+    assert validate.startswith("validate") and " 3/3 " in validate
+    assert imported.startswith("import") and " 3/3 " in imported
