@@ -12,7 +12,7 @@ from app.banlist.model import iso
 from app.cli.exits import FINDING, OK, REFUSED, USAGE
 from app.cli.flags import add_json_flag, add_progress_flags, print_json
 from app.cli.progress import ProgressBar
-from app.cli.tables import add_row, console, new_table
+from app.cli.tables import add_row, new_table, show
 from app.observability import audit_search
 from app.timespec import parse_time
 
@@ -142,4 +142,4 @@ def render(found: audit_search.Found, summary: dict[str, Any], what: str, top: i
         table = new_table(c.upper() for c in columns)
         for hit in shown:
             add_row(table, *(hit[c] for c in columns))
-        console(out).print(table)
+        show(table, out)

@@ -5,7 +5,7 @@ from typing import IO, Any
 
 from rich.table import Table
 
-from app.cli.tables import add_row, console, new_table
+from app.cli.tables import add_row, console, new_table, show
 from app.replay.run import Diff, Report
 
 
@@ -21,9 +21,8 @@ def render(report: Report, out: IO[str], top: int, title: str) -> None:
            else ""))
     if not report.changed:
         return
-    screen.print(_requests(report, top))
-    screen.print(_hosts(report, top))
-    screen.print(_rules(report, top))
+    for table in (_requests(report, top), _hosts(report, top), _rules(report, top)):
+        show(table, out)
 
 
 def _requests(report: Report, top: int) -> Table:

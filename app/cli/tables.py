@@ -21,6 +21,18 @@ def console(out: IO[str]) -> Console:
                    highlight=False, soft_wrap=not tty)
 
 
+def show(table: Table, out: IO[str]) -> None:
+    """Print a table on `out`; off a terminal without the padding that ends each row (a row
+    is then one line that `grep` and `cut` read as the old aligned text)."""
+    screen = console(out)
+    if out.isatty():
+        screen.print(table)
+        return
+    with screen.capture() as captured:
+        screen.print(table)
+    out.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
 def new_table(columns: Iterable[str | tuple[str, str]], title: str | None = None) -> Table:
     """An empty table of these columns (a name, or (name, "right") for numbers)."""
     table = Table(title=title, title_justify="left", box=None, pad_edge=False,
@@ -54,4 +66,4 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str],
     t = new_table([c.upper() for c in columns], title)
     for row in rows:
         add_row(t, *(row.get(c) for c in columns))
-    console(out).print(t)
+    show(t, out)

@@ -19,6 +19,7 @@ def test_a_table_prints_cells_as_plain_text_one_row_a_line():
           ["id", "reason", "regions", "expires_at", "url"], out)
     header, row = out.getvalue().splitlines()
     assert header.split() == ["ID", "REASON", "REGIONS", "EXPIRES_AT", "URL"]
+    assert header == header.rstrip()  # no padding after the last column
     assert "malware [bold]x[/bold] :x: [entry 2]" in row  # no markup, no emoji
     assert " RU,KZ " in row and " - " in row
     assert row.endswith("p…") and len(row.split()[-1]) == 100  # cut, not wrapped
