@@ -184,7 +184,7 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     fmt = args.format or ("csv" if args.file.suffix.lower() == ".csv" else "ndjson")
     lines = _ndjson_lines(args.file, fmt)
-    with ProgressBar.of(args.progress, err) as bar:  # closed on a refusal too
+    with ProgressBar.of(getattr(args, "progress", None), err) as bar:  # closed on a refusal too
         return _import_lines(client, args, lines, bar, out, err)
 
 
