@@ -171,7 +171,7 @@ def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, cap
 def test_a_stopped_import_says_not_imported_only_when_the_service_refused(exc, fate):
     import io
 
-    from app.cli.banlist import _stopped
+    from app.cli.banlist_import import _stopped
     from app.cli.client import Refused
 
     errors = {
