@@ -164,6 +164,22 @@ def test_usage_errors_are_exit_2(capsys):
         assert exc.value.code == 2
 
 
+def test_an_appeal_pins_the_host_clean_for_a_duration(live):
+    """Near the end: it clears the host test_sanctions_show reads."""
+    svc = ("sanctions", "--url", live)
+    code, _, err = cli(*svc, "--token", "v", "clear", "spam.example", "--reason", "appeal")
+    assert code == 1 and err.startswith("refused: HTTP 403: ")
+    with pytest.raises(SystemExit) as exc:
+        main([*svc, "clear", "spam.example", "--reason", "appeal", "--pin", "7 days"])
+    assert exc.value.code == 2
+    code, out, _ = cli(*svc, "--token", "t", "clear", "spam.example", "--reason", "appeal",
+                       "--pin", "7d")
+    assert code == 0 and out.startswith("spam.example: clean") and "pinned clean until" in out
+    got = as_json(*svc, "show", "spam.example")
+    assert got["ban_entry_id"] is None
+    assert 7 * 86400 - 60 < got["pinned_until"] - time.time() <= 7 * 86400
+
+
 def test_an_import_draws_its_bars_on_request_only(live, tmp_path):
     """Last: it adds entries the reads above do not expect."""
     lines = tmp_path / "bans.ndjson"
