@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
 from app.banlist.model import iso
-from app.cli.flags import add_progress_flags
+from app.cli.exits import FINDING, OK, REFUSED, USAGE
+from app.cli.flags import add_json_flag, add_progress_flags, print_json
+from app.cli.progress import ProgressBar
+from app.cli.tables import add_row, new_table, show
 from app.observability import audit_search
 from app.timespec import parse_time
 
@@ -40,39 +41,32 @@ def add_parser(sub: Any) -> None:
                    "beside it are read too (repeat for logs of several replicas)")
     s.add_argument("--top", type=int, default=50, help="records to print (default 50; "
                    "--json prints all)")
-    s.add_argument("--json", action="store_true", help="print JSON: summary and every record")
+    add_json_flag(s, "{query, summary, records}: the summary and every record")
     add_progress_flags(s)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """0 when records were found, 1 when none were, 2 on bad arguments or no log to read."""
-    from app.neardup.report import ProgressBar
-
+    """0 when records were found, 1 when none were or a log cannot be read, 2 on bad
+    arguments (docs/cli.md#exit-codes)."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
         query = _query(args)
         files = _files(args.log)
+        with ProgressBar.of(args.progress, err) as bar:
+            found = audit_search.search(files, query, bar)
     except ValueError as exc:
         print(f"rearrange audit search: {exc}", file=err)
-        return 2
-    enabled = err.isatty() if args.progress is None else args.progress
-    bar = ProgressBar(err, enabled)
-    try:
-        found = audit_search.search(files, query, bar)
-    except OSError as exc:
-        bar.close()
+        return USAGE
+    except OSError as exc:  # a log named that is not there, or one that cannot be read
         print(f"rearrange audit search: {exc}", file=err)
-        return 2
-    bar.close()
+        return REFUSED
     summary = audit_search.summarize(found)
     what = " ".join(filter(None, (query.url or query.host, _span(args))))
     if args.json:
-        out.write(orjson.dumps({"query": _echo(query), "summary": summary,
-                                "records": found.hits}, option=orjson.OPT_INDENT_2).decode()
-                  + "\n")
+        print_json({"query": _echo(query), "summary": summary, "records": found.hits}, out)
     else:
-        out.write(audit_search.render(found, summary, what, max(args.top, 0)))
-    return 0 if found.hits else 1
+        render(found, summary, what, max(args.top, 0), out)
+    return OK if found.hits else FINDING
 
 
 def _query(args: argparse.Namespace) -> audit_search.Query:
@@ -101,7 +95,7 @@ def _files(logs: list[Path] | None) -> list[Path]:
     for log in logs:
         found = audit_search.log_files(log)
         if not found:
-            raise ValueError(f"{log}: no such audit log (nor files rotated out of it)")
+            raise FileNotFoundError(f"{log}: no such audit log (nor files rotated out of it)")
         files += found
     return files
 
@@ -116,3 +110,36 @@ def _echo(query: audit_search.Query) -> dict[str, object]:
             "since": iso(query.since) if query.since is not None else None,
             "until": iso(query.until) if query.until is not None else None,
             "rules": sorted(query.rules), "every_action": query.every_action}
+
+
+def render(found: audit_search.Found, summary: dict[str, Any], what: str, top: int,
+           out: IO[str]) -> None:
+    """The summary, then the last `top` records as a table."""
+    read = summary["read"]
+    lines = [f"{what}: {summary['records']} records in {summary['requests']} requests"
+             + (f", {summary['first']} to {summary['last']}" if summary["records"] else "")]
+    if summary["applied"]:
+        lines.append("  applied: " + ", ".join(f"{c['rule']} {c['action']} {c['records']}"
+                                               for c in summary["applied"]))
+    if summary["shadow"]:
+        lines.append("  shadow (computed, not applied): " + ", ".join(
+            f"{c['rule']} {c['action']} {c['records']}" for c in summary["shadow"]))
+    if summary["records"]:
+        low, high = summary["banlist_versions"]
+        configs = ", ".join(f"{v} ({n})" for v, n in summary["config_versions"].items())
+        lines.append(f"  {summary['urls']} URLs; config versions {configs}; banlist "
+                     f"versions {low}" + (f" to {high}" if high != low else ""))
+    lines.append(f"  read {len(read['files'])} file(s), {read['lines']} lines, "
+                 f"{read['parsed']} parsed" + (f", {read['unreadable']} unreadable (torn "
+                                              "by a failed write, skipped)"
+                                              if read["unreadable"] else ""))
+    shown = found.hits[-top:] if top else []
+    if shown and len(shown) < len(found.hits):
+        lines.append(f"the last {len(shown)} records (--top, or --json for all):")
+    out.write("\n".join(lines) + "\n")
+    if shown:
+        columns = ("at", "request_id", "rule", "action", "mode", "delta", "url", "reason")
+        table = new_table(c.upper() for c in columns)
+        for hit in shown:
+            add_row(table, *(hit[c] for c in columns))
+        show(table, out)

@@ -2,72 +2,26 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
-import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.model import SCOPES, iso
-from app.cli.client import Client, Refused, Unreachable
+from app.cli.banlist_import import import_file
+from app.cli.client import Client, Refused
+from app.cli.exits import OK, REFUSED, calling
+from app.cli.flags import (
+    add_json_flag,
+    add_progress_flags,
+    add_service_arguments,
+    client_of,
+    duration,
+    print_json,
+)
+from app.cli.tables import table
 from app.errors import InputFileError
-from app.timespec import parse_duration, parse_time
-
-CHUNK = 1000  # entry lines per import request (the service takes at most 10,000)
-Lines = list[tuple[int, str]]  # (line number in the file, one NDJSON line)
-
-
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: IO[str]) -> None:
-    """Rows as an aligned text table (long cells cut at 100 characters)."""
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
-          file=out)
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        value = ",".join(map(str, value)) or "-"
-    text = str(value)
-    return text if len(text) <= 100 else text[:97] + "..."
-
-
-class Progress:
-    """A one-line progress bar on stderr: `import  [#######-----]  7000/10000 lines`."""
-
-    def __init__(self, label: str, total: int, out: IO[str]) -> None:
-        self.label, self.total, self.out = label, max(total, 1), out
-
-    def update(self, done: int) -> None:
-        filled = 30 * done // self.total
-        print(f"\r{self.label:<8} [{'#' * filled}{'-' * (30 - filled)}] "
-              f"{done:>7}/{self.total} lines", end="", file=self.out, flush=True)
-
-    def close(self) -> None:
-        print(file=self.out, flush=True)
-
-
-def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
-    """--url, --token and --timeout: the service a command talks to, and how."""
-    p.add_argument("--url", dest="service_url",
-                   default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
-                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
-    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
-                   help=f"bearer token (default REARRANGE_TOKEN); {token_help}")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for each answer (default 60)")
-
-
-def client_of(args: argparse.Namespace) -> Client:
-    return Client(args.service_url, args.token, getattr(args, "timeout", 60.0))
+from app.timespec import parse_time
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +35,7 @@ def add_parser(sub: Any) -> None:
     add.add_argument("--reason", required=True)
     add.add_argument("--regions", default="", help="comma-separated region codes")
     ttl = add.add_mutually_exclusive_group()
-    ttl.add_argument("--ttl", type=_duration, metavar="DURATION",
+    ttl.add_argument("--ttl", type=duration, metavar="DURATION",
                      help="until the ban lapses: seconds, or 90m, 36h, 7d, 2w")
     ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
     rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
@@ -90,12 +44,21 @@ def add_parser(sub: Any) -> None:
     look = cmds.add_parser("lookup", help="why a URL is (not) banned")
     look.add_argument("target", metavar="url")
     look.add_argument("--region")
+    add_json_flag(look, "the service's answer (GET /v1/banlist/lookup)")
+    lst = cmds.add_parser("list", help="the active entries, in id order")
+    lst.add_argument("--after", metavar="ID", help="entries after this id (to page on)")
+    lst.add_argument("--limit", type=int, default=100,
+                     help="entries to print (default 100; 0: every one)")
+    add_json_flag(lst, "{entries, next, total, banlist_version}, as GET /v1/banlist/entries")
+    grps = cmds.add_parser("groups", help="every org group and its domains")
+    add_json_flag(grps, "the service's answer (GET /v1/banlist/groups)")
     imp = cmds.add_parser("import", help="bulk import NDJSON or CSV, validated first")
     imp.add_argument("file", type=Path)
     imp.add_argument("--format", choices=["ndjson", "csv"], help="default: from the extension")
     imp.add_argument("--mode", choices=["all", "valid"], default="all",
                      help="all: nothing unless every line is valid (default); valid: skip bad")
     imp.add_argument("--dry-run", action="store_true", help="validate only")
+    add_progress_flags(imp)
     exp = cmds.add_parser("export", help="every active entry")
     exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
     exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
@@ -111,6 +74,7 @@ def add_parser(sub: Any) -> None:
                       "as 36h or 7d")
     hist.add_argument("--until", metavar="TIME", type=_instant,
                       help="before this time (same forms)")
+    add_json_flag(hist, "the service's answer (GET /v1/banlist/changes)")
     grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
     grp.add_argument("name")
     grp.add_argument("domains", nargs="+")
@@ -125,14 +89,6 @@ def add_parser(sub: Any) -> None:
                           "changes this replica has not applied")
 
 
-def _duration(text: str) -> int:
-    """A --ttl: seconds, or an age such as 7d."""
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _instant(text: str) -> str:
     """A time argument as the service takes it (an ISO 8601 instant; ages are the CLI's)."""
     try:
@@ -143,27 +99,23 @@ def _instant(text: str) -> str:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """Run one `banlist` sub-command; 0 ok, 1 refused (by the service, or a file the CLI
-    cannot read), 3 the service unreachable (docs/api.md)."""
+    cannot read), 3 the service unreachable (docs/cli.md#exit-codes)."""
     out, err = out or sys.stdout, err or sys.stderr
     command = _COMMANDS[args.banlist_command]
+
+    def lines(exc: Refused) -> None:  # an import's refused lines
+        if exc.body.get("refused"):
+            table(exc.body["refused"], ["line", "field", "problem"], err)
+
     with client_of(args) as client:
         try:
-            return command(client, args, out, err)
-        except Refused as exc:
-            print(f"refused: {exc}", file=err)
-            refused = exc.body.get("refused")
-            if refused:
-                table(refused, ["line", "field", "problem"], err)
-            return 1
+            return calling(lambda: command(client, args, out, err), err, lines)
         except InputFileError as exc:
             print(f"refused: {exc}", file=err)
-            return 1
+            return REFUSED
         except OSError as exc:  # the file to import, or the export to write
             print(f"refused: {exc.filename}: {exc.strerror}", file=err)
-            return 1
-        except Unreachable as exc:
-            print(exc, file=err)
-            return 3
+            return REFUSED
 
 
 def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
@@ -196,6 +148,9 @@ def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 
 def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
     got = client.lookup(args.target, args.region)
+    if args.json:
+        print_json(got, out)
+        return OK
     verdict = "BANNED" if got["banned"] else "not banned"
     print(f"{got['canonical']}: {verdict} (region {got['region'] or 'any'}, "
           f"banlist version {got['banlist_version']})", file=out)
@@ -216,123 +171,6 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     return 0
 
 
-def _import(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    fmt = args.format or ("csv" if args.file.suffix.lower() == ".csv" else "ndjson")
-    lines = _ndjson_lines(args.file, fmt)
-    refused: dict[tuple[int, str], dict[str, Any]] = {}
-    bar = Progress("validate", len(lines), err)
-    for n, (lead, rows) in enumerate(_chunks(lines)):  # a dry run of everything first
-        chunk = lead + rows
-        got = client.import_lines(_body(chunk), "valid", dry_run=True)
-        for r in got["refused"]:  # a group line is in every chunk: reported once
-            line = chunk[r["line"] - 1][0]
-            refused[line, r["field"]] = {**r, "line": line}
-        bar.update(min((n + 1) * CHUNK, len(lines)))
-    bar.close()
-    if refused:
-        table(sorted(refused.values(), key=lambda r: r["line"]), ["line", "field", "problem"],
-              err)
-    bad = {line for line, _ in refused}
-    if refused and args.mode == "all":
-        print(f"{len(bad)} of {len(lines)} lines refused; nothing imported "
-              "(--mode valid imports the valid lines)", file=err)
-        return 1
-    if args.dry_run:
-        print(f"{len(lines) - len(bad)} of {len(lines)} lines valid (dry run)", file=out)
-        return 0
-    good = [pair for pair in lines if pair[0] not in bad]
-    bar, done, present, groups, version = Progress("import", len(good), err), 0, 0, 0, None
-    last: int | None = None
-    for lead, rows in _chunks(good):
-        chunk = lead + rows
-        try:
-            got = client.import_lines(_body(chunk), "all")
-        except (Refused, Unreachable) as exc:  # a timeout or a 2xx cut off: may have committed
-            bar.close()
-            _stopped(last, rows or lead, done, exc, err)
-            raise
-        done += got["imported"]
-        present += got.get("existing", 0)
-        groups += got.get("groups_defined", 0)
-        version = got["banlist_version"]
-        last = chunk[-1][0]
-        bar.update(min(done + present + groups, len(good)))
-    bar.close()
-    print(f"imported {done} entries, {present} already present, {len(bad)} refused"
-          f"{f', {groups} groups defined' if groups else ''}; banlist version {version}",
-          file=out)
-    return 0
-
-
-def _chunks(lines: Lines) -> Iterator[tuple[Lines, Lines]]:
-    """(every group line of the file, CHUNK entry lines) per request: a chunk's `org` lines
-    may name the groups, and a group already defined identically is a no-op."""
-    groups: Lines = []
-    entries: Lines = []
-    for pair in lines:
-        (groups if _is_group(pair[1]) else entries).append(pair)
-    if not entries:
-        yield groups, []
-    for start in range(0, len(entries), CHUNK):
-        yield groups, entries[start:start + CHUNK]
-
-
-def _is_group(line: str) -> bool:
-    """A group record (`"scope": "group"`) of an NDJSON line; one that is not JSON is left
-    to the service to refuse."""
-    if "group" not in line:
-        return False
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(record, dict) and record.get("scope") == "group"
-
-
-def _stopped(last: int | None, chunk: list[tuple[int, str]], done: int, exc: Exception,
-             err: IO[str]) -> None:
-    """Exactly what a failed import committed: each request is all or nothing."""
-    body = exc.body if isinstance(exc, Refused) else {}
-    # Only the service's own refusal is a definite "no": a balancer's 502/504 or a bare
-    # 500 comes from something that may have passed the request on.
-    own = isinstance(exc, Refused) and "error" in body and (
-        exc.status < 500 or exc.status == 503)
-    if own and body.get("outcome") != "unknown":
-        fate = "not imported"
-    elif body.get("write_id"):
-        fate = (f"unknown (all or nothing): `GET /v1/banlist/writes/{body['write_id']}` "
-                "tells whether they committed")
-    else:
-        fate = "unknown (the service did not answer): compare `history` with the file"
-    before = f"file lines up to {last}" if last is not None else "nothing"
-    print(f"imported {done} entries ({before}) before the failure; lines "
-          f"{chunk[0][0]}-{chunk[-1][0]}: {fate}; later lines were not sent", file=err)
-
-
-def _ndjson_lines(path: Path, fmt: str) -> Lines:
-    """(line number in the file, one NDJSON line) for each entry line; CSV rows converted."""
-    text = path.read_text(encoding="utf-8-sig")
-    if fmt == "ndjson":
-        return [(n, line) for n, line in enumerate(text.splitlines(), 1)
-                if line.strip() and not line.lstrip().startswith("#")]
-    reader = csv.DictReader(io.StringIO(text), strict=True)
-    rows = []
-    try:
-        for row in reader:
-            clean = {k: v for k, v in row.items() if v not in ("", None) and k is not None}
-            if None in row:
-                clean["csv_extra_columns"] = "more fields than the header names"
-            rows.append((reader.line_num, json.dumps(clean)))
-    except csv.Error as exc:  # a field past csv's 131,072-character limit, a stray quote
-        raise InputFileError(f"{path}: line {reader.line_num + 1}: not CSV: {exc}; "
-                          "nothing imported") from None
-    return rows
-
-
-def _body(chunk: list[tuple[int, str]]) -> bytes:
-    return ("\n".join(line for _, line in chunk) + "\n").encode()
-
-
 def _export(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     data = client.export(args.format)
     if args.output is None:
@@ -349,6 +187,9 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
                                        ("from", "start"), ("until", "until"))
                   if (v := getattr(args, name)) is not None})
     got = client.changes(**query)
+    if args.json:
+        print_json(got, out)
+        return OK
     rows = []
     for c in got["changes"]:
         what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
@@ -381,5 +222,39 @@ def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     return 0
 
 
-_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "import": _import,
-             "export": _export, "history": _history, "group": _group, "reseed": _reseed}
+def _list(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    """Page through the entries (the service gives at most 1,000 a request)."""
+    entries: list[dict[str, Any]] = []
+    after, limit = args.after, args.limit if args.limit > 0 else None
+    while True:
+        want = 1000 if limit is None else min(1000, limit - len(entries))
+        got = client.entries(after, want)
+        entries += got["entries"]
+        after = got["next"]
+        if after is None or limit is not None and len(entries) >= limit:
+            break
+    page = {"entries": entries, "next": after, "total": got["total"],
+            "banlist_version": got["banlist_version"]}
+    if args.json:
+        print_json(page, out)
+        return OK
+    table(entries, ["id", "scope", "value", "regions", "expires_at", "actor", "reason"], out)
+    more = f"; more after {after} (--after {after})" if after else ""
+    print(f"{len(entries)} of {got['total']} entries; banlist version "
+          f"{got['banlist_version']}{more}", file=out)
+    return OK
+
+
+def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.groups()
+    if args.json:
+        print_json(got, out)
+        return OK
+    table([{"name": n, "domains": d} for n, d in got["groups"].items()], ["name", "domains"],
+          out)
+    return OK
+
+
+_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "list": _list,
+             "groups": _groups, "import": import_file, "export": _export, "history": _history,
+             "group": _group, "reseed": _reseed}

@@ -99,6 +99,13 @@ class Client:
         params = {"url": url, **({"region": region} if region else {})}
         return self.json("GET", "/v1/banlist/lookup", params=params)
 
+    def entries(self, after: str | None = None, limit: int = 100) -> Json:
+        params = {"limit": limit, **({"after": after} if after else {})}
+        return self.json("GET", "/v1/banlist/entries", params=params)
+
+    def groups(self) -> Json:
+        return self.json("GET", "/v1/banlist/groups")
+
     def changes(self, **filters: Any) -> Json:
         return self.json("GET", "/v1/banlist/changes", params=filters)
 
@@ -117,6 +124,13 @@ class Client:
     def reseed(self, structure: str, reason: str, force: bool) -> Json:
         return self.json("POST", f"/v1/admin/{_segment(structure)}/reseed",
                          json={"reason": reason, "force": force})
+
+    def sanction(self, host: str) -> Json:
+        return self.json("GET", f"/v1/sanctions/{_segment(host)}")
+
+    def clear_sanction(self, host: str, reason: str, pin_seconds: int | None = None) -> Json:
+        body = {"reason": reason, **({"pin_seconds": pin_seconds} if pin_seconds else {})}
+        return self.json("POST", f"/v1/sanctions/{_segment(host)}/clear", json=body)
 
     def config(self, version: str | None = None) -> Json:
         tail = f"/versions/{_segment(version)}" if version else ""

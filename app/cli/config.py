@@ -5,8 +5,10 @@ import argparse
 import sys
 from typing import IO, Any
 
-from app.cli.banlist import add_service_arguments, client_of, table
-from app.cli.client import Client, Refused, Unreachable
+from app.cli.client import Client, Refused
+from app.cli.exits import OK, calling
+from app.cli.flags import add_json_flag, add_service_arguments, client_of, print_json
+from app.cli.tables import table
 
 
 def add_parser(sub: Any) -> None:
@@ -18,7 +20,11 @@ def add_parser(sub: Any) -> None:
     show = cmds.add_parser("show", help="the YAML served (or of VERSION) on stdout, what it "
                            "is on stderr")
     show.add_argument("version", nargs="?")
-    cmds.add_parser("versions", help="the configs served, newest (the one served) first")
+    add_json_flag(show, "the service's answer: version, how, by, when, and the YAML as "
+                  "`source` (GET /v1/admin/config)")
+    versions = cmds.add_parser("versions", help="the configs served, newest (the one "
+                               "served) first")
+    add_json_flag(versions, "{versions: [...]}, as GET /v1/admin/config/versions")
     back = cmds.add_parser("rollback", help="serve an earlier version now (with Redis: on "
                            "every replica)")
     back.add_argument("version")
@@ -27,21 +33,21 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """Run one `config` sub-command; 0 ok, 1 refused by the service, 3 unreachable."""
     out, err = out or sys.stdout, err or sys.stderr
+
+    def serving(exc: Refused) -> None:  # a rollback refused: what is served still
+        if exc.body.get("serving"):
+            print(f"still serving {exc.body['serving']}", file=err)
+
     with client_of(args) as client:
-        try:
-            return _COMMANDS[args.config_command](client, args, out, err)
-        except Refused as exc:
-            print(f"refused: {exc}", file=err)
-            if exc.body.get("serving"):
-                print(f"still serving {exc.body['serving']}", file=err)
-            return 1
-        except Unreachable as exc:
-            print(exc, file=err)
-            return 3
+        return calling(lambda: _COMMANDS[args.config_command](client, args, out, err), err,
+                       serving)
 
 
 def _show(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     got = client.config(args.version)
+    if args.json:
+        print_json(got, out)
+        return OK
     print(f"config_version {got['version']}, loaded {got['loaded_at']} ({_how(got)})",
           file=err)
     if not args.version and got["file_version"] != got["version"]:
@@ -51,8 +57,11 @@ def _show(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) 
     return 0
 
 
-def _versions(client: Client, _: argparse.Namespace, out: IO[str], __: IO[str]) -> int:
+def _versions(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
     rows = client.config_versions()
+    if args.json:
+        print_json({"versions": rows}, out)
+        return OK
     table([{**r, "serving": "*" if i == 0 else ""} for i, r in enumerate(rows)],
           ["serving", "version", "loaded_at", "how", "by", "origin", "file_version"], out)
     return 0

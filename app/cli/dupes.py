@@ -6,14 +6,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli.flags import add_progress_flags
+from app.cli.exits import OK, REFUSED, USAGE
+from app.cli.flags import add_progress_flags, print_json
+from app.cli.progress import ProgressBar
 from app.errors import InputFileError
 
 if TYPE_CHECKING:
     from types import ModuleType
 
     from app.neardup.dupes import Audit
-    from app.neardup.report import ProgressBar
 
 HTML_SAMPLE = 25  # pairs near the threshold the HTML report shows without --sample
 
@@ -83,7 +84,8 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    "core)")
     p.add_argument("--csv", type=Path,
                    help="write the pairs at or over the threshold to this CSV file")
-    p.add_argument("--json", type=Path, help="write the whole audit to this JSON file")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the whole audit to this "
+                   "JSON file; `--json -` prints it on stdout instead of the report")
     p.add_argument("--html", type=Path,
                    help="write a self-contained report to look at: the histogram, clusters "
                    "with their template, pairs near the threshold side by side (the --sample "
@@ -98,27 +100,27 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read pages, audit, print the report and write the files; 2 on bad input."""
+    """Read pages, audit, print the report and write the files; 1 on input it cannot read,
+    2 on bad options (docs/cli.md#exit-codes)."""
     from app.neardup import dupes
     from app.neardup.read import read_pages
-    from app.neardup.report import ProgressBar, SignatureWriter
+    from app.neardup.report import SignatureWriter
 
     for name, low in (("width", 1), ("num_perm", 16), ("exact_max", 0), ("top", 0),
                       ("bins", 1), ("sample", 0), ("workers", 0)):
         if getattr(args, name) < low:
             print(f"rearrange dupes: --{name.replace('_', '-')} must be >= {low}",
                   file=sys.stderr)
-            return 2
+            return USAGE
     if args.max_size_ratio < 1:
         print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
-        return 2
-    enabled = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = ProgressBar(sys.stderr, enabled)
+        return USAGE
+    bar = ProgressBar.of(args.progress)
     excluded: list[str] = []
     sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
     try:
         pages = read_pages(args.pages, args.canonical_urls, args.exclude, args.workers,
-                                 bar, excluded, args.extractor)
+                           bar, excluded, args.extractor)
         result = dupes.audit(
             pages, width=args.width, measure=args.measure, threshold=args.threshold,
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     except InputFileError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)
-        return 2
+        return REFUSED
     finally:
         if sink is not None:
             sink.close()
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
     with result:
         _report(args, dupes, result, bar)
-    return 0
+    return OK
 
 
 def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
@@ -147,7 +149,9 @@ def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
 
     sample = (dupes.near_threshold(result, args.sample, args.margin, args.sample_seed)
               if args.sample else Pairs.empty())
-    sys.stdout.write(render(result, args.top, sample, args.bins))
+    to_stdout = args.json is not None and str(args.json) == "-"
+    if not to_stdout:
+        sys.stdout.write(render(result, args.top, sample, args.bins))
     if args.csv is not None:
         write_csv(args.csv, result, args.all_candidates, bar)
         bar.close()
@@ -157,10 +161,13 @@ def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
                   "method": result.method, "num_perm": args.num_perm,
                   "max_size_ratio": args.max_size_ratio, "exclude": args.exclude,
                   "all_candidates": args.all_candidates}
-        write_json(args.json, as_json(result, sample, params, args.bins, args.all_candidates,
-                                      bar))
+        doc = as_json(result, sample, params, args.bins, args.all_candidates, bar)
         bar.close()
-        print(f"audit written to {args.json}", file=sys.stderr)
+        if to_stdout:
+            print_json(doc, sys.stdout)
+        else:
+            write_json(args.json, doc)
+            print(f"audit written to {args.json}", file=sys.stderr)
     if args.html is not None:
         from app.neardup.html import write_html
 

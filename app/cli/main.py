@@ -1,5 +1,7 @@
 """`rearrange serve | check-config FILE | run REQUEST.json | replay CAPTURED.jsonl |
-experiments srm | dupes PAGES | banlist … | audit search | config show|versions|rollback`."""
+experiments srm | dupes PAGES | banlist … | sanctions … | audit search |
+config show|versions|rollback`. Exit 0 ok, 1 a finding or a refusal, 2 usage, 3 the
+service unreachable (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +17,10 @@ from app.cli import audit as audit_cli
 from app.cli import banlist as cli_banlist
 from app.cli import config as cli_config
 from app.cli import replay as replay_cli
+from app.cli import sanctions as cli_sanctions
 from app.cli.dupes import add_dupes_arguments
+from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling
+from app.cli.flags import add_json_flag, print_json
 from app.errors import ConfigError, FieldError, RearrangeError, SettingsError
 
 
@@ -33,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--against", type=Path, metavar="OLD",
                        help="also refuse what a reload from OLD would refuse: changes that "
                        "re-bucket units of OLD's running experiments")
+    add_json_flag(check, "{file, valid, config_version, profiles, experiments, holdout}, or "
+                  "{file, valid: false, problem}")
     run = sub.add_parser("run", help="run the pipeline offline on a request body, print the "
                          "response")
     run.add_argument("request", type=Path, help="a JSON request body ('-' for stdin)")
@@ -43,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--explain", action="store_true",
                      help="add `explain`: every step, what it did or why it did not run, and "
                      "the page after it")
+    add_json_flag(run, "the response on one line, as the service sends it (default: "
+                  "indented)")
     experiments = sub.add_parser("experiments", help="experiment tools")
     exp_sub = experiments.add_subparsers(dest="experiments_command", required=True)
     srm = exp_sub.add_parser(
@@ -54,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a saved Prometheus text exposition (repeat to sum)")
     srm.add_argument("--config", type=Path, help="rules file with the weights "
                      "(default REARRANGE_CONFIG)")
-    srm.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_flag(srm, "{config_version, alpha, flagged, experiments}, as GET "
+                  "/v1/experiments/srm")
     dupes = sub.add_parser(
         "dupes", help="audit a site for near-duplicate (templated) pages",
         description="Find near-duplicate pages by 10-word shingles (seed 000): the pair "
@@ -62,15 +72,30 @@ def main(argv: list[str] | None = None) -> int:
         "threshold, and pairs near it to check by eye.")
     add_dupes_arguments(dupes)
     cli_banlist.add_parser(sub)
+    cli_sanctions.add_parser(sub)
     audit_cli.add_parser(sub)
     cli_config.add_parser(sub)
     replay_cli.add_parser(sub)
     args = parser.parse_args(argv)
-    if args.command == "experiments":
-        return _srm(args)
-    return {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
-            "banlist": cli_banlist.run, "audit": audit_cli.run,
-            "config": cli_config.run, "replay": replay_cli.run}[args.command](args)
+    command = {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
+               "experiments": _srm, "banlist": cli_banlist.run, "sanctions": cli_sanctions.run,
+               "audit": audit_cli.run, "config": cli_config.run,
+               "replay": replay_cli.run}[args.command]
+    try:
+        return command(args)
+    except OSError as exc:  # a file named on the command line: one line, no traceback
+        print(f"rearrange {args.command}: {_os_problem(exc)}", file=sys.stderr)
+        return REFUSED
+    except KeyboardInterrupt:
+        print(f"rearrange {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _os_problem(exc: OSError) -> str:
+    """`req.json: No such file or directory` (the file, then why)."""
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
 
 
 def _dupes(args: argparse.Namespace) -> int:
@@ -80,32 +105,36 @@ def _dupes(args: argparse.Namespace) -> int:
 
 
 def _srm(args: argparse.Namespace) -> int:
-    """Exit 0 when no split is flagged, 3 when one is, 1 on a bad config or a source it
-    cannot read (a service unreachable too: 3 is taken by the verdict)."""
-    from app.cli.client import Refused, Unreachable, read_text
+    """Exit 0 when no split is flagged, 1 when one is (a finding), for a bad config, a file
+    it cannot read or a refusal, 3 when a service cannot be reached."""
     from app.config.load import load_file
     from app.config.settings import Settings
-    from app.experiments.srm import SRM_ALPHA, counts_from_exposition, srm
 
     path = args.config or Settings().config
     try:
         engine = load_file(path)
     except ConfigError as exc:
         print(f"{path}: invalid: {exc}", file=sys.stderr)
-        return 1
+        return REFUSED
+    try:
+        return calling(lambda: _srm_verdict(args, engine), sys.stderr)
+    except OSError as exc:
+        print(f"{exc.filename}: cannot read: {exc.strerror}", file=sys.stderr)
+        return REFUSED
+
+
+def _srm_verdict(args: argparse.Namespace, engine: Any) -> int:
+    from app.cli.client import read_text
+    from app.experiments.srm import counts_from_exposition, document, srm
+
     counts: dict[tuple[str, str], float] = {}
     for source in args.url or args.file:
-        try:
-            text = read_text(source) if args.url else source.read_text()
-        except (OSError, Refused, Unreachable) as exc:
-            print(f"{source}: cannot read: {exc}", file=sys.stderr)
-            return 1
+        text = read_text(source) if args.url else source.read_text()
         for key, n in counts_from_exposition(text).items():
             counts[key] = counts.get(key, 0.0) + n
     results = srm(counts, engine.designs())
     if args.json:
-        print(orjson.dumps({"alpha": SRM_ALPHA, "experiments": [r.as_dict() for r in results]},
-                           option=orjson.OPT_INDENT_2).decode())
+        print_json(document(results, engine.version), sys.stdout)
     for r in results if not args.json else ():
         split = ", ".join(f"{v} {int(n)} (expected {r.expected.get(v, 0):.0f})"
                           for v, n in r.observed.items())
@@ -113,7 +142,7 @@ def _srm(args: argparse.Namespace) -> int:
                    else f"p = {r.p_value:.3g}" + ("  SRM: do not trust this experiment's "
                                                   "results" if r.flagged else "  ok"))
         print(f"{r.experiment}: {split}; {verdict}")
-    return 3 if any(r.flagged for r in results) else 0
+    return FINDING if any(r.flagged for r in results) else OK
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -124,8 +153,8 @@ def _serve(args: argparse.Namespace) -> int:
     except RearrangeError as exc:  # StartupRefused, SettingsError, ConfigError, a store's
         # One line, no traceback: the operator's to fix (docs/cli.md, exit codes).
         print(f"rearrange: not starting: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return USAGE
+    return OK
 
 
 def load_settings() -> Any:
@@ -149,7 +178,8 @@ def _variable(loc: tuple[Any, ...]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from app.config.load import check_rebucketing, load_file
+    """0 valid, 1 invalid (a finding: with --json, `valid: false` and the problem)."""
+    from app.config.load import check_rebucketing, describe, load_file
 
     try:
         engine = load_file(args.file)
@@ -157,7 +187,17 @@ def _check(args: argparse.Namespace) -> int:
             check_rebucketing(load_file(args.against), engine)
     except ConfigError as exc:
         print(f"{args.file}: invalid: {exc}", file=sys.stderr)
-        return 1
+        if args.json:
+            print_json({"file": str(args.file), "valid": False, "problem": str(exc)},
+                       sys.stdout)
+        return FINDING
+    if args.json:
+        profiles = {name: [{"phase": phase.value, "rule": step.rule.name, **_flags(step)}
+                           for phase, step in pipeline.rules()]
+                    for name, pipeline in engine.profiles.items()}
+        print_json({"file": str(args.file), "valid": True, **describe(engine),
+                    "profiles": profiles}, sys.stdout)
+        return OK
     for name, pipeline in engine.profiles.items():
         rules = ", ".join(f"{phase.value}:{step.rule.name}{_marks(step)}"
                           for phase, step in pipeline.rules())
@@ -170,24 +210,28 @@ def _check(args: argparse.Namespace) -> int:
     if engine.holdout is not None:
         print(f"holdout: unit {engine.holdout.unit}, buckets [0, {engine.holdout.upper})")
     print(f"{args.file}: ok, config_version {engine.version}")
-    return 0
+    return OK
+
+
+def _flags(step: Any) -> dict[str, bool]:
+    """What sets a step apart from a plain built-in, always-on one."""
+    from app.config.plugins import PythonRule
+
+    policy = step.policy
+    return {"python": isinstance(step.rule, PythonRule), "enabled": policy.enabled,
+            "windowed": policy.valid_from is not None or policy.valid_until is not None}
 
 
 def _marks(step: Any) -> str:
     """What check-config adds to a step that is not a plain built-in, always-on one."""
-    from app.config.plugins import PythonRule
-
-    policy, marks = step.policy, []
-    if isinstance(step.rule, PythonRule):
-        marks.append("python")
-    if not policy.enabled:
-        marks.append("disabled")
-    if policy.valid_from is not None or policy.valid_until is not None:
-        marks.append("windowed")
+    flags = _flags(step)
+    marks = [m for m, on in (("python", flags["python"]), ("disabled", not flags["enabled"]),
+                             ("windowed", flags["windowed"])) if on]
     return f" ({', '.join(marks)})" if marks else ""
 
 
 def _run(args: argparse.Namespace) -> int:
+    """0 answered, 1 refused: a bad config, banlist or request, a closed rule that failed."""
     from app.api.app import build_service
     from app.config.settings import Settings
 
@@ -201,22 +245,23 @@ def _run(args: argparse.Namespace) -> int:
         service = build_service(settings)
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
-        return 1
+        return REFUSED
     except FieldError as exc:  # the --banlist file: `banlist: FILE:LINE: field: problem`
         print(f"banlist: {exc}", file=sys.stderr)
-        return 1
+        return REFUSED
     status, answered = service.rerank(body, explain=args.explain)
     if status == 503:  # a closed rule failed: no page
         refused = orjson.loads(answered)
         print(f"rule_failed: {refused['rule']} in {refused['phase']}: {refused['problem']}",
               file=sys.stderr)
-        return 3
+        return REFUSED
     if status != 200:
         refused = orjson.loads(answered)
         print(f"request: {refused['field']}: {refused['problem']}", file=sys.stderr)
-        return 2
-    sys.stdout.buffer.write(msgspec.json.format(answered, indent=2) + b"\n")
-    return 0
+        return REFUSED
+    shown = answered if args.json else msgspec.json.format(answered, indent=2)
+    sys.stdout.write(shown.decode() + "\n")
+    return OK
 
 
 if __name__ == "__main__":

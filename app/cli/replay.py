@@ -10,7 +10,8 @@ from typing import IO, Any
 
 import orjson
 
-from app.cli.flags import add_progress_flags
+from app.cli.flags import add_json_flag, add_progress_flags, print_json
+from app.cli.progress import ProgressBar
 from app.errors import BanlistError, ConfigError, InputFileError
 
 
@@ -40,7 +41,7 @@ def add_parser(sub: Any) -> None:
                    "ban expiry), not now")
     p.add_argument("--top", type=int, default=20, help="requests, hosts and rules listed "
                    "(default 20; --json lists all)")
-    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    add_json_flag(p, "the whole report: {summary, hosts, rules, requests}")
     add_progress_flags(p)
 
 
@@ -66,21 +67,22 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         print(f"rearrange replay: {exc}", file=err)
         return 1
     report, now = Report(), time.time()
-    with _bar(err, total, args.progress) as advance:
+    with ProgressBar.of(args.progress, err) as bar:
+        bar("replay", 0, total)
         for path in args.captures:
             try:
                 for captured in read_captures(path):
                     at = captured.ts if args.at_capture_time else now
                     d = _diff(served, candidate, captured.body, at)
                     report.add(captured, _query(captured.body), d)
-                    advance()
+                    bar("replay", report.requests, total)
             except InputFileError as exc:  # the file changed since it was counted
                 print(f"rearrange replay: {exc}", file=err)
                 return 1
     if args.json:
-        out.write(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(report.as_dict(), out)
     else:
-        from app.replay.table import render
+        from app.cli.replay_table import render
 
         render(report, out, max(args.top, 0), _title(args, served_path))
     return 0
@@ -106,29 +108,3 @@ def _title(args: argparse.Namespace, served: Path) -> str:
     base = f"config {served}" + (f", banlist {args.served_banlist}" if args.served_banlist
                                  else "")
     return f"served: {base}  →  candidate: {', '.join(candidate)}"
-
-
-class _bar:
-    """A rich progress bar on `err` (if drawn); the context gives the step function."""
-
-    def __init__(self, err: IO[str], total: int, wanted: bool | None) -> None:
-        self.err, self.total = err, total
-        self.enabled = err.isatty() if wanted is None else wanted
-        self.progress: Any = None
-
-    def __enter__(self) -> Any:
-        if not self.enabled:
-            return lambda: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        console = Console(file=self.err, force_terminal=True)
-        self.progress = Progress("replay", BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), console=console, transient=True)
-        self.progress.start()
-        task = self.progress.add_task("replay", total=self.total)
-        return lambda: self.progress.advance(task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()

@@ -230,3 +230,21 @@ def check_rebucketing(old: Engine, new: Engine) -> None:
     if problem:
         raise ConfigError("holdout", f"would re-bucket held-out units: {problem}; "
                           "change its `salt` to draw a fresh holdout")
+
+
+def describe(engine: Engine) -> dict[str, Any]:
+    """The experiments and holdout of a config, as GET /v1/experiments and
+    `rearrange check-config --json` show them (percentages, not buckets)."""
+    holdout = engine.holdout
+    return {
+        "config_version": engine.version,
+        "holdout": None if holdout is None else {
+            "unit": holdout.unit, "percent": holdout.upper / 100, "salt": holdout.salt or None},
+        "experiments": [
+            {"name": e.name, "unit": e.unit, "layer": e.layer, "salt": e.salt or None,
+             "slots": [e.slots[0] / 100, e.slots[1] / 100] if e.layer else None,
+             "variants": {v: list(r) for v, r in e.ranges().items()},
+             "params": e.params, "rules": list(e.rules)}
+            for e in engine.experiments
+        ],
+    }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 SRM_ALPHA = 0.001  # flag a split whose p-value is below this
 _EPS = 1e-15
@@ -104,6 +105,13 @@ def srm(counts: Mapping[tuple[str, str], float],
         results.append(SrmResult(experiment, observed, expected, stat, len(live) - 1, p,
                                  p < SRM_ALPHA))
     return results
+
+
+def document(results: list[SrmResult], config_version: str) -> dict[str, Any]:
+    """The check as GET /v1/experiments/srm and `rearrange experiments srm --json` give it."""
+    return {"config_version": config_version, "alpha": SRM_ALPHA,
+            "flagged": [r.experiment for r in results if r.flagged],
+            "experiments": [r.as_dict() for r in results]}
 
 
 def counts_from_exposition(text: str) -> dict[tuple[str, str], float]:

@@ -1,14 +1,12 @@
 """`rearrange dupes` output: the seed's pair table, the histogram, clusters with their
-template text, multi-template pages, CSV/JSON, and the progress bar."""
+template text, multi-template pages, CSV/JSON (the progress bar is app/cli/progress.py)."""
 from __future__ import annotations
 
 import csv
 import re
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import mmh3
 import numpy as np
@@ -19,47 +17,9 @@ from app.neardup.cluster import Cluster
 from app.neardup.dupes import Audit, histogram
 from app.neardup.site import Pairs
 
-BAR_WIDTH = 30
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 T = TypeVar("T")
 _WORD = re.compile(r"\w+")  # app/neardup/shingles.py's words, with where each one is
-
-
-class ProgressBar:
-    """A one-line progress bar per stage on stderr, redrawn at most 10 times a second."""
-
-    def __init__(self, stream: IO[str] | None = None, enabled: bool = True) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self._stage = ""
-        self._started = self._drawn = 0.0
-        self._last = (-1, -1)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if stage != self._stage:
-            if self._stage:
-                self.stream.write("\n")
-            self._stage, self._started, self._drawn = stage, now, 0.0
-        elif (done, total) == self._last or done < total and now - self._drawn < 0.1:
-            return
-        self._drawn, self._last = now, (done, total)
-        share = done / total if total else 1.0
-        filled = int(share * BAR_WIDTH)
-        elapsed = now - self._started
-        eta = f" eta {elapsed / share - elapsed:5.0f}s" if 0 < share < 1 else ""
-        self.stream.write(f"\r{stage:<11} {share:4.0%} |{'#' * filled}{'.' * (BAR_WIDTH - filled)}"
-                          f"| {done}/{total} {elapsed:.1f}s{eta}")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the bar's line."""
-        if self.enabled and self._stage:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._stage, self._last = "", (-1, -1)
 
 
 def template_runs(audit: Audit, cluster: Cluster) -> list[str]:

@@ -272,12 +272,13 @@ def test_the_cli_imports_an_export_chunk_by_chunk_each_led_by_the_groups(
     import httpx
 
     from app.cli import banlist as cli_banlist
+    from app.cli import banlist_import
     from tests.api.test_live_server import start_server
 
     r = source.post("/v1/banlist/entries", headers=AUTH,
                     json={"scope": "org", "value": "beta", "reason": "the last line"})
     assert r.status_code == 201
-    monkeypatch.setattr(cli_banlist, "CHUNK", 2)  # 6 entries: the beta ban in the third chunk
+    monkeypatch.setattr(banlist_import, "CHUNK", 2)  # 6 entries: the beta ban in the third chunk
     (tmp_path / "live").mkdir()
     proc, base, _ = start_server(tmp_path / "live")
     try:

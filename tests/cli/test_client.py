@@ -117,7 +117,7 @@ def test_a_proxy_s_error_page_is_a_refusal_in_one_line():
 def test_srm_names_an_unreachable_service(tmp_path):
     url = f"http://127.0.0.1:{free_port()}/metrics"
     code, _, err = cli("experiments", "srm", "--url", url)
-    assert code == 1 and err == f"{url}: cannot read: cannot reach {url}: connection refused\n"
+    assert code == 3 and err == f"cannot reach {url}: connection refused\n"
 
 
 def test_unreachable_says_why_for_a_name_that_does_not_resolve():

@@ -136,7 +136,7 @@ def test_missing_trafilatura_says_how_to_install(tmp_path):
             "sys.exit(main(['dupes', sys.argv[1], '--no-progress']))")
     run = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True,
                          text=True, timeout=60)
-    assert run.returncode == 2
+    assert run.returncode == 1
     assert "needs trafilatura" in run.stderr and "pip install 'rearrange[audit]'" in run.stderr
 
 
@@ -148,12 +148,12 @@ def test_missing_trafilatura_says_how_to_install(tmp_path):
 ])
 def test_bad_jsonl_names_the_line(tmp_path, capsys, content, message):
     (tmp_path / "pages.jsonl").write_text(content)
-    assert main(["dupes", str(tmp_path / "pages.jsonl"), "--no-progress"]) == 2
+    assert main(["dupes", str(tmp_path / "pages.jsonl"), "--no-progress"]) == 1
     assert message in capsys.readouterr().err
 
 
 def test_missing_input_and_bad_options(tmp_path, capsys):
-    assert main(["dupes", str(tmp_path / "nope.jsonl"), "--no-progress"]) == 2
+    assert main(["dupes", str(tmp_path / "nope.jsonl"), "--no-progress"]) == 1
     assert "no such file or folder" in capsys.readouterr().err
     pages = write_jsonl(tmp_path / "p.jsonl", SEED)
     assert main(["dupes", str(pages), "--width", "0"]) == 2

@@ -142,7 +142,7 @@ def test_no_log_to_read_is_said(tmp_path, capsys, monkeypatch):
     code, _, err = search(capsys, "--host", "a.example")
     assert code == 2 and "no audit log: give --log PATH" in err
     code, _, err = search(capsys, "--host", "a.example", "--log", str(tmp_path / "none.jsonl"))
-    assert code == 2 and "no such audit log" in err
+    assert code == 1 and "no such audit log" in err
     monkeypatch.setenv("REARRANGE_AUDIT_LOG", str(tmp_path / "env.jsonl"))
     (tmp_path / "env.jsonl").write_bytes(b"")
     assert search(capsys, "--host", "a.example")[0] == 1
