@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
 
 from app import __version__
@@ -126,9 +128,29 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
 
 
 class RearrangeApp(FastAPI):
-    """FastAPI, with the switch of `/v1/rerank`'s fast path (`rerank.FastPath`)."""
+    """FastAPI, with the switch of `/v1/rerank`'s fast path (`rerank.FastPath`), and
+    FastAPI's OpenTelemetry instrumentation decided once, at start-up.
+
+    FastAPI asks the OpenTelemetry API on every request whether a provider is configured
+    (three lookups in `os.environ` while none is): that cost more than the whole
+    middleware stack around the fast path (bench/http.py). Its own lifespan configures
+    telemetry at start-up, so the answer is read after it, in ours (`probe_telemetry`).
+    """
 
     fast_rerank = True  # False sends /v1/rerank through the router (tests compare both)
+    telemetry: bool | None = None  # FastAPI's instrumentation on; None: asked per request
+
+    def probe_telemetry(self) -> None:
+        native = getattr(self, "_native_telemetry", None)  # absent from older FastAPI
+        self.telemetry = native is not None and bool(native.enabled())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.telemetry is False and scope["type"] == "http":
+            if self.root_path:  # what FastAPI.__call__ does when telemetry is off
+                scope["root_path"] = self.root_path
+            await Starlette.__call__(self, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -138,10 +160,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     service = build_service(settings)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: RearrangeApp) -> AsyncIterator[None]:
         task = asyncio.create_task(_housekeeping(service, settings.config_poll_seconds))
         gc.collect()
         gc.freeze()  # start-up objects live forever: keep them out of every collection
+        app.probe_telemetry()
         try:
             yield
         finally:

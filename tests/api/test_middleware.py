@@ -237,3 +237,10 @@ def test_every_refusal_is_rendered_by_the_one_renderer(capped, monkeypatch):
             assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
             assert rendered[before:] == [(r.status_code, r.json()["field"])], (path, r.text)
             assert r.json()["field"] and r.json()["problem"]  # each names the field
+
+
+def test_without_an_opentelemetry_provider_the_app_does_not_ask_per_request(client):
+    """No provider is configured here: the start-up probe says so, and every request still
+    goes through the whole stack (the tests above)."""
+    assert client.app.telemetry is False
+    assert client.post("/v1/rerank", json=page(1)).status_code == 200
