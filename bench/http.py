@@ -64,7 +64,7 @@ end
 """
 
 
-def start(target: list[str], env: dict[str, str], port: int, timeout: float = 300.0,
+def start(target: list[str], env: dict[str, str], port: int, timeout: float = 900.0,
           cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     """Start a server and wait until /healthz answers (a 1 M-entry replay takes a while)."""
     proc = subprocess.Popen(target, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
