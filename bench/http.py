@@ -65,7 +65,7 @@ end
 """
 
 
-def start(target: list[str], env: dict[str, str], port: int, timeout: float = 300.0,
+def start(target: list[str], env: dict[str, str], port: int, timeout: float = 900.0,
           cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     """Start a server in a process group of its own and wait until /healthz answers (a 1 M-entry
     replay takes a while). One that does not answer in time is stopped, workers and all."""

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 from uvicorn.logging import DefaultFormatter
 
@@ -127,22 +128,27 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
 
 
 class RearrangeApp(FastAPI):
-    """FastAPI, with POST /v1/rerank answered before its middleware stack and router.
+    """FastAPI, with the switch of `/v1/rerank`'s fast path (`rerank.FastPath`), and
+    FastAPI's OpenTelemetry instrumentation decided once, at start-up.
 
-    The frontend calls that one endpoint on every query; the stack in front of a route
-    (error, telemetry and body-limit middleware, ours, exception handling, routing)
-    cost more than the rules themselves on a 20-document page (bench/http.py). The
-    fast path runs the same `rerank.answer` as the routed endpoint, with the same
-    body limit, errors and response counting.
+    FastAPI asks the OpenTelemetry API on every request whether a provider is configured
+    (three lookups in `os.environ` while none is): that cost more than the whole
+    middleware stack around the fast path (bench/http.py). Its own lifespan configures
+    telemetry at start-up, so the answer is read after it, in ours (`probe_telemetry`).
     """
 
     fast_rerank = True  # False sends /v1/rerank through the router (tests compare both)
+    telemetry: bool | None = None  # FastAPI's instrumentation on; None: asked per request
+
+    def probe_telemetry(self) -> None:
+        native = getattr(self, "_native_telemetry", None)  # absent from older FastAPI
+        self.telemetry = native is not None and bool(native.enabled())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (self.fast_rerank and scope["type"] == "http" and scope["method"] == "POST"
-                and scope["path"] == scope.get("root_path", "") + rerank.PATH):
-            state = self.state
-            await rerank.serve(state.service, state.tokens, scope, receive, send)
+        if self.telemetry is False and scope["type"] == "http":
+            if self.root_path:  # what FastAPI.__call__ does when telemetry is off
+                scope["root_path"] = self.root_path
+            await Starlette.__call__(self, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -154,10 +160,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     service = build_service(settings)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: RearrangeApp) -> AsyncIterator[None]:
         task = asyncio.create_task(_housekeeping(service, settings.config_poll_seconds))
         gc.collect()
         gc.freeze()  # start-up objects live forever: keep them out of every collection
+        app.probe_telemetry()
         try:
             yield
         finally:
@@ -188,8 +195,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
         app.include_router(module.router)
     errors.install(app)
+    # Each added goes outside the ones before: from the outside in, the counter, the fast
+    # path (it reads its own body), the routed endpoints' body cap. Added later, wraps all.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        timeout=settings.body_timeout_seconds)
+    app.add_middleware(rerank.FastPath)
     app.add_middleware(ResponseCounter, metrics=service.metrics)
     openapi.install(app, settings.banlist_read_auth)
     return app

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app.api import errors
 from app.api.deps import Actor, Reader, Service, Store, known_query
-from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals
 from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
@@ -166,7 +166,7 @@ def write_state(write_id: str, store: Store, _: Actor) -> dict[str, Any]:
 async def import_entries(request: Request, store: Store, actor: Actor,
                          format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",
                          mode: Annotated[str, Query(pattern="^(all|valid)$")] = "all",
-                         dry_run: bool = False) -> JSONResponse:
+                         dry_run: bool = False) -> Response:
     """Import NDJSON or CSV: org group records and entries (an export imports as is); every
     line validated. `mode=all` (default) imports nothing unless every line is valid;
     `mode=valid` imports the valid ones. Refusals by line. A group held with the same
@@ -208,8 +208,9 @@ def _naming_lines(groups: list[tuple[int, GroupSpec]]) -> Iterator[None]:
         raise
 
 
-def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> JSONResponse:
-    return error_response(status, "body", problem, refused=refused)
+def _refuse(status: int, problem: str, refused: list[dict[str, Any]]) -> Response:
+    return Response(errors.body(status, "body", problem, refused=refused), status,
+                    media_type="application/json")
 
 
 @router.get("/export", response_class=StreamingResponse, responses={200: {

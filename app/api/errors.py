@@ -1,5 +1,6 @@
 """The API's one mapping of errors to HTTP: which status each error class answers, and the
-one error body every route and the rerank fast path write.
+one error body every route, the body cap (app/api/observe.py) and `/v1/rerank`'s fast path
+(app/api/rerank.py) write: each answers a refusal with `refusal(exc)`.
 
 The core's errors (app/errors.py) carry no status; `STATUS` gives each class its status,
 found along the error's class hierarchy (a subclass not listed answers its base's). The
@@ -9,15 +10,16 @@ body is `{"error", "field", "problem", …}`: `error` is `invalid_request` for a
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
-from app.api.openapi import allowed
+from app.api import openapi
 from app.errors import Conflict, FieldError, Malformed, NotFound, TooLarge, Unavailable
 
 
@@ -91,30 +93,58 @@ def error_response(status: int, field: str | None, problem: str,
     return JSONResponse(error_body(status, field, problem, **extra), status_code=status)
 
 
-def install(app: FastAPI) -> None:
-    """The app's exception handlers: every error a route raises is answered here."""
+def body(status: int, field: str | None, problem: str | None, **extra: Any) -> bytes:
+    """Every refusal's body, `{"error", "field", "problem", …}`, as bytes."""
+    return encode({"error": "invalid_request" if status < 500 else "error", "field": field,
+                   "problem": problem, **extra})
 
-    async def core_error(_: Request, exc: Exception) -> JSONResponse:
-        status, body = render(exc)
-        return JSONResponse(body, status_code=status)
 
-    app.add_exception_handler(FieldError, core_error)
-    app.add_exception_handler(redis.RedisError, core_error)
+# What `refusal` maps; anything else escaping a route is a 500.
+MAPPED = (FieldError, redis.RedisError, RequestValidationError, HTTPException)
+# The body reader's refusals leave the rest of the body unread: it would be the next request.
+CLOSE = {"connection": "close"}
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+
+class Refusal(NamedTuple):
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers as an ASGI `http.response.start` carries them."""
+        return [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in self.headers.items()]
+
+
+def refusal(exc: Exception) -> Refusal:
+    """The status, body and headers of an exception of `MAPPED`."""
+    if isinstance(exc, FieldError | redis.RedisError):
+        status, content = render(exc)
+        return Refusal(status, encode(content), CLOSE if isinstance(exc, BodyRefused) else {})
+    if isinstance(exc, RequestValidationError):
         errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
                   for e in exc.errors()]
-        return error_response(422, errors[0]["field"], errors[0]["problem"], errors=errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return Refusal(422, body(422, errors[0]["field"], errors[0]["problem"], errors=errors),
+                       {})
+    if isinstance(exc, HTTPException):
+        status = exc.status_code
         given: object = exc.detail  # a str for Starlette, a dict as our routes raise it
-        detail = given if isinstance(given, dict) else {"problem": str(given)}
-        # FastAPI's own 400 is a body it could not decode
-        body = {"error": "invalid_request" if exc.status_code < 500 else "error",
-                "field": "body" if exc.status_code == 400 else None, **detail}
-        headers = exc.headers
-        if exc.status_code == 405:  # the router's Allow names one route's methods of the path's
-            headers = {**(headers or {}), "Allow": allowed(request)}
-        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+        detail = dict(given) if isinstance(given, dict) else {"problem": str(given)}
+        # FastAPI's own 400 is a body it could not decode; ours name their field
+        field = detail.pop("field", "body" if status == 400 else None)
+        return Refusal(status, body(status, field, detail.pop("problem", None), **detail),
+                       dict(exc.headers or {}))
+    raise TypeError(f"not an API refusal: {exc!r}")
+
+
+def install(app: FastAPI) -> None:
+    """Every route's refusals answered through `refusal`."""
+    for kind in MAPPED:
+        app.add_exception_handler(kind, _handler)
+
+
+async def _handler(request: Request, exc: Exception) -> Response:
+    status, content, headers = refusal(exc)
+    if status == 405:  # the router's: Allow names every method the document gives the path
+        headers = {**headers, "Allow": openapi.allowed(request)}
+    return Response(content, status, headers=headers, media_type="application/json")

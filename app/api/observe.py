@@ -1,4 +1,6 @@
-"""ASGI middleware: response counts by route, and one body-size cap for every route."""
+"""ASGI middleware: response counts by route, and one body reader with its size cap and
+deadline for every route (the routed ones through BodyLimit, /v1/rerank's fast path
+directly)."""
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +9,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import BodyRefused, BodyTooLarge, BodyTooSlow, encode, error_body
+from app.api.errors import BodyTooLarge, BodyTooSlow, refusal
+from app.errors import FieldError
 from app.observability.metrics import Metrics
 
 
@@ -64,12 +67,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        has_body = False
+        declared, has_body = None, False
         for name, value in scope["headers"]:
             if name == b"content-length":
-                if value.isdigit() and int(value) > self.limit:
-                    await _refuse(send, 413, f"{int(value)} bytes, over the limit of {self.limit}")
-                    return
+                declared = value
                 has_body = has_body or value.strip(b"0") != b""
             elif name == b"transfer-encoding" and b"chunked" in value.lower():
                 has_body = True
@@ -77,11 +78,12 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         try:
-            body = await read_capped(receive, self.limit, self.timeout)
+            body = await read_body(declared, receive, self.limit, self.timeout)
         except ClientGone:
             return
-        except BodyRefused as exc:
-            await _refuse(send, exc.status, exc.problem)
+        except FieldError as exc:
+            refused = refusal(exc)
+            await send_json(send, refused.status, refused.body, refused.raw_headers())
             return
         replayed = False
 
@@ -97,6 +99,16 @@ class BodyLimit:
 
 class ClientGone(Exception):
     """The client disconnected before its body arrived: there is no one to answer."""
+
+
+async def read_body(declared: bytes | None, receive: Receive, limit: int,
+                    timeout: float) -> bytes | bytearray:
+    """The whole request body, every route's: a `declared` Content-Length over `limit` is
+    refused at once, unread (the HTTP parser holds a client to the length it declared),
+    any other body as it arrives (`read_capped`)."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"{int(declared)} bytes, over the limit of {limit}")
+    return await read_capped(receive, limit, timeout)
 
 
 async def read_capped(receive: Receive, limit: int, timeout: float) -> bytes | bytearray:
@@ -192,12 +204,10 @@ async def _awaited(awaitable: Awaitable[Message]) -> Message:
     return await awaitable
 
 
-CLOSE = [(b"connection", b"close")]  # the rest of a refused body is not read: no next request
-
-
-async def _refuse(send: Send, status: int, problem: str) -> None:
-    body = encode(error_body(status, "body", problem))
+async def send_json(send: Send, status: int, body: bytes,
+                    headers: list[tuple[bytes, bytes]]) -> None:
+    """One JSON response on bare ASGI, as Starlette's Response would send it."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *CLOSE]})
+                            (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})

@@ -1,10 +1,13 @@
 """POST /v1/rerank: raw body in (size-capped), the engine's JSON bytes out.
 
-`answer` is the whole endpoint on raw ASGI parts. `serve` runs it straight from the
-app's `__call__` (main.RearrangeApp), before FastAPI's middleware stack and router:
-those layers cost more than the rules on a 20-document page (bench/http.py). The
-FastAPI route below runs the same `answer`; it documents the endpoint in OpenAPI and
-serves it when the fast path is switched off (`RearrangeApp.fast_rerank`).
+`answer` is the whole endpoint on raw ASGI parts. `FastPath`, a middleware of the app's
+stack (app/api/app.py: inside the response counter, outside the body cap, the exception
+handlers and the router), runs it through `serve` for every `POST /v1/rerank`: routing
+and FastAPI's request handling cost more than the rules on a 20-document page
+(bench/http.py). Middleware added to the app later wraps it like any route. The FastAPI
+route below runs the same `answer`; it documents the endpoint in OpenAPI and serves it
+when the fast path is switched off (`RearrangeApp.fast_rerank`). Both read the body with
+`observe.read_body` and refuse through `errors.refusal`.
 """
 from __future__ import annotations
 
@@ -12,22 +15,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
-from starlette.types import Receive, Scope, Send
+from fastapi.routing import APIRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.deps import token_actor, token_reader
-from app.api.errors import BodyRefused, BodyTooLarge, BodyTooSlow, encode, error_body, render
-from app.api.observe import CLOSE, ClientGone, read_capped
+from app.api.errors import MAPPED, BodyTooSlow, refusal
+from app.api.observe import ClientGone, read_body, send_json
 from app.api.openapi import BEARER, refusals, schema_ref
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
 from app.errors import FieldError
 from app.observability.metrics import RERANK_ROUTE
 
 PATH = RERANK_ROUTE
-GONE = 499  # nginx's code for a client that left first: counted, never sent
+GONE = 499  # nginx's code for a client that left first: counted, never read
 router = APIRouter()
 _FORCE = FORCE_HEADER.lower().encode()
 _EXPLAIN = EXPLAIN_HEADER.lower().encode()
-Headers = list[tuple[bytes, bytes]]
 
 
 _PAIR = r"[^=,]*[^=,\s][^=,]*=[^,]*[^,\s][^,]*"  # `experiment=variant`, each side not blank
@@ -77,33 +80,57 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 async def rerank(request: Request) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
     state = request.app.state
-    status, body, headers = await answer(state.service, state.tokens, request.scope,
-                                         request.receive)
-    if status == GONE:
-        return Response(status_code=GONE)  # nobody reads it; counted like the fast path
-    return Response(body, status, media_type="application/json",
-                    headers={k.decode(): v.decode() for k, v in headers})
+    try:
+        status, body = await answer(state.service, state.tokens, request.scope,
+                                    request.receive)
+    except ClientGone:
+        return Response(status_code=GONE)  # nobody reads it; counted like any answer
+    return Response(body, status, media_type="application/json")
+
+
+class FastPath:
+    """`POST /v1/rerank` answered by `serve`, every other request passed on to the app.
+
+    It sets the scope's `route` to the endpoint's route (below), as the router would, so
+    the response counter (and any middleware outside) sees which route answered. The app's
+    `fast_rerank` switches it off, for the tests that compare it with the routed endpoint.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.route = next(r for r in router.routes if isinstance(r, APIRoute) and r.path == PATH)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"] == scope.get("root_path", "") + PATH):
+            owner = scope["app"]
+            if owner.fast_rerank:
+                scope["route"] = self.route
+                state = owner.state
+                await serve(state.service, state.tokens, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 async def serve(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scope: Scope,
                 receive: Receive, send: Send) -> None:
-    """The endpoint as a bare ASGI app; counts the response like ResponseCounter does."""
-    status = 500  # an exception escaping `answer` is a 500 (uvicorn answers it)
+    """The endpoint as a bare ASGI app: the engine's answer, or the API's refusal."""
     try:
-        status, body, headers = await answer(service, tokens, scope, receive)
-        if status == GONE:
-            return
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()), *headers]})
-        await send({"type": "http.response.body", "body": body})
-    finally:
-        service.metrics.http_response(PATH, status)
+        status, body = await answer(service, tokens, scope, receive)
+        headers: list[tuple[bytes, bytes]] = []
+    except ClientGone:
+        status, body, headers = GONE, b"", []
+    except MAPPED as exc:  # the exception handlers' mapping, without their Request
+        refused = refusal(exc)
+        status, body, headers = refused.status, refused.body, refused.raw_headers()
+    await send_json(send, status, body, headers)
 
 
 async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], scope: Scope,
-                 receive: Receive) -> tuple[int, bytes, Headers]:
-    """(status, JSON body, extra headers) for one request; errors name the field."""
+                 receive: Receive) -> tuple[int, bytes]:
+    """(status, JSON body) of the engine's answer for one request: 200, a 4xx naming the
+    field or the 503 of a failed closed rule (CONTRACT "When a rule fails"). A refusal
+    before the engine (the body's size or deadline, the QA headers) is raised, counted."""
     arrived = service.clock()  # the deadline for optional rules counts from here
     declared = force = authorization = explain = None
     for name, value in scope["headers"]:
@@ -115,8 +142,10 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
             authorization = value.decode("latin-1")
         elif name == _EXPLAIN:
             explain = value.decode("latin-1")
+    settings = service.settings
     try:
-        body = await _read_body(service, declared, receive)
+        body = await read_body(declared, receive, settings.max_body_bytes,
+                               settings.body_timeout_seconds)
         forced, forced_by = None, None
         if force is not None:  # QA override: never honoured without a token
             forced_by = token_actor(tokens, authorization, FORCE_HEADER)
@@ -124,34 +153,14 @@ async def answer(service: Rearranger, tokens: Mapping[str, tuple[str, str]], sco
         explained = explain is not None and parse_explain(explain)
         if explained:  # QA: what the rules did is not for every caller to read
             token_reader(tokens, authorization, EXPLAIN_HEADER)
-        # 200, a 4xx naming the field, or the 503 of a failed closed rule (CONTRACT
-        # "When a rule fails"): the engine writes each body
-        status, answered = service.rerank(body, forced, forced_by, arrived, explained)
-    except ClientGone:
-        return GONE, b"", []
-    except FieldError as exc:  # the body: over its limit (413), too slow (408), invalid (4xx)
+    except FieldError as exc:  # the body: over its limit (413), too slow (408)
         timeout = isinstance(exc, BodyTooSlow)
         service.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
-        status, refused = render(exc)
-        # the rest of a refused body would be read as the "next request"
-        return status, encode(refused), CLOSE if isinstance(exc, BodyRefused) else []
-    except HTTPException as exc:  # the QA header: no token (401), read-only (403), malformed
+        raise
+    except HTTPException:  # the QA header: no token (401), read-only (403), malformed
         service.metrics.requests.labels("", "invalid").inc()
-        given: object = exc.detail  # a str for Starlette, a dict as parse_force raises it
-        detail = given if isinstance(given, dict) else {"problem": str(given)}
-        headers = [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()]
-        refused = error_body(exc.status_code, **{"field": None, **detail})
-        return exc.status_code, encode(refused), headers
-    return status, answered, []
-
-
-async def _read_body(service: Rearranger, declared: bytes | None,
-                     receive: Receive) -> bytes | bytearray:
-    settings = service.settings
-    limit = settings.max_body_bytes
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"{int(declared)} bytes, over the limit of {limit}")
-    return await read_capped(receive, limit, settings.body_timeout_seconds)
+        raise
+    return service.rerank(body, forced, forced_by, arrived, explained)
 
 
 def parse_explain(header: str) -> bool:

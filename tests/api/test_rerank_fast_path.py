@@ -1,4 +1,4 @@
-"""The fast path (RearrangeApp.__call__) answers exactly what the routed endpoint answers."""
+"""The fast path (rerank.FastPath) answers exactly what the routed endpoint answers."""
 from __future__ import annotations
 
 import json
