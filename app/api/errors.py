@@ -118,9 +118,13 @@ class Refusal(NamedTuple):
 
 def refusal(exc: Exception) -> Refusal:
     """The status, body and headers of an exception of `MAPPED`."""
-    if isinstance(exc, FieldError | redis.RedisError):
-        status, content = render(exc)
-        return Refusal(status, encode(content), CLOSE if isinstance(exc, BodyRefused) else {})
+    if isinstance(exc, FieldError):
+        status = status_of(exc)
+        return Refusal(status, body(status, exc.field, exc.problem, **exc.extra),
+                       CLOSE if isinstance(exc, BodyRefused) else {})
+    if isinstance(exc, redis.RedisError):  # a store that needed Redis: nothing changed
+        return Refusal(503, body(503, "redis",
+                                 f"Redis is unreachable, nothing was changed: {exc}"), {})
     if isinstance(exc, RequestValidationError):
         errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
                   for e in exc.errors()]

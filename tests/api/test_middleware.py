@@ -14,9 +14,8 @@ from starlette.middleware.cors import CORSMiddleware
 from app.api import errors, rerank
 from app.api.app import create_app
 from app.api.deps import token_actor
-from app.api.errors import refusal
+from app.api.errors import BodyTooLarge, BodyTooSlow, refusal
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER
-from app.errors import FieldError
 from tests.api.test_rerank import page
 from tests.conftest import AUTH
 
@@ -134,8 +133,8 @@ def _both(client, *args, **kwargs):
 
 
 def test_an_oversize_body_gets_one_refusal_on_every_route(capped):
-    declared = refusal(FieldError("body", "3000 bytes, over the limit of 2048", 413))
-    streamed = refusal(FieldError("body", "over the limit of 2048 bytes", 413))
+    declared = refusal(BodyTooLarge("3000 bytes, over the limit of 2048"))
+    streamed = refusal(BodyTooLarge("over the limit of 2048 bytes"))
 
     def chunks():  # no Content-Length: the cap is applied as the body arrives
         yield from (b"x" * 500 for _ in range(6))
@@ -177,7 +176,7 @@ def _call(app, path: str) -> list[dict]:
 
 
 def test_a_body_too_slow_gets_one_refusal_on_every_route(capped):
-    expected = refusal(FieldError("body", "not received within 0.2 s", 408))
+    expected = refusal(BodyTooSlow("not received within 0.2 s"))
     with TestClient(create_app(capped)) as client:
         app = client.app
         answers = [_call(app, "/v1/rerank"), _call(app, "/v1/banlist/entries")]
