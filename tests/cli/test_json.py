@@ -2,8 +2,6 @@
 finding or a refusal, 2 usage, 3 the service unreachable), against a real `rearrange serve`."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
 
@@ -13,6 +11,7 @@ import pytest
 from app.cli.main import main
 from bench.replicas import free_port
 from tests.api.test_live_server import start_server
+from tests.cli.test_client import cli
 from tests.conftest import ROOT
 
 WRITE, READ = {"Authorization": "Bearer t"}, {"Authorization": "Bearer v"}
@@ -37,11 +36,6 @@ def live(tmp_path_factory):
     proc.wait(10)
 
 
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def as_json(*argv: str) -> dict:
