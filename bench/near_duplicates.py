@@ -36,7 +36,7 @@ from collections.abc import Callable
 import orjson
 
 from app import _engine
-from app.config.pipeline import Phase
+from app.phases import Phase
 from tests.corpus import corpus
 from tests.minhash_reference import signature as reference_signature
 from tests.reference import contract

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from app.config.pipeline import Phase
+from app.phases import Phase
 from tests.reference.pipeline import Context, Doc
 
 

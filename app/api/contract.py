@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from app.config.pipeline import AgeMode
+from app.phases import AgeMode, Phase
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0, description="a probability in [0, 1]")]
 Region = Annotated[str, Meta(min_length=1, max_length=16)]
@@ -78,7 +78,6 @@ class RerankRequest(Struct, forbid_unknown_fields=True):
     depth: Annotated[int, Meta(ge=1, le=10_000)] | None = None
 
 
-Phase = Literal["pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"]
 Action = Literal["remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"]
 
 

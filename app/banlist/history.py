@@ -15,7 +15,7 @@ import orjson
 
 from app.banlist import canon
 from app.banlist.model import SCOPES, iso, normalize
-from app.engine.domains import registrable_domain
+from app.domains import registrable_domain
 from app.errors import BanlistError, FieldError
 from app.timespec import parse_time
 

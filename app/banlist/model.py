@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from app.banlist import canon
-from app.engine.domains import is_public_suffix
+from app.domains import is_public_suffix
 from app.errors import BanlistError
 
 # What an entry covers; the one list of scopes the API body, the CLI, the import parsers

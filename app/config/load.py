@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.config.pipeline import PHASES, Phase, Pipeline, Rule, Step
+from app.config.experiments import parse_experiments, parse_holdout
+from app.config.pipeline import Pipeline, Rule, Step
 from app.config.plugins import build_python_rule, load_plugins
 from app.config.step_keys import split_reserved
 from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
@@ -23,7 +24,7 @@ from app.experiments.bucketing import (
     holdout_rebucketing,
     rebucketing,
 )
-from app.experiments.config import parse_experiments, parse_holdout
+from app.phases import PHASES, Phase
 from app.rules import RULES
 from app.rules.base import BuiltinRule
 

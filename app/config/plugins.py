@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from app.config.pipeline import PHASES, Phase
 from app.errors import ConfigError, pydantic_problem
+from app.phases import PHASES, Phase
 
 
 def load_plugins(raw: Any, builtins: Mapping[str, Any]) -> dict[str, type]:

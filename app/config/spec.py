@@ -16,10 +16,11 @@ from pydantic import BaseModel
 
 from app import _engine
 from app.config.load import Engine
-from app.config.pipeline import Phase, Rule, Step
+from app.config.pipeline import Rule, Step
 from app.config.plugins import PythonRule, jsonable
 from app.config.step_keys import default_on_error
 from app.errors import ConfigError
+from app.phases import Phase
 
 
 def compile_spec(engine: Engine) -> tuple[str, list[Any]]:

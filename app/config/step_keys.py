@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import ConfigError
+from app.phases import Phase
 
 OPEN, CLOSED = "open", "closed"
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)?\Z")
 RESERVED = frozenset({"on_error", "enabled", "valid_from", "valid_until"})
 # Legal and safety rules fail closed: serving a page they could not vouch for is worse
 # than serving none. Every other phase shapes the page and may be skipped.
-# Phase names as strings: the pipeline imports this module (Phase is a StrEnum, equal to them).
-_CLOSED_BY_DEFAULT = frozenset({"pre-filter", "post-filter"})
+_CLOSED_BY_DEFAULT = frozenset({Phase.PRE_FILTER, Phase.POST_FILTER})
 
 
 @dataclass(frozen=True, slots=True)

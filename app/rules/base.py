@@ -5,7 +5,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from app.config.pipeline import Phase
+from app.phases import Phase
 
 
 class Params(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from app.config.pipeline import Phase
+from app.phases import Phase
 from app.rules.base import BuiltinRule, Params
 
 RERANK = frozenset({Phase.RERANK})

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from app.config.pipeline import Phase
 from app.neardup import minhash, shingles
+from app.phases import Phase
 from app.rules.base import BuiltinRule, Params
 
 DIVERSIFY = frozenset({Phase.DIVERSIFY})

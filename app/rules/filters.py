@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from app.config.pipeline import AgeMode, Phase
+from app.phases import AgeMode, Phase
 from app.rules.base import BuiltinRule, Params
 
 PRE = frozenset({Phase.PRE_FILTER})

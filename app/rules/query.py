@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from app.banlist.canon import InvalidURL, canonicalize, is_ipv4
-from app.config.pipeline import Phase
-from app.engine.domains import is_public_suffix
+from app.domains import is_public_suffix
+from app.phases import Phase
 from app.rules.base import BuiltinRule, Params
 
 MAX_PINS = 100

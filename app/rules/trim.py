@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from app.config.pipeline import Phase
+from app.phases import Phase
 from app.rules.base import BuiltinRule, Params
 
 TRIM = frozenset({Phase.TRIM})

@@ -32,8 +32,8 @@ import ada_url
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from app import domains
 from app.banlist import canon
-from app.engine import domains
 from tests.reference import canon as reference
 from tests.reference import domains as reference_domains
 

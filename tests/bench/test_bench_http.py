@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.config.load import load_bytes, load_file
-from app.config.pipeline import Phase
+from app.phases import Phase
 from bench import pipeline as bench_pipeline
 from bench.http import revision_tree, serving, wrk_threads
 from bench.pipeline import ceiling_config

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from app.config.load import load_bytes, load_file
-from app.config.pipeline import Phase
 from app.config.versions import ConfigHolder
 from app.errors import ConfigError
+from app.phases import Phase
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import pytest
 
 from app.cli.main import main
 from app.config.load import load_bytes
-from app.config.pipeline import Phase
 from app.config.plugins import PythonRule
 from app.errors import ConfigError
+from app.phases import Phase
 
 pytestmark = pytest.mark.usefixtures("plugin_path")
 

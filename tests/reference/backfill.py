@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from app.config.pipeline import Phase, Step
+from app.config.pipeline import Step
+from app.phases import Phase
 from tests.reference.records import APPLIED, AuditRecord
 
 if TYPE_CHECKING:

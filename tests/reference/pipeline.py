@@ -15,10 +15,11 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from app.config.pipeline import Phase, Step
+from app.config.pipeline import Step
 from app.config.step_keys import CLOSED, default_on_error
 from app.errors import FieldError
 from app.experiments.bucketing import CONTROL
+from app.phases import Phase
 from tests.reference.backfill import Cut, refill
 from tests.reference.errors import DeadlineExceeded, RefusedOutput, RuleFailed
 from tests.reference.records import APPLIED, SHADOW, AuditRecord

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from app.config import plugins
-from app.config.pipeline import Phase
+from app.phases import Phase
 from tests.reference.errors import RefusedOutput
 from tests.reference.pipeline import APPLIED, AuditRecord, Behaviour, Context, Doc, RuleResult
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import msgspec
 
-from app.config.pipeline import Phase
+from app.phases import Phase
 
 APPLIED, SHADOW = "applied", "shadow"
 

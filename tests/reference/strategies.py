@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from app.config.pipeline import AGE_MODES
+from app.phases import AGE_MODES
 from app.rules.query import url_key
 
 HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.example.net",

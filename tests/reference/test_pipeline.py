@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
-from app.config.pipeline import Phase, Step
+from app.config.pipeline import Step
+from app.phases import Phase
 from tests.helpers import doc, ids, make
 from tests.reference.pipeline import Context, Pipeline
 from tests.reference.rules.demotion import SpamDemotion

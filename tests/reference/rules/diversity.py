@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from app.config.pipeline import Phase
-from app.engine.domains import registrable_domain
+from app.domains import registrable_domain
 from app.neardup import shingles
+from app.phases import Phase
 from app.rules import diversity as declared
 from tests.reference.neardup import Matcher
 from tests.reference.pipeline import AuditRecord, Behaviour, Context, Doc, RuleResult

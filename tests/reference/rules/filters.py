@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.banlist import canon
-from app.config.pipeline import AGE_MODES
+from app.phases import AGE_MODES
 from app.rules import filters as declared
 from tests.reference.pipeline import Behaviour, Context, Doc, RuleResult, emptied
 
