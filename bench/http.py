@@ -9,11 +9,14 @@ httptools) that parses the same body with orjson and echoes it. Rearrange serves
 page through each profile of `--profiles` (forced by the body's `profile`) with a banlist
 of `--banlist` entries and the sample config's experiment in shadow (the unit is in
 `control`, so spam_demotion runs in shadow). For each worker count, profile and page
-size the two servers are measured alternately (bare, rearrange, bare, rearrange) and the
-better run of each is kept; the figures that matter
-are the ratios, since the machine is shared. wrk runs on the cores the workers leave
-free (1 or 2 threads, see `wrk_threads`), so it does not take the server's core. Needs
-`wrk` (Debian package).
+size the servers are measured in `--rounds` rounds, each server once a round, one right
+after the other. The ratios (`req/s x`, `p99 x`) are the medians of each round's ratio:
+a round's two runs share whatever the machine was doing then, so a slow spell of the
+shared machine moves both, not the ratio. The absolute figures are each server's best
+run. When the workers leave a core free, every server's processes are pinned to the
+workers' cores and wrk to the others (`cores_for`), so the load generator never takes the
+server's core and the scheduler does not move either (1 or 2 wrk threads, see
+`wrk_threads`). Needs `wrk` (Debian package).
 The goal (issue 14): Rearrange >= 0.8x the bare req/s and p99 <= 1.5x the bare p99 at
 100 documents, both profiles, 1 worker; >= 0.7x at 20 and 500 documents.
 
@@ -36,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,12 +69,24 @@ end
 """
 
 
+def cores_for(workers: int, cores: set[int] | None = None) -> tuple[set[int], set[int]] | None:
+    """The cores to pin the servers to and those left to wrk, or None (nothing pinned) when
+    the workers would leave wrk no core of its own."""
+    mine = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if workers >= len(mine):
+        return None
+    return set(mine[:workers]), set(mine[workers:])
+
+
 def start(target: list[str], env: dict[str, str], port: int, timeout: float = 900.0,
-          cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+          cwd: Path = ROOT, cores: set[int] | None = None) -> subprocess.Popen[bytes]:
     """Start a server in a process group of its own and wait until /healthz answers (a 1 M-entry
-    replay takes a while). One that does not answer in time is stopped, workers and all."""
+    replay takes a while). One that does not answer in time is stopped, workers and all.
+    `cores`: the CPUs the server and every process and thread it starts may run on."""
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
     proc = subprocess.Popen(target, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=pin)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -105,13 +121,14 @@ Server = tuple[list[str], dict[str, str], int, Path]  # argv, environment, port,
 
 
 @contextlib.contextmanager
-def serving(servers: list[Server]) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Start each server in turn (`start`) and stop them all (`stop`) on the way out; when
-    one fails to start, those started before it are stopped too."""
+def serving(servers: list[Server], cores: set[int] | None = None
+            ) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start each server in turn (`start`, pinned to `cores`) and stop them all (`stop`) on
+    the way out; when one fails to start, those started before it are stopped too."""
     with contextlib.ExitStack() as running:
         procs = []
         for target, env, port, cwd in servers:
-            procs.append(start(target, env, port, cwd=cwd))
+            procs.append(start(target, env, port, cwd=cwd, cores=cores))
             running.callback(stop, procs[-1])
         yield procs
 
@@ -129,11 +146,12 @@ def wrk_threads(workers: int, connections: int, cores: int | None = None) -> int
 
 
 def wrk(port: int, path: str, script: Path, seconds: int, connections: int,
-        threads: int) -> dict[str, float]:
+        threads: int, cores: set[int] | None = None) -> dict[str, float]:
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
     out = subprocess.run(
         ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
          "-s", str(script), f"http://127.0.0.1:{port}{path}"],
-        capture_output=True, text=True, check=True).stdout
+        capture_output=True, text=True, check=True, preexec_fn=pin).stdout
     m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+)", out)
     if m is None:
         raise SystemExit(f"unexpected wrk output:\n{out}")
@@ -194,6 +212,8 @@ def main() -> int:
     parser.add_argument("--banlist", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of each server per row; the ratios are the rounds' medians")
     parser.add_argument("--profiles", default="default,commercial",
                         help="profiles to serve the page through, each its own row")
     parser.add_argument("--json", type=Path)
@@ -243,8 +263,12 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
     rows: list[dict] = []
     for n_workers in workers:
         threads = wrk_threads(n_workers, args.connections)
+        pinned = cores_for(n_workers)
+        server_cores, wrk_cores = pinned if pinned is not None else (None, None)
         print(f"{n_workers} worker(s): wrk runs {threads} thread(s), {args.connections} "
-              f"connections, on {os.cpu_count()} cores")
+              f"connections, on {os.cpu_count()} cores"
+              + (f"; servers pinned to CPU {sorted(server_cores)}, wrk to {sorted(wrk_cores)}"
+                 if server_cores else "; nothing pinned"))
         ports = {"bare": free_port(), "rearrange": free_port()}
         serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(n_workers)]
         bare = [*uvicorn, "--workers", str(n_workers), "--port", str(ports["bare"]),
@@ -260,7 +284,7 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
             ports["ceiling"] = free_port()
             servers.append(([*serve, "--port", str(ports["ceiling"])], ceiling_env,
                             ports["ceiling"], ROOT))
-        with serving(servers):
+        with serving(servers, server_cores):
             for profile, size in [(p, s) for p in args.profiles.split(",") for s in sizes]:
                 body = tmp / f"body-{profile}-{size}.json"
                 page = make_serp(size, 2024, user, False)
@@ -268,17 +292,36 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> list[d
                 script = tmp / f"post-{profile}-{size}.lua"
                 script.write_text(LUA.replace("{body}", str(body)))
                 runs: dict[str, list[dict[str, float]]] = {k: [] for k in ports}
-                for _ in range(2):
+                for _ in range(args.rounds):
                     for k, port in ports.items():
                         runs[k].append(wrk(port, "/" if k == "bare" else "/v1/rerank", script,
-                                           args.seconds, args.connections, threads))
+                                           args.seconds, args.connections, threads, wrk_cores))
                 best = {k: max(v, key=lambda r: r["rps"]) for k, v in runs.items()}
                 rows.append({"workers": n_workers, "profile": profile, "documents": size,
-                             "wrk_threads": threads,
+                             "wrk_threads": threads, "rounds": args.rounds,
                              "kib": body.stat().st_size / 1024, **{
-                                 f"{k}_{m}": v[m] for k, v in best.items() for m in v}})
+                                 f"{k}_{m}": v[m] for k, v in best.items() for m in v},
+                             # every run's errors, not only the best run's
+                             "rearrange_errors": sum(r["errors"] for r in runs["rearrange"]),
+                             **round_ratios(runs)})
                 print_row(rows[-1], header=len(rows) == 1)
     return rows
+
+
+def round_ratios(runs: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+    """Each server's req/s and p99 over the bare app's, round by round, and their medians:
+    `<server>_rps_x` and `<server>_p99_x` (Rearrange's: `rearrange_…`)."""
+    out = {}
+    for k, mine in runs.items():
+        if k == "bare":
+            continue
+        pairs = list(zip(mine, runs["bare"], strict=True))
+        out[f"{k}_rps_x"] = statistics.median(m["rps"] / b["rps"] for m, b in pairs)
+        out[f"{k}_p99_x"] = statistics.median(m["p99_ms"] / b["p99_ms"] for m, b in pairs)
+    if "against" in runs:
+        pairs = list(zip(runs["rearrange"], runs["against"], strict=True))
+        out["vs_against_x"] = statistics.median(m["rps"] / a["rps"] for m, a in pairs)
+    return out
 
 
 def print_row(r: dict[str, float], header: bool) -> None:
@@ -293,11 +336,11 @@ def print_row(r: dict[str, float], header: bool) -> None:
           f"{r['bare_rps']:>10.0f} {r['bare_p50_ms']:>6.2f} {r['bare_p99_ms']:>6.2f} | "
           f"{r['rearrange_rps']:>11.0f} "
           f"{r['rearrange_p50_ms']:>6.2f} {r['rearrange_p99_ms']:>6.2f} "
-          f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps'] / r['bare_rps']:>7.2f} "
-          f"{r['rearrange_p99_ms'] / r['bare_p99_ms']:>6.2f}"
+          f"{r['rearrange_errors']:>4.0f} | {r['rearrange_rps_x']:>7.2f} "
+          f"{r['rearrange_p99_x']:>6.2f}"
           + (f" | {r['against_rps']:>9.0f} {r['against_p99_ms']:>6.2f} "
-             f"{r['rearrange_rps'] / r['against_rps']:>6.2f}" if against else "")
-          + (f" | {r['ceiling_rps']:>10.0f} {r['ceiling_rps'] / r['bare_rps']:>6.2f}"
+             f"{r['vs_against_x']:>6.2f}" if against else "")
+          + (f" | {r['ceiling_rps']:>10.0f} {r['ceiling_rps_x']:>6.2f}"
              if ceiling else ""), flush=True)
 
 

@@ -13,7 +13,7 @@ import pytest
 from app.config.load import load_bytes, load_file
 from app.phases import Phase
 from bench import pipeline as bench_pipeline
-from bench.http import revision_tree, serving, wrk_threads
+from bench.http import cores_for, revision_tree, round_ratios, serving, wrk_threads
 from bench.pipeline import ceiling_config
 from bench.replicas import free_port
 from tests.conftest import ROOT
@@ -132,3 +132,25 @@ def test_serving_stops_every_server_and_its_children_on_the_way_out(tmp_path):
         started = [int(pid) for pid in pids_file.read_text().split()]
         assert proc.pid == started[0] and all(_alive(pid) for pid in started)
     assert not [pid for pid in started if _alive(pid)]
+
+
+def test_the_ratios_are_medians_of_each_rounds_ratio_not_of_the_best_runs():
+    def run(rps, p99):
+        return {"rps": rps, "p99_ms": p99, "errors": 0, "p50_ms": 1.0}
+    # the machine slows down in round 2: both servers with it
+    runs = {"bare": [run(1000, 10), run(500, 20), run(1000, 10)],
+            "rearrange": [run(800, 12), run(400, 24), run(900, 30)],
+            "against": [run(400, 10), run(200, 10), run(450, 10)]}
+    ratios = round_ratios(runs)
+    assert ratios["rearrange_rps_x"] == pytest.approx(0.8)  # 0.8, 0.8, 0.9
+    assert ratios["rearrange_p99_x"] == pytest.approx(1.2)  # 1.2, 1.2, 3.0
+    assert ratios["against_rps_x"] == pytest.approx(0.4)
+    assert ratios["vs_against_x"] == pytest.approx(2.0)  # 2.0, 2.0, 2.0
+    # the best runs alone would say 900 / 1000
+    assert max(r["rps"] for r in runs["rearrange"]) / 1000 == pytest.approx(0.9)
+
+
+def test_servers_are_pinned_only_when_wrk_keeps_a_core_of_its_own():
+    assert cores_for(1, {0, 1}) == ({0}, {1})
+    assert cores_for(2, {0, 1}) is None
+    assert cores_for(2, {3, 5, 8, 9}) == ({3, 5}, {8, 9})
