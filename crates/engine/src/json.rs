@@ -468,6 +468,39 @@ mod tests {
     }
 
     #[test]
+    fn short_strings_are_judged_and_copied_as_the_byte_loop_does() {
+        // Every length under 16 (one word, two, half-words, single bytes), each place
+        // holding a byte to escape, a clean byte next to one (0x20, 0x21, 0x23, 0x5b,
+        // 0x5d), or DEL, against the byte loop; then bytes past ASCII.
+        let specials: [&[u8]; 11] = [
+            b"\"", b"\\", b"\x00", b"\x1f", b"\x01", b" ", b"!", b"#", b"[", b"]", b"\x7f",
+        ];
+        for len in 0..16 {
+            for at in 0..=len {
+                for special in specials {
+                    let mut s: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                    if at < len {
+                        s[at] = special[0];
+                    }
+                    let s = String::from_utf8(s).unwrap();
+                    let mut fast = b"x".to_vec();
+                    write_str(&mut fast, &s);
+                    let mut slow = b"x\"".to_vec();
+                    write_escaped(&mut slow, s.as_bytes());
+                    slow.push(b'"');
+                    assert_eq!(fast, slow, "{s:?}");
+                    let mut copied = b"x".to_vec();
+                    extend_short(&mut copied, s.as_bytes());
+                    assert_eq!(copied, [b"x", s.as_bytes()].concat(), "{s:?}");
+                }
+            }
+        }
+        let mut out = Vec::new();
+        write_str(&mut out, "é\u{2028}\u{7f}ü");
+        assert_eq!(out, "\"é\u{2028}\u{7f}ü\"".as_bytes());
+    }
+
+    #[test]
     fn long_strings_are_escaped_in_any_block() {
         // Lengths around the 16-byte blocks, an escape at every place (or none), so each
         // block, the overlapping last one included, is checked against the byte loop.

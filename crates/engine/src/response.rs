@@ -24,7 +24,7 @@ fn lit<S: Sink + ?Sized>(out: &mut S, text: &[u8]) {
 
 /// Append one of the engine's own names (a phase, action or mode: ASCII letters and `-`,
 /// nothing to escape) as a JSON string.
-#[inline]
+#[inline(always)]
 fn name<S: Sink + ?Sized>(out: &mut S, s: &'static str) {
     out.push(b'"');
     extend_short(out, s.as_bytes());
