@@ -34,7 +34,8 @@ pub use crate::out::Sink;
 ///
 /// Most strings of a response (ids, URLs, reasons) need no escape. On x86-64 they are
 /// scanned and copied sixteen bytes a step with SSE2 (each block stored as it is checked);
-/// a shorter string's clean prefix is found eight bytes at a time and copied at once.
+/// a shorter one is judged and copied as two words (`short_words`), and one with
+/// something to escape has its clean prefix found eight bytes at a time and copied at once.
 #[inline]
 pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
     let bytes = s.as_bytes();
@@ -43,15 +44,122 @@ pub fn write_str<S: Sink + ?Sized>(out: &mut S, s: &str) {
     #[cfg(target_arch = "x86_64")]
     let clean = if bytes.len() >= 16 {
         sse2::copy_clean(out, bytes)
+    } else if copy_short_clean(out, bytes) {
+        bytes.len()
     } else {
         copy_clean_prefix(out, bytes)
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let clean = copy_clean_prefix(out, bytes);
+    let clean = if bytes.len() < 16 && copy_short_clean(out, bytes) {
+        bytes.len()
+    } else {
+        copy_clean_prefix(out, bytes)
+    };
     if clean < bytes.len() {
         write_escaped(out, &bytes[clean..]);
     }
     out.push(b'"');
+}
+
+/// Does any byte of the word need escaping (`"`, `\\`, or below 0x20)? The classic "has
+/// less than" and "has zero byte" tricks, exact for "is there any".
+#[inline(always)]
+fn word_needs_escape(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = x.wrapping_sub(ONES * 0x20) & !x;
+    let quote = x ^ (ONES * b'"' as u64);
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let slash = x ^ (ONES * b'\\' as u64);
+    let slash = slash.wrapping_sub(ONES) & !slash;
+    (below | quote | slash) & HIGH != 0
+}
+
+/// A string under 16 bytes as two words that cover it (overlapping when it is shorter
+/// than 16 or 8), read without a loop; each is a whole number of the string's bytes.
+#[inline(always)]
+fn short_words(bytes: &[u8]) -> (u64, u64) {
+    let n = bytes.len();
+    debug_assert!(n < 16);
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let half = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&bytes[at..at + 4]);
+        u64::from(u32::from_le_bytes(w))
+    };
+    if n >= 8 {
+        (word(0), word(n - 8))
+    } else if n >= 4 {
+        (half(0), half(n - 4))
+    } else if n > 0 {
+        let three =
+            u64::from(bytes[0]) | u64::from(bytes[n / 2]) << 8 | u64::from(bytes[n - 1]) << 16;
+        (three, three)
+    } else {
+        (0, 0)
+    }
+}
+
+/// Append `bytes` (under 16 of them) from its `short_words`, with two stores (three for
+/// a string of one to three bytes) instead of a copy of variable length.
+#[inline(always)]
+fn store_short<S: Sink + ?Sized>(out: &mut S, bytes: &[u8], words: (u64, u64)) {
+    let n = bytes.len();
+    out.reserve(n);
+    // SAFETY: every store lands within the `n` bytes reserved past the text, and writes
+    // the bytes of `bytes` at their own offsets, so all `n` are written when the length
+    // covers them.
+    unsafe {
+        let dst = out.as_mut_ptr().add(out.len());
+        if n >= 8 {
+            std::ptr::write_unaligned(dst.cast::<[u8; 8]>(), words.0.to_le_bytes());
+            std::ptr::write_unaligned(dst.add(n - 8).cast::<[u8; 8]>(), words.1.to_le_bytes());
+        } else if n >= 4 {
+            std::ptr::write_unaligned(dst.cast::<[u8; 4]>(), (words.0 as u32).to_le_bytes());
+            std::ptr::write_unaligned(
+                dst.add(n - 4).cast::<[u8; 4]>(),
+                (words.1 as u32).to_le_bytes(),
+            );
+        } else if n > 0 {
+            *dst = words.0 as u8;
+            *dst.add(n / 2) = (words.0 >> 8) as u8;
+            *dst.add(n - 1) = (words.0 >> 16) as u8;
+        }
+        out.set_len(out.len() + n);
+    }
+}
+
+/// Append `bytes` as they are: under 16 with `store_short`, longer with one copy.
+#[inline]
+pub(crate) fn extend_short<S: Sink + ?Sized>(out: &mut S, bytes: &[u8]) {
+    if bytes.len() < 16 {
+        store_short(out, bytes, short_words(bytes));
+    } else {
+        out.extend_from_slice(bytes);
+    }
+}
+
+/// Append `bytes` (under 16 of them) if none needs escaping; whether it did (nothing is
+/// written otherwise). The two words of `short_words` are judged and stored whole; spaces
+/// (clean) fill the high bytes of a word that holds fewer than eight.
+#[inline]
+fn copy_short_clean<S: Sink + ?Sized>(out: &mut S, bytes: &[u8]) -> bool {
+    let words = short_words(bytes);
+    let pad = match bytes.len() {
+        0 => return true,
+        n if n >= 8 => 0,
+        n if n >= 4 => 0x2020_2020u64 << 32,
+        _ => 0x20_2020_2020u64 << 24,
+    };
+    if word_needs_escape(words.0 | pad) || word_needs_escape(words.1 | pad) {
+        return false;
+    }
+    store_short(out, bytes, words);
+    true
 }
 
 /// Copy the clean prefix of `bytes` to `out`; its length.
@@ -357,6 +465,39 @@ mod tests {
                 assert_eq!(f(v), ryu::Buffer::new().format_finite(v), "{v:e}");
             }
         }
+    }
+
+    #[test]
+    fn short_strings_are_judged_and_copied_as_the_byte_loop_does() {
+        // Every length under 16 (one word, two, half-words, single bytes), each place
+        // holding a byte to escape, a clean byte next to one (0x20, 0x21, 0x23, 0x5b,
+        // 0x5d), or DEL, against the byte loop; then bytes past ASCII.
+        let specials: [&[u8]; 11] = [
+            b"\"", b"\\", b"\x00", b"\x1f", b"\x01", b" ", b"!", b"#", b"[", b"]", b"\x7f",
+        ];
+        for len in 0..16 {
+            for at in 0..=len {
+                for special in specials {
+                    let mut s: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                    if at < len {
+                        s[at] = special[0];
+                    }
+                    let s = String::from_utf8(s).unwrap();
+                    let mut fast = b"x".to_vec();
+                    write_str(&mut fast, &s);
+                    let mut slow = b"x\"".to_vec();
+                    write_escaped(&mut slow, s.as_bytes());
+                    slow.push(b'"');
+                    assert_eq!(fast, slow, "{s:?}");
+                    let mut copied = b"x".to_vec();
+                    extend_short(&mut copied, s.as_bytes());
+                    assert_eq!(copied, [b"x", s.as_bytes()].concat(), "{s:?}");
+                }
+            }
+        }
+        let mut out = Vec::new();
+        write_str(&mut out, "é\u{2028}\u{7f}ü");
+        assert_eq!(out, "\"é\u{2028}\u{7f}ü\"".as_bytes());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::doc::Page;
 use crate::experiments::Exposure;
-use crate::json::{write_f64, write_i64, write_list, write_opt_str, write_str, Sink};
+use crate::json::{extend_short, write_f64, write_i64, write_list, write_opt_str, write_str, Sink};
 use crate::record::{Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
@@ -24,10 +24,10 @@ fn lit<S: Sink + ?Sized>(out: &mut S, text: &[u8]) {
 
 /// Append one of the engine's own names (a phase, action or mode: ASCII letters and `-`,
 /// nothing to escape) as a JSON string.
-#[inline]
+#[inline(always)]
 fn name<S: Sink + ?Sized>(out: &mut S, s: &'static str) {
     out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
+    extend_short(out, s.as_bytes());
     out.push(b'"');
 }
 

@@ -283,7 +283,9 @@ pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a
             let reason = if doc.score == original {
                 Reason::from(DISPLACED)
             } else {
-                let mut r = String::from("stable sort by score after rerank: score ");
+                // Sized for both scores (push_g wants 16 bytes of room each): one allocation.
+                let mut r = String::with_capacity(96);
+                r.push_str("stable sort by score after rerank: score ");
                 push_g(&mut r, original);
                 r.push_str(" -> ");
                 push_g(&mut r, doc.score);

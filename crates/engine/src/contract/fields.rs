@@ -198,7 +198,14 @@ impl<'a> Fields<'a> {
 
     pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<Text<'a>>> {
         self.array(path)?;
-        let mut out = Vec::new();
+        // Room for a few from the start (a list of topics or regions is short), so the
+        // first string is not a grow; an empty list allocates nothing. A truncated body
+        // fails here as it would at the first element.
+        let mut out = if self.s.peek()? == b']' {
+            Vec::new()
+        } else {
+            Vec::with_capacity(4)
+        };
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let at = Path::Index(path, out.len());

@@ -110,12 +110,14 @@ pub(crate) fn utf8(bytes: Cow<'_, [u8]>) -> R<Cow<'_, str>> {
     }
 }
 
-/// A string's bytes as str: ASCII needs no check, the rest is checked to be UTF-8.
+/// A string's bytes as str: `ascii` (the scanner saw only ASCII bytes, no escapes) needs
+/// no check, the rest is checked to be UTF-8.
 #[inline]
-pub(crate) fn checked(raw: Cow<'_, [u8]>, as_sent: bool) -> R<Cow<'_, str>> {
+pub(crate) fn checked(raw: Cow<'_, [u8]>, ascii: bool) -> R<Cow<'_, str>> {
     match raw {
-        // SAFETY: every byte is ASCII, so the bytes are UTF-8.
-        Cow::Borrowed(b) if as_sent && b.is_ascii() => {
+        // SAFETY: the scanner saw every byte is ASCII, so the bytes are UTF-8.
+        Cow::Borrowed(b) if ascii => {
+            debug_assert!(b.is_ascii());
             Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) }))
         }
         raw => utf8(raw),

@@ -185,7 +185,7 @@ impl<'a> Scanner<'a> {
         if !self.key_start(first)? {
             return Ok(None);
         }
-        if self.buf[self.pos..].starts_with(guess) {
+        if starts_with_key(&self.buf[self.pos..], guess) {
             self.pos += guess.len();
             return Ok(Some(Key::Guessed));
         }
@@ -224,5 +224,65 @@ impl<'a> Scanner<'a> {
         }
         self.pos += 1;
         Ok(())
+    }
+}
+
+/// `rest.starts_with(key)` for a key of a few to 24 bytes, compared as two or three
+/// overlapping words (no call to memcmp); a longer or shorter key as a slice.
+#[inline(always)]
+fn starts_with_key(rest: &[u8], key: &[u8]) -> bool {
+    let n = key.len();
+    if rest.len() < n {
+        return false;
+    }
+    let word = |b: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let half = |b: &[u8], at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&b[at..at + 4]);
+        u32::from_le_bytes(w)
+    };
+    match n {
+        8..=24 => {
+            word(rest, 0) == word(key, 0)
+                && word(rest, n - 8) == word(key, n - 8)
+                && (n <= 16 || word(rest, 8) == word(key, 8))
+        }
+        4..=7 => half(rest, 0) == half(key, 0) && half(rest, n - 4) == half(key, n - 4),
+        _ => &rest[..n] == key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::starts_with_key;
+
+    /// The word compare against the slice's, for every key length to 30 and a difference
+    /// at every place (or none), with the body shorter, as long and longer.
+    #[test]
+    fn keys_are_compared_as_starts_with_does() {
+        for n in 0..30 {
+            let key: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            for at in 0..=n {
+                for extra in [0usize, 1, 9] {
+                    let mut body = key.clone();
+                    body.extend(std::iter::repeat(b'"').take(extra));
+                    if at < n {
+                        body[at] ^= 0x20;
+                    }
+                    for cut in [body.len(), n.saturating_sub(1)] {
+                        let rest = &body[..cut.min(body.len())];
+                        assert_eq!(
+                            starts_with_key(rest, &key),
+                            rest.starts_with(&key),
+                            "{key:?} in {rest:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -28,11 +28,13 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// The end of the run of plain bytes from `i`: at the first special byte, or the end.
-/// Eight bytes a step, the first special byte of a word found exactly by the has-zero-byte
-/// trick.
+/// The end of the run of plain bytes from `i` (at the first special byte, or the end),
+/// and whether the run is all ASCII. Eight bytes a step, the first special byte of a word
+/// found exactly by the has-zero-byte trick; the high bits of the run's bytes are gathered
+/// on the way, so a kept string needs no second pass to be known ASCII.
 #[inline(always)]
-fn plain_run(buf: &[u8], mut i: usize) -> usize {
+fn plain_run(buf: &[u8], mut i: usize) -> (usize, bool) {
+    let mut high = 0u64;
     while let Some(word) = buf.get(i..i + 8) {
         let mut w = [0u8; 8];
         w.copy_from_slice(word);
@@ -46,14 +48,19 @@ fn plain_run(buf: &[u8], mut i: usize) -> usize {
         let slash = slash.wrapping_sub(ONES) & !slash;
         let hits = (control | quote | slash) & HIGHS;
         if hits != 0 {
-            return i + (hits.trailing_zeros() / 8) as usize;
+            let k = hits.trailing_zeros() / 8;
+            // Only the bytes before the special one are the run's.
+            high |= v & ((1u64 << (8 * k)) - 1);
+            return (i + k as usize, high & HIGHS == 0);
         }
+        high |= v;
         i += 8;
     }
     while i < buf.len() && !special(buf[i]) {
+        high |= u64::from(buf[i]);
         i += 1;
     }
-    i
+    (i, high & HIGHS == 0)
 }
 
 impl<'a> Scanner<'a> {
@@ -62,19 +69,20 @@ impl<'a> Scanner<'a> {
         self.string_ascii().map(|(s, _)| s)
     }
 
-    /// `string`, and whether it is as sent (then `checked` looks at the bytes themselves).
+    /// `string`, and whether it is ASCII as sent (no escapes): then `checked` needs no look
+    /// at the bytes.
     #[inline(always)]
     pub(crate) fn string_ascii(&mut self) -> R<(Cow<'a, [u8]>, bool)> {
         let buf = self.buf;
         self.pos += 1;
         let start = self.pos;
-        let i = plain_run(buf, self.pos);
+        let (i, ascii) = plain_run(buf, self.pos);
         self.pos = i;
         match buf.get(i) {
             None => Err(truncated()),
             Some(b'"') => {
                 self.pos += 1;
-                Ok((Cow::Borrowed(&buf[start..i]), true))
+                Ok((Cow::Borrowed(&buf[start..i]), ascii))
             }
             Some(_) => self.string_escaped(start).map(|v| (Cow::Owned(v), false)),
         }
@@ -181,7 +189,8 @@ impl<'a> Scanner<'a> {
 mod tests {
     use super::*;
 
-    /// The word-at-a-time run finder against a byte loop, on bytes rich in specials.
+    /// The word-at-a-time run finder against a byte loop and `is_ascii`, on bytes rich in
+    /// specials and in bytes past ASCII.
     #[test]
     fn plain_run_finds_the_first_special_byte() {
         let alphabet = [
@@ -198,7 +207,8 @@ mod tests {
                 .collect();
             let start = (seed as usize >> 5) % (len + 1);
             let end = (start..len).find(|&i| special(buf[i])).unwrap_or(len);
-            assert_eq!(plain_run(&buf, start), end, "{buf:?} from {start}");
+            let ascii = buf[start..end].is_ascii();
+            assert_eq!(plain_run(&buf, start), (end, ascii), "{buf:?} from {start}");
         }
     }
 }

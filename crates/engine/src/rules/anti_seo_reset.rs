@@ -77,7 +77,7 @@ impl AntiSeoReset {
             }
             let delta = -sum;
             if delta != 0.0 {
-                let mut reason = String::with_capacity(64);
+                let mut reason = String::with_capacity(24 + 32 * self.weighted.len());
                 reason.push_str("reset factor blocks ");
                 let mut first = true;
                 for (b, _) in &self.weighted {

@@ -88,7 +88,7 @@ impl SpamDemotion {
             let penalty = spam_penalty(s, low, high);
             let delta = -lambda * penalty;
             if delta != 0.0 {
-                let mut reason = String::with_capacity(48);
+                let mut reason = String::with_capacity(96);
                 reason.push_str("spam_score ");
                 push_g(&mut reason, s);
                 reason.push_str(": penalty ");
