@@ -14,14 +14,19 @@ pub fn url_key(canonical: &str) -> &str {
     }
 }
 
-/// Where what follows the first `://` starts (a byte scan: the scheme is a few letters).
+/// Where what follows the first `://` starts (the scheme is a few letters: its colon is
+/// almost always the first).
 #[inline]
 fn after_scheme(canonical: &str) -> Option<usize> {
     let bytes = canonical.as_bytes();
-    let colon = bytes
-        .windows(3)
-        .position(|w| w[0] == b':' && w[1] == b'/' && w[2] == b'/')?;
-    Some(colon + 3)
+    let mut from = 0;
+    loop {
+        let colon = from + bytes[from..].iter().position(|&b| b == b':')?;
+        if bytes[colon + 1..].starts_with(b"//") {
+            return Some(colon + 3);
+        }
+        from = colon + 1;
+    }
 }
 
 /// `canon.split`'s path: what lies between the host and the query, or None when the string
@@ -30,9 +35,28 @@ fn after_scheme(canonical: &str) -> Option<usize> {
 pub fn path_of(canonical: &str) -> Option<&str> {
     let rest = &canonical[after_scheme(canonical)?..];
     let bytes = rest.as_bytes();
-    let end = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
-    let slash = bytes[..end].iter().position(|&b| b == b'/')?;
-    (slash > 0).then(|| &rest[slash..end])
+    // the first `/` or `?`: a `?` first leaves no path before the query
+    let slash = first_of(bytes, 0, b'/', b'?')?;
+    if bytes[slash] != b'/' || slash == 0 {
+        return None;
+    }
+    let end = first_of(bytes, slash, b'?', b'?').unwrap_or(bytes.len());
+    Some(&rest[slash..end])
+}
+
+/// The first byte from `from` that is `a` or `b`, 16 bytes a step.
+#[inline(always)]
+fn first_of(bytes: &[u8], from: usize, a: u8, b: u8) -> Option<usize> {
+    let mut at = from;
+    while at + 16 <= bytes.len() {
+        let hits = matches16(bytes, at, a) | matches16(bytes, at, b);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    let tail = bytes[at..].iter().position(|&x| x == a || x == b)?;
+    Some(at + tail)
 }
 
 /// The prefix keys of a path, most specific first, each once: `host + p.rstrip("/")` for
@@ -133,9 +157,15 @@ impl Iterator for Dots<'_> {
 }
 
 /// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn dots16(bytes: &[u8], at: usize) -> u32 {
+    matches16(bytes, at, b'.')
+}
+
+/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
     let block: &[u8; 16] = match bytes[at..at + 16].try_into() {
         Ok(block) => block,
@@ -146,15 +176,15 @@ fn dots16(bytes: &[u8], at: usize) -> u32 {
     // SAFETY: `block` is 16 readable bytes; an unaligned load reads exactly those.
     unsafe {
         let v = _mm_loadu_si128(block.as_ptr().cast());
-        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8))) as u32
     }
 }
 
-/// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
+/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn dots16(bytes: &[u8], at: usize) -> u32 {
-    word_dots(word_at(bytes, at)) | word_dots(word_at(bytes, at + 8)) << 8
+fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
+    (0..16).fold(0, |m, t| m | u32::from(bytes[at + t] == byte) << t)
 }
 
 /// Bit `t` set when byte `t` of the word (little-endian) is a dot.
@@ -284,6 +314,43 @@ mod tests {
         for name in &names {
             let want: Vec<usize> = name.match_indices('.').map(|(at, _)| at).rev().collect();
             assert_eq!(Dots::of(name).collect::<Vec<_>>(), want, "{name:?}");
+        }
+    }
+
+    /// The byte-at-a-time `path_of` and `url_key` the block scans replaced.
+    fn reference_path_of(canonical: &str) -> Option<&str> {
+        let bytes = canonical.as_bytes();
+        let colon = bytes.windows(3).position(|w| w == b"://")?;
+        let rest = &canonical[colon + 3..];
+        let bytes = rest.as_bytes();
+        let end = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
+        let slash = bytes[..end].iter().position(|&b| b == b'/')?;
+        (slash > 0).then(|| &rest[slash..end])
+    }
+
+    fn reference_url_key(canonical: &str) -> &str {
+        let colon = canonical.as_bytes().windows(3).position(|w| w == b"://");
+        colon.map_or("", |at| &canonical[at + 3..])
+    }
+
+    #[test]
+    fn paths_and_url_keys_as_a_byte_scan_finds_them() {
+        let parts = ["", "h", "a:", "://", "/", "?", "x.example", "//", ":/", "é"];
+        let mut x: u64 = 3;
+        for _ in 0..20_000 {
+            let mut url = String::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for k in 0..(x % 9) {
+                let pick = (x >> (4 * k + 8)) as usize % parts.len();
+                url.push_str(parts[pick]);
+                if (x >> (k + 40)) & 1 == 1 {
+                    url.push_str("abcdefghijklmnopq");
+                }
+            }
+            assert_eq!(path_of(&url), reference_path_of(&url), "{url:?}");
+            assert_eq!(url_key(&url), reference_url_key(&url), "{url:?}");
         }
     }
 

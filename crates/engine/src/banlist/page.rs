@@ -6,13 +6,15 @@
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
 
-use super::data::{Hit, IndexData};
+use super::data::{First, Hit, IndexData};
 use super::names::{path_of, url_key};
-use super::summary::{self, HostSummary, Walk, HOST, PREFIX, URL};
+use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u32`).
 const BLOCK: usize = 32;
+/// URLs whose site holds something, looked up further together (their state is larger).
+const GROUP: usize = 8;
 
 impl IndexData {
     /// [`IndexData::lookup`] of each item of a page, in order: `url` gives an item's
@@ -31,7 +33,10 @@ impl IndexData {
         out
     }
 
-    /// `lookup_page` of up to `BLOCK` items, on the stack.
+    /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's walk down its names
+    /// steps while the names it reads hold nothing but `BELOW` (a clean site, most of a
+    /// page, is answered by its one probe); a URL whose walk finds something goes on in
+    /// `lookup_group`, a `GROUP` at a time.
     #[inline(always)]
     fn lookup_block<'a, T>(
         &'a self,
@@ -44,63 +49,120 @@ impl IndexData {
         let tables = &self.summary[..];
         let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
         let mut walks = [Walk::default(); BLOCK];
-        let mut names = [HostSummary::default(); BLOCK];
-        // bit i: item i's walk has a name left to probe
-        let mut walking: u32 = 0;
-        for (i, item) in block.iter().enumerate() {
+        for (walk, item) in walks.iter_mut().zip(block) {
             let host = url(item).1;
             let at = HostSummary::start(host);
-            walks[i] = Walk::new(at, summary::name_hash(&host[at..]));
-            // where the site's table is (the next pass reads it to prefetch the slot)
-            super::prefetch(&tables[shard_of(walks[i].hash)]);
-            walking |= 1 << i;
-        }
-        for walk in &walks[..block.len()] {
+            *walk = Walk::new(at, summary::name_hash(&host[at..]));
             prefetch(walk);
         }
+        // the items whose walk found something: the walk before that step, the counts read
+        let mut rest = [(0u8, Walk::default(), Counts::default()); BLOCK];
+        let mut k = 0;
+        // bit i: item i's walk has a name left to probe
+        let mut walking: u32 = u32::MAX >> (BLOCK - block.len());
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
                 let i = left.trailing_zeros() as usize;
                 left &= left - 1;
-                let host = url(&block[i]).1;
-                if walks[i].step(host, self.labels, tables, &mut names[i]) {
-                    prefetch(&walks[i]);
+                let walk = &mut walks[i];
+                let c = summary::counts(&tables[shard_of(walk.hash)], walk.hash);
+                let before = *walk;
+                // what the step notes: nothing, as long as the walk has found nothing
+                let mut seen = HostSummary::default();
+                let more = walk.take(url(&block[i]).1, self.labels, c, &mut seen);
+                if !seen.is_clean() {
+                    rest[k] = (i as u8, before, c);
+                    k += 1;
+                    walking &= !(1 << i);
+                } else if more {
+                    prefetch(walk);
                 } else {
                     walking &= !(1 << i);
                 }
             }
         }
+        let base = out.len();
+        out.resize(base + block.len(), None);
+        for group in rest[..k].chunks(GROUP) {
+            self.lookup_group(block, url, group, region, now, &mut out[base..]);
+        }
+    }
+
+    /// The rest of the lookup of the items of `group` (item number, its walk before the
+    /// step that found something, and the counts that step read), into their places in
+    /// `out`: the rest of the walks down their names, then their first key slots, rows
+    /// and values, each step for all of them in turn.
+    #[inline(never)]
+    fn lookup_group<'a, T>(
+        &'a self,
+        block: &[T],
+        url: &impl Fn(&T) -> (&str, &str),
+        group: &[(u8, Walk, Counts)],
+        region: Option<&str>,
+        now: f64,
+        out: &mut [Option<Hit<'a>>],
+    ) {
+        let tables = &self.summary[..];
+        let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
+        let host = |j: usize| url(&block[group[j].0 as usize]).1;
+        let mut walks = [Walk::default(); GROUP];
+        let mut names = [HostSummary::default(); GROUP];
+        // bit j: the walk of the group's item j has a name left to probe
+        let mut walking: u32 = 0;
+        for (j, &(_, walk, counts)) in group.iter().enumerate() {
+            // the names before this step held nothing the summary notes
+            walks[j] = walk;
+            if walks[j].take(host(j), self.labels, counts, &mut names[j]) {
+                prefetch(&walks[j]);
+                walking |= 1 << j;
+            }
+        }
+        while walking != 0 {
+            let mut left = walking;
+            while left != 0 {
+                let j = left.trailing_zeros() as usize;
+                left &= left - 1;
+                if walks[j].step(host(j), self.labels, tables, &mut names[j]) {
+                    prefetch(&walks[j]);
+                } else {
+                    walking &= !(1 << j);
+                }
+            }
+        }
         // a summarized URL's first key slot, then the rows it points to, then their
         // values: each pass brings in the next read for every URL at once
-        let mut first = [None; BLOCK];
-        for ((names, item), first) in names.iter().zip(block).zip(&mut first) {
-            if !names.is_clean() {
-                let (canonical, host) = url(item);
-                *first = self.first_key(canonical, host, names);
-                if let Some((scope, h)) = *first {
+        let mut first = [None; GROUP];
+        for (j, &(i, ..)) in group.iter().enumerate() {
+            if !names[j].is_clean() {
+                let (canonical, host) = url(&block[i as usize]);
+                first[j] = self.first_key(canonical, host, &names[j]);
+                if let Some((scope, h)) = first[j] {
                     self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
                 }
             }
         }
-        for first in first[..block.len()].iter_mut() {
-            if let Some((scope, h)) = *first {
-                if !self.shards[shard_of(h)].prefetch_rows(tag_of(scope, h)) {
-                    *first = None;
-                }
+        let mut known = [None; GROUP];
+        let mut rows = [None; GROUP];
+        for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
+            if let Some((scope, hash)) = *first {
+                *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
+                let rows = row.is_some();
+                *known = Some(First { scope, hash, rows });
             }
         }
-        for &(scope, h) in first[..block.len()].iter().flatten() {
-            self.shards[shard_of(h)].prefetch_values(tag_of(scope, h));
+        for (known, row) in known.iter().zip(rows) {
+            if let (Some(f), Some(row)) = (known, row) {
+                self.shards[shard_of(f.hash)].prefetch_value(row);
+            }
         }
-        for (names, item) in names.iter().zip(block) {
-            out.push(if names.is_clean() {
-                None
-            } else {
-                let (canonical, host) = url(item);
-                self.match_summarized(canonical, host, names, region, now)
-                    .map(|at| self.hit(at))
-            });
+        for (j, &(i, ..)) in group.iter().enumerate() {
+            if !names[j].is_clean() {
+                let (canonical, host) = url(&block[i as usize]);
+                out[i as usize] = self
+                    .match_summarized(canonical, host, &names[j], known[j], region, now)
+                    .map(|at| self.hit(at));
+            }
         }
     }
 
@@ -200,8 +262,8 @@ mod tests {
                 snap.first_key(canonical, host, &names)
             };
             let got = first.map(|(scope, h)| {
-                let rows = snap.shards[shard_of(h)].prefetch_rows(tag_of(scope, h));
-                (scope, h, rows)
+                let rows = snap.shards[shard_of(h)].prefetch_row(tag_of(scope, h));
+                (scope, h, rows.is_some())
             });
             let want = want.map(|(scope, key, rows)| (scope, hash_str(key), rows));
             assert_eq!(got, want, "{canonical}");

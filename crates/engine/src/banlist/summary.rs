@@ -62,6 +62,13 @@ impl Counts {
         (self.0 >> field.shift) & MAX != 0
     }
 
+    /// Whether the field counts exactly one entry: then the name has at most one entry of
+    /// it (names sharing a slot add their counts, so a count never falls short).
+    #[inline]
+    pub fn single(self, field: Field) -> bool {
+        (self.0 >> field.shift) & MAX == 1
+    }
+
     /// Url (bit 1) and prefix (bit 2) entries under the name.
     #[inline]
     pub fn under(self) -> u8 {
@@ -285,6 +292,13 @@ impl Walk {
         out: &mut HostSummary,
     ) -> bool {
         let c = source.counts(self.hash);
+        self.take(host, limit, c, out)
+    }
+
+    /// `step`, given the counts of the name probed (a page of lookups has read its site's
+    /// counts already).
+    #[inline(always)]
+    pub fn take(&mut self, host: &str, limit: usize, c: Counts, out: &mut HostSummary) -> bool {
         out.note(self.at as u32, c, self.hash);
         if self.at == 0 {
             // the host itself: the site, the last name below it, or an address
