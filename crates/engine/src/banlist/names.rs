@@ -70,33 +70,69 @@ pub fn prefix_keys(host: &str, path: &str) -> Vec<String> {
 /// The lengths of the path part of the prefix keys of `path`, longest first, each once:
 /// every key is `host + &path[..len]`, so a caller holding `host + path` in one string
 /// (a canonical URL's url key) slices the keys out of it.
-pub fn prefix_lens(path: &str) -> impl Iterator<Item = usize> + '_ {
-    let bytes = path.as_bytes();
-    let trimmed = move |end: usize| {
-        bytes[..end]
-            .iter()
-            .rposition(|&b| b != b'/')
-            .map_or(0, |at| at + 1)
-    };
-    // the ends of `canon.path_prefixes`: the path, each slash past the first (before it and
-    // after it), and the root; a prefix's key drops its trailing slashes
-    let slashes = bytes
-        .iter()
-        .enumerate()
-        .skip(1)
-        .rev()
-        .filter(|(_, &b)| b == b'/')
-        .flat_map(|(at, _)| [at + 1, at]);
-    let mut last = None;
-    std::iter::once(bytes.len())
-        .chain(slashes)
-        .chain(std::iter::once(1.min(bytes.len())))
-        .map(trimmed)
-        .filter(move |&len| {
-            let new = last != Some(len);
-            last = Some(len);
-            new
-        })
+pub fn prefix_lens(path: &str) -> PrefixLens<'_> {
+    PrefixLens {
+        bytes: path.as_bytes(),
+        cursor: path.len(),
+        stage: 0,
+        last: None,
+    }
+}
+
+/// The lengths `prefix_lens` gives, one end at a time: the path, each slash past the
+/// first from the last (a slash's end before it and after it trim alike), then the root;
+/// each end trimmed of its trailing slashes, and given when it differs from the last.
+#[derive(Clone, Debug)]
+pub struct PrefixLens<'a> {
+    bytes: &'a [u8],
+    /// Slashes before this are still to come.
+    cursor: usize,
+    /// 0: the whole path next, 1: the slashes, 2: the root, 3: done.
+    stage: u8,
+    last: Option<usize>,
+}
+
+impl Iterator for PrefixLens<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        let bytes = self.bytes;
+        loop {
+            let end = match self.stage {
+                0 => {
+                    self.stage = 1;
+                    bytes.len()
+                }
+                1 => {
+                    let from = 1.min(self.cursor);
+                    match bytes[from..self.cursor].iter().rposition(|&b| b == b'/') {
+                        Some(at) => {
+                            self.cursor = from + at;
+                            self.cursor
+                        }
+                        None => {
+                            self.stage = 2;
+                            continue;
+                        }
+                    }
+                }
+                2 => {
+                    self.stage = 3;
+                    1.min(bytes.len())
+                }
+                _ => return None,
+            };
+            let len = bytes[..end]
+                .iter()
+                .rposition(|&b| b != b'/')
+                .map_or(0, |at| at + 1);
+            if self.last != Some(len) {
+                self.last = Some(len);
+                return Some(len);
+            }
+        }
+    }
 }
 
 /// `canon.is_ipv4`: a dotted quad of 1-3 digit groups.
@@ -314,6 +350,53 @@ mod tests {
         for name in &names {
             let want: Vec<usize> = name.match_indices('.').map(|(at, _)| at).rev().collect();
             assert_eq!(Dots::of(name).collect::<Vec<_>>(), want, "{name:?}");
+        }
+    }
+
+    /// The iterator chain `PrefixLens` replaced.
+    fn reference_prefix_lens(path: &str) -> impl Iterator<Item = usize> + '_ {
+        let bytes = path.as_bytes();
+        let trimmed = move |end: usize| {
+            bytes[..end]
+                .iter()
+                .rposition(|&b| b != b'/')
+                .map_or(0, |at| at + 1)
+        };
+        // the ends of `canon.path_prefixes`: the path, each slash past the first (before it and
+        // after it), and the root; a prefix's key drops its trailing slashes
+        let slashes = bytes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .rev()
+            .filter(|(_, &b)| b == b'/')
+            .flat_map(|(at, _)| [at + 1, at]);
+        let mut last = None;
+        std::iter::once(bytes.len())
+            .chain(slashes)
+            .chain(std::iter::once(1.min(bytes.len())))
+            .map(trimmed)
+            .filter(move |&len| {
+                let new = last != Some(len);
+                last = Some(len);
+                new
+            })
+    }
+
+    #[test]
+    fn prefix_lens_as_the_chain_of_iterators_gives_them() {
+        let parts = ["", "/", "//", "a", "bc", "/x/", "é"];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    for d in parts {
+                        let path = format!("{a}{b}{c}{d}");
+                        let got: Vec<usize> = prefix_lens(&path).collect();
+                        let want: Vec<usize> = reference_prefix_lens(&path).collect();
+                        assert_eq!(got, want, "{path:?}");
+                    }
+                }
+            }
         }
     }
 

@@ -5,6 +5,14 @@
 //! read is a cache miss. A page takes each step for all its URLs in turn, prefetching
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
+//!
+//! Most of a page is clean, so the walks down the URLs' names run in one small loop while
+//! the names they read hold nothing but `BELOW` (a walk's state is its `Walk`, 24 bytes):
+//! a clean site ends there after its one probe, a clean host below a busy site after two.
+//! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
+//! (`HostSummary`, the first key), in a group of up to [`GROUP`] such URLs. The first key
+//! a group prefetches is handed to the lookup with its hash and whether any key slot
+//! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
 use super::data::{First, Hit, IndexData};
 use super::names::{path_of, url_key};
@@ -13,7 +21,7 @@ use super::{hash_str, shard_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u32`).
 const BLOCK: usize = 32;
-/// URLs whose site holds something, looked up further together (their state is larger).
+/// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
 
 impl IndexData {
@@ -67,6 +75,11 @@ impl IndexData {
                 left &= left - 1;
                 let walk = &mut walks[i];
                 let c = summary::counts(&tables[shard_of(walk.hash)], walk.hash);
+                if c == Counts::default() && walk.ends_at_nothing() {
+                    // the walk ends clean (`take` would note nothing and stop)
+                    walking &= !(1 << i);
+                    continue;
+                }
                 let before = *walk;
                 // what the step notes: nothing, as long as the walk has found nothing
                 let mut seen = HostSummary::default();
@@ -275,5 +288,64 @@ mod tests {
             let single = snap.lookup(c, h, None, 1.0);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
         }
+    }
+
+    #[test]
+    fn walks_that_find_something_go_on_in_groups_and_answer_as_one_lookup_does() {
+        // more URLs whose walk finds something than a group holds, in one block and across
+        // blocks, at every step of a walk: the site, a name below it, the host, past DEEP
+        let index = BanIndex::empty();
+        let mut changes = vec![
+            add("1", Scope::Domain, "d.example"),
+            add("2", Scope::Host, "www.h.example"),
+            add("3", Scope::Url, "u.example/p/1.html"),
+            add("4", Scope::Prefix, "p.example/forum"),
+            add("5", Scope::Domain, "c.b.a.deep.example"),
+            add("6", Scope::Host, "a.b.c.d.e.f.g.h.i.j.k.deep.example"),
+        ];
+        // two entries of one key, the first expired: the probe may not stop at it
+        let mut expired = add("7", Scope::Host, "two.example");
+        if let Change::Add(entry) = &mut expired {
+            entry.expires = Some(0.5);
+        }
+        changes.push(expired);
+        changes.push(add("8", Scope::Host, "two.example"));
+        index.apply_iter(changes).unwrap();
+        let snap = index.snapshot();
+        let hosts = [
+            "news.d.example",
+            "www.h.example",
+            "cdn.h.example",
+            "u.example",
+            "p.example",
+            "x.c.b.a.deep.example",
+            "b.a.deep.example",
+            "a.b.c.d.e.f.g.h.i.j.k.deep.example",
+            "z.b.c.d.e.f.g.h.i.j.k.deep.example",
+            "two.example",
+            "clean.example",
+            "www.clean.example",
+        ];
+        let paths = ["/", "/p/1.html", "/forum/t/9", "/forum"];
+        let mut page: Vec<(String, String)> = Vec::new();
+        for round in 0..4 {
+            for (k, host) in hosts.iter().enumerate() {
+                let path = paths[(k + round) % paths.len()];
+                page.push((format!("https://{host}{path}"), host.to_string()));
+            }
+        }
+        let mut hits = 0;
+        for now in [1.0, 0.1] {
+            let paged = snap.lookup_page(&page, |(c, h)| (c.as_str(), h.as_str()), None, now);
+            for ((c, h), hit) in page.iter().zip(paged) {
+                let single = snap.lookup(c, h, None, now);
+                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+                hits += usize::from(hit.is_some());
+            }
+        }
+        // five banned hosts a round, the url once and the prefix twice in four rounds
+        assert_eq!(hits, 2 * (4 * 5 + 3));
+        let two = snap.lookup("http://two.example/", "two.example", None, 1.0);
+        assert_eq!(two.map(|h| h.id), Some(8));
     }
 }

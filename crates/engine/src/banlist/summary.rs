@@ -282,6 +282,13 @@ impl Walk {
         Walk { at, hash, found: 2 }
     }
 
+    /// Whether a step that reads nothing at its name ends the walk (noting nothing): true
+    /// but past where `BELOW` is kept, where every name down to the host is probed.
+    #[inline(always)]
+    pub fn ends_at_nothing(&self) -> bool {
+        self.at == 0 || self.found <= DEEP
+    }
+
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
     #[inline(always)]
     pub fn step(
@@ -442,6 +449,28 @@ mod tests {
         let t = table(&[(deep, HOST)]);
         let s = HostSummary::of(deep, 5, &t);
         assert!(s.own.has(HOST));
+    }
+
+    #[test]
+    fn a_step_that_reads_nothing_ends_the_walk_where_ends_at_nothing_says() {
+        for host in HOSTS {
+            // every name below the site holds something: the walk goes down to the host
+            let names: Vec<(&str, Field)> = suffixes(host, 99).iter().map(|n| (*n, HOST)).collect();
+            let t = table(&names);
+            let at = HostSummary::start(host);
+            let mut walk = Walk::new(at, name_hash(&host[at..]));
+            let mut out = HostSummary::default();
+            loop {
+                let mut nothing = walk;
+                let mut seen = HostSummary::default();
+                let more = nothing.take(host, 99, Counts::default(), &mut seen);
+                assert!(seen.is_clean(), "{host}");
+                assert_eq!(more, !walk.ends_at_nothing(), "{host} at {}", walk.at);
+                if !walk.step(host, 99, &t, &mut out) {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]
