@@ -123,6 +123,18 @@ impl Hit<'_> {
     }
 }
 
+/// The first key a summarized URL's lookup reads, as a page of lookups finds it ahead: its
+/// scope and hash, and whether any key slot holds its tag (when none does, it has no row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct First {
+    /// The key's scope.
+    pub scope: Scope,
+    /// Its `hash_str`.
+    pub hash: u64,
+    /// Whether a key slot holds its tag.
+    pub rows: bool,
+}
+
 /// An entry that covers a URL, active or not, and the expression it covers it through.
 #[derive(Clone, Debug)]
 pub struct Match {
@@ -261,20 +273,32 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<(u32, RowRef)> {
-        self.best_hashed(scope, key, hash_str(key), region, now)
+        self.best_hashed(scope, key, hash_str(key), false, region, now)
     }
 
+    /// The first active row of `scope` keyed `key`, hashed `h`; `single`: the summary says
+    /// there is at most one such row (the probe stops at it).
     #[inline]
     fn best_hashed(
         &self,
         scope: Scope,
         key: &str,
         h: u64,
+        single: bool,
         region: Option<&str>,
         now: f64,
     ) -> Option<(u32, RowRef)> {
         let s = shard_of(h);
         let mut best = None;
+        if single {
+            let row = self.shards[s].first_row(scope, key, tag_of(scope, h))?;
+            let at = RowRef {
+                shard: s as u32,
+                row,
+            };
+            first_active(self, &mut best, at, region, now);
+            return best;
+        }
         self.shards[s].each_row(scope, key, tag_of(scope, h), |row| {
             let at = RowRef {
                 shard: s as u32,
@@ -335,7 +359,14 @@ impl IndexData {
         if names.own.has(summary::HOST) {
             // the walk hashed the host when it read its counts
             let h = names.own_hash;
-            if let Some((_, at)) = self.best_hashed(Scope::Host, host, h, region, now) {
+            if let Some((_, at)) = self.best_hashed(
+                Scope::Host,
+                host,
+                h,
+                names.own.single(summary::HOST),
+                region,
+                now,
+            ) {
                 return Some(at);
             }
         }
@@ -369,7 +400,14 @@ impl IndexData {
     ) -> Option<RowRef> {
         if c.counts.has(summary::DOMAIN) {
             // the walk hashed the name when it read its counts
-            if let Some((_, at)) = self.best_hashed(Scope::Domain, name, c.hash, region, now) {
+            if let Some((_, at)) = self.best_hashed(
+                Scope::Domain,
+                name,
+                c.hash,
+                c.counts.single(summary::DOMAIN),
+                region,
+                now,
+            ) {
                 return Some(at);
             }
         }
@@ -393,23 +431,41 @@ impl IndexData {
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
-        self.match_under(canonical, host, self.under(host), region, now)
+        let own = self.summary(summary::name_hash(host));
+        self.match_under(canonical, host, own, None, region, now)
     }
 
+    /// `first`: the first url or prefix key the lookup reads, as a page of lookups found it
+    /// (see [`First`]).
     #[inline]
     fn match_under(
         &self,
         canonical: &str,
         host: &str,
-        under: u8,
+        own: Counts,
+        first: Option<First>,
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
+        let under = own.under();
         if under == 0 {
             return None;
         }
+        // at most one url (prefix) entry under the host: at most one row per key
+        let single = |scope: Scope| match scope {
+            Scope::Url => own.single(summary::URL),
+            _ => own.single(summary::PREFIX),
+        };
+        // the first key's rows when the page has looked for its tag
+        let known = |scope: Scope, key: &str| match first {
+            Some(f) if f.scope == scope => f
+                .rows
+                .then(|| self.best_hashed(scope, key, f.hash, single(scope), region, now))
+                .flatten(),
+            _ => self.best_hashed(scope, key, hash_str(key), single(scope), region, now),
+        };
         if under & 1 != 0 {
-            if let Some((_, at)) = self.best_of(Scope::Url, url_key(canonical), region, now) {
+            if let Some((_, at)) = known(Scope::Url, url_key(canonical)) {
                 return Some(at);
             }
         }
@@ -422,7 +478,7 @@ impl IndexData {
                 .strip_prefix(host)
                 .is_some_and(|rest| rest.starts_with(path));
             let mut key = String::new();
-            for len in prefix_lens(path) {
+            for (k, len) in prefix_lens(path).enumerate() {
                 let key: &str = if sliced {
                     &whole[..host.len() + len]
                 } else {
@@ -431,7 +487,13 @@ impl IndexData {
                     key.push_str(&path[..len]);
                     &key
                 };
-                if let Some((_, at)) = self.best_of(Scope::Prefix, key, region, now) {
+                let found = if k == 0 && sliced {
+                    known(Scope::Prefix, key)
+                } else {
+                    let (single, h) = (single(Scope::Prefix), hash_str(key));
+                    self.best_hashed(Scope::Prefix, key, h, single, region, now)
+                };
+                if let Some((_, at)) = found {
                     return Some(at);
                 }
             }
@@ -451,7 +513,7 @@ impl IndexData {
         if names.is_clean() {
             return None;
         }
-        self.match_summarized(canonical, host, &names, region, now)
+        self.match_summarized(canonical, host, &names, None, region, now)
     }
 
     /// `match_any` once the summary of the host's names holds something.
@@ -460,10 +522,11 @@ impl IndexData {
         canonical: &str,
         host: &str,
         names: &HostSummary,
+        first: Option<First>,
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
-        self.match_under(canonical, host, names.own.under(), region, now)
+        self.match_under(canonical, host, names.own, first, region, now)
             .or_else(|| self.covering(host, names, region, now))
     }
 

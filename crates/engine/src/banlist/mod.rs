@@ -26,7 +26,10 @@
 //! site (its last two labels) down and stops at the first with nothing below it, so a
 //! clean site costs one hash and one probe, and goes to the key tables only for names
 //! whose summary holds something. A page of lookups (`page`) takes each step for all its
-//! URLs in turn, prefetching, so that their cache misses overlap.
+//! URLs in turn, prefetching, so that their cache misses overlap; a walk that finds
+//! nothing ends in the page's first loop, and only the URLs whose walk finds something go
+//! on to the key tables. A key's probe stops at its first row when the summary counts one
+//! entry there (a count never falls short).
 
 mod apply;
 mod chunks;

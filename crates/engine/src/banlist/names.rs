@@ -14,14 +14,19 @@ pub fn url_key(canonical: &str) -> &str {
     }
 }
 
-/// Where what follows the first `://` starts (a byte scan: the scheme is a few letters).
+/// Where what follows the first `://` starts (the scheme is a few letters: its colon is
+/// almost always the first).
 #[inline]
 fn after_scheme(canonical: &str) -> Option<usize> {
     let bytes = canonical.as_bytes();
-    let colon = bytes
-        .windows(3)
-        .position(|w| w[0] == b':' && w[1] == b'/' && w[2] == b'/')?;
-    Some(colon + 3)
+    let mut from = 0;
+    loop {
+        let colon = from + bytes[from..].iter().position(|&b| b == b':')?;
+        if bytes[colon + 1..].starts_with(b"//") {
+            return Some(colon + 3);
+        }
+        from = colon + 1;
+    }
 }
 
 /// `canon.split`'s path: what lies between the host and the query, or None when the string
@@ -30,9 +35,28 @@ fn after_scheme(canonical: &str) -> Option<usize> {
 pub fn path_of(canonical: &str) -> Option<&str> {
     let rest = &canonical[after_scheme(canonical)?..];
     let bytes = rest.as_bytes();
-    let end = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
-    let slash = bytes[..end].iter().position(|&b| b == b'/')?;
-    (slash > 0).then(|| &rest[slash..end])
+    // the first `/` or `?`: a `?` first leaves no path before the query
+    let slash = first_of(bytes, 0, b'/', b'?')?;
+    if bytes[slash] != b'/' || slash == 0 {
+        return None;
+    }
+    let end = first_of(bytes, slash, b'?', b'?').unwrap_or(bytes.len());
+    Some(&rest[slash..end])
+}
+
+/// The first byte from `from` that is `a` or `b`, 16 bytes a step.
+#[inline(always)]
+fn first_of(bytes: &[u8], from: usize, a: u8, b: u8) -> Option<usize> {
+    let mut at = from;
+    while at + 16 <= bytes.len() {
+        let hits = matches16(bytes, at, a) | matches16(bytes, at, b);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    let tail = bytes[at..].iter().position(|&x| x == a || x == b)?;
+    Some(at + tail)
 }
 
 /// The prefix keys of a path, most specific first, each once: `host + p.rstrip("/")` for
@@ -46,33 +70,69 @@ pub fn prefix_keys(host: &str, path: &str) -> Vec<String> {
 /// The lengths of the path part of the prefix keys of `path`, longest first, each once:
 /// every key is `host + &path[..len]`, so a caller holding `host + path` in one string
 /// (a canonical URL's url key) slices the keys out of it.
-pub fn prefix_lens(path: &str) -> impl Iterator<Item = usize> + '_ {
-    let bytes = path.as_bytes();
-    let trimmed = move |end: usize| {
-        bytes[..end]
-            .iter()
-            .rposition(|&b| b != b'/')
-            .map_or(0, |at| at + 1)
-    };
-    // the ends of `canon.path_prefixes`: the path, each slash past the first (before it and
-    // after it), and the root; a prefix's key drops its trailing slashes
-    let slashes = bytes
-        .iter()
-        .enumerate()
-        .skip(1)
-        .rev()
-        .filter(|(_, &b)| b == b'/')
-        .flat_map(|(at, _)| [at + 1, at]);
-    let mut last = None;
-    std::iter::once(bytes.len())
-        .chain(slashes)
-        .chain(std::iter::once(1.min(bytes.len())))
-        .map(trimmed)
-        .filter(move |&len| {
-            let new = last != Some(len);
-            last = Some(len);
-            new
-        })
+pub fn prefix_lens(path: &str) -> PrefixLens<'_> {
+    PrefixLens {
+        bytes: path.as_bytes(),
+        cursor: path.len(),
+        stage: 0,
+        last: None,
+    }
+}
+
+/// The lengths `prefix_lens` gives, one end at a time: the path, each slash past the
+/// first from the last (a slash's end before it and after it trim alike), then the root;
+/// each end trimmed of its trailing slashes, and given when it differs from the last.
+#[derive(Clone, Debug)]
+pub struct PrefixLens<'a> {
+    bytes: &'a [u8],
+    /// Slashes before this are still to come.
+    cursor: usize,
+    /// 0: the whole path next, 1: the slashes, 2: the root, 3: done.
+    stage: u8,
+    last: Option<usize>,
+}
+
+impl Iterator for PrefixLens<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        let bytes = self.bytes;
+        loop {
+            let end = match self.stage {
+                0 => {
+                    self.stage = 1;
+                    bytes.len()
+                }
+                1 => {
+                    let from = 1.min(self.cursor);
+                    match bytes[from..self.cursor].iter().rposition(|&b| b == b'/') {
+                        Some(at) => {
+                            self.cursor = from + at;
+                            self.cursor
+                        }
+                        None => {
+                            self.stage = 2;
+                            continue;
+                        }
+                    }
+                }
+                2 => {
+                    self.stage = 3;
+                    1.min(bytes.len())
+                }
+                _ => return None,
+            };
+            let len = bytes[..end]
+                .iter()
+                .rposition(|&b| b != b'/')
+                .map_or(0, |at| at + 1);
+            if self.last != Some(len) {
+                self.last = Some(len);
+                return Some(len);
+            }
+        }
+    }
 }
 
 /// `canon.is_ipv4`: a dotted quad of 1-3 digit groups.
@@ -133,9 +193,15 @@ impl Iterator for Dots<'_> {
 }
 
 /// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn dots16(bytes: &[u8], at: usize) -> u32 {
+    matches16(bytes, at, b'.')
+}
+
+/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
     let block: &[u8; 16] = match bytes[at..at + 16].try_into() {
         Ok(block) => block,
@@ -146,15 +212,15 @@ fn dots16(bytes: &[u8], at: usize) -> u32 {
     // SAFETY: `block` is 16 readable bytes; an unaligned load reads exactly those.
     unsafe {
         let v = _mm_loadu_si128(block.as_ptr().cast());
-        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8))) as u32
     }
 }
 
-/// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
+/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn dots16(bytes: &[u8], at: usize) -> u32 {
-    word_dots(word_at(bytes, at)) | word_dots(word_at(bytes, at + 8)) << 8
+fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
+    (0..16).fold(0, |m, t| m | u32::from(bytes[at + t] == byte) << t)
 }
 
 /// Bit `t` set when byte `t` of the word (little-endian) is a dot.
@@ -284,6 +350,90 @@ mod tests {
         for name in &names {
             let want: Vec<usize> = name.match_indices('.').map(|(at, _)| at).rev().collect();
             assert_eq!(Dots::of(name).collect::<Vec<_>>(), want, "{name:?}");
+        }
+    }
+
+    /// The iterator chain `PrefixLens` replaced.
+    fn reference_prefix_lens(path: &str) -> impl Iterator<Item = usize> + '_ {
+        let bytes = path.as_bytes();
+        let trimmed = move |end: usize| {
+            bytes[..end]
+                .iter()
+                .rposition(|&b| b != b'/')
+                .map_or(0, |at| at + 1)
+        };
+        // the ends of `canon.path_prefixes`: the path, each slash past the first (before it and
+        // after it), and the root; a prefix's key drops its trailing slashes
+        let slashes = bytes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .rev()
+            .filter(|(_, &b)| b == b'/')
+            .flat_map(|(at, _)| [at + 1, at]);
+        let mut last = None;
+        std::iter::once(bytes.len())
+            .chain(slashes)
+            .chain(std::iter::once(1.min(bytes.len())))
+            .map(trimmed)
+            .filter(move |&len| {
+                let new = last != Some(len);
+                last = Some(len);
+                new
+            })
+    }
+
+    #[test]
+    fn prefix_lens_as_the_chain_of_iterators_gives_them() {
+        let parts = ["", "/", "//", "a", "bc", "/x/", "é"];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    for d in parts {
+                        let path = format!("{a}{b}{c}{d}");
+                        let got: Vec<usize> = prefix_lens(&path).collect();
+                        let want: Vec<usize> = reference_prefix_lens(&path).collect();
+                        assert_eq!(got, want, "{path:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The byte-at-a-time `path_of` and `url_key` the block scans replaced.
+    fn reference_path_of(canonical: &str) -> Option<&str> {
+        let bytes = canonical.as_bytes();
+        let colon = bytes.windows(3).position(|w| w == b"://")?;
+        let rest = &canonical[colon + 3..];
+        let bytes = rest.as_bytes();
+        let end = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
+        let slash = bytes[..end].iter().position(|&b| b == b'/')?;
+        (slash > 0).then(|| &rest[slash..end])
+    }
+
+    fn reference_url_key(canonical: &str) -> &str {
+        let colon = canonical.as_bytes().windows(3).position(|w| w == b"://");
+        colon.map_or("", |at| &canonical[at + 3..])
+    }
+
+    #[test]
+    fn paths_and_url_keys_as_a_byte_scan_finds_them() {
+        let parts = ["", "h", "a:", "://", "/", "?", "x.example", "//", ":/", "é"];
+        let mut x: u64 = 3;
+        for _ in 0..20_000 {
+            let mut url = String::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for k in 0..(x % 9) {
+                let pick = (x >> (4 * k + 8)) as usize % parts.len();
+                url.push_str(parts[pick]);
+                if (x >> (k + 40)) & 1 == 1 {
+                    url.push_str("abcdefghijklmnopq");
+                }
+            }
+            assert_eq!(path_of(&url), reference_path_of(&url), "{url:?}");
+            assert_eq!(url_key(&url), reference_url_key(&url), "{url:?}");
         }
     }
 

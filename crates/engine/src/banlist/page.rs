@@ -5,14 +5,24 @@
 //! read is a cache miss. A page takes each step for all its URLs in turn, prefetching
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
+//!
+//! Most of a page is clean, so the walks down the URLs' names run in one small loop while
+//! the names they read hold nothing but `BELOW` (a walk's state is its `Walk`, 24 bytes):
+//! a clean site ends there after its one probe, a clean host below a busy site after two.
+//! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
+//! (`HostSummary`, the first key), in a group of up to [`GROUP`] such URLs. The first key
+//! a group prefetches is handed to the lookup with its hash and whether any key slot
+//! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
-use super::data::{Hit, IndexData};
+use super::data::{First, Hit, IndexData};
 use super::names::{path_of, url_key};
-use super::summary::{self, HostSummary, Walk, HOST, PREFIX, URL};
+use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u32`).
 const BLOCK: usize = 32;
+/// URLs whose walk found something, looked up further together (their state is larger).
+const GROUP: usize = 8;
 
 impl IndexData {
     /// [`IndexData::lookup`] of each item of a page, in order: `url` gives an item's
@@ -31,7 +41,10 @@ impl IndexData {
         out
     }
 
-    /// `lookup_page` of up to `BLOCK` items, on the stack.
+    /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's walk down its names
+    /// steps while the names it reads hold nothing but `BELOW` (a clean site, most of a
+    /// page, is answered by its one probe); a URL whose walk finds something goes on in
+    /// `lookup_group`, a `GROUP` at a time.
     #[inline(always)]
     fn lookup_block<'a, T>(
         &'a self,
@@ -44,63 +57,125 @@ impl IndexData {
         let tables = &self.summary[..];
         let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
         let mut walks = [Walk::default(); BLOCK];
-        let mut names = [HostSummary::default(); BLOCK];
-        // bit i: item i's walk has a name left to probe
-        let mut walking: u32 = 0;
-        for (i, item) in block.iter().enumerate() {
+        for (walk, item) in walks.iter_mut().zip(block) {
             let host = url(item).1;
             let at = HostSummary::start(host);
-            walks[i] = Walk::new(at, summary::name_hash(&host[at..]));
-            // where the site's table is (the next pass reads it to prefetch the slot)
-            super::prefetch(&tables[shard_of(walks[i].hash)]);
-            walking |= 1 << i;
-        }
-        for walk in &walks[..block.len()] {
+            *walk = Walk::new(at, summary::name_hash(&host[at..]));
             prefetch(walk);
         }
+        // the items whose walk found something: the walk before that step, the counts read
+        let mut rest = [(0u8, Walk::default(), Counts::default()); BLOCK];
+        let mut k = 0;
+        // bit i: item i's walk has a name left to probe
+        let mut walking: u32 = u32::MAX >> (BLOCK - block.len());
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
                 let i = left.trailing_zeros() as usize;
                 left &= left - 1;
-                let host = url(&block[i]).1;
-                if walks[i].step(host, self.labels, tables, &mut names[i]) {
-                    prefetch(&walks[i]);
+                let walk = &mut walks[i];
+                let c = summary::counts(&tables[shard_of(walk.hash)], walk.hash);
+                if c == Counts::default() && walk.ends_at_nothing() {
+                    // the walk ends clean (`take` would note nothing and stop)
+                    walking &= !(1 << i);
+                    continue;
+                }
+                let before = *walk;
+                // what the step notes: nothing, as long as the walk has found nothing
+                let mut seen = HostSummary::default();
+                let more = walk.take(url(&block[i]).1, self.labels, c, &mut seen);
+                if !seen.is_clean() {
+                    rest[k] = (i as u8, before, c);
+                    k += 1;
+                    walking &= !(1 << i);
+                } else if more {
+                    prefetch(walk);
                 } else {
                     walking &= !(1 << i);
                 }
             }
         }
+        let base = out.len();
+        out.resize(base + block.len(), None);
+        for group in rest[..k].chunks(GROUP) {
+            self.lookup_group(block, url, group, region, now, &mut out[base..]);
+        }
+    }
+
+    /// The rest of the lookup of the items of `group` (item number, its walk before the
+    /// step that found something, and the counts that step read), into their places in
+    /// `out`: the rest of the walks down their names, then their first key slots, rows
+    /// and values, each step for all of them in turn.
+    #[inline(never)]
+    fn lookup_group<'a, T>(
+        &'a self,
+        block: &[T],
+        url: &impl Fn(&T) -> (&str, &str),
+        group: &[(u8, Walk, Counts)],
+        region: Option<&str>,
+        now: f64,
+        out: &mut [Option<Hit<'a>>],
+    ) {
+        let tables = &self.summary[..];
+        let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
+        let host = |j: usize| url(&block[group[j].0 as usize]).1;
+        let mut walks = [Walk::default(); GROUP];
+        let mut names = [HostSummary::default(); GROUP];
+        // bit j: the walk of the group's item j has a name left to probe
+        let mut walking: u32 = 0;
+        for (j, &(_, walk, counts)) in group.iter().enumerate() {
+            // the names before this step held nothing the summary notes
+            walks[j] = walk;
+            if walks[j].take(host(j), self.labels, counts, &mut names[j]) {
+                prefetch(&walks[j]);
+                walking |= 1 << j;
+            }
+        }
+        while walking != 0 {
+            let mut left = walking;
+            while left != 0 {
+                let j = left.trailing_zeros() as usize;
+                left &= left - 1;
+                if walks[j].step(host(j), self.labels, tables, &mut names[j]) {
+                    prefetch(&walks[j]);
+                } else {
+                    walking &= !(1 << j);
+                }
+            }
+        }
         // a summarized URL's first key slot, then the rows it points to, then their
         // values: each pass brings in the next read for every URL at once
-        let mut first = [None; BLOCK];
-        for ((names, item), first) in names.iter().zip(block).zip(&mut first) {
-            if !names.is_clean() {
-                let (canonical, host) = url(item);
-                *first = self.first_key(canonical, host, names);
-                if let Some((scope, h)) = *first {
+        let mut first = [None; GROUP];
+        for (j, &(i, ..)) in group.iter().enumerate() {
+            if !names[j].is_clean() {
+                let (canonical, host) = url(&block[i as usize]);
+                first[j] = self.first_key(canonical, host, &names[j]);
+                if let Some((scope, h)) = first[j] {
                     self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
                 }
             }
         }
-        for first in first[..block.len()].iter_mut() {
-            if let Some((scope, h)) = *first {
-                if !self.shards[shard_of(h)].prefetch_rows(tag_of(scope, h)) {
-                    *first = None;
-                }
+        let mut known = [None; GROUP];
+        let mut rows = [None; GROUP];
+        for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
+            if let Some((scope, hash)) = *first {
+                *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
+                let rows = row.is_some();
+                *known = Some(First { scope, hash, rows });
             }
         }
-        for &(scope, h) in first[..block.len()].iter().flatten() {
-            self.shards[shard_of(h)].prefetch_values(tag_of(scope, h));
+        for (known, row) in known.iter().zip(rows) {
+            if let (Some(f), Some(row)) = (known, row) {
+                self.shards[shard_of(f.hash)].prefetch_value(row);
+            }
         }
-        for (names, item) in names.iter().zip(block) {
-            out.push(if names.is_clean() {
-                None
-            } else {
-                let (canonical, host) = url(item);
-                self.match_summarized(canonical, host, names, region, now)
-                    .map(|at| self.hit(at))
-            });
+        for (j, &(i, ..)) in group.iter().enumerate() {
+            if !names[j].is_clean() {
+                let (canonical, host) = url(&block[i as usize]);
+                out[i as usize] = self
+                    .match_summarized(canonical, host, &names[j], known[j], region, now)
+                    .map(|at| self.hit(at));
+            }
         }
     }
 
@@ -200,8 +275,8 @@ mod tests {
                 snap.first_key(canonical, host, &names)
             };
             let got = first.map(|(scope, h)| {
-                let rows = snap.shards[shard_of(h)].prefetch_rows(tag_of(scope, h));
-                (scope, h, rows)
+                let rows = snap.shards[shard_of(h)].prefetch_row(tag_of(scope, h));
+                (scope, h, rows.is_some())
             });
             let want = want.map(|(scope, key, rows)| (scope, hash_str(key), rows));
             assert_eq!(got, want, "{canonical}");
@@ -213,5 +288,64 @@ mod tests {
             let single = snap.lookup(c, h, None, 1.0);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
         }
+    }
+
+    #[test]
+    fn walks_that_find_something_go_on_in_groups_and_answer_as_one_lookup_does() {
+        // more URLs whose walk finds something than a group holds, in one block and across
+        // blocks, at every step of a walk: the site, a name below it, the host, past DEEP
+        let index = BanIndex::empty();
+        let mut changes = vec![
+            add("1", Scope::Domain, "d.example"),
+            add("2", Scope::Host, "www.h.example"),
+            add("3", Scope::Url, "u.example/p/1.html"),
+            add("4", Scope::Prefix, "p.example/forum"),
+            add("5", Scope::Domain, "c.b.a.deep.example"),
+            add("6", Scope::Host, "a.b.c.d.e.f.g.h.i.j.k.deep.example"),
+        ];
+        // two entries of one key, the first expired: the probe may not stop at it
+        let mut expired = add("7", Scope::Host, "two.example");
+        if let Change::Add(entry) = &mut expired {
+            entry.expires = Some(0.5);
+        }
+        changes.push(expired);
+        changes.push(add("8", Scope::Host, "two.example"));
+        index.apply_iter(changes).unwrap();
+        let snap = index.snapshot();
+        let hosts = [
+            "news.d.example",
+            "www.h.example",
+            "cdn.h.example",
+            "u.example",
+            "p.example",
+            "x.c.b.a.deep.example",
+            "b.a.deep.example",
+            "a.b.c.d.e.f.g.h.i.j.k.deep.example",
+            "z.b.c.d.e.f.g.h.i.j.k.deep.example",
+            "two.example",
+            "clean.example",
+            "www.clean.example",
+        ];
+        let paths = ["/", "/p/1.html", "/forum/t/9", "/forum"];
+        let mut page: Vec<(String, String)> = Vec::new();
+        for round in 0..4 {
+            for (k, host) in hosts.iter().enumerate() {
+                let path = paths[(k + round) % paths.len()];
+                page.push((format!("https://{host}{path}"), host.to_string()));
+            }
+        }
+        let mut hits = 0;
+        for now in [1.0, 0.1] {
+            let paged = snap.lookup_page(&page, |(c, h)| (c.as_str(), h.as_str()), None, now);
+            for ((c, h), hit) in page.iter().zip(paged) {
+                let single = snap.lookup(c, h, None, now);
+                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+                hits += usize::from(hit.is_some());
+            }
+        }
+        // five banned hosts a round, the url once and the prefix twice in four rounds
+        assert_eq!(hits, 2 * (4 * 5 + 3));
+        let two = snap.lookup("http://two.example/", "two.example", None, 1.0);
+        assert_eq!(two.map(|h| h.id), Some(8));
     }
 }

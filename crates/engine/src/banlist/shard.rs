@@ -259,34 +259,38 @@ impl Shard {
         }
     }
 
-    /// Prefetch the rows whose key slot holds `tag` (the slots themselves already read in,
-    /// `Table::prefetch`): the next read of a lookup that found its key's tag. Returns
-    /// whether there was one.
+    /// The first row of `scope` keyed exactly `key` (tag `tag`), in table order (`rows`,
+    /// stopping at the first).
     #[inline(always)]
-    pub fn prefetch_rows(&self, tag: u32) -> bool {
-        let mut any = false;
-        for slot in self.keys.probe(tag) {
-            if slot_tag(slot) == tag {
-                if let Some(row) = self.rows.get(slot_row(slot) as usize) {
-                    super::prefetch(row);
-                    any = true;
-                }
-            }
-        }
-        any
+    pub fn first_row(&self, scope: Scope, key: &str, tag: u32) -> Option<u32> {
+        self.keys
+            .probe(tag)
+            .filter(|&slot| slot_tag(slot) == tag)
+            .map(slot_row)
+            .find(|&row| self.keyed(row, scope, key))
     }
 
-    /// Prefetch the values of the rows whose key slot holds `tag` (the rows already read in,
-    /// `prefetch_rows`): what a lookup compares its key with.
+    /// Prefetch the first row whose key slot holds `tag` (the slots themselves already read
+    /// in, `Table::prefetch`): the next read of a lookup that found its key's tag. Returns
+    /// that row, None when no slot holds the tag (the key then has no row).
     #[inline(always)]
-    pub fn prefetch_values(&self, tag: u32) {
-        for slot in self.keys.probe(tag) {
-            if slot_tag(slot) == tag {
-                let off = self.rows.get(slot_row(slot) as usize).map(|r| r.off);
-                if let Some(byte) = off.and_then(|at| self.arena.get(at as usize)) {
-                    super::prefetch(byte);
-                }
-            }
+    pub fn prefetch_row(&self, tag: u32) -> Option<u32> {
+        let row = self
+            .keys
+            .probe(tag)
+            .find(|&slot| slot_tag(slot) == tag)
+            .map(slot_row)?;
+        super::prefetch(self.rows.get(row as usize)?);
+        Some(row)
+    }
+
+    /// Prefetch the value of `row` (the row already read in, `prefetch_row`): what a
+    /// lookup compares its key with.
+    #[inline(always)]
+    pub fn prefetch_value(&self, row: u32) {
+        let off = self.rows.get(row as usize).map(|r| r.off);
+        if let Some(byte) = off.and_then(|at| self.arena.get(at as usize)) {
+            super::prefetch(byte);
         }
     }
 

@@ -62,6 +62,13 @@ impl Counts {
         (self.0 >> field.shift) & MAX != 0
     }
 
+    /// Whether the field counts exactly one entry: then the name has at most one entry of
+    /// it (names sharing a slot add their counts, so a count never falls short).
+    #[inline]
+    pub fn single(self, field: Field) -> bool {
+        (self.0 >> field.shift) & MAX == 1
+    }
+
     /// Url (bit 1) and prefix (bit 2) entries under the name.
     #[inline]
     pub fn under(self) -> u8 {
@@ -275,6 +282,13 @@ impl Walk {
         Walk { at, hash, found: 2 }
     }
 
+    /// Whether a step that reads nothing at its name ends the walk (noting nothing): true
+    /// but past where `BELOW` is kept, where every name down to the host is probed.
+    #[inline(always)]
+    pub fn ends_at_nothing(&self) -> bool {
+        self.at == 0 || self.found <= DEEP
+    }
+
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
     #[inline(always)]
     pub fn step(
@@ -285,6 +299,13 @@ impl Walk {
         out: &mut HostSummary,
     ) -> bool {
         let c = source.counts(self.hash);
+        self.take(host, limit, c, out)
+    }
+
+    /// `step`, given the counts of the name probed (a page of lookups has read its site's
+    /// counts already).
+    #[inline(always)]
+    pub fn take(&mut self, host: &str, limit: usize, c: Counts, out: &mut HostSummary) -> bool {
         out.note(self.at as u32, c, self.hash);
         if self.at == 0 {
             // the host itself: the site, the last name below it, or an address
@@ -428,6 +449,28 @@ mod tests {
         let t = table(&[(deep, HOST)]);
         let s = HostSummary::of(deep, 5, &t);
         assert!(s.own.has(HOST));
+    }
+
+    #[test]
+    fn a_step_that_reads_nothing_ends_the_walk_where_ends_at_nothing_says() {
+        for host in HOSTS {
+            // every name below the site holds something: the walk goes down to the host
+            let names: Vec<(&str, Field)> = suffixes(host, 99).iter().map(|n| (*n, HOST)).collect();
+            let t = table(&names);
+            let at = HostSummary::start(host);
+            let mut walk = Walk::new(at, name_hash(&host[at..]));
+            let mut out = HostSummary::default();
+            loop {
+                let mut nothing = walk;
+                let mut seen = HostSummary::default();
+                let more = nothing.take(host, 99, Counts::default(), &mut seen);
+                assert!(seen.is_clean(), "{host}");
+                assert_eq!(more, !walk.ends_at_nothing(), "{host} at {}", walk.at);
+                if !walk.step(host, 99, &t, &mut out) {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]
