@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -304,7 +305,7 @@ def index_change(change: Mapping[str, Any]) -> IndexChange | None:
     return None
 
 
-class StoreBase:
+class StoreBase(ABC):
     """What the embedded and the Redis store do alike, on top of each one's `put_import`.
 
     A store sets `index` (read on the request path), `clock`, and `_index_lock`, which it
@@ -326,9 +327,11 @@ class StoreBase:
     def __len__(self) -> int:
         return len(self.index)
 
+    @abstractmethod
     def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
                    ) -> tuple[list[str], list[tuple[Entry, bool]]]:
-        raise NotImplementedError
+        """Commit the groups an import defines, then its entries, in one write; the names of
+        the groups it defined and each entry with whether it is new (each store's own)."""
 
     def add(self, spec: EntrySpec, actor: str) -> Entry:
         """Validate, commit and index a new entry; returns it with its id (or the active
