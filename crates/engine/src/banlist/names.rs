@@ -19,14 +19,9 @@ pub fn url_key(canonical: &str) -> &str {
 #[inline]
 fn after_scheme(canonical: &str) -> Option<usize> {
     let bytes = canonical.as_bytes();
-    let mut from = 0;
-    loop {
-        let colon = from + bytes[from..].iter().position(|&b| b == b':')?;
-        if bytes[colon + 1..].starts_with(b"//") {
-            return Some(colon + 3);
-        }
-        from = colon + 1;
-    }
+    memchr::memchr_iter(b':', bytes)
+        .find(|&colon| bytes[colon + 1..].starts_with(b"//"))
+        .map(|colon| colon + 3)
 }
 
 /// `canon.split`'s path: what lies between the host and the query, or None when the string
@@ -36,27 +31,12 @@ pub fn path_of(canonical: &str) -> Option<&str> {
     let rest = &canonical[after_scheme(canonical)?..];
     let bytes = rest.as_bytes();
     // the first `/` or `?`: a `?` first leaves no path before the query
-    let slash = first_of(bytes, 0, b'/', b'?')?;
+    let slash = memchr::memchr2(b'/', b'?', bytes)?;
     if bytes[slash] != b'/' || slash == 0 {
         return None;
     }
-    let end = first_of(bytes, slash, b'?', b'?').unwrap_or(bytes.len());
+    let end = memchr::memchr(b'?', &bytes[slash..]).map_or(bytes.len(), |q| slash + q);
     Some(&rest[slash..end])
-}
-
-/// The first byte from `from` that is `a` or `b`, 16 bytes a step.
-#[inline(always)]
-fn first_of(bytes: &[u8], from: usize, a: u8, b: u8) -> Option<usize> {
-    let mut at = from;
-    while at + 16 <= bytes.len() {
-        let hits = matches16(bytes, at, a) | matches16(bytes, at, b);
-        if hits != 0 {
-            return Some(at + hits.trailing_zeros() as usize);
-        }
-        at += 16;
-    }
-    let tail = bytes[at..].iter().position(|&x| x == a || x == b)?;
-    Some(at + tail)
 }
 
 /// The prefix keys of a path, most specific first, each once: `host + p.rstrip("/")` for
@@ -193,15 +173,9 @@ impl Iterator for Dots<'_> {
 }
 
 /// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
-#[inline(always)]
-fn dots16(bytes: &[u8], at: usize) -> u32 {
-    matches16(bytes, at, b'.')
-}
-
-/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
+fn dots16(bytes: &[u8], at: usize) -> u32 {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
     let block: &[u8; 16] = match bytes[at..at + 16].try_into() {
         Ok(block) => block,
@@ -212,15 +186,15 @@ fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
     // SAFETY: `block` is 16 readable bytes; an unaligned load reads exactly those.
     unsafe {
         let v = _mm_loadu_si128(block.as_ptr().cast());
-        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8))) as u32
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32
     }
 }
 
-/// Bit `t` set when byte `at + t` is `byte`, for the 16 bytes from `at`.
+/// Bit `t` set when byte `at + t` is a dot, for the 16 bytes from `at`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn matches16(bytes: &[u8], at: usize, byte: u8) -> u32 {
-    (0..16).fold(0, |m, t| m | u32::from(bytes[at + t] == byte) << t)
+fn dots16(bytes: &[u8], at: usize) -> u32 {
+    word_dots(word_at(bytes, at)) | word_dots(word_at(bytes, at + 8)) << 8
 }
 
 /// Bit `t` set when byte `t` of the word (little-endian) is a dot.
