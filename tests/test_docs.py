@@ -123,15 +123,19 @@ def test_the_link_checker_catches_a_missing_file_and_heading(tmp_path):
 
 
 def rule_rows() -> dict[str, list[str]]:
-    """docs/config.md's "Where each rule lives": rule -> the paths of its row."""
+    """docs/config.md's "Where each rule lives": rule -> its row's cells after the name."""
     text = (ROOT / "docs" / "config.md").read_text()
     section = text.split("## Where each rule lives", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
-        cells = re.findall(r"`([^`]+)`", line)
-        if line.startswith("| `") and cells:
-            rows[cells[0]] = cells[1:]
+        if line.startswith("| `"):
+            name, *cells = (cell.strip() for cell in line.strip().strip("|").split("|"))
+            rows[name.strip("`")] = cells
     return rows
+
+
+def code_spans(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
 
 
 def test_every_rule_is_found_where_config_md_says():
@@ -139,10 +143,39 @@ def test_every_rule_is_found_where_config_md_says():
 
     rows = rule_rows()
     assert set(rows) == set(RULES), "docs/config.md's rule map and app/rules/ differ"
-    for name, (engine, declaration, reference, *tests) in rows.items():
+    series = set(re.findall(r"^\| `(rearrange_[a-z0-9_]+)`",
+                            (ROOT / "docs" / "metrics.md").read_text(), re.M))
+    for name, (engine, declaration, reference, tests, metrics, docs) in rows.items():
+        (engine,), (declaration,), (reference,) = map(code_spans, (engine, declaration, reference))
+        tests = code_spans(tests)
         for path in (engine, declaration, reference, *tests):
             assert (ROOT / path).is_file(), f"{name}: {path} does not exist"
         assert "#[cfg(test)]" in (ROOT / engine).read_text(), f"{engine} has no unit tests"
         assert f'name = "{name}"' in (ROOT / declaration).read_text(), declaration
         assert RULES[name].__module__ == declaration.removesuffix(".py").replace("/", ".")
         assert any(name in (ROOT / t).read_text() for t in tests), f"{name}: no test names it"
+        for metric in code_spans(metrics):
+            known = ({m for m in series if m.startswith(metric[:-1])} if metric.endswith("*")
+                     else {metric} & series)
+            assert known, f"{name}: {metric} is not a series of docs/metrics.md"
+        (target,) = LINK.findall(docs)
+        assert f"`{name}`" in section_of(ROOT / "docs" / "config.md", target), (
+            f"{name}: {target} does not name the rule")
+
+
+def section_of(page: Path, target: str) -> str:
+    """The text `target` (a link from `page`: file, #heading or both) points at: the whole
+    file, or the heading's section up to the next heading of its level or above."""
+    file, _, anchor = target.partition("#")
+    text = (page.parent / file if file else page).read_text()
+    if not anchor:
+        return text
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        match = HEADING.match(line)
+        if match and slug(match[2]) == anchor:
+            level = len(match[1])
+            end = next((i for i in range(start + 1, len(lines))
+                        if (m := HEADING.match(lines[i])) and len(m[1]) <= level), len(lines))
+            return "\n".join(lines[start:end])
+    raise AssertionError(f"{target}: no such heading")
