@@ -24,7 +24,8 @@ from collections.abc import Sequence
 import orjson
 
 from app import _engine
-from bench.pipeline import Measured, Stats, make_serp, run_interleaved
+from bench.pages import make_serp
+from bench.pipeline import Measured, Stats, run_interleaved
 from tests.reference import contract
 
 MAX_DOCUMENTS = 1000

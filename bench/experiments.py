@@ -48,7 +48,8 @@ from app.config.settings import Settings
 from app.engine.service import Rearranger
 from app.experiments.bucketing import bucket
 from app.observability.metrics import Metrics
-from bench.pipeline import CONFIG, Measured, Stats, make_serp, run_interleaved
+from bench.pages import make_serp
+from bench.pipeline import CONFIG, Measured, Stats, run_interleaved
 
 EXPERIMENTS = b"""
 holdout: {unit: user_id, percent: 5}

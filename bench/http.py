@@ -53,7 +53,8 @@ import orjson
 from app.banlist.bulk import read_file
 from app.banlist.embedded.store import EmbeddedStore
 from app.config.load import load_file
-from bench.pipeline import ceiling_config, make_serp, write_banlist
+from bench.pages import make_serp, write_banlist
+from bench.pipeline import ceiling_config
 from bench.replicas import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

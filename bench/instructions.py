@@ -42,7 +42,8 @@ def child(profile: str, size: int, calls: int, warmup: int, audit_line: bool) ->
     import orjson
 
     from app.observability.audit import AuditLog
-    from bench.pipeline import build, make_serp, pick_user
+    from bench.pages import make_serp
+    from bench.pipeline import build, pick_user
 
     service, _ = build(1000, 2024, 1000)
     if audit_line:

@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from bench import replicas
-from bench.pipeline import write_banlist
+from bench.pages import write_banlist
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 CONFIG = replicas.ROOT / "config" / "rules.yaml"

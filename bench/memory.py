@@ -47,7 +47,7 @@ from app.banlist.redis.store import RedisStore
 from app.observability.metrics import Metrics
 from bench import replicas
 from bench.banlist import start_redis
-from bench.pipeline import make_serp, write_banlist
+from bench.pages import make_serp, write_banlist
 
 CONFIG = replicas.ROOT / "config" / "rules.yaml"
 

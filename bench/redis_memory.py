@@ -28,7 +28,7 @@ import redis
 
 from app.banlist.bulk import read_file
 from app.banlist.model import Entry, iso, normalize
-from bench.pipeline import write_banlist
+from bench.pages import write_banlist
 from bench.replicas import free_port
 
 

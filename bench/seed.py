@@ -28,7 +28,7 @@ from pathlib import Path
 
 from app.banlist.bulk import read_file
 from app.banlist.embedded.store import EmbeddedStore
-from bench.pipeline import write_banlist
+from bench.pages import write_banlist
 
 ROOT = Path(__file__).resolve().parents[1]
 
