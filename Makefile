@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench bench-experiments bench-banlist load lint clean
+.PHONY: run test pgo bench bench-experiments bench-banlist load lint clean
 
 ENGINE_SOURCES := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 
@@ -48,6 +48,13 @@ bench: $(DEV) $(ENGINE)
 
 bench-experiments: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.experiments
+
+# The engine as the image ships it: built with profile-guided optimization, in place of
+# app/_engine*.so (bench/pgo.py: instrumented, trained on the benchmarks' pages, rebuilt;
+# needs `rustup component add llvm-tools`). A later edit to the crate rebuilds it plain.
+pgo: $(DEV)
+	$(BIN)/python -m bench.pgo
+	touch $(ENGINE)
 
 # The banlist from Python (check, memory, Redis propagation and resync), then the Rust index
 # alone against bare hash probes at 10 M entries (crates/engine/benches/banlist.rs).

@@ -133,18 +133,57 @@ def dev_packages() -> list[str]:
     return names("dev")
 
 
+def pip_installs(run: str) -> list[tuple[str, list[str]]]:
+    """(the pip that installs, its targets) of each `pip install` in a RUN."""
+    found = []
+    for command in run.split("&&"):
+        words = shlex.split(command.strip())
+        if words and words[0].rsplit("/", 1)[-1] == "pip" and "install" in words:
+            at = words.index("install")
+            found.append((words[0], [w for w in words[at + 1:] if not w.startswith("-")]))
+    return found
+
+
 def test_image_installs_no_dev_dependencies():
     runs = [args for stage in dockerfile_stages() for args in instruction(stage, "RUN")]
-    installs = [r for r in runs if "pip install" in r]
+    installs = [install for run in runs for install in pip_installs(run)]
     assert installs, "the package is installed with pip"
+    build_tools = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for pip, targets in installs:
+        if pip.startswith("/opt/build/"):  # the PGO build's own venv: its build backend only
+            assert targets and all(t in build_tools for t in targets), targets
+            continue
+        assert pip == "/opt/venv/bin/pip", f"install into the runtime venv: {pip}"
+        # the package itself, or the PGO build's wheel of it: never an extra or a dev tool
+        assert targets in (["."], ["/tmp/wheels/rearrange-*.whl"]), targets
     for run in runs:
         assert "[dev]" not in run and "[load]" not in run, run
+        runtime_part = " ".join(c for c in run.split("&&") if "/opt/build/bin/pip" not in c)
         for package in dev_packages():
-            assert not re.search(rf"\b{re.escape(package)}\b", run), f"{package} in: {run}"
-    for run in installs:
-        targets = [w for w in shlex.split(run.split("pip install", 1)[1].split("&&")[0])
-                   if not w.startswith("-")]
-        assert targets == ["."], f"install the package itself, no extras: {run}"
+            if package == "maturin" and "PATH=/opt/build/bin" in run:
+                continue  # run from /opt/build by bench.pgo, never installed in /opt/venv
+            assert not re.search(rf"\b{re.escape(package)}\b", runtime_part), f"{package}: {run}"
+    final = dockerfile_stages()[-1]
+    copied = " ".join(instruction(final, "COPY"))
+    assert "/opt/venv" in copied and "/opt/build" not in copied, copied
+
+
+def test_image_ships_the_pgo_build():
+    """The build stage builds the engine with bench.pgo and installs that wheel over the plain
+    one: the figures of docs/speed.md are the PGO build's."""
+    (build,) = [stage for stage in dockerfile_stages()
+                if any("bench.pgo" in args for args in instruction(stage, "RUN"))]
+    runs = instruction(build, "RUN")
+    pgo = next(r for r in runs if "bench.pgo" in r)
+    assert "rustup component add llvm-tools" in pgo
+    steps = [c.strip() for c in pgo.split("&&")]
+    made = next(i for i, c in enumerate(steps) if "-m bench.pgo --wheel-dir /tmp/wheels" in c)
+    installed = next(i for i, c in enumerate(steps)
+                     if "--force-reinstall /tmp/wheels/rearrange-" in c)
+    assert made < installed
+    copied = [args.split()[:-1] for args in instruction(build, "COPY")]
+    sources = {s for args in copied for s in args if not s.startswith("--")}
+    assert {"bench/__init__.py", "bench/pages.py", "bench/pgo.py", "config"} <= sources
 
 
 def dockerignored(rel: str) -> bool:
