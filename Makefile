@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test pgo bench bench-experiments bench-banlist load lint clean
+.PHONY: run test need-redis pgo bench bench-experiments bench-banlist load lint clean
 
 ENGINE_SOURCES := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 
@@ -33,12 +33,15 @@ $(ENGINE): $(BIN)/rearrange $(ENGINE_SOURCES)
 run: $(ENGINE)
 	REARRANGE_BANLIST_SEED=$${REARRANGE_BANLIST_SEED-config/banlist.sample.jsonl} $(BIN)/rearrange serve
 
-# The crate's own tests, then the Python suite (which exits 5 if it ran no test:
-# that fails the target, as any non-zero exit does).
-test: $(DEV) $(ENGINE)
+# The Redis tests start their own redis-server: without one, say so before installing anything.
+need-redis:
 	@command -v redis-server >/dev/null || { echo "make test: redis-server is not installed; the \
 	Redis tests start their own. Install it: apt-get install redis-server (Debian, Ubuntu) or \
 	brew install redis (macOS)" >&2; exit 2; }
+
+# The crate's own tests, then the Python suite (which exits 5 if it ran no test:
+# that fails the target, as any non-zero exit does). need-redis is checked first.
+test: need-redis $(DEV) $(ENGINE)
 	cargo test --quiet
 	$(BIN)/pytest
 

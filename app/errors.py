@@ -1,5 +1,10 @@
 """Every error the core raises, in one place. None carries an HTTP status: the API maps
-each class to one, once, at its boundary (app/api/errors.py)."""
+each class to one, once, at its boundary (app/api/errors.py).
+
+The boundaries keep their own transport exceptions beside their code, as they are no
+core error: the API's body reader its `BodyRefused` kinds (app/api/errors.py) and
+`ClientGone` (app/api/observe.py, the client left mid-body), the CLI's client `Refused`
+and `Unreachable` (app/cli/client.py, what the service said or that it did not answer)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -15,6 +15,25 @@ TOKENS = "tns:tns-token,antispam:spam-token"
 AUTH = {"Authorization": "Bearer tns-token"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the `redis_server` fixture is marked `redis` too (`-m "not redis"`)."""
+    for item in items:
+        if "redis_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without redis-server: one line saying how to install it, and exit 2 before any test
+    runs, when a test collected needs one (marked `redis`), not an error for each of them."""
+    from tests.redis_server import INSTALL, NO_REDIS, REDIS_SERVER
+
+    if REDIS_SERVER is not None or session.config.option.collectonly:
+        return
+    if any(item.get_closest_marker("redis") for item in session.items):
+        pytest.exit(INSTALL, returncode=NO_REDIS)
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings of an isolated service: its own config copy, banlist log and audit log."""

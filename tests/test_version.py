@@ -7,6 +7,7 @@ import sys
 import tomllib
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from app import __version__
 from tests.conftest import ROOT
@@ -30,6 +31,12 @@ def test_the_openapi_document_and_the_deployed_image_say_it(client):
     kustomization = yaml.safe_load((ROOT / "deploy" / "k8s" / "kustomization.yaml").read_text())
     tags = {image["newTag"] for image in kustomization["images"]}
     assert tags == {__version__}
+
+
+def test_the_build_info_series_says_it(client):
+    families = text_string_to_metric_families(client.get("/metrics").text)
+    [info] = [f for f in families if f.name == "rearrange_build_info"]
+    assert [(s.labels["version"], s.value) for s in info.samples] == [(__version__, 1.0)]
 
 
 def test_no_other_file_spells_the_version_out():

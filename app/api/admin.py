@@ -9,9 +9,9 @@ import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from app import _engine
+from app.api import errors
 from app.api.contract import ReseedIn, RollbackIn, TryIn
 from app.api.deps import Actor, AdminReader, Service, known_query
-from app.api.errors import error_response
 from app.api.openapi import WRITES, refusals, schema_ref
 from app.banlist.bodies import UnbanIn
 from app.config.load import load_bytes
@@ -117,7 +117,8 @@ def try_config(body: TryIn, service: Service, _: Actor) -> Response:
     if 400 <= status < 500:
         refused = orjson.loads(answered)
         field = "request" if refused["field"] is None else f"request.{refused['field']}"
-        return error_response(status, field, refused["problem"])
+        return Response(errors.body(status, field, refused["problem"]), status,
+                        media_type="application/json")
     return Response(answered, status, media_type="application/json")
 
 

@@ -61,7 +61,7 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         added = store.seed(specs, groups=groups)
         log.info("banlist: seeded %d entries and %d groups from %s", added, len(groups),
                  settings.banlist_seed)
-    config = ConfigHolder(settings.config, metrics)
+    config = ConfigHolder(settings.config, metrics, metrics.engine_metrics)
     if isinstance(store, RedisStore):  # config changes reach every replica, as bans do
         ConfigReplica(store.client, settings.banlist_redis_prefix, config, metrics,
                       settings.banlist_block_seconds).start()

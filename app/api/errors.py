@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -28,11 +27,6 @@ class BodyRefused(FieldError):
 
     def __init__(self, problem: str) -> None:
         super().__init__("body", problem)
-
-    @property
-    def status(self) -> int:
-        """Its status, from `STATUS` (the body reader's callers answer it themselves)."""
-        return status_of(self)
 
 
 class BodyTooLarge(BodyRefused, TooLarge):
@@ -65,38 +59,13 @@ def status_of(exc: BaseException) -> int:
     return 500
 
 
-def error_body(status: int, field: str | None, problem: str, **extra: Any) -> dict[str, Any]:
-    """The API's error body for `status`."""
-    return {"error": "invalid_request" if status < 500 else "error", "field": field,
-            "problem": problem, **extra}
-
-
-def encode(body: dict[str, Any]) -> bytes:
-    """A body as JSON, byte for byte as JSONResponse renders it (for raw ASGI answers)."""
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, indent=None,
-                      separators=(",", ":")).encode()
-
-
-def render(exc: Exception) -> tuple[int, dict[str, Any]]:
-    """(status, body) for an error the API answers: a core FieldError (any subclass), or a
-    RedisError (a store that needed Redis while it was unreachable: nothing changed)."""
-    status = status_of(exc)
-    if isinstance(exc, FieldError):
-        return status, error_body(status, exc.field, exc.problem, **exc.extra)
-    return status, error_body(status, "redis",
-                              f"Redis is unreachable, nothing was changed: {exc}")
-
-
-def error_response(status: int, field: str | None, problem: str,
-                   **extra: Any) -> JSONResponse:
-    """The error body as a response."""
-    return JSONResponse(error_body(status, field, problem, **extra), status_code=status)
-
-
 def body(status: int, field: str | None, problem: str | None, **extra: Any) -> bytes:
-    """Every refusal's body, `{"error", "field", "problem", …}`, as bytes."""
-    return encode({"error": "invalid_request" if status < 500 else "error", "field": field,
-                   "problem": problem, **extra})
+    """Every refusal's body, `{"error", "field", "problem", …}`, as JSON bytes, byte for
+    byte as JSONResponse would render it (for raw ASGI answers too)."""
+    doc = {"error": "invalid_request" if status < 500 else "error", "field": field,
+           "problem": problem, **extra}
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False, indent=None,
+                      separators=(",", ":")).encode()
 
 
 # What `refusal` maps; anything else escaping a route is a 500.
@@ -123,8 +92,9 @@ def refusal(exc: Exception) -> Refusal:
         return Refusal(status, body(status, exc.field, exc.problem, **exc.extra),
                        CLOSE if isinstance(exc, BodyRefused) else {})
     if isinstance(exc, redis.RedisError):  # a store that needed Redis: nothing changed
-        return Refusal(503, body(503, "redis",
-                                 f"Redis is unreachable, nothing was changed: {exc}"), {})
+        status = status_of(exc)
+        return Refusal(status, body(status, "redis",
+                                    f"Redis is unreachable, nothing was changed: {exc}"), {})
     if isinstance(exc, RequestValidationError):
         errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
                   for e in exc.errors()]

@@ -144,14 +144,15 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
             bar: ProgressBar) -> None:
     """Print the report and write the files asked for."""
-    from app.neardup.report import as_json, render, write_csv, write_json
+    from app.cli.dupes_report import render
+    from app.neardup.report import as_json, write_csv, write_json
     from app.neardup.site import Pairs
 
     sample = (dupes.near_threshold(result, args.sample, args.margin, args.sample_seed)
               if args.sample else Pairs.empty())
     to_stdout = args.json is not None and str(args.json) == "-"
     if not to_stdout:
-        sys.stdout.write(render(result, args.top, sample, args.bins))
+        render(result, args.top, sample, args.bins, sys.stdout)
     if args.csv is not None:
         write_csv(args.csv, result, args.all_candidates, bar)
         bar.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import IO, Any
 
@@ -39,6 +40,17 @@ def duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def timeout(text: str) -> float:
+    """The type of --timeout: seconds, fractions too (0.5, 60), or a duration (90s, 2m)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return duration(text)
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a timeout is more than 0 seconds")
+    return seconds
+
+
 def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
     """--url, --token and --timeout: the service a command talks to, and how."""
     p.add_argument("--url", dest="service_url",
@@ -46,8 +58,8 @@ def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
                    help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
     p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
                    help=f"bearer token (default REARRANGE_TOKEN); {token_help}")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for each answer (default 60)")
+    p.add_argument("--timeout", type=timeout, default=60.0, metavar="DURATION",
+                   help="how long to wait for each answer: seconds, or 90s, 2m (default 60)")
 
 
 def client_of(args: argparse.Namespace) -> Client:

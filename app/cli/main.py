@@ -19,7 +19,7 @@ from app.cli import config as cli_config
 from app.cli import replay as replay_cli
 from app.cli import sanctions as cli_sanctions
 from app.cli.dupes import add_dupes_arguments
-from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling
+from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling, invalid
 from app.cli.flags import add_json_flag, print_json
 from app.errors import ConfigError, FieldError, RearrangeError, SettingsError
 
@@ -114,7 +114,7 @@ def _srm(args: argparse.Namespace) -> int:
     try:
         engine = load_file(path)
     except ConfigError as exc:
-        print(f"{path}: invalid: {exc}", file=sys.stderr)
+        print(invalid(path, exc), file=sys.stderr)
         return REFUSED
     try:
         return calling(lambda: _srm_verdict(args, engine), sys.stderr)
@@ -186,7 +186,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.against is not None:
             check_rebucketing(load_file(args.against), engine)
     except ConfigError as exc:
-        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        print(invalid(args.file, exc), file=sys.stderr)
         if args.json:
             print_json({"file": str(args.file), "valid": False, "problem": str(exc)},
                        sys.stdout)

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import orjson
 
+from app.cli.exits import invalid
 from app.cli.flags import add_json_flag, add_progress_flags, print_json
 from app.cli.progress import ProgressBar
 from app.errors import BanlistError, ConfigError, InputFileError
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         candidate = Side.build(config, args.banlist or args.served_banlist, proposed, settings)
         total = sum(1 for path in args.captures for _ in read_captures(path))
     except ConfigError as exc:
-        print(f"rearrange replay: {config}: invalid: {exc}", file=err)
+        print(f"rearrange replay: {invalid(config, exc)}", file=err)
         return 1
     except (ValueError, BanlistError) as exc:  # InputFileError is a ValueError
         print(f"rearrange replay: {exc}", file=err)

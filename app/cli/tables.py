@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleRenderable
 from rich.table import Table
 from rich.text import Text
 
@@ -44,8 +44,10 @@ def new_table(columns: Iterable[str | tuple[str, str]], title: str | None = None
 
 
 def add_row(table: Table, *cells: Any) -> None:
-    """One row; each cell as plain text (never rich markup), `-` for nothing."""
-    table.add_row(*(Text(cell_text(c)) for c in cells))
+    """One row; each cell as plain text (never rich markup), `-` for nothing; a rich
+    renderable (a bar, a Text the caller did not want cut) as it is."""
+    table.add_row(*(c if isinstance(c, ConsoleRenderable) else Text(cell_text(c))
+                    for c in cells))
 
 
 def cell_text(value: Any, limit: int = CELL_MAX) -> str:

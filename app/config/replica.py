@@ -23,9 +23,9 @@ from typing import Any, TypeGuard, get_args
 import redis
 
 from app.banlist.redis.client import TextRedis
+from app.config.events import ConfigEvents
 from app.config.versions import HISTORY, ConfigHolder, How, Version
 from app.errors import ConfigError, Unavailable
-from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ class ConfigReplica:
     """Shares this replica's config changes through Redis and serves the others'."""
 
     def __init__(self, client: TextRedis, prefix: str, holder: ConfigHolder,
-                 metrics: Metrics, block_seconds: float) -> None:
-        self.client, self.holder, self.metrics = client, holder, metrics
+                 events: ConfigEvents, block_seconds: float) -> None:
+        self.client, self.holder, self.events = client, holder, events
         self.key = f"{prefix}{{config}}:versions"
         self.block_ms = int(block_seconds * 1000)
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
@@ -129,7 +129,7 @@ class ConfigReplica:
             except Exception as exc:  # a thread that died would stop following for good
                 self.problem = f"config replication error: {exc!r}"
                 log.exception("config: replication round failed; retrying")
-                self.metrics.config_redis_errors.labels("follow").inc()
+                self.events.config_redis_error("follow")
                 self._stop.wait(1.0)
 
     def _join(self) -> None:
@@ -187,7 +187,7 @@ class ConfigReplica:
         except (KeyError, ValueError) as exc:
             log.error("config: unreadable record %s in %s, ignored: %r", stream_id, self.key,
                       exc)
-            self.metrics.config_reloads.labels("refused").inc()
+            self.events.config_loaded("refused")
         except ConfigError as exc:
             log.error("config: refusing version %s (%s by %s on %s), still serving %s: %s",
                       record.version, record.how, record.by, f.get("replica"),
@@ -208,4 +208,4 @@ class ConfigReplica:
                         "changes here only: %s", self.holder.engine.version, exc)
         self.connected, self.joined = False, False
         self.problem = f"Redis unreachable: {exc}"
-        self.metrics.config_redis_errors.labels(op).inc()
+        self.events.config_redis_error(op)

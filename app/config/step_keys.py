@@ -49,11 +49,6 @@ class StepPolicy:
                 parts.append(f"{word} {stamp.isoformat().replace('+00:00', 'Z')}")
         return " ".join(parts)
 
-    def runs_at(self, now: float) -> bool:
-        """Enabled, and `now` in [valid_from, valid_until)."""
-        return (self.enabled and (self.valid_from is None or now >= self.valid_from)
-                and (self.valid_until is None or now < self.valid_until))
-
 
 def default_on_error(phase: str) -> str:
     """`closed` in pre-filter and post-filter, `open` elsewhere (CONTRACT "When a rule fails")."""

@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from app import _engine
 from app.banlist.model import iso
+from app.config.events import ConfigEvents, NoConfigEvents
 from app.config.load import Engine, check_rebucketing, load_bytes, load_file
 from app.config.spec import with_core
 from app.errors import ConfigError, NotFound
-from app.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 HISTORY = 50  # versions kept, here and in Redis's log of changes
@@ -73,15 +74,18 @@ class Sharing(Protocol):
 class ConfigHolder:
     """The Engine in use and the history of versions; every change swaps one reference.
 
-    The engines built here all count into `metrics.engine_metrics`, so a change keeps the
-    counters. Changes take `lock`: a reload, a rollback and a replica's change come from
-    different threads.
+    The engines built here all count into `engine_metrics` (app._engine.EngineMetrics, a
+    new one by default), so a change keeps the counters; loads and swaps are reported to
+    `events` (the service's Metrics). Changes take `lock`: a reload, a rollback and a
+    replica's change come from different threads.
     """
 
-    def __init__(self, path: Path, metrics: Metrics | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, events: ConfigEvents | None = None,
+                 engine_metrics: Any = None, clock: Callable[[], float] = time.time) -> None:
         self.path = path
-        self.metrics = metrics or Metrics()
+        self.events: ConfigEvents = events if events is not None else NoConfigEvents()
+        self.engine_metrics = (engine_metrics if engine_metrics is not None
+                               else _engine.EngineMetrics())
         self.clock = clock
         self.lock = threading.RLock()
         self.sharing: Sharing | None = None  # set by ConfigReplica.start
@@ -92,7 +96,7 @@ class ConfigHolder:
         self._swap(self._build(engine),
                    Version(engine.version, clock(), "start", "start", engine.text,
                            engine.version))
-        self.metrics.config_version.version = lambda: self.engine.version  # at scrape time
+        self.events.config_version_of(lambda: self.engine.version)  # at scrape time
 
     @property
     def current(self) -> Version:
@@ -202,17 +206,17 @@ class ConfigHolder:
         return engine
 
     def _build(self, engine: Engine) -> Engine:
-        return with_core(engine, self.metrics.engine_metrics)
+        return with_core(engine, self.engine_metrics)
 
     def _swap(self, engine: Engine, record: Version) -> None:
         self.engine = engine  # one reference: a request sees the old config or the new one
         self.history.appendleft(record)
-        self.metrics.config_info.set(record.loaded_at)
+        self.events.config_served(record.loaded_at)
         gc.freeze()  # the new Engine lives until the next change: keep it out of collections
         log.info("config: now serving %s (%s by %s)", record.version, record.how, record.by)
 
     def _count(self, result: str) -> None:
-        self.metrics.config_reloads.labels(result).inc()
+        self.events.config_loaded(result)
 
     def _file_stamp(self) -> tuple[float, int, int] | None:
         try:

@@ -102,11 +102,6 @@ class Holdout:
     upper: int
     salt: str = ""
 
-    def bucket_of(self, unit: Mapping[str, str]) -> int | None:
-        """The unit's holdout bucket, or None without a unit value."""
-        value = unit.get(self.unit)
-        return bucket(HOLDOUT, value, self.salt) if value else None
-
 
 def rebucketing(old: Experiment, new: Experiment) -> str | None:
     """Why `new` would move units of the running `old` to another variant, or None.

@@ -145,24 +145,6 @@ def agreements(matrix: np.ndarray, checkpoint: Callable[[], None] | None = None
     return keys // n, keys % n, counts
 
 
-def collisions(matrix: np.ndarray) -> np.ndarray:
-    """The agreements as a dense lower-triangular (n, n) matrix (for inspection and tests)."""
-    n = matrix.shape[0]
-    dense = np.zeros((n, n), dtype=np.int64)
-    i, j, count = agreements(matrix)
-    dense[i, j] = count
-    return dense
-
-
-def containment_from(jac: np.ndarray | float, size_a: np.ndarray | int,
-                     size_b: np.ndarray | int) -> np.ndarray | float:
-    """Estimated share of A inside B from Jaccard and the two set sizes (0 when A is empty)."""
-    inter = jac * (np.add(size_a, size_b)) / (1.0 + np.asarray(jac))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(np.asarray(size_a) > 0, inter / np.maximum(size_a, 1), 0.0)
-    return np.minimum(share, 1.0)
-
-
 # Weights of the false-positive and false-negative mass (datasketch's default is 0.5, 0.5):
 # every candidate is then scored exactly, so a false positive costs one intersection while
 # a false negative is a pair lost. On tests/corpus.py sites these took recall of the pairs
@@ -213,12 +195,6 @@ def band_keys(matrix: np.ndarray, bands: int, rows: int) -> np.ndarray:
         block = matrix[:, band * rows:(band + 1) * rows]
         keys[:, band] = (block * mult).sum(axis=1, dtype=np.uint64)
     return keys
-
-
-def candidate_pairs(matrix: np.ndarray, bands: int, rows: int,
-                    progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Pairs (i < j) that agree on all rows of at least one band, as an (m, 2) int64 array."""
-    return pairs_of_keys(band_keys(matrix, bands, rows), progress)
 
 
 def pairs_of_keys(keys: np.ndarray, progress: Callable[[int, int], None] | None = None

@@ -1,5 +1,6 @@
-"""`rearrange dupes` output: the seed's pair table, the histogram, clusters with their
-template text, multi-template pages, CSV/JSON (the progress bar is app/cli/progress.py)."""
+"""`rearrange dupes` files and the data the report shows: clusters' template text, the
+CSV, the JSON document and the signatures (the report on stdout is app/cli/dupes_report.py,
+the progress bar app/cli/progress.py)."""
 from __future__ import annotations
 
 import csv
@@ -62,56 +63,6 @@ def template_text(audit: Audit, cluster: Cluster, words: int = 0) -> str:
             break
     cut = left < 0 or len(out) < len(runs)
     return " … ".join(out) + (" …" if cut else "")
-
-
-def pair_line(audit: Audit, p: Pairs, n: int) -> str:
-    """Row n of the seed's table for pairs p."""
-    a, b = audit.urls[p.a[n]], audit.urls[p.b[n]]
-    jac, ins, out = (float(x[n]) for x in (audit.jaccard(p), audit.inside(p), audit.outside(p)))
-    return f"{a:18} {b:18} jaccard={jac:.2f} in={ins:.2f} out={out:.2f}"
-
-
-def render(audit: Audit, top: int, sample: Pairs, bins: int = 10) -> str:
-    """The report printed on stdout."""
-    n = len(audit.urls)
-    out = [f"pages: {n} with text, {len(audit.skipped)} without any words (left out)"
-           + (f", {len(audit.excluded)} excluded" if audit.excluded else "")]
-    if audit.lsh is not None:
-        bands, rows = audit.lsh
-        out.append(f"method: MinHash LSH ({bands} bands x {rows} rows) proposed "
-                   f"{audit.candidates} candidate pairs; each scored exactly")
-    else:
-        out.append(f"method: exact, all {n * (n - 1) // 2} pairs")
-    what = "jaccard" if audit.measure == "jaccard" else "max(in, out)"
-    out.append(f"threshold: {what} >= {audit.threshold:g}")
-    ranked = audit.ranked()
-    shown = ranked.take(slice(0, top))
-    over = int((audit.values() >= audit.threshold).sum())
-    out.append(f"\npairs sharing text: {int((ranked.both > 0).sum())}; at or over the "
-               f"threshold: {over}" + (f"; top {len(shown)}:" if len(shown) else ""))
-    out.extend(pair_line(audit, shown, i) for i in range(len(shown)))
-    out.append("\nbest containment per page (share of the page found inside one other page):")
-    counts = histogram(audit.best_containment(), bins)
-    peak = max((c for _, _, c in counts), default=0) or 1
-    for low, high, count in counts:
-        bar = "#" * round(40 * count / peak)
-        out.append(f"  {low:.1f}-{high:.1f} {count:>8} {bar}".rstrip())
-    out.append(f"\nclusters at the threshold (each page matches the first): {len(audit.clusters)}")
-    for c, cluster in enumerate(audit.clusters[:top], 1):
-        urls = [audit.urls[i] for i in cluster.members]
-        more = f" … and {len(urls) - 5} more" if len(urls) > 5 else ""
-        out.append(f"  #{c} ({len(urls)} pages): {', '.join(urls[:5])}{more}")
-        out.append(f"      template: {template_text(audit, cluster, 24)}")
-    if audit.multi:
-        out.append(f"\npages holding several templates (not clustered): {len(audit.multi)}")
-        for m in audit.multi[:top]:
-            parts = ", ".join(audit.urls[p] for p in m.parts[:4])
-            more = f" and {len(m.parts) - 4} more" if len(m.parts) > 4 else ""
-            out.append(f"  {audit.urls[m.page]}: parts of {parts}{more}")
-    if len(sample):
-        out.append(f"\n{len(sample)} pairs near the threshold to open and judge by eye:")
-        out.extend(pair_line(audit, sample, i) for i in range(len(sample)))
-    return "\n".join(out) + "\n"
 
 
 def cluster_of(audit: Audit) -> np.ndarray:

@@ -10,9 +10,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
-import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +33,6 @@ class AuditLog:
         self.target = target
         self._on_drop = on_drop
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=maxsize)
-        self._encode = msgspec.json.Encoder().encode  # records are msgspec Structs
         # "-" is fd 1 itself, not sys.stdout.buffer: its buffer would hold our lines too
         self._fh = (open(1, "wb", buffering=0, closefd=False) if target == "-"  # noqa: SIM115
                     else open(target, "ab", buffering=0))  # noqa: SIM115 (the writer closes it)
@@ -50,13 +46,6 @@ class AuditLog:
         self._last_error: Exception | None = None
         self._thread = threading.Thread(target=self._drain, name="audit-log", daemon=True)
         self._thread.start()
-
-    def emit(self, record: dict[str, Any]) -> None:
-        """Queue one JSON line; drops it (counted) if the writer is behind."""
-        try:
-            self._queue.put_nowait(self._encode(record) + b"\n")
-        except queue.Full:
-            self._on_drop(1)
 
     def emit_line(self, line: bytes) -> None:
         """Queue one line already encoded (the engine writes it); counted if dropped."""

@@ -100,7 +100,7 @@ class _ConfigInfo:
     """
 
     def __init__(self, gauge: Gauge | None) -> None:
-        self.version: Callable[[], str | None] = lambda: None  # set by the ConfigHolder
+        self.version: Callable[[], str | None] = lambda: None  # by config_version_of
         self.gauge = gauge
         self._published: str | None = None
 
@@ -133,9 +133,10 @@ class Metrics:
     per-request series; every engine built from a config counts into it. `registry` is
     what /metrics exports. `multiprocess_dir` (PROMETHEUS_MULTIPROC_DIR, set before
     prometheus_client was imported) makes this one worker of several: its series go to
-    its files there, and the registry exports every worker's. It is also the stores'
-    listener: they report through `StoreEvents` (app/banlist/events.py), which these
-    methods implement, and never import this module.
+    its files there, and the registry exports every worker's. It is also the stores' and
+    the config's listener: they report through `StoreEvents` (app/banlist/events.py) and
+    `ConfigEvents` (app/config/events.py), which these methods implement, and never import
+    this module.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None,
@@ -358,6 +359,19 @@ class Metrics:
     def policy_checked(self, result: str) -> None:
         self.redis_policy_checks.labels(result).inc()
         self.redis_evicting.set(1 if result == "evicting" else 0)
+
+    # ---- the config's events (app/config/events.py: ConfigEvents), as series --------------
+    def config_loaded(self, result: str) -> None:
+        self.config_reloads.labels(result).inc()
+
+    def config_served(self, loaded_at: float) -> None:
+        self.config_info.set(loaded_at)
+
+    def config_version_of(self, version: Callable[[], str]) -> None:
+        self.config_version.version = version
+
+    def config_redis_error(self, op: str) -> None:
+        self.config_redis_errors.labels(op).inc()
 
     def http_response(self, route: str, status: int) -> None:
         """Count one HTTP response by route template and status code."""

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
-from importlib import metadata
 from pathlib import Path
 
 from prometheus_client import (
@@ -27,6 +26,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from app import __version__
 
 ENGINE_FILE = re.compile(r"engine_(\d+)\.slab$")
 # Each worker's own CPU seconds, written to its files at every refresh and never exported
@@ -156,7 +157,7 @@ class BuildInfo(Collector):
     """`rearrange_build_info{version, commit} 1` and `rearrange_memory_limit_bytes`."""
 
     def __init__(self, commit: str, limit: Callable[[], float | None]) -> None:
-        self.version = metadata.version("rearrange")
+        self.version = __version__  # the one source: crates/engine/Cargo.toml, via app
         self.commit = commit
         self.limit = limit
 

@@ -104,7 +104,7 @@ def test_lookup_on_redis_shows_what_used_to_match_and_degrades_without_it(redis_
         assert got.status_code == 200 and got.json()["banned"] is True  # from the copy
         assert got.json()["former"] is None and "Redis unreachable" in got.json()[
             "former_problem"]
-        errors = store.metrics.registry.get_sample_value(
+        errors = store.events.registry.get_sample_value(
             "rearrange_banlist_redis_errors_total", {"op": "history"})
         assert errors and errors >= 1
         r = client.get("/v1/banlist/changes", params={"host": "example.com"})

@@ -21,7 +21,7 @@ from tests.conftest import AUTH, app_on
 DUP = {"scope": "host", "value": "dup.example", "reason": "malware"}
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def api(request, settings, tmp_path):
     """(a, b): two clients of one banlist (on the embedded store both are the same one)."""
     if request.param == "embedded":

@@ -65,7 +65,7 @@ def until(cond, timeout=5.0):
         time.sleep(0.02)
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def target(request, settings, tmp_path):
     """(a, b): two clients of one empty banlist (on the embedded store both are one)."""
     fresh = apart(settings, tmp_path, "target")
@@ -230,7 +230,8 @@ def test_a_write_that_defines_a_group_another_replica_defined_since_is_decided_a
         assert b.get("/v1/banlist/groups").json()["groups"] == {"acme": ["acme.com"]}
 
 
-@pytest.mark.parametrize("store", ["embedded", "redis", "redis-staged"])
+@pytest.mark.parametrize("store", ["embedded", pytest.param("redis", marks=pytest.mark.redis),
+                                   pytest.param("redis-staged", marks=pytest.mark.redis)])
 @pytest.mark.parametrize("name", ["live.ndjson", "live.csv", "live"])
 def test_a_service_seeded_with_an_export_holds_its_bans_and_groups(
         source, settings, tmp_path, monkeypatch, store, name):

@@ -6,14 +6,7 @@ import json
 import pytest
 import redis
 
-from app.api.errors import (
-    BodyTooLarge,
-    BodyTooSlow,
-    encode,
-    error_body,
-    render,
-    status_of,
-)
+from app.api.errors import BodyTooLarge, BodyTooSlow, body, refusal, status_of
 from app.errors import (
     BanlistConflict,
     BanlistError,
@@ -53,24 +46,27 @@ def test_each_error_class_answers_its_status(error, status):
 
 
 def test_the_body_reader_s_errors_keep_their_status_and_field():
-    assert (BodyTooSlow("late").status, BodyTooSlow("late").field) == (408, "body")
-    assert BodyTooLarge("big").status == 413 and isinstance(BodyTooLarge("big"), FieldError)
+    assert (status_of(BodyTooSlow("late")), BodyTooSlow("late").field) == (408, "body")
+    assert status_of(BodyTooLarge("big")) == 413 and isinstance(BodyTooLarge("big"), FieldError)
 
 
 def test_a_refusal_renders_its_field_problem_and_extra_fields():
     error = BanlistUnavailable("banlist", "not made", {"write_id": "ab", "outcome": "unknown"})
-    assert render(error) == (503, {"error": "error", "field": "banlist", "problem": "not made",
-                                   "write_id": "ab", "outcome": "unknown"})
-    assert render(NotFound("id", "no entry"))[1]["error"] == "invalid_request"
+    refused = refusal(error)
+    assert (refused.status, json.loads(refused.body)) == (
+        503, {"error": "error", "field": "banlist", "problem": "not made", "write_id": "ab",
+              "outcome": "unknown"})
+    assert json.loads(refusal(NotFound("id", "no entry")).body)["error"] == "invalid_request"
 
 
 def test_redis_down_renders_as_nothing_changed():
-    status, body = render(redis.ConnectionError("refused"))
-    assert status == 503 and body["field"] == "redis"
-    assert body["problem"] == "Redis is unreachable, nothing was changed: refused"
+    status, raw, _ = refusal(redis.ConnectionError("refused"))
+    doc = json.loads(raw)
+    assert status == 503 and doc["field"] == "redis"
+    assert doc["problem"] == "Redis is unreachable, nothing was changed: refused"
 
 
 def test_the_encoded_body_is_compact_utf8_json():
-    raw = encode(error_body(413, "body", "über the limit"))
+    raw = body(413, "body", "über the limit")
     assert raw == '{"error":"invalid_request","field":"body","problem":"über the limit"}'.encode()
     assert json.loads(raw)["problem"] == "über the limit"

@@ -37,7 +37,7 @@ WRITE = {"Authorization": "Bearer fuzz-write"}
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 
-@pytest.mark.parametrize("store", ["embedded", "redis"])
+@pytest.mark.parametrize("store", ["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def test_every_route_passes_every_schemathesis_check(store, tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())  # experiments: QA header
@@ -68,7 +68,8 @@ def test_every_route_passes_every_schemathesis_check(store, tmp_path):
     assert re.search(r"(\d+) generated, \1 passed", summary), summary
 
 
-@pytest.fixture(scope="module", params=["embedded", "redis"])
+@pytest.fixture(scope="module",
+                params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def app(request, tmp_path_factory):
     """For the hand-written inputs: one service per store kind, the embedded one and one on
     a real redis-server."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.api.errors import status_of
 from app.api.observe import ClientGone, read_capped
 from app.errors import FieldError
 
@@ -67,7 +68,7 @@ def test_a_body_that_stops_coming_is_a_408():
         await read_capped(queue_receive(queue), 10, 0.05)
     with pytest.raises(FieldError) as caught:
         run(scenario())
-    assert (caught.value.status, caught.value.field) == (408, "body")
+    assert (status_of(caught.value), caught.value.field) == (408, "body")
     assert "0.05 s" in caught.value.problem
 
 
@@ -76,7 +77,7 @@ def test_a_body_that_never_starts_is_a_408():
         await read_capped(queue_receive(asyncio.Queue()), 10, 0.05)
     with pytest.raises(FieldError) as caught:
         run(scenario())
-    assert caught.value.status == 408
+    assert status_of(caught.value) == 408
 
 
 @pytest.mark.parametrize("messages", [
@@ -86,7 +87,7 @@ def test_a_body_that_never_starts_is_a_408():
 def test_a_body_over_the_limit_is_a_413(messages):
     with pytest.raises(FieldError) as caught:
         run(read_capped(ready_receive(*messages), 10, 1.0))
-    assert (caught.value.status, caught.value.field) == (413, "body")
+    assert (status_of(caught.value), caught.value.field) == (413, "body")
 
 
 def test_a_client_that_leaves_is_gone():

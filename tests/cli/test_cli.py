@@ -23,6 +23,23 @@ def test_check_config_names_the_place(tmp_path, capsys):
     assert "profiles.default.rerank[0] sandbox_damping: parameter 'beta'" in err
 
 
+@pytest.mark.parametrize(("content", "problem"), [
+    (None, "cannot read: No such file or directory"),
+    (b"profiles: [", "not valid YAML: "),
+])
+def test_check_config_names_an_unreadable_file_once(tmp_path, capsys, content, problem):
+    path = tmp_path / "rules.yaml"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["check-config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: invalid: {problem}") and err.count(str(path)) == 1
+    against = tmp_path / "old.yaml"  # the other file is named, as the place of its problem
+    assert main(["check-config", str(ROOT / "config" / "rules.yaml"), "--against",
+                 str(against)]) == 1
+    assert f"rules.yaml: invalid: {against}: cannot read" in capsys.readouterr().err
+
+
 def test_run_offline_with_a_banlist(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     request = tmp_path / "req.json"

@@ -90,6 +90,19 @@ def test_a_service_that_never_answers_is_exit_3_after_the_timeout():
     assert (code, err) == (3, f"cannot reach {base}: no answer within 0.3 s\n")
 
 
+def test_the_timeout_is_seconds_or_a_duration_as_the_other_flags_take(capsys):
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        base = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        code, _, err = cli("config", "--url", base, "--timeout", "1s", "versions")
+    assert (code, err) == (3, f"cannot reach {base}: no answer within 1 s\n")
+    for bad in ("soon", "0", "-1", "inf"):
+        with pytest.raises(SystemExit) as usage:
+            main(["config", "--url", base, "--timeout", bad, "versions"])
+        assert usage.value.code == 2 and "--timeout" in capsys.readouterr().err
+
+
 def test_a_proxy_s_error_page_is_a_refusal_in_one_line():
     class Gateway(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)

@@ -62,7 +62,7 @@ def test_rollback_serves_an_earlier_version_and_is_recorded(holder):
     assert (record.version, record.how, record.by) == (version(A), "rollback", "tns")
     assert record.file_version == version(B)  # the file still holds B
     assert holder.rollback(version(A), "tns") == (False, holder.current)
-    exposed = generate_latest(holder.metrics.registry).decode()
+    exposed = generate_latest(holder.events.registry).decode()
     assert f'rearrange_config_info{{version="{version(A)}"}} 1.0' in exposed
     assert exposed.count("rearrange_config_info{") == 1
 
@@ -89,7 +89,7 @@ def test_rollback_that_would_rebucket_a_running_experiment_is_refused(holder):
     assert info.value.place == "experiments[0] e" and "re-bucket" in info.value.problem
     assert holder.current.how == "file" and holder.engine.experiments[0].ranges() == {
         "control": (0, 1000), "treatment": (1000, 4000)}
-    assert holder.metrics.config_reloads.labels("refused")._value.get() == 1
+    assert holder.events.config_reloads.labels("refused")._value.get() == 1
 
 
 def test_a_reload_of_the_unchanged_file_keeps_the_rollback(holder):

@@ -5,6 +5,7 @@ import contextlib
 import io
 
 import httpx
+import pytest
 
 from app.cli.main import main as cli
 from bench.replicas import free_port
@@ -12,6 +13,8 @@ from tests.banlist.redis import test_live_redis
 from tests.banlist.redis.test_live_redis import until
 from tests.conftest import ROOT
 from tests.redis_server import ServeProcess
+
+pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
 
 cluster = test_live_redis.cluster  # its fixture: serve processes on one redis-server
 PAGE = {"documents": [{"id": "a", "url": "http://x.com/1", "score": 2},

@@ -322,6 +322,7 @@ def redis_conf(service: dict[str, Any]) -> dict[str, str]:
     raise AssertionError(f"{conf_path} is not mounted")
 
 
+@pytest.mark.redis
 def test_every_redis_config_is_one_redis_server_accepts(compose, tmp_path):
     """Parsing as text cannot catch what redis-server refuses (a comment after a value is
     an argument to it): start each mounted config in a real server, on a free port."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,13 @@ def write_jsonl(path: Path, pages) -> Path:
     return path
 
 
+def table_rows(out: str, title: str) -> list[list[str]]:
+    """The cells of the rows of the report's table under the line starting with `title`
+    (columns are apart by two spaces or more, cells hold single spaces)."""
+    lines = out.split("\n" + title, 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return [re.split(r" {2,}", line.strip()) for line in lines]
+
+
 def test_seed_table_histogram_clusters_and_files(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "pages.jsonl", SEED)
     code = main(["dupes", str(pages), "--csv", str(tmp_path / "p.csv"),
@@ -32,13 +40,18 @@ def test_seed_table_histogram_clusters_and_files(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     # The seed's table, with these synthetic pages' own numbers.
-    assert "/delivery/kazan    /delivery/perm     jaccard=0.71 in=0.83 out=0.83" in out
-    assert "/delivery/kazan    /delivery/omsk     jaccard=0.47 in=0.83 out=0.52" in out
-    assert "/delivery/omsk     /blog/returns      jaccard=0.00 in=0.00 out=0.00" in out
+    pairs = table_rows(out, "pairs sharing text")
+    assert ["/delivery/kazan", "/delivery/perm", "0.71", "0.83", "0.83"] in pairs
+    assert ["/delivery/kazan", "/delivery/omsk", "0.47", "0.83", "0.52"] in pairs
+    assert ["/delivery/omsk", "/blog/returns", "0.00", "0.00", "0.00"] in pairs
     assert "method: exact, all 6 pairs" in out
-    assert "#1 (3 pages): /delivery/kazan, /delivery/perm, /delivery/omsk" in out
-    hist = [line.split() for line in out.splitlines() if line.startswith("  0.")]
+    [cluster_row] = table_rows(out, "clusters at the threshold")
+    assert cluster_row[:3] == ["1", "3", "/delivery/kazan, /delivery/perm, /delivery/omsk"]
+    hist = table_rows(out, "best containment per page")
+    assert [h[0] for h in hist] == [f"0.{i}-{(i + 1) / 10:.1f}" for i in range(10)]
     assert [int(h[1]) for h in hist] == [1, 0, 0, 0, 0, 1, 0, 0, 2, 0]  # returns, omsk, 2 more
+    bars = [len(h[2]) if len(h) > 2 else 0 for h in hist]  # the fullest bin's bar is 40 long
+    assert bars == [20, 0, 0, 0, 0, 20, 0, 0, 40, 0]
     rows = list(csv.DictReader((tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()))
     assert len(rows) == 3 and rows[0]["url_a"] == "/delivery/kazan"  # those at the threshold
     assert rows[0]["url_b"] == "/delivery/perm" and rows[0]["cluster"] == "1"
@@ -72,7 +85,8 @@ def test_all_candidates_writes_every_pair_found(tmp_path, capsys):
 def test_jaccard_measure_leaves_omsk_out_of_the_cluster(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "pages.jsonl", SEED)
     assert main(["dupes", str(pages), "--measure", "jaccard", "--no-progress"]) == 0
-    assert "#1 (2 pages): /delivery/kazan, /delivery/perm" in capsys.readouterr().out
+    [cluster_row] = table_rows(capsys.readouterr().out, "clusters at the threshold")
+    assert cluster_row[:3] == ["1", "2", "/delivery/kazan, /delivery/perm"]
 
 
 NAV = "<nav><ul>{}</ul></nav>".format("".join(
@@ -123,8 +137,9 @@ def test_canonical_urls_name_saved_pages_when_declared(tmp_path, capsys):
         (site / f"{name}.html").write_text(page, encoding="utf-8")
     (site / "omsk.html").write_text(html_page("omsk", OMSK), encoding="utf-8")
     assert main(["dupes", str(site), "--no-progress", "--canonical-urls"]) == 0
-    out = capsys.readouterr().out
-    assert "#1 (3 pages): https://shop.example/kazan, omsk.html, https://shop.example/perm" in out
+    [cluster_row] = table_rows(capsys.readouterr().out, "clusters at the threshold")
+    assert cluster_row[:3] == ["1", "3",
+                               "https://shop.example/kazan, omsk.html, https://shop.example/perm"]
 
 
 def test_missing_trafilatura_says_how_to_install(tmp_path):
@@ -173,12 +188,12 @@ def test_sample_near_the_threshold_and_progress_bar(tmp_path, capsys):
     assert main(["dupes", str(pages), "--sample", "25", "--margin", "0.2", "--progress",
                  "--csv", str(tmp_path / "p.csv"), "--json", str(tmp_path / "p.json")]) == 0
     captured = capsys.readouterr()
-    sample = captured.out.split("pairs near the threshold to open and judge by eye:\n")[1]
-    lines = sample.strip().splitlines()
-    assert 0 < len(lines) <= 25
-    for line in lines:
-        inside, outside = (float(line.split(f"{k}=")[1].split()[0]) for k in ("in", "out"))
-        assert abs(max(inside, outside) - 0.5) <= 0.2
+    [title] = [line for line in captured.out.splitlines() if line.endswith(
+        " pairs near the threshold to open and judge by eye:")]
+    rows = table_rows(captured.out, title)
+    assert 0 < len(rows) == int(title.split()[0]) <= 25
+    for _, _, _, inside, outside in rows:
+        assert abs(max(float(inside), float(outside)) - 0.5) <= 0.2
     for stage in ("reading", "shingling", "comparing", "clustering", "writing csv",
                   "writing json"):
         assert stage in captured.err

@@ -25,6 +25,7 @@ SENT = [msgspec.json.encode({"i": i, "pad": "x" * 80}) for i in range(3000)]  # 
 FIT = b"\n".join(SENT)[:LIMIT].count(b"\n")  # the lines that fit whole under LIMIT
 LIMITED = """
 import json, logging, resource, signal, sys
+import msgspec
 from app.observability.audit import AuditLog
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process at the limit
@@ -41,7 +42,7 @@ def on_drop(count):
 
 audit = AuditLog(path, on_drop, report_seconds=3600)
 for i in range(n):
-    audit.emit({"i": i, "pad": "x" * 80})
+    audit.emit_line(msgspec.json.encode({"i": i, "pad": "x" * 80}))
 audit.close()
 print(json.dumps({"dropped": sum(dropped)}))
 """
@@ -99,7 +100,7 @@ def test_a_restart_after_a_write_cut_short_starts_a_new_line(tmp_path):
     dropped: list[int] = []
     audit = AuditLog(str(path), dropped.append)
     for i in range(10):
-        audit.emit({"i": 10_000 + i})
+        audit.emit_line(msgspec.json.encode({"i": 10_000 + i}))
     audit.close()
     good, bad, tail = split(path.read_bytes())
     assert dropped == [] and len(bad) == 1 and tail == b""
@@ -111,7 +112,7 @@ def test_a_full_disk_counts_every_line_and_close_returns(caplog):
     dropped: list[int] = []
     audit = AuditLog("/dev/full", dropped.append, report_seconds=3600)
     for i in range(5000):
-        audit.emit({"i": i})
+        audit.emit_line(msgspec.json.encode({"i": i}))
     audit.close()
     audit.close()  # idempotent
     assert sum(dropped) == 5000
@@ -127,7 +128,7 @@ def test_close_does_not_wait_past_its_timeout_for_a_stuck_writer(tmp_path, caplo
     dropped: list[int] = []
     audit = AuditLog(str(fifo), dropped.append, maxsize=100)
     for i in range(2000):  # 2 KB lines: the writer blocks once the pipe holds 64 KB
-        audit.emit({"i": i, "pad": "y" * 2000})
+        audit.emit_line(msgspec.json.encode({"i": i, "pad": "y" * 2000}))
     closer = threading.Thread(target=audit.close, kwargs={"timeout": 0.2})
     closer.start()
     closer.join(30)

@@ -17,6 +17,8 @@ from tests.conftest import ROOT
 from tests.corpus import corpus
 from tests.redis_server import RedisServer, ServeProcess
 
+pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
+
 SCRAPES = 8
 BAD = 3
 

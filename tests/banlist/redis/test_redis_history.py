@@ -70,8 +70,8 @@ def test_an_unreadable_stream_record_is_left_out_and_counted(replicas, redis_ser
                                              "op": "remove", "key": "9", "payload": "{not json",
                                              "actor": "x", "reason": "x"})
     assert [f["id"] for f in a.former(*url("http://example.com/"))] == [gone.id]
-    assert a.metrics.registry.get_sample_value("rearrange_banlist_redis_errors_total",
+    assert a.events.registry.get_sample_value("rearrange_banlist_redis_errors_total",
                                                {"op": "history"}) == 1
     a.former(*url("http://example.com/"))  # read past it: not counted again
-    assert a.metrics.registry.get_sample_value("rearrange_banlist_redis_errors_total",
+    assert a.events.registry.get_sample_value("rearrange_banlist_redis_errors_total",
                                                {"op": "history"}) == 1

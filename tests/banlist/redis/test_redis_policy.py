@@ -42,6 +42,7 @@ def until(cond, timeout=10.0):
         time.sleep(0.02)
 
 
+@pytest.mark.redis
 def test_an_evicting_redis_refuses_the_start_in_one_line(tmp_path, settings):
     server = RedisServer(tmp_path / "lru", args=("--maxmemory-policy", "allkeys-lru")).start()
     try:
@@ -62,6 +63,7 @@ def test_an_evicting_redis_refuses_the_start_in_one_line(tmp_path, settings):
         server.kill()
 
 
+@pytest.mark.redis
 def test_an_evicting_policy_found_on_reconnect_suspends_writes_loudly(
         aof_server, settings, caplog):
     with app_on(aof_server, settings, "a") as a:

@@ -40,7 +40,7 @@ def test_a_ban_through_one_replica_is_seen_by_the_other_within_a_second(replicas
     assert wait_for(lambda: banned(b, "http://www.spam.example/x") == entry.id, 1.0) < 1.0
     assert b.version == a.version == 1 and b.index.get(entry.id) == entry
     def lag_count() -> float:
-        return b.metrics.registry.get_sample_value(
+        return b.events.registry.get_sample_value(
             "rearrange_banlist_replication_lag_seconds_count")
 
     before = lag_count()
@@ -60,7 +60,7 @@ def test_a_replica_started_later_gets_the_whole_list(replicas):
     assert c.sync_state().in_sync and c.sync_state().epoch == a.sync_state().epoch
     hit = c.index.match("http://shop.acme-shop.net/", "shop.acme-shop.net", "RU", time.time())
     assert hit == org
-    assert c.metrics.registry.get_sample_value(
+    assert c.events.registry.get_sample_value(
         "rearrange_banlist_resyncs_total", {"cause": "start"}) == 1
 
 
@@ -118,7 +118,7 @@ def test_stream_trimmed_past_a_replica_forces_a_full_resync(replicas, redis_serv
     b2 = replicas("b")  # cold start from b's snapshot at seq 5, then the stream has a gap
     wait_for(lambda: b2.version == a.version)
     assert state_of(b2) == state_of(a) and banned(b2, "http://gone.com/") is None
-    assert b2.metrics.registry.get_sample_value(
+    assert b2.events.registry.get_sample_value(
         "rearrange_banlist_resyncs_total", {"cause": "gap"}) == 1
 
 
@@ -133,7 +133,7 @@ def test_redis_restarted_empty_the_replica_keeps_its_copy_until_reseeded(replica
     assert state_of(a) == before and banned(a, "http://bad1.com/") is not None
     state = a.sync_state()
     assert not state.in_sync and "no banlist" in state.diverged
-    reg = a.metrics.registry
+    reg = a.events.registry
     assert reg.get_sample_value("rearrange_banlist_backward_refused_total") == 1
     with pytest.raises(BanlistError) as info:  # writing into the empty Redis would fork history
         a.add(EntrySpec("host", "x.com", "r"), "tns")
