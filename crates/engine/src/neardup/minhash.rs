@@ -182,7 +182,7 @@ impl Counts {
 }
 
 /// The share of A inside B estimated from Jaccard and the set sizes (A not empty), with
-/// app.neardup.minhash.containment_from's operations in its order.
+/// the reference model's operations (tests/reference/minhash.py, containment_from) in its order.
 pub fn containment_from(jac: f64, size_a: u64, size_b: u64) -> f64 {
     let inter = jac * ((size_a + size_b) as f64) / (1.0 + jac);
     (inter / (size_a.max(1) as f64)).min(1.0)
