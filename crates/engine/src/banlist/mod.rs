@@ -34,6 +34,7 @@
 mod apply;
 mod chunks;
 mod data;
+mod hash;
 #[cfg(test)]
 mod model_test;
 mod names;
@@ -122,11 +123,11 @@ impl Scope {
     }
 }
 
-/// The hash of a key or host (fixed seed: the same name always lands in the same place).
-#[inline]
+/// The hash of a key or host (fixed seed: the same name always lands in the same place;
+/// see `hash`).
+#[inline(always)]
 pub fn hash_str(text: &str) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x5EED_BA11).hash_one(text)
+    hash::hash(text.as_bytes())
 }
 
 /// The shard a key (or a name's summary) lives in.
