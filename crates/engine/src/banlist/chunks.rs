@@ -64,6 +64,13 @@ impl Chunk {
             != 0
     }
 
+    /// Whether a lookup of `want` starting at this chunk finds nothing: no `u32` of it
+    /// has the position, and no slot passed it full (one test of a whole cache line).
+    #[inline(always)]
+    fn holds_nothing(&self, want: u32, mask: u32) -> bool {
+        !self.may_hold(want, mask) && self.over() == 0
+    }
+
     #[inline]
     fn slots(&self) -> &[u32] {
         &self.0[..SLOTS]
@@ -76,6 +83,34 @@ impl Chunk {
 
     fn free(&self) -> Option<usize> {
         self.slots().iter().position(|&s| s == 0)
+    }
+}
+
+/// What a lookup in chunks that hold nothing reads.
+static EMPTY: Chunk = Chunk([0; SLOTS + 1]);
+
+/// The chunk a lookup starts at (see `Chunks::start`).
+#[derive(Clone, Copy, Debug)]
+pub struct Start<'a>(&'a Chunk);
+
+impl Default for Start<'_> {
+    fn default() -> Self {
+        Start(&EMPTY)
+    }
+}
+
+impl Start<'_> {
+    /// Whether the lookup of `want` (`Chunks::find`'s) surely finds nothing: nothing at
+    /// its first chunk, and nothing passed it. When false it may still find nothing.
+    #[inline(always)]
+    pub fn holds_nothing(self, want: u32, mask: u32) -> bool {
+        self.0.holds_nothing(want, mask)
+    }
+
+    /// Ask the CPU to bring the chunk in.
+    #[inline(always)]
+    pub fn prefetch(self) {
+        super::prefetch(self.0);
     }
 }
 
@@ -147,6 +182,17 @@ impl Chunks {
             at = next(at, len);
         }
         None
+    }
+
+    /// The chunk a lookup of `want` starts at (an empty one when there are no chunks): a
+    /// page of lookups finds it once, prefetches it, and then tests it.
+    #[inline(always)]
+    pub fn start(&self, want: u32) -> Start<'_> {
+        Start(
+            self.chunks
+                .get(home(want, self.chunks.len()))
+                .unwrap_or(&EMPTY),
+        )
     }
 
     /// Ask the CPU to bring in the chunk a lookup of `want` starts at (a page of lookups
