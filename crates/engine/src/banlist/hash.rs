@@ -53,7 +53,10 @@ pub fn hash(bytes: &[u8]) -> u64 {
             (half(bytes, 0) << 32 | half(bytes, len - 4), 0)
         } else if len > 0 {
             let (first, mid, last) = (bytes[0], bytes[len / 2], bytes[len - 1]);
-            (u64::from(first) << 56 | u64::from(mid) << 32 | u64::from(last), 0)
+            (
+                u64::from(first) << 56 | u64::from(mid) << 32 | u64::from(last),
+                0,
+            )
         } else {
             (0, 0)
         }
