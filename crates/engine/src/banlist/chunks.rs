@@ -29,14 +29,14 @@ struct Chunk([u32; SLOTS + 1]);
 const OVER: usize = SLOTS;
 
 impl Chunk {
-    /// Whether any `u32` of the chunk (`over` too: a hint only) has the position `want`
+    /// Bit `i` set when `u32` `i` of the chunk (`over` too, bit 15) has the position `want`
     /// (`mask` picks the position bits): sixteen compared at once.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn may_hold(&self, want: u32, mask: u32) -> bool {
+    fn matches(&self, want: u32, mask: u32) -> u32 {
         use std::arch::x86_64::{
             __m128i, _mm_and_si128, _mm_cmpeq_epi32, _mm_load_si128, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi32,
+            _mm_packs_epi16, _mm_packs_epi32, _mm_set1_epi32,
         };
         let lanes: *const __m128i = self.0.as_ptr().cast();
         // (SSE2 is part of x86_64; recent compilers call these intrinsics safe)
@@ -47,21 +47,41 @@ impl Chunk {
             let (m, w) = (_mm_set1_epi32(mask as i32), _mm_set1_epi32(want as i32));
             let lane =
                 |k: usize| _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(lanes.add(k)), m), w);
-            let any = _mm_or_si128(
-                _mm_or_si128(lane(0), lane(1)),
-                _mm_or_si128(lane(2), lane(3)),
+            // each lane's all-ones or zero narrowed to a byte, in order (saturation keeps both)
+            let bytes = _mm_packs_epi16(
+                _mm_packs_epi32(lane(0), lane(1)),
+                _mm_packs_epi32(lane(2), lane(3)),
             );
-            _mm_movemask_epi8(any) != 0
+            _mm_movemask_epi8(bytes) as u32
         }
     }
 
     #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
+    fn matches(&self, want: u32, mask: u32) -> u32 {
+        self.0.iter().enumerate().fold(0, |bits, (i, &slot)| {
+            bits | u32::from(slot & mask == want) << i
+        })
+    }
+
+    /// Whether any `u32` of the chunk (`over` too: a hint only) has the position `want`.
+    #[inline(always)]
     fn may_hold(&self, want: u32, mask: u32) -> bool {
-        self.0
-            .iter()
-            .fold(0, |any, &slot| any | u32::from(slot & mask == want))
-            != 0
+        self.matches(want, mask) != 0
+    }
+
+    /// The first slot with the position `want`, read from where `matches` found it.
+    #[inline(always)]
+    fn first(&self, want: u32, mask: u32) -> Option<u32> {
+        let found = self.matches(want, mask) & ((1 << SLOTS) - 1);
+        (found != 0).then(|| self.0[found.trailing_zeros() as usize])
+    }
+
+    /// Whether a lookup of `want` starting at this chunk finds nothing: no `u32` of it
+    /// has the position, and no slot passed it full (one test of a whole cache line).
+    #[inline(always)]
+    fn holds_nothing(&self, want: u32, mask: u32) -> bool {
+        !self.may_hold(want, mask) && self.over() == 0
     }
 
     #[inline]
@@ -76,6 +96,34 @@ impl Chunk {
 
     fn free(&self) -> Option<usize> {
         self.slots().iter().position(|&s| s == 0)
+    }
+}
+
+/// What a lookup in chunks that hold nothing reads.
+static EMPTY: Chunk = Chunk([0; SLOTS + 1]);
+
+/// The chunk a lookup starts at (see `Chunks::start`).
+#[derive(Clone, Copy, Debug)]
+pub struct Start<'a>(&'a Chunk);
+
+impl Default for Start<'_> {
+    fn default() -> Self {
+        Start(&EMPTY)
+    }
+}
+
+impl Start<'_> {
+    /// Whether the lookup of `want` (`Chunks::find`'s) surely finds nothing: nothing at
+    /// its first chunk, and nothing passed it. When false it may still find nothing.
+    #[inline(always)]
+    pub fn holds_nothing(self, want: u32, mask: u32) -> bool {
+        self.0.holds_nothing(want, mask)
+    }
+
+    /// Ask the CPU to bring the chunk in.
+    #[inline(always)]
+    pub fn prefetch(self) {
+        super::prefetch(self.0);
     }
 }
 
@@ -135,11 +183,8 @@ impl Chunks {
         let mut at = home(want, len);
         for _ in 0..len {
             let chunk = &self.chunks[at];
-            if chunk.may_hold(want, mask) {
-                let found = chunk.slots().iter().find(|&&s| s & mask == want);
-                if let Some(&slot) = found {
-                    return Some(slot);
-                }
+            if let Some(slot) = chunk.first(want, mask) {
+                return Some(slot);
             }
             if chunk.over() == 0 {
                 return None;
@@ -147,6 +192,17 @@ impl Chunks {
             at = next(at, len);
         }
         None
+    }
+
+    /// The chunk a lookup of `want` starts at (an empty one when there are no chunks): a
+    /// page of lookups finds it once, prefetches it, and then tests it.
+    #[inline(always)]
+    pub fn start(&self, want: u32) -> Start<'_> {
+        Start(
+            self.chunks
+                .get(home(want, self.chunks.len()))
+                .unwrap_or(&EMPTY),
+        )
     }
 
     /// Ask the CPU to bring in the chunk a lookup of `want` starts at (a page of lookups
@@ -350,6 +406,27 @@ mod tests {
         assert_eq!(t.find(500 << 12, MASK), None);
         assert_eq!(copy.find(5 << 12, MASK), None);
         assert_eq!(copy.find(500 << 12, MASK), Some((500 << 12) | 1));
+    }
+
+    #[test]
+    fn a_chunk_finds_the_first_slot_a_scan_finds() {
+        let mut x: u64 = 5;
+        for _ in 0..20_000 {
+            let mut chunk = Chunk::default();
+            for slot in chunk.0.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // few positions, so that several slots share one
+                *slot = (((x % 6) as u32) << 8) | (x >> 40) as u32 & 0xff;
+            }
+            for want in (0..6u32).map(|p| p << 8) {
+                let scan = chunk.slots().iter().copied().find(|&s| s & MASK == want);
+                assert_eq!(chunk.first(want, MASK), scan);
+                let any = chunk.0.iter().any(|&s| s & MASK == want);
+                assert_eq!(chunk.may_hold(want, MASK), any);
+            }
+        }
     }
 
     #[test]

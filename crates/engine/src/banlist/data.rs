@@ -124,15 +124,27 @@ impl Hit<'_> {
 }
 
 /// The first key a summarized URL's lookup reads, as a page of lookups finds it ahead: its
-/// scope and hash, and whether any key slot holds its tag (when none does, it has no row).
+/// scope and hash, and the row of the first key slot holding its tag (when none does, the
+/// key has no row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct First {
     /// The key's scope.
     pub scope: Scope,
     /// Its `hash_str`.
     pub hash: u64,
-    /// Whether a key slot holds its tag.
-    pub rows: bool,
+    /// The row of the first key slot (in probe order) holding its tag.
+    pub row: Option<u32>,
+}
+
+impl First {
+    /// The row the probe for `scope`'s key hashed `hash` meets first, when this is that
+    /// key: `Some(None)` when no slot holds its tag.
+    #[inline]
+    fn of(first: Option<First>, scope: Scope, hash: u64) -> Option<Option<u32>> {
+        first
+            .filter(|f| f.scope == scope && f.hash == hash)
+            .map(|f| f.row)
+    }
 }
 
 /// An entry that covers a URL, active or not, and the expression it covers it through.
@@ -276,6 +288,34 @@ impl IndexData {
         self.best_hashed(scope, key, hash_str(key), false, region, now)
     }
 
+    /// `best_hashed`, given what a page of lookups found of the key ahead (`First::of`):
+    /// no row when no slot holds its tag, and when at most one row has the key and the
+    /// first slot holding its tag is that key's, that row without probing again.
+    #[inline]
+    fn best_known(
+        &self,
+        scope: Scope,
+        key: &str,
+        (h, known): (u64, Option<Option<u32>>),
+        single: bool,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<(u32, RowRef)> {
+        match known {
+            Some(None) => None,
+            Some(Some(row)) if single && self.shards[shard_of(h)].is_keyed(row, scope, key) => {
+                let mut best = None;
+                let at = RowRef {
+                    shard: shard_of(h) as u32,
+                    row,
+                };
+                first_active(self, &mut best, at, region, now);
+                best
+            }
+            _ => self.best_hashed(scope, key, h, single, region, now),
+        }
+    }
+
     /// The first active row of `scope` keyed `key`, hashed `h`; `single`: the summary says
     /// there is at most one such row (the probe stops at it).
     #[inline]
@@ -342,7 +382,7 @@ impl IndexData {
     ) -> (Option<RowRef>, bool) {
         let names = self.host_summary(host);
         (
-            self.covering(host, &names, region, now),
+            self.covering(host, &names, None, region, now),
             names.own.under() != 0,
         )
     }
@@ -353,16 +393,17 @@ impl IndexData {
         &self,
         host: &str,
         names: &HostSummary,
+        first: Option<First>,
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
         if names.own.has(summary::HOST) {
             // the walk hashed the host when it read its counts
             let h = names.own_hash;
-            if let Some((_, at)) = self.best_hashed(
+            if let Some((_, at)) = self.best_known(
                 Scope::Host,
                 host,
-                h,
+                (h, First::of(first, Scope::Host, h)),
                 names.own.single(summary::HOST),
                 region,
                 now,
@@ -374,9 +415,10 @@ impl IndexData {
             return None;
         }
         match names.flagged() {
-            Some(list) => list
-                .into_iter()
-                .find_map(|c| self.parent_entry(&host[c.start as usize..], c, region, now)),
+            Some(list) => list.into_iter().find_map(|c| {
+                let known = First::of(first, Scope::Domain, c.hash);
+                self.parent_entry(&host[c.start as usize..], c, known, region, now)
+            }),
             None => suffixes(host, self.labels).into_iter().find_map(|name| {
                 let hash = summary::name_hash(name);
                 let counts = self.summary(hash);
@@ -385,25 +427,27 @@ impl IndexData {
                     counts,
                     hash,
                 };
-                self.parent_entry(name, c, region, now)
+                self.parent_entry(name, c, None, region, now)
             }),
         }
     }
 
-    /// The first active domain entry of `name`, else its first active org entry.
+    /// The first active domain entry of `name`, else its first active org entry; `known`:
+    /// what a page found ahead of the domain key (`First::of`).
     fn parent_entry(
         &self,
         name: &str,
         c: summary::Candidate,
+        known: Option<Option<u32>>,
         region: Option<&str>,
         now: f64,
     ) -> Option<RowRef> {
         if c.counts.has(summary::DOMAIN) {
             // the walk hashed the name when it read its counts
-            if let Some((_, at)) = self.best_hashed(
+            if let Some((_, at)) = self.best_known(
                 Scope::Domain,
                 name,
-                c.hash,
+                (c.hash, known),
                 c.counts.single(summary::DOMAIN),
                 region,
                 now,
@@ -458,10 +502,10 @@ impl IndexData {
         };
         // the first key's rows when the page has looked for its tag
         let known = |scope: Scope, key: &str| match first {
-            Some(f) if f.scope == scope => f
-                .rows
-                .then(|| self.best_hashed(scope, key, f.hash, single(scope), region, now))
-                .flatten(),
+            Some(f) if f.scope == scope => {
+                let h = (f.hash, Some(f.row));
+                self.best_known(scope, key, h, single(scope), region, now)
+            }
             _ => self.best_hashed(scope, key, hash_str(key), single(scope), region, now),
         };
         if under & 1 != 0 {
@@ -527,7 +571,7 @@ impl IndexData {
         now: f64,
     ) -> Option<RowRef> {
         self.match_under(canonical, host, names.own, first, region, now)
-            .or_else(|| self.covering(host, names, region, now))
+            .or_else(|| self.covering(host, names, first, region, now))
     }
 
     /// The entry the banlist rule removes a document for: the host's (or a parent's) host,

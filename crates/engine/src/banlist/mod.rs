@@ -34,6 +34,7 @@
 mod apply;
 mod chunks;
 mod data;
+mod hash;
 #[cfg(test)]
 mod model_test;
 mod names;
@@ -122,11 +123,11 @@ impl Scope {
     }
 }
 
-/// The hash of a key or host (fixed seed: the same name always lands in the same place).
-#[inline]
+/// The hash of a key or host (fixed seed: the same name always lands in the same place;
+/// see `hash`).
+#[inline(always)]
 pub fn hash_str(text: &str) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x5EED_BA11).hash_one(text)
+    hash::hash(text.as_bytes())
 }
 
 /// The shard a key (or a name's summary) lives in.
@@ -248,6 +249,48 @@ mod tests {
             .snapshot()
             .lookup("http://b.example.org/", "b.example.org", None, 1.0)
             .is_none());
+    }
+
+    #[test]
+    fn a_page_verifies_the_first_row_it_prefetched_before_taking_it() {
+        // a row of another value under evil.com's tag, first in the probe: the page hands
+        // that row on, and the lookup must look past it to evil.com's own
+        let index = BanIndex::empty();
+        index
+            .apply_iter(vec![add("1", Scope::Domain, "evil.com", &[], None)])
+            .unwrap();
+        let mut data = IndexData::clone(&index.snapshot());
+        let h = hash_str("evil.com");
+        let shard = std::sync::Arc::make_mut(&mut data.shards[shard_of(h)]);
+        let tag = tag_of(Scope::Domain, h);
+        let own = shard.first_row(Scope::Domain, "evil.com", tag).unwrap();
+        assert!(shard
+            .keys
+            .remove(tag, shard::key_slot(tag, own), shard::slot_tag));
+        let row_data = shard::RowData {
+            id: 2,
+            created: 0.0,
+            expires: f64::NAN,
+            scope: Scope::Domain,
+            meta: 0,
+            regional: false,
+            ord: 9,
+        };
+        let forged = shard.push("other.com", row_data).unwrap();
+        for row in [forged, own] {
+            shard
+                .keys
+                .insert(tag, shard::key_slot(tag, row), shard::slot_tag);
+        }
+        assert_eq!(shard.prefetch_row(tag), Some(forged));
+        let page = [
+            ("http://evil.com/", "evil.com"),
+            ("https://news.evil.com/a", "news.evil.com"),
+            ("http://other.com/", "other.com"),
+        ];
+        let paged = data.lookup_page(&page, |&(c, h)| (c, h), None, 1.0);
+        let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|h| h.id)).collect();
+        assert_eq!(ids, [Some(1), Some(1), None]);
     }
 
     #[test]

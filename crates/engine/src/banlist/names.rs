@@ -19,6 +19,13 @@ pub fn url_key(canonical: &str) -> &str {
 #[inline]
 fn after_scheme(canonical: &str) -> Option<usize> {
     let bytes = canonical.as_bytes();
+    // `http://` and `https://` looked at in place first: memchr's setup costs more than
+    // the whole search on a string this short
+    for colon in [4, 5] {
+        if bytes.get(colon..colon + 3) == Some(b"://") && !bytes[..colon].contains(&b':') {
+            return Some(colon + 3);
+        }
+    }
     memchr::memchr_iter(b':', bytes)
         .find(|&colon| bytes[colon + 1..].starts_with(b"//"))
         .map(|colon| colon + 3)

@@ -55,45 +55,59 @@ impl IndexData {
         out: &mut Vec<Option<Hit<'a>>>,
     ) {
         let tables = &self.summary[..];
-        let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
         let mut walks = [Walk::default(); BLOCK];
-        for (walk, item) in walks.iter_mut().zip(block) {
+        let mut starts = [summary::Start::default(); BLOCK];
+        for ((walk, start), item) in walks.iter_mut().zip(&mut starts).zip(block) {
             let host = url(item).1;
             let at = HostSummary::start(host);
-            *walk = Walk::new(at, summary::name_hash(&host[at..]));
-            prefetch(walk);
+            let hash = summary::name_hash(&host[at..]);
+            *walk = Walk::new(at, hash);
+            *start = summary::start(&tables[shard_of(hash)], hash);
+            start.prefetch();
+        }
+        // bit i: item i's walk has a name left to probe. A site whose first chunk holds
+        // nothing of it ends its walk clean (the first step ends at nothing), most of a
+        // page: one test of one line each
+        let mut walking: u32 = 0;
+        for (i, (walk, &start)) in walks.iter().zip(&starts).enumerate().take(block.len()) {
+            walking |= u32::from(!summary::surely_absent(start, walk.hash)) << i;
         }
         // the items whose walk found something: the walk before that step, the counts read
         let mut rest = [(0u8, Walk::default(), Counts::default()); BLOCK];
         let mut k = 0;
-        // bit i: item i's walk has a name left to probe
-        let mut walking: u32 = u32::MAX >> (BLOCK - block.len());
+        // what a step that notes nothing writes (the walk has found nothing so far)
+        let mut scratch = HostSummary::default();
+        // the first pass has tested each walk's first chunk
+        let mut tested = true;
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
                 let i = left.trailing_zeros() as usize;
                 left &= left - 1;
                 let walk = &mut walks[i];
-                let c = summary::counts(&tables[shard_of(walk.hash)], walk.hash);
+                let absent = !tested && summary::surely_absent(starts[i], walk.hash);
+                let c = if absent {
+                    Counts::default()
+                } else {
+                    summary::counts(&tables[shard_of(walk.hash)], walk.hash)
+                };
                 if c == Counts::default() && walk.ends_at_nothing() {
                     // the walk ends clean (`take` would note nothing and stop)
                     walking &= !(1 << i);
                     continue;
                 }
-                let before = *walk;
-                // what the step notes: nothing, as long as the walk has found nothing
-                let mut seen = HostSummary::default();
-                let more = walk.take(url(&block[i]).1, self.labels, c, &mut seen);
-                if !seen.is_clean() {
-                    rest[k] = (i as u8, before, c);
+                if walk.notes(c) {
+                    rest[k] = (i as u8, *walk, c);
                     k += 1;
                     walking &= !(1 << i);
-                } else if more {
-                    prefetch(walk);
+                } else if walk.take(url(&block[i]).1, self.labels, c, &mut scratch) {
+                    starts[i] = summary::start(&tables[shard_of(walk.hash)], walk.hash);
+                    starts[i].prefetch();
                 } else {
                     walking &= !(1 << i);
                 }
             }
+            tested = false;
         }
         let base = out.len();
         out.resize(base + block.len(), None);
@@ -160,8 +174,11 @@ impl IndexData {
         for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
             if let Some((scope, hash)) = *first {
                 *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
-                let rows = row.is_some();
-                *known = Some(First { scope, hash, rows });
+                *known = Some(First {
+                    scope,
+                    hash,
+                    row: *row,
+                });
             }
         }
         for (known, row) in known.iter().zip(rows) {

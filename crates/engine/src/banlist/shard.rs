@@ -294,6 +294,12 @@ impl Shard {
         }
     }
 
+    /// Whether the row is of `scope` and keyed `key` (a tag hit verified).
+    #[inline(always)]
+    pub fn is_keyed(&self, row: u32, scope: Scope, key: &str) -> bool {
+        self.keyed(row, scope, key)
+    }
+
     /// Whether the row is of `scope` and keyed `key`.
     #[inline(always)]
     fn keyed(&self, row: u32, scope: Scope, key: &str) -> bool {

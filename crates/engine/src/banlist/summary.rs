@@ -21,6 +21,7 @@
 //! entry could be at, and then the host.)
 
 use super::chunks::Chunks;
+pub use super::chunks::Start;
 use super::names::{is_ipv4, Dots};
 
 /// One count of a summary slot: its shift.
@@ -124,6 +125,19 @@ impl Source for [Chunks] {
     fn counts(&self, hash: u64) -> Counts {
         counts(&self[super::shard_of(hash)], hash)
     }
+}
+
+/// The chunk the summary lookup of the name hashed `hash` starts at in `table`.
+#[inline(always)]
+pub fn start(table: &Chunks, hash: u64) -> Start<'_> {
+    table.start(pos(hash))
+}
+
+/// Whether the name hashed `hash`, whose lookup starts at `start`, surely has no slot (its
+/// counts are then zero); false says only that it may have one.
+#[inline(always)]
+pub fn surely_absent(start: Start<'_>, hash: u64) -> bool {
+    start.holds_nothing(pos(hash), !COUNTS)
 }
 
 /// Prefetch the summary slot of the name hashed `hash` (see `Chunks::prefetch`).
@@ -287,6 +301,13 @@ impl Walk {
     #[inline(always)]
     pub fn ends_at_nothing(&self) -> bool {
         self.at == 0 || self.found <= DEEP
+    }
+
+    /// Whether a step that reads `c` notes something (`take` would leave a clean
+    /// `HostSummary` no longer clean).
+    #[inline(always)]
+    pub fn notes(&self, c: Counts) -> bool {
+        c.covers_below() || (self.at == 0 && c != Counts(0))
     }
 
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
