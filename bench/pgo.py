@@ -102,7 +102,8 @@ def build(out: Path, flag: str, target: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     maturin = shutil.which("maturin", path=str(Path(sys.executable).parent)) or "maturin"
     flags = " ".join(filter(None, (os.environ.get("RUSTFLAGS"), flag)))
-    subprocess.run([maturin, "build", "--release", "--quiet", "--out", str(out)], cwd=ROOT,
+    subprocess.run([maturin, "build", "--release", "--quiet", "--out", str(out),
+                    "--interpreter", sys.executable], cwd=ROOT,
                    check=True, env={**os.environ, "RUSTFLAGS": flags,
                                     "CARGO_TARGET_DIR": str(ROOT / "target" / target)})
     (wheel,) = out.glob("rearrange-*.whl")
