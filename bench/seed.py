@@ -2,7 +2,7 @@
 
 Usage: python -m bench.seed [--entries 1000000] [--dir DIR]
 
-Writes `--entries` generated host/domain entries (bench.pipeline's generator, as
+Writes `--entries` generated host/domain entries (bench.pages' generator, as
 bench/http.py `prepare_banlist` does), then reports:
 
   seed:     seconds for `EmbeddedStore(log).seed(read_file(seed_file)[1])` and the fsyncs
@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path)
     args = parser.parse_args()
+    if args.dir is not None:  # the disk to measure: made if it is not there yet
+        args.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rearrange-seed-", dir=args.dir or ROOT))
     try:
         seed = work / "seed.jsonl"
