@@ -6,6 +6,7 @@ suite, naming the file, the link and what is missing. Anchors are GitHub's headi
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -17,6 +18,10 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
 README_MAX_LINES = 250
+# The READMEs the map links beside docs/: current figures only, as docs/ (CHANGELOG.md is
+# the history, so it is not among them).
+MAPPED = [*PAGES, ROOT / "bench" / "README.md", ROOT / "deploy" / "README.md"]
+HEX_WORD = re.compile(r"(?<![0-9A-Za-z_./-])[0-9a-f]{7,40}(?![0-9A-Za-z_/-])")
 
 FENCE = re.compile(r"^(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -120,6 +125,44 @@ def test_the_link_checker_catches_a_missing_file_and_heading(tmp_path):
                     "`[in code](nowhere.md)` [web](https://example.com/x.md)\n\n# X\n")
     assert broken(page, tmp_path) == ["a.md:1: c.md: no file c.md",
                                       "a.md:1: b.md#not-one: no heading #not-one in b.md"]
+
+
+def commit_names(page: Path, repo: Path = ROOT) -> list[str]:
+    """`page:line: word` for each word of the page, fenced code included, that names a commit
+    of `repo` (git asked once for all the hex words), or without git a hex word of 7 to 12
+    characters with letters and digits, the shape of an abbreviated hash."""
+    words = [(number, word) for number, line in enumerate(page.read_text().splitlines(), 1)
+             for word in HEX_WORD.findall(line)]
+    try:
+        answer = subprocess.run(
+            ["git", "-C", str(repo), "cat-file", "--batch-check=%(objecttype)"],
+            input="".join(f"{word}\n" for _, word in words), capture_output=True, text=True,
+            check=True).stdout.splitlines()
+        commits = [kind == "commit" for kind in answer]
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a repository
+        commits = [len(word) <= 12 and not word.isdigit() and not word.isalpha()
+                   for _, word in words]
+    name = page.relative_to(repo) if page.is_relative_to(repo) else page.name
+    return [f"{name}:{number}: {word}"
+            for (number, word), commit in zip(words, commits, strict=True) if commit]
+
+
+@pytest.mark.parametrize("page", MAPPED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_doc_names_a_commit(page: Path):
+    found = commit_names(page)
+    assert not found, ("docs carry current figures, not history: these name commits "
+                       "(say what the figure is of, and put the history in CHANGELOG.md)\n"
+                       + "\n".join(found))
+
+
+def test_the_commit_check_finds_a_commit_of_the_repository(tmp_path):
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=9", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    page = tmp_path / "page.md"
+    page.write_text(f"Measured at {head}, config version dad2b3699935ba1e, 1000000 entries.\n"
+                    f"`python -m bench.http --against {head}`\n")
+    assert commit_names(page) == [f"page.md:1: {head}", f"page.md:2: {head}"]
+    assert commit_names(page, tmp_path) == [f"page.md:1: {head}", f"page.md:2: {head}"]
 
 
 def rule_rows() -> dict[str, list[str]]:
