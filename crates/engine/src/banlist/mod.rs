@@ -251,6 +251,19 @@ mod tests {
             .is_none());
     }
 
+    /// A domain row of id 2 that the tests below put under another value's tag.
+    fn forged_domain_row() -> shard::RowData {
+        shard::RowData {
+            id: 2,
+            created: 0.0,
+            expires: f64::NAN,
+            scope: Scope::Domain,
+            meta: 0,
+            regional: false,
+            ord: 9,
+        }
+    }
+
     #[test]
     fn a_page_verifies_the_first_row_it_prefetched_before_taking_it() {
         // a row of another value under evil.com's tag, first in the probe: the page hands
@@ -267,16 +280,7 @@ mod tests {
         assert!(shard
             .keys
             .remove(tag, shard::key_slot(tag, own), shard::slot_tag));
-        let row_data = shard::RowData {
-            id: 2,
-            created: 0.0,
-            expires: f64::NAN,
-            scope: Scope::Domain,
-            meta: 0,
-            regional: false,
-            ord: 9,
-        };
-        let forged = shard.push("other.com", row_data).unwrap();
+        let forged = shard.push("other.com", forged_domain_row()).unwrap();
         for row in [forged, own] {
             shard
                 .keys
@@ -304,16 +308,7 @@ mod tests {
         let h = hash_str("clean.com");
         let shard = std::sync::Arc::make_mut(&mut data.shards[shard_of(h)]);
         let tag = tag_of(Scope::Domain, h);
-        let row_data = shard::RowData {
-            id: 2,
-            created: 0.0,
-            expires: f64::NAN,
-            scope: Scope::Domain,
-            meta: 0,
-            regional: false,
-            ord: 9,
-        };
-        let row = shard.push("other.com", row_data).unwrap();
+        let row = shard.push("other.com", forged_domain_row()).unwrap();
         shard
             .keys
             .insert(tag, shard::key_slot(tag, row), shard::slot_tag);
