@@ -30,7 +30,7 @@ COPY app ./app
 RUN /opt/venv/bin/pip install . \
     && /opt/venv/bin/rearrange check-config --help > /dev/null
 # Then the engine that ships: built with profile-guided optimization (bench/pgo.py, the
-# benchmarks' pages as the training run, 9-20 % less engine time per request), its wheel
+# benchmarks' pages as the training run, 8-17 % less engine time per request), its wheel
 # installed over the plain one. maturin and llvm-profdata live in /opt/build, which the
 # runtime stage never copies.
 COPY config ./config

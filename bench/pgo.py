@@ -17,8 +17,8 @@ Three steps, each printed as it runs:
    develop` does); with it, a wheel of the whole package is written there (the Dockerfile's
    build stage installs it).
 
-The same request costs 9 to 20 % less engine time than the plain `--release` build
-(docs/speed.md, "A build for the profile of the requests"). The result behaves the same:
+The engine's call costs 8 to 17 % less than with the plain `--release` build
+(docs/speed.md, "The build the image ships"). The result behaves the same:
 PGO changes which code is laid out where, never what it computes, and the suite runs on
 either build. A change to the engine after the training only costs the changed functions
 their profile (LLVM ignores counts that no longer match); rerun this after engine changes

@@ -199,7 +199,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # path (it reads its own body), the routed endpoints' body cap. Added later, wraps all.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        timeout=settings.body_timeout_seconds)
-    app.add_middleware(rerank.FastPath)
+    app.add_middleware(rerank.FastPath, service=service)
     app.add_middleware(ResponseCounter, metrics=service.metrics)
     openapi.install(app, settings.banlist_read_auth)
     return app
