@@ -76,6 +76,20 @@ def test_bench_pipeline_runs_the_ceiling_config_only_when_asked(tmp_path, capsys
     assert ("config: the ceiling" in capsys.readouterr().out) is ceiling
 
 
+def test_bench_pipeline_judges_the_engine_in_rounds_without_the_python_path(tmp_path):
+    out = tmp_path / "figures.json"
+    argv = ["--sizes", "5", "--iterations", "3", "--warmup", "0", "--banlist", "10",
+            "--json", str(out)]
+    assert bench_pipeline.main(argv) == 0
+    size = json.loads(out.read_text())["sizes"][0]
+    labels = {key: [m["label"][:3] for m in size[key]]
+              for key in ("measurements", "with_python_path")}
+    assert labels == {"measurements": ["(a)", "(c)"],
+                      "with_python_path": ["(a)", "(b)", "(c)"]}
+    for key in labels:  # each set divided by its own (a)
+        assert size[key][0]["median_ratio"] == 1.0
+
+
 # A server for `serving`: starts a child (a worker: it sleeps), writes both pids to argv[2],
 # then answers /healthz on argv[1], or with argv[3] == "exit" leaves at once (its worker
 # still running), as a server does that fails to start.
