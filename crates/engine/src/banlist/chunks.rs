@@ -120,6 +120,17 @@ impl Start<'_> {
         self.0.holds_nothing(want, mask)
     }
 
+    /// `Chunks::find` of `want` in `chunks`, the table this lookup started in: read from
+    /// this chunk, the table walked only when a slot passed it full.
+    #[inline(always)]
+    pub fn find(self, chunks: &Chunks, want: u32, mask: u32) -> Option<u32> {
+        match self.0.first(want, mask) {
+            Some(slot) => Some(slot),
+            None if self.0.over() == 0 => None,
+            None => chunks.find(want, mask),
+        }
+    }
+
     /// Ask the CPU to bring the chunk in.
     #[inline(always)]
     pub fn prefetch(self) {

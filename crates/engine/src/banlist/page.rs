@@ -19,8 +19,8 @@ use super::names::{path_of, url_key};
 use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, tag_of, Scope};
 
-/// URLs whose reads are in flight together (a bit each in a `u32`).
-const BLOCK: usize = 32;
+/// URLs whose reads are in flight together (a bit each in a `u64`).
+const BLOCK: usize = 64;
 /// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
 
@@ -68,36 +68,31 @@ impl IndexData {
         // bit i: item i's walk has a name left to probe. A site whose first chunk holds
         // nothing of it ends its walk clean (the first step ends at nothing), most of a
         // page: one test of one line each
-        let mut walking: u32 = 0;
+        let mut walking: u64 = 0;
         for (i, (walk, &start)) in walks.iter().zip(&starts).enumerate().take(block.len()) {
-            walking |= u32::from(!summary::surely_absent(start, walk.hash)) << i;
+            walking |= u64::from(!summary::surely_absent(start, walk.hash)) << i;
         }
-        // the items whose walk found something: the walk before that step, the counts read
-        let mut rest = [(0u8, Walk::default(), Counts::default()); BLOCK];
+        // the items whose walk found something, and the counts read there (`walks` keeps
+        // each one's walk before that step)
+        let mut rest = [(0u8, Counts::default()); BLOCK];
         let mut k = 0;
         // what a step that notes nothing writes (the walk has found nothing so far)
         let mut scratch = HostSummary::default();
-        // the first pass has tested each walk's first chunk
-        let mut tested = true;
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
                 let i = left.trailing_zeros() as usize;
                 left &= left - 1;
                 let walk = &mut walks[i];
-                let absent = !tested && summary::surely_absent(starts[i], walk.hash);
-                let c = if absent {
-                    Counts::default()
-                } else {
-                    summary::counts(&tables[shard_of(walk.hash)], walk.hash)
-                };
+                // the slot is read from the chunk found and prefetched for it
+                let c = summary::counts_at(starts[i], &tables[shard_of(walk.hash)], walk.hash);
                 if c == Counts::default() && walk.ends_at_nothing() {
                     // the walk ends clean (`take` would note nothing and stop)
                     walking &= !(1 << i);
                     continue;
                 }
                 if walk.notes(c) {
-                    rest[k] = (i as u8, *walk, c);
+                    rest[k] = (i as u8, c);
                     k += 1;
                     walking &= !(1 << i);
                 } else if walk.take(url(&block[i]).1, self.labels, c, &mut scratch) {
@@ -107,12 +102,17 @@ impl IndexData {
                     walking &= !(1 << i);
                 }
             }
-            tested = false;
         }
         let base = out.len();
         out.resize(base + block.len(), None);
         for group in rest[..k].chunks(GROUP) {
-            self.lookup_group(block, url, group, region, now, &mut out[base..]);
+            // each with its walk before the step that found something
+            let mut walked = [(0u8, Walk::default(), Counts::default()); GROUP];
+            for (w, &(i, c)) in walked.iter_mut().zip(group) {
+                *w = (i, walks[i as usize], c);
+            }
+            let walked = &walked[..group.len()];
+            self.lookup_group(block, url, walked, region, now, &mut out[base..]);
         }
     }
 

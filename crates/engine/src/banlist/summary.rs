@@ -140,6 +140,15 @@ pub fn surely_absent(start: Start<'_>, hash: u64) -> bool {
     start.holds_nothing(pos(hash), !COUNTS)
 }
 
+/// `counts` of the name hashed `hash`, whose lookup in `table` starts at `start` (a page
+/// of lookups has found and prefetched that chunk): one test of it, most often.
+#[inline(always)]
+pub fn counts_at(start: Start<'_>, table: &Chunks, hash: u64) -> Counts {
+    start
+        .find(table, pos(hash), !COUNTS)
+        .map_or(Counts(0), |slot| Counts(slot & COUNTS))
+}
+
 /// Prefetch the summary slot of the name hashed `hash` (see `Chunks::prefetch`).
 #[inline(always)]
 pub fn prefetch(table: &Chunks, hash: u64) {
