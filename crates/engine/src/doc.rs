@@ -69,6 +69,18 @@ pub struct Doc {
     pub collapsed: Vec<Folded>,
 }
 
+impl Doc {
+    /// A document left in a slot whose document was moved out (allocates nothing).
+    pub(crate) fn placeholder() -> Self {
+        Doc {
+            at: 0,
+            score: 0.0,
+            annotations: Vec::new(),
+            collapsed: Vec::new(),
+        }
+    }
+}
+
 /// What the run needs of a document beyond the request, computed once. The host and
 /// the domain are ranges of the canonical URL, and that is the document's own `url` when
 /// it is already canonical (most are): no copies of a page's URLs.
