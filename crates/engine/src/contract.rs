@@ -97,9 +97,9 @@ pub struct Document<'a> {
     pub adult_score: f64,
     pub domain_age_days: Option<f64>,
     pub is_ad: bool,
-    pub topics: Few<Text<'a>, 4>,
+    pub topics: Few<Text<'a>, 2>,
     /// As sent; the runner upper-cases them.
-    pub blocked_regions: Few<Text<'a>, 4>,
+    pub blocked_regions: Few<Text<'a>, 1>,
     pub text: Option<Text<'a>>,
     pub minhash: Option<MinHashIn>,
     /// The `attributes` object as JSON text, ready to be written back; `{}` when absent.

@@ -31,13 +31,20 @@ impl<T, const N: usize> Few<T, N> {
     }
 
     /// Append `item`; the `N + 1`-th moves every item to the heap.
+    #[inline]
     pub fn push(&mut self, item: T) {
-        if !self.spill.is_empty() {
-            self.spill.push(item);
-        } else if self.len < N {
+        if self.len < N && self.spill.is_empty() {
             self.inline[self.len].write(item);
             self.len += 1;
         } else {
+            self.push_spilled(item);
+        }
+    }
+
+    /// `push` past the inline room.
+    #[cold]
+    fn push_spilled(&mut self, item: T) {
+        if self.spill.is_empty() {
             let mut spill = Vec::with_capacity(2 * N + 1);
             let n = std::mem::replace(&mut self.len, 0);
             for slot in &self.inline[..n] {
@@ -45,12 +52,13 @@ impl<T, const N: usize> Few<T, N> {
                 // each is read (moved out) exactly once and never dropped here.
                 spill.push(unsafe { slot.assume_init_read() });
             }
-            spill.push(item);
             self.spill = spill;
         }
+        self.spill.push(item);
     }
 
     /// The items.
+    #[inline]
     pub fn as_slice(&self) -> &[T] {
         if self.spill.is_empty() {
             // SAFETY: the first `len` slots are initialized.
@@ -61,6 +69,7 @@ impl<T, const N: usize> Few<T, N> {
     }
 
     /// The items, mutable.
+    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [T] {
         if self.spill.is_empty() {
             // SAFETY: the first `len` slots are initialized.
@@ -88,11 +97,13 @@ impl<T, const N: usize> Few<T, N> {
 }
 
 impl<T, const N: usize> Drop for Few<T, N> {
+    #[inline]
     fn drop(&mut self) {
-        let n = std::mem::replace(&mut self.len, 0);
-        for slot in &mut self.inline[..n] {
-            // SAFETY: initialized, and dropped once (`len` is 0 now).
-            unsafe { slot.assume_init_drop() };
+        if std::mem::needs_drop::<T>() && self.len > 0 {
+            let n = std::mem::replace(&mut self.len, 0);
+            let items = std::ptr::slice_from_raw_parts_mut(self.inline.as_mut_ptr().cast::<T>(), n);
+            // SAFETY: the first `n` slots are initialized, and dropped once (`len` is 0 now).
+            unsafe { std::ptr::drop_in_place(items) };
         }
     }
 }

@@ -196,7 +196,12 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Few<Text<'a>, 4>> {
+    pub(super) fn strings<const N: usize>(
+        &mut self,
+        path: &Path,
+        min: usize,
+        max: usize,
+    ) -> R<Few<Text<'a>, N>> {
         self.array(path)?;
         // A list of topics or regions is short: it stays inline, allocating nothing.
         let mut out = Few::new();
@@ -291,7 +296,9 @@ impl<'a> Fields<'a> {
             self.s.colon()?;
             match &*key {
                 b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
-                b"classes" => q.classes = self.strings(&path.field("classes"), 0, 64)?.into_vec(),
+                b"classes" => {
+                    q.classes = self.strings::<4>(&path.field("classes"), 0, 64)?.into_vec()
+                }
                 b"region" => q.region = self.opt_string(&path.field("region"), 1, 16)?,
                 b"age_mode" => q.age_mode = self.age_mode(&path.field("age_mode"))?,
                 _ => return Err(self.unknown(path, key)),
