@@ -4,7 +4,7 @@
 use crate::doc::Page;
 use crate::experiments::Exposure;
 use crate::json::{extend_short, write_f64, write_i64, write_list, write_opt_str, write_str, Sink};
-use crate::record::{Action, Delta, Mode, Record};
+use crate::record::{same_name, Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
 /// What the response says beyond the outcome.
@@ -243,12 +243,6 @@ fn same_removal(a: &Record, b: &Record) -> bool {
         && a.rec.action == b.rec.action
         && a.rec.reason.is_same(&b.rec.reason)
         && same_name(a.rule, b.rule)
-}
-
-/// Two rule names: a name seen again is mostly the same `&str` (its address and length
-/// compared first), else its bytes are.
-fn same_name(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b) || a == b
 }
 
 /// `"audit":[...]` and, when a rule was skipped, `,"skipped":[...]`: the end of both the

@@ -8,7 +8,7 @@ use crate::contract::AgeMode;
 use crate::doc::Doc;
 use crate::effects::{ats, effect, rescored};
 use crate::fmt::push_g;
-use crate::record::{Action, Delta, Mode, Phase, Reason, Rec, Record};
+use crate::record::{same_name, Action, Delta, Mode, Phase, Reason, Rec, Record};
 use crate::rules::empty_result_fallback::emptied;
 use crate::rules::{Cause, Ctx, Failure, Rule};
 
@@ -238,7 +238,11 @@ pub struct RuleFailed<'a> {
 }
 
 fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
-    match actions.iter_mut().find(|(k, _)| *k == key) {
+    let (rule, phase, action, mode) = key;
+    let same = |k: &(&str, Phase, Action, Mode)| {
+        k.1 == phase && k.2 == action && k.3 == mode && same_name(k.0, rule)
+    };
+    match actions.iter_mut().find(|(k, _)| same(k)) {
         Some((_, c)) => *c += n,
         None => actions.push((key, n)),
     }
