@@ -116,10 +116,10 @@ fn document<'py>(
         out.set_item("is_ad", d.is_ad)?;
     }
     if has(given::TOPICS) {
-        out.set_item("topics", d.topics.as_slice())?;
+        out.set_item("topics", &d.topics)?;
     }
     if has(given::BLOCKED_REGIONS) {
-        out.set_item("blocked_regions", d.blocked_regions.as_slice())?;
+        out.set_item("blocked_regions", &d.blocked_regions)?;
     }
     if has(given::TEXT) {
         out.set_item("text", &d.text)?;
