@@ -12,6 +12,7 @@
 
 mod any;
 mod document;
+mod few;
 mod fields;
 mod number;
 mod path;
@@ -22,6 +23,7 @@ mod strings;
 #[cfg(test)]
 mod tests;
 
+pub use few::Few;
 pub use pyrepr::py_repr;
 
 use std::borrow::Cow;
@@ -90,14 +92,14 @@ pub struct Document<'a> {
     pub url: Text<'a>,
     pub score: f64,
     /// In the order the request gave them.
-    pub factors: Vec<(Text<'a>, f64)>,
+    pub factors: Few<(Text<'a>, f64), 4>,
     pub spam_score: f64,
     pub adult_score: f64,
     pub domain_age_days: Option<f64>,
     pub is_ad: bool,
-    pub topics: Vec<Text<'a>>,
+    pub topics: Few<Text<'a>, 2>,
     /// As sent; the runner upper-cases them.
-    pub blocked_regions: Vec<Text<'a>>,
+    pub blocked_regions: Few<Text<'a>, 1>,
     pub text: Option<Text<'a>>,
     pub minhash: Option<MinHashIn>,
     /// The `attributes` object as JSON text, ready to be written back; `{}` when absent.

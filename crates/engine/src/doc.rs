@@ -69,6 +69,18 @@ pub struct Doc {
     pub collapsed: Vec<Folded>,
 }
 
+impl Doc {
+    /// A document left in a slot whose document was moved out (allocates nothing).
+    pub(crate) fn placeholder() -> Self {
+        Doc {
+            at: 0,
+            score: 0.0,
+            annotations: Vec::new(),
+            collapsed: Vec::new(),
+        }
+    }
+}
+
 /// What the run needs of a document beyond the request, computed once. The host and
 /// the domain are ranges of the canonical URL, and that is the document's own `url` when
 /// it is already canonical (most are): no copies of a page's URLs.
@@ -230,13 +242,13 @@ pub mod testing {
             id: id.to_string().into(),
             url: url.to_string().into(),
             score,
-            factors: vec![],
+            factors: Default::default(),
             spam_score: 0.0,
             adult_score: 0.0,
             domain_age_days: None,
             is_ad: false,
-            topics: vec![],
-            blocked_regions: vec![],
+            topics: Default::default(),
+            blocked_regions: Default::default(),
             text: None,
             minhash: None,
             attributes: "{}".into(),

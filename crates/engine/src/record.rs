@@ -151,6 +151,16 @@ impl Reason {
         Reason(Text::Shared(text.into()))
     }
 
+    /// The same text by identity: one literal or one shared allocation (a cheap test that
+    /// says nothing of equal texts in two allocations).
+    pub fn is_same(&self, other: &Reason) -> bool {
+        match (&self.0, &other.0) {
+            (Text::Fixed(a), Text::Fixed(b)) => std::ptr::eq(*a, *b),
+            (Text::Shared(a), Text::Shared(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         match &self.0 {
@@ -244,6 +254,13 @@ impl<'a> Rec<'a> {
             relax_to: None,
         }
     }
+}
+
+/// Two rule names equal: a name seen again in a run is mostly the very `&str` the rule
+/// or the runner holds, so its address and length are compared before its bytes.
+#[inline]
+pub fn same_name(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// One audit record as the response writes it.

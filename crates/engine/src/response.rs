@@ -4,7 +4,7 @@
 use crate::doc::Page;
 use crate::experiments::Exposure;
 use crate::json::{extend_short, write_f64, write_i64, write_list, write_opt_str, write_str, Sink};
-use crate::record::{Action, Delta, Mode, Record};
+use crate::record::{same_name, Action, Delta, Mode, Record};
 use crate::runner::{Outcome, Skip};
 
 /// What the response says beyond the outcome.
@@ -62,20 +62,43 @@ pub fn write_audit<S: Sink + ?Sized>(
     audit: &[Record],
     mut marks: Option<&mut Vec<usize>>,
 ) {
+    // A rule's records follow one another: its `{"rule":…,"phase":…` is copied from the
+    // record before, and so is `,"action":…,"reason":…` when the reason is one shared text.
+    let mut last: Option<(&Record, std::ops::Range<usize>, std::ops::Range<usize>)> = None;
     write_list(out, audit, |out, r| {
-        lit(out, b"{\"rule\":");
-        write_str(out, r.rule);
-        lit(out, b",\"phase\":");
-        name(out, r.phase.as_str());
+        let start = out.len();
+        match &last {
+            Some((prev, head, _)) if prev.phase == r.phase && same_name(prev.rule, r.rule) => {
+                out.extend_from_within(head.clone())
+            }
+            _ => {
+                lit(out, b"{\"rule\":");
+                write_str(out, r.rule);
+                lit(out, b",\"phase\":");
+                name(out, r.phase.as_str());
+            }
+        }
+        let head = start..out.len();
         lit(out, b",\"doc_id\":");
         write_opt_str(out, r.rec.doc_id);
         if let Some(marks) = marks.as_deref_mut() {
             marks.push(out.len());
         }
-        lit(out, b",\"action\":");
-        name(out, r.rec.action.as_str());
-        lit(out, b",\"reason\":");
-        write_str(out, &r.rec.reason);
+        let start = out.len();
+        match &last {
+            Some((prev, _, said))
+                if prev.rec.action == r.rec.action && prev.rec.reason.is_same(&r.rec.reason) =>
+            {
+                out.extend_from_within(said.clone())
+            }
+            _ => {
+                lit(out, b",\"action\":");
+                name(out, r.rec.action.as_str());
+                lit(out, b",\"reason\":");
+                write_str(out, &r.rec.reason);
+            }
+        }
+        last = Some((r, head, start..out.len()));
         lit(out, b",\"delta\":");
         match r.rec.delta {
             Delta::None => lit(out, b"null"),
@@ -167,9 +190,19 @@ pub fn write_response<S: Sink + ?Sized>(
     let removed = outcome.audit.iter().filter(|r| {
         matches!(r.rec.action, Action::Remove | Action::Trim) && r.mode == Mode::Applied
     });
+    // A filter's removals mostly give one rule, phase, action and shared reason: after
+    // the first, those bytes are copied from the record before instead of written again.
+    let mut last: Option<(&Record, std::ops::Range<usize>)> = None;
     write_list(out, removed, |out, r| {
         lit(out, b"{\"id\":");
         write_opt_str(out, r.rec.doc_id);
+        if let Some((prev, at)) = &last {
+            if same_removal(prev, r) {
+                out.extend_from_within(at.clone());
+                return;
+            }
+        }
+        let start = out.len();
         lit(out, b",\"rule\":");
         write_str(out, r.rule);
         lit(out, b",\"phase\":");
@@ -179,6 +212,7 @@ pub fn write_response<S: Sink + ?Sized>(
         lit(out, b",\"reason\":");
         write_str(out, &r.rec.reason);
         out.push(b'}');
+        last = Some((r, start..out.len()));
     });
     lit(out, b",\"fallback\":");
     match &outcome.fallback {
@@ -200,6 +234,15 @@ pub fn write_response<S: Sink + ?Sized>(
     let range = start..out.len();
     out.push(b'}');
     Tail { range, marks }
+}
+
+/// Whether `b`'s `removed` entry after its id is `a`'s: the same rule, phase, action and
+/// reason (the reason by identity, the rule's name by address first).
+fn same_removal(a: &Record, b: &Record) -> bool {
+    a.phase == b.phase
+        && a.rec.action == b.rec.action
+        && a.rec.reason.is_same(&b.rec.reason)
+        && same_name(a.rule, b.rule)
 }
 
 /// `"audit":[...]` and, when a rule was skipped, `,"skipped":[...]`: the end of both the
@@ -288,4 +331,141 @@ pub fn write_audit_line<S: Sink + ?Sized>(
         write_str(out, actor);
     }
     out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::testing::{docs, request, SimpleCanon};
+    use crate::record::{Phase, Reason, Rec};
+    use crate::runner::Outcome;
+
+    /// `removed` copies a record's tail from the one before only when rule, phase, action
+    /// and reason are the same: a shared reason, a literal, and equal texts apart.
+    #[test]
+    fn removed_entries_copy_only_what_they_repeat() {
+        let req = request(docs(7));
+        let (page, _) = crate::doc::Page::build(&req, &SimpleCanon, false);
+        let shared = Reason::shared("banned \"x\"".to_string());
+        let rec = |rule: &'static str, phase, at, action, reason: Reason| Record {
+            rule,
+            phase,
+            mode: Mode::Applied,
+            rec: Rec::on(&page, at, action, reason),
+        };
+        let owned = String::from("banlist");
+        let audit = vec![
+            rec(
+                "banlist",
+                Phase::PreFilter,
+                0,
+                Action::Remove,
+                shared.clone(),
+            ),
+            rec(
+                "banlist",
+                Phase::PreFilter,
+                1,
+                Action::Remove,
+                shared.clone(),
+            ),
+            // Equal text, another allocation: written again, the same bytes.
+            rec(
+                "banlist",
+                Phase::PreFilter,
+                2,
+                Action::Remove,
+                Reason::shared("banned \"x\"".into()),
+            ),
+            rec(
+                "banlist",
+                Phase::PostFilter,
+                3,
+                Action::Remove,
+                "unopenable".into(),
+            ),
+            rec(
+                "spam_ban",
+                Phase::PostFilter,
+                4,
+                Action::Remove,
+                shared.clone(),
+            ),
+            rec(
+                "depth",
+                Phase::Trim,
+                5,
+                Action::Trim,
+                "below the depth".into(),
+            ),
+            rec(
+                "depth",
+                Phase::Trim,
+                6,
+                Action::Trim,
+                "below the depth".into(),
+            ),
+        ];
+        let mut audit = audit;
+        // The same name at another address.
+        audit[1].rule = Box::leak(owned.into_boxed_str());
+        let outcome = Outcome {
+            docs: vec![],
+            audit,
+            fallback: None,
+            timings: vec![],
+            skipped: vec![],
+            actions: vec![],
+            errors: vec![],
+            trace: vec![],
+        };
+        let head = Head {
+            request_id: "r",
+            profile: "p",
+            config_version: "c",
+            banlist_version: 1,
+            exposures: &[],
+        };
+        let mut out: Vec<u8> = Vec::new();
+        write_response(&mut out, &head, &page, &outcome, false);
+        let text = String::from_utf8(out).unwrap();
+        let from = text.find("\"removed\":").unwrap() + "\"removed\":".len();
+        let to = text.find(",\"fallback\":").unwrap();
+        let entry = |id: &str, rule: &str, phase: &str, action: &str, reason: &str| {
+            format!(
+                "{{\"id\":\"{id}\",\"rule\":\"{rule}\",\"phase\":\"{phase}\",\
+                 \"action\":\"{action}\",\"reason\":\"{reason}\"}}"
+            )
+        };
+        let banned = "banned \\\"x\\\"";
+        let want = [
+            entry("d1", "banlist", "pre-filter", "remove", banned),
+            entry("d2", "banlist", "pre-filter", "remove", banned),
+            entry("d3", "banlist", "pre-filter", "remove", banned),
+            entry("d4", "banlist", "post-filter", "remove", "unopenable"),
+            entry("d5", "spam_ban", "post-filter", "remove", banned),
+            entry("d6", "depth", "trim", "trim", "below the depth"),
+            entry("d7", "depth", "trim", "trim", "below the depth"),
+        ];
+        assert_eq!(&text[from..to], format!("[{}]", want.join(",")));
+        // The audit records copy the same parts, each written as it always was.
+        let records: Vec<String> = want
+            .iter()
+            .map(|e| {
+                let v = e.trim_start_matches("{\"id\":\"").trim_end_matches("\"}");
+                let (id, rest) = v.split_once("\",\"rule\":\"").unwrap();
+                let (rule, rest) = rest.split_once("\",\"phase\":\"").unwrap();
+                let (phase, tail) = rest.split_once("\",").unwrap();
+                format!(
+                    "{{\"rule\":\"{rule}\",\"phase\":\"{phase}\",\"doc_id\":\"{id}\",{tail}\",\
+                     \"delta\":null,\"mode\":\"applied\"}}"
+                )
+            })
+            .collect();
+        let from = text.find("\"audit\":").unwrap() + "\"audit\":".len();
+        assert_eq!(
+            &text[from..text.len() - 1],
+            format!("[{}]", records.join(","))
+        );
+    }
 }

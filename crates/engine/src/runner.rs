@@ -8,7 +8,7 @@ use crate::contract::AgeMode;
 use crate::doc::Doc;
 use crate::effects::{ats, effect, rescored};
 use crate::fmt::push_g;
-use crate::record::{Action, Delta, Mode, Phase, Reason, Rec, Record};
+use crate::record::{same_name, Action, Delta, Mode, Phase, Reason, Rec, Record};
 use crate::rules::empty_result_fallback::emptied;
 use crate::rules::{Cause, Ctx, Failure, Rule};
 
@@ -238,9 +238,26 @@ pub struct RuleFailed<'a> {
 }
 
 fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
-    match actions.iter_mut().find(|(k, _)| *k == key) {
+    let (rule, phase, action, mode) = key;
+    let same = |k: &(&str, Phase, Action, Mode)| {
+        k.1 == phase && k.2 == action && k.3 == mode && same_name(k.0, rule)
+    };
+    match actions.iter_mut().find(|(k, _)| same(k)) {
         Some((_, c)) => *c += n,
         None => actions.push((key, n)),
+    }
+}
+
+/// Count a rule call's records once per run of one action (a rule gives most of its
+/// records one action), not once per record.
+fn count_runs<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Mode), recs: &[Rec]) {
+    let (rule, phase, mode) = key;
+    let mut rest = recs;
+    while let Some(first) = rest.first() {
+        let action = first.action;
+        let n = rest.iter().take_while(|r| r.action == action).count();
+        count(actions, (rule, phase, action, mode), n as u64);
+        rest = &rest[n..];
     }
 }
 
@@ -297,7 +314,12 @@ pub fn sort_by_score<'a>(ctx: &Ctx<'a>, docs: Vec<Doc>) -> (Vec<Doc>, Vec<Rec<'a
             });
         }
     }
-    let sorted = order.into_iter().map(|i| docs[i].clone()).collect();
+    // Moved out, not cloned: a placeholder with empty vectors allocates nothing.
+    let mut docs = docs;
+    let sorted = order
+        .into_iter()
+        .map(|i| std::mem::replace(&mut docs[i], Doc::placeholder()))
+        .collect();
     (sorted, recs)
 }
 
@@ -628,15 +650,13 @@ impl Pipeline {
         }
         t.timings.push(timing);
         let records = out.recs.len();
-        for rec in out.recs {
-            count(&mut t.actions, (name, phase, rec.action, mode), 1);
-            t.audit.push(Record {
-                rule: name,
-                phase,
-                mode,
-                rec,
-            });
-        }
+        count_runs(&mut t.actions, (name, phase, mode), &out.recs);
+        t.audit.extend(out.recs.into_iter().map(|rec| Record {
+            rule: name,
+            phase,
+            mode,
+            rec,
+        }));
         let replaced = match out.docs {
             Some(new) if mode == Mode::Applied => Some(std::mem::replace(docs, new)),
             _ => None,

@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::{panic_message, Pipeline, RuleError, RuleFailed, Step, Tally, BACKFILL_RULE};
 use crate::doc::Doc;
-use crate::record::{Action, Mode, Phase, Reason, Rec, Record};
+use crate::record::{same_name, Action, Mode, Phase, Reason, Rec, Record};
 use crate::rules::{Ctx, Failure};
 
 /// What the trim cut, kept for a refill.
@@ -205,7 +205,10 @@ fn record<'a>(
     });
     for (rule, action) in undone {
         let key = (rule, Phase::Trim, action, Mode::Applied);
-        if let Some((_, n)) = t.actions.iter_mut().find(|(k, _)| *k == key) {
+        let same = |k: &(&str, Phase, Action, Mode)| {
+            k.1 == key.1 && k.2 == key.2 && k.3 == key.3 && same_name(k.0, key.0)
+        };
+        if let Some((_, n)) = t.actions.iter_mut().find(|(k, _)| same(k)) {
             *n -= 1;
         }
     }

@@ -2,7 +2,7 @@
 
 use super::fields::{missing, Fields, Oversize};
 use super::scan::{invalid, Key, Path, R};
-use super::{given, Document, MinHashIn, Text};
+use super::{given, Document, Few, MinHashIn, Text};
 
 /// A document's fields in the contract's order, each as a compact body sends its key.
 const KEYS: [&[u8]; 13] = [
@@ -231,13 +231,13 @@ fn empty_document<'a>() -> Document<'a> {
         id: Text::Borrowed(""),
         url: Text::Borrowed(""),
         score: 0.0,
-        factors: Vec::new(),
+        factors: Few::new(),
         spam_score: 0.0,
         adult_score: 0.0,
         domain_age_days: None,
         is_ad: false,
-        topics: Vec::new(),
-        blocked_regions: Vec::new(),
+        topics: Few::new(),
+        blocked_regions: Few::new(),
         text: None,
         minhash: None,
         attributes: Text::Borrowed("{}"),

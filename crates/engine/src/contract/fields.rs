@@ -6,7 +6,7 @@ use super::any::AnyWriter;
 use super::document::FieldOrder;
 use super::pyrepr::py_repr;
 use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
-use super::{AgeMode, Query, Request, Text};
+use super::{AgeMode, Few, Query, Request, Text};
 
 /// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
 /// refuses it; `(document index, field path)`.
@@ -196,16 +196,15 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn strings(&mut self, path: &Path, min: usize, max: usize) -> R<Vec<Text<'a>>> {
+    pub(super) fn strings<const N: usize>(
+        &mut self,
+        path: &Path,
+        min: usize,
+        max: usize,
+    ) -> R<Few<Text<'a>, N>> {
         self.array(path)?;
-        // Room for a few from the start (a list of topics or regions is short), so the
-        // first string is not a grow; an empty list allocates nothing. A truncated body
-        // fails here as it would at the first element.
-        let mut out = if self.s.peek()? == b']' {
-            Vec::new()
-        } else {
-            Vec::with_capacity(4)
-        };
+        // A list of topics or regions is short: it stays inline, allocating nothing.
+        let mut out = Few::new();
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let at = Path::Index(path, out.len());
@@ -219,11 +218,11 @@ impl<'a> Fields<'a> {
         &mut self,
         path: &Path,
         mut value: impl FnMut(&mut Self, &Path) -> R<T>,
-    ) -> R<Vec<(Text<'a>, T)>> {
+    ) -> R<Few<(Text<'a>, T), 4>> {
         if !self.object_or_null(path, "object", false)? {
-            return Ok(Vec::new());
+            return Ok(Few::new());
         }
-        let mut out: Vec<(Text<'a>, T)> = Vec::with_capacity(4);
+        let mut out = Few::new();
         let mut first = true;
         while let Some((raw, ascii)) = self.s.next_key(&mut first)? {
             let key = checked(raw, ascii)?;
@@ -258,9 +257,11 @@ impl<'a> Fields<'a> {
                 }
                 b"query" => req.query = self.query(&root.field("query"))?,
                 b"unit" => {
-                    req.unit = self.map(&root.field("unit"), |f, p| {
-                        f.string(p, "str", 0, usize::MAX)
-                    })?
+                    req.unit = self
+                        .map(&root.field("unit"), |f, p| {
+                            f.string(p, "str", 0, usize::MAX)
+                        })?
+                        .into_vec()
                 }
                 b"profile" => {
                     req.profile = self.opt_string(&root.field("profile"), 0, usize::MAX)?
@@ -295,7 +296,9 @@ impl<'a> Fields<'a> {
             self.s.colon()?;
             match &*key {
                 b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
-                b"classes" => q.classes = self.strings(&path.field("classes"), 0, 64)?,
+                b"classes" => {
+                    q.classes = self.strings::<4>(&path.field("classes"), 0, 64)?.into_vec()
+                }
                 b"region" => q.region = self.opt_string(&path.field("region"), 1, 16)?,
                 b"age_mode" => q.age_mode = self.age_mode(&path.field("age_mode"))?,
                 _ => return Err(self.unknown(path, key)),
@@ -323,7 +326,7 @@ impl<'a> Fields<'a> {
 }
 
 /// A dict's entries: a repeated key keeps its first place and takes the last value.
-fn dedupe<T>(entries: &mut Vec<(Text<'_>, T)>) {
+fn dedupe<T, const N: usize>(entries: &mut Few<(Text<'_>, T), N>) {
     let n = entries.len();
     if n < 2 {
         return;
@@ -337,8 +340,8 @@ fn dedupe<T>(entries: &mut Vec<(Text<'_>, T)>) {
     if !repeats {
         return;
     }
-    let mut kept: Vec<(Text<'_>, T)> = Vec::with_capacity(n);
-    for (k, v) in entries.drain(..) {
+    let mut kept: Few<(Text<'_>, T), N> = Few::new();
+    for (k, v) in std::mem::take(entries).into_vec() {
         match kept.iter_mut().find(|e| e.0 == k) {
             Some(slot) => slot.1 = v,
             None => kept.push((k, v)),

@@ -114,9 +114,10 @@ mod tests {
             ("text".into(), 2.1),
             ("link".into(), 3.0),
             ("behav".into(), 1.2),
-        ];
-        d[1].factors = vec![("text".into(), 2.0)];
-        d[2].factors = vec![("link".into(), 0.0)];
+        ]
+        .into();
+        d[1].factors = vec![("text".into(), 2.0)].into();
+        d[2].factors = vec![("link".into(), 0.0)].into();
         let req = request(d);
         let (page, docs) = Page::build(&req, &SimpleCanon, false);
         let mut p = Params::default();

@@ -116,10 +116,10 @@ fn document<'py>(
         out.set_item("is_ad", d.is_ad)?;
     }
     if has(given::TOPICS) {
-        out.set_item("topics", &d.topics)?;
+        out.set_item("topics", d.topics.as_slice())?;
     }
     if has(given::BLOCKED_REGIONS) {
-        out.set_item("blocked_regions", &d.blocked_regions)?;
+        out.set_item("blocked_regions", d.blocked_regions.as_slice())?;
     }
     if has(given::TEXT) {
         out.set_item("text", &d.text)?;

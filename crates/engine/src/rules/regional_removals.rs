@@ -45,7 +45,7 @@ mod tests {
     #[test]
     fn removes_documents_blocked_in_the_region_case_blind() {
         let mut d = docs(3);
-        d[1].blocked_regions = vec!["de".into(), "FR".into()];
+        d[1].blocked_regions = vec!["de".into(), "FR".into()].into();
         let req = request(d);
         let (page, docs) = Page::build(&req, &SimpleCanon, false);
         let mut c = ctx(&page);

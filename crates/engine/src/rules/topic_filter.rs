@@ -62,7 +62,7 @@ mod tests {
     #[test]
     fn names_the_first_blocked_topic_of_the_document() {
         let mut d = docs(2);
-        d[0].topics = vec!["sofa".into(), "casino".into(), "drugs".into()];
+        d[0].topics = vec!["sofa".into(), "casino".into(), "drugs".into()].into();
         let req = request(d);
         let (page, docs) = Page::build(&req, &SimpleCanon, false);
         let rule = TopicFilter::build(Params {
