@@ -237,13 +237,21 @@ pub struct RuleFailed<'a> {
     pub refused: Option<Box<crate::contract::FieldError>>,
 }
 
-fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
+/// The count kept for `key`, its rule's name compared by address first.
+fn counted<'s>(
+    actions: &'s mut [ActionCount<'_>],
+    key: (&str, Phase, Action, Mode),
+) -> Option<&'s mut u64> {
     let (rule, phase, action, mode) = key;
-    let same = |k: &(&str, Phase, Action, Mode)| {
-        k.1 == phase && k.2 == action && k.3 == mode && same_name(k.0, rule)
-    };
-    match actions.iter_mut().find(|(k, _)| same(k)) {
-        Some((_, c)) => *c += n,
+    actions
+        .iter_mut()
+        .find(|((r, p, a, m), _)| *p == phase && *a == action && *m == mode && same_name(r, rule))
+        .map(|(_, n)| n)
+}
+
+fn count<'a>(actions: &mut Vec<ActionCount<'a>>, key: (&'a str, Phase, Action, Mode), n: u64) {
+    match counted(actions, key) {
+        Some(c) => *c += n,
         None => actions.push((key, n)),
     }
 }

@@ -9,9 +9,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::{panic_message, Pipeline, RuleError, RuleFailed, Step, Tally, BACKFILL_RULE};
+use super::{counted, panic_message, Pipeline, RuleError, RuleFailed, Step, Tally, BACKFILL_RULE};
 use crate::doc::Doc;
-use crate::record::{same_name, Action, Mode, Phase, Reason, Rec, Record};
+use crate::record::{Action, Mode, Phase, Reason, Rec, Record};
 use crate::rules::{Ctx, Failure};
 
 /// What the trim cut, kept for a refill.
@@ -204,11 +204,7 @@ fn record<'a>(
         !trim
     });
     for (rule, action) in undone {
-        let key = (rule, Phase::Trim, action, Mode::Applied);
-        let same = |k: &(&str, Phase, Action, Mode)| {
-            k.1 == key.1 && k.2 == key.2 && k.3 == key.3 && same_name(k.0, key.0)
-        };
-        if let Some((_, n)) = t.actions.iter_mut().find(|(k, _)| same(k)) {
+        if let Some(n) = counted(&mut t.actions, (rule, Phase::Trim, action, Mode::Applied)) {
             *n -= 1;
         }
     }
