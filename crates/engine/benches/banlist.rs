@@ -22,6 +22,11 @@
 //!    and its hits apart.
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
+//!
+//! With `--count WAY` (`page`, `one`, `floor`; `--class clean|cdn|hits|all`, default all)
+//! it only builds the index and then asks the warm page's URLs of that class `--rounds`
+//! times in `counted`, for `valgrind --tool=callgrind --toggle-collect='*counted*'`: the
+//! instructions of one round are the total over `--rounds`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -129,6 +134,15 @@ fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<(String, String)> {
     out
 }
 
+/// One way of asking a page (canonical URL, host) of the index, or the floor: how many hit.
+type Way<'a> = &'a dyn Fn(&[(String, String)]) -> usize;
+
+/// `rounds` runs of `way` over `urls`, alone: what `--count` gives callgrind to count.
+#[inline(never)]
+fn counted(way: Way, urls: &[(String, String)], rounds: usize) -> usize {
+    (0..rounds).map(|_| way(black_box(urls))).sum()
+}
+
 fn median(v: &mut [u128]) -> f64 {
     v.sort_unstable();
     v[v.len() / 2] as f64 / 1000.0
@@ -223,7 +237,41 @@ fn main() {
         }
     }
     println!("    {} of 100 warm URLs banned", page(&warm));
-    type Way<'a> = &'a dyn Fn(&[(String, String)]) -> usize;
+    if let Some(way) = args
+        .iter()
+        .position(|a| a == "--count")
+        .and_then(|i| args.get(i + 1))
+    {
+        let class = args
+            .iter()
+            .position(|a| a == "--class")
+            .and_then(|i| args.get(i + 1))
+            .map_or("all", String::as_str);
+        let urls: Vec<(String, String)> = warm
+            .iter()
+            .filter(|(c, h)| {
+                let hit = snap.lookup(c, h, None, now).is_some();
+                match class {
+                    "hits" => hit,
+                    "clean" => !hit && !h.starts_with("cdn."),
+                    "cdn" => !hit && h.starts_with("cdn."),
+                    _ => true,
+                }
+            })
+            .cloned()
+            .collect();
+        let way: Way = match way.as_str() {
+            "one" => &one_by_one,
+            "floor" => &floor,
+            _ => &page,
+        };
+        let found = counted(way, &urls, rounds);
+        println!(
+            "    --count {class}: {} URLs, {found} found over {rounds} rounds",
+            urls.len()
+        );
+        return;
+    }
     let ways: [Way; 3] = [&page, &one_by_one, &floor];
     // warm and cold times of each way, its turn in a round rotating
     let mut times = [[vec![], vec![]], [vec![], vec![]], [vec![], vec![]]];
