@@ -1,6 +1,9 @@
 //! The summary's table: `u32` slots in chunks of one cache line, a lookup compares a whole
 //! chunk at once (no loop to leave at an unpredictable slot, as linear probing has), and
-//! almost always reads one line.
+//! almost always reads one line. A chunk keeps its slots' top halves apart from their low
+//! halves: the top 16 bits of the fifteen positions are compared in two 16-byte compares,
+//! without masking, and a slot is read whole only where its top half matched (a position
+//! has at least its top 16 bits).
 //!
 //! A slot is 0 when empty; its top bits are the position it was placed by (the owner's
 //! `pos_of(slot)`), its home chunk `pos * chunks >> 32`. A slot goes to the first chunk
@@ -14,93 +17,128 @@
 
 use std::sync::Arc;
 
-/// Data slots per chunk (the 16th `u32` is the chunk's `over`).
+/// Data slots per chunk (the 16th lane of each half is the chunk's `over`).
 const SLOTS: usize = 15;
 /// Chunks grow by half when the slots are this full (in 1/8ths).
 const MAX_FILL_EIGHTHS: usize = 6;
 /// `fit` leaves the slots this full (in 1/16ths).
 const FIT_FILL_SIXTEENTHS: usize = 11;
 
-/// Fifteen slots and, in the sixteenth `u32`, `over`.
+/// Fifteen `u32` slots, each split in halves: the top 16 bits of every slot side by side
+/// (`high`), then the low 16 bits (`low`), so that a lookup compares the sixteen top halves
+/// in two 16-byte compares and reads a slot's low half only where its top half matched.
+/// The 16th lane of each half is `over` (its low and high 16 bits).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
-struct Chunk([u32; SLOTS + 1]);
+struct Chunk {
+    high: [u16; SLOTS + 1],
+    low: [u16; SLOTS + 1],
+}
 
 const OVER: usize = SLOTS;
 
 impl Chunk {
-    /// Bit `i` set when `u32` `i` of the chunk (`over` too, bit 15) has the position `want`
-    /// (`mask` picks the position bits): sixteen compared at once.
+    /// Bit `i` set when the top half of slot `i` is that of `want` (never bit 15, `over`):
+    /// the candidates a position's lookup reads in full.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn matches(&self, want: u32, mask: u32) -> u32 {
+    fn candidates(&self, want: u32) -> u32 {
         use std::arch::x86_64::{
-            __m128i, _mm_and_si128, _mm_cmpeq_epi32, _mm_load_si128, _mm_movemask_epi8,
-            _mm_packs_epi16, _mm_packs_epi32, _mm_set1_epi32,
+            __m128i, _mm_cmpeq_epi16, _mm_load_si128, _mm_movemask_epi8, _mm_packs_epi16,
+            _mm_set1_epi16,
         };
-        let lanes: *const __m128i = self.0.as_ptr().cast();
+        let lanes: *const __m128i = self.high.as_ptr().cast();
         // (SSE2 is part of x86_64; recent compilers call these intrinsics safe)
         #[allow(unused_unsafe)]
-        // SAFETY: a chunk is 64 bytes aligned to 64: four aligned 16-byte loads read exactly
-        // its sixteen `u32`s.
+        // SAFETY: `high` is 32 bytes at the start of a chunk aligned to 64: two aligned
+        // 16-byte loads read exactly its sixteen `u16`s.
         unsafe {
-            let (m, w) = (_mm_set1_epi32(mask as i32), _mm_set1_epi32(want as i32));
-            let lane =
-                |k: usize| _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(lanes.add(k)), m), w);
-            // each lane's all-ones or zero narrowed to a byte, in order (saturation keeps both)
-            let bytes = _mm_packs_epi16(
-                _mm_packs_epi32(lane(0), lane(1)),
-                _mm_packs_epi32(lane(2), lane(3)),
+            let w = _mm_set1_epi16((want >> 16) as u16 as i16);
+            let (a, b) = (
+                _mm_cmpeq_epi16(_mm_load_si128(lanes), w),
+                _mm_cmpeq_epi16(_mm_load_si128(lanes.add(1)), w),
             );
-            _mm_movemask_epi8(bytes) as u32
+            // each lane's all-ones or zero narrowed to a byte, in order (saturation keeps both)
+            (_mm_movemask_epi8(_mm_packs_epi16(a, b)) as u32) & ((1 << SLOTS) - 1)
         }
     }
 
     #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
-    fn matches(&self, want: u32, mask: u32) -> u32 {
-        self.0.iter().enumerate().fold(0, |bits, (i, &slot)| {
-            bits | u32::from(slot & mask == want) << i
-        })
+    fn candidates(&self, want: u32) -> u32 {
+        let top = (want >> 16) as u16;
+        self.high[..SLOTS]
+            .iter()
+            .enumerate()
+            .fold(0, |bits, (i, &h)| bits | u32::from(h == top) << i)
     }
 
-    /// Whether any `u32` of the chunk (`over` too: a hint only) has the position `want`.
+    /// Slot `i`.
     #[inline(always)]
-    fn may_hold(&self, want: u32, mask: u32) -> bool {
-        self.matches(want, mask) != 0
-    }
-
-    /// The first slot with the position `want`, read from where `matches` found it.
-    #[inline(always)]
-    fn first(&self, want: u32, mask: u32) -> Option<u32> {
-        let found = self.matches(want, mask) & ((1 << SLOTS) - 1);
-        (found != 0).then(|| self.0[found.trailing_zeros() as usize])
-    }
-
-    /// Whether a lookup of `want` starting at this chunk finds nothing: no `u32` of it
-    /// has the position, and no slot passed it full (one test of a whole cache line).
-    #[inline(always)]
-    fn holds_nothing(&self, want: u32, mask: u32) -> bool {
-        !self.may_hold(want, mask) && self.over() == 0
+    fn slot(&self, i: usize) -> u32 {
+        u32::from(self.high[i]) << 16 | u32::from(self.low[i])
     }
 
     #[inline]
-    fn slots(&self) -> &[u32] {
-        &self.0[..SLOTS]
+    fn set(&mut self, i: usize, slot: u32) {
+        self.high[i] = (slot >> 16) as u16;
+        self.low[i] = slot as u16;
+    }
+
+    /// Whether some slot of the chunk may have the position `want` (its top half does).
+    #[inline(always)]
+    fn may_hold(&self, want: u32) -> bool {
+        self.candidates(want) != 0
+    }
+
+    /// The first slot with the position `want` (`mask` picks the position bits, at least
+    /// the top 16), read where a top half matched.
+    #[inline(always)]
+    fn first(&self, want: u32, mask: u32) -> Option<u32> {
+        debug_assert!(mask >> 16 == 0xffff);
+        let mut found = self.candidates(want);
+        while found != 0 {
+            let slot = self.slot(found.trailing_zeros() as usize);
+            if slot & mask == want {
+                return Some(slot);
+            }
+            found &= found - 1;
+        }
+        None
+    }
+
+    /// Whether a lookup of `want` starting at this chunk finds nothing: no slot's top half
+    /// is that of the position, and no slot passed it full (one test of a whole cache line).
+    #[inline(always)]
+    fn holds_nothing(&self, want: u32) -> bool {
+        !self.may_hold(want) && self.over() == 0
+    }
+
+    #[inline]
+    fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..SLOTS).map(|i| self.slot(i))
     }
 
     #[inline]
     fn over(&self) -> u32 {
-        self.0[OVER]
+        self.slot(OVER)
+    }
+
+    #[inline]
+    fn set_over(&mut self, over: u32) {
+        self.set(OVER, over);
     }
 
     fn free(&self) -> Option<usize> {
-        self.slots().iter().position(|&s| s == 0)
+        (0..SLOTS).find(|&i| self.slot(i) == 0)
     }
 }
 
 /// What a lookup in chunks that hold nothing reads.
-static EMPTY: Chunk = Chunk([0; SLOTS + 1]);
+static EMPTY: Chunk = Chunk {
+    high: [0; SLOTS + 1],
+    low: [0; SLOTS + 1],
+};
 
 /// The chunk a lookup starts at (see `Chunks::start`).
 #[derive(Clone, Copy, Debug)]
@@ -117,7 +155,8 @@ impl Start<'_> {
     /// its first chunk, and nothing passed it. When false it may still find nothing.
     #[inline(always)]
     pub fn holds_nothing(self, want: u32, mask: u32) -> bool {
-        self.0.holds_nothing(want, mask)
+        debug_assert!(mask >> 16 == 0xffff);
+        self.0.holds_nothing(want)
     }
 
     /// `Chunks::find` of `want` in `chunks`, the table this lookup started in: read from
@@ -234,7 +273,7 @@ impl Chunks {
         let mut at = home(pos, len);
         for _ in 0..len {
             let chunk = &self.chunks[at];
-            if let Some(i) = chunk.slots().iter().position(|&s| s == slot) {
+            if let Some(i) = chunk.slots().position(|s| s == slot) {
                 return Some((at, i));
             }
             if chunk.over() == 0 {
@@ -264,7 +303,7 @@ impl Chunks {
     pub fn replace(&mut self, pos: u32, old: u32, new: u32) -> bool {
         match self.position(pos, old) {
             Some((at, i)) => {
-                self.chunks_mut()[at].0[i] = new;
+                self.chunks_mut()[at].set(i, new);
                 true
             }
             None => false,
@@ -277,11 +316,12 @@ impl Chunks {
             return false;
         };
         let chunks = self.chunks_mut();
-        chunks[found].0[i] = 0;
+        chunks[found].set(i, 0);
         let len = chunks.len();
         let mut at = home(pos, len);
         while at != found {
-            chunks[at].0[OVER] -= 1;
+            let over = chunks[at].over() - 1;
+            chunks[at].set_over(over);
             at = next(at, len);
         }
         self.filled -= 1;
@@ -303,7 +343,7 @@ impl Chunks {
     fn resize(&mut self, size: usize, pos_of: &impl Fn(u32) -> u32) {
         let mut chunks = vec![Chunk::default(); size];
         for chunk in self.chunks.iter() {
-            for &slot in chunk.slots().iter().filter(|&&s| s != 0) {
+            for slot in chunk.slots().filter(|&s| s != 0) {
                 place(&mut chunks, pos_of(slot), slot);
             }
         }
@@ -317,10 +357,11 @@ fn place(chunks: &mut [Chunk], pos: u32, slot: u32) {
     loop {
         let chunk = &mut chunks[at];
         if let Some(i) = chunk.free() {
-            chunk.0[i] = slot;
+            chunk.set(i, slot);
             return;
         }
-        chunk.0[OVER] += 1;
+        let over = chunk.over() + 1;
+        chunk.set_over(over);
         at = next(at, len);
     }
 }
@@ -381,7 +422,7 @@ mod tests {
         let len = t.chunks.len();
         let mut passed = vec![0u32; len];
         for (c, chunk) in t.chunks.iter().enumerate() {
-            for &slot in chunk.slots().iter().filter(|&&s| s != 0) {
+            for slot in chunk.slots().filter(|&s| s != 0) {
                 let mut at = home(p(slot), len);
                 while at != c {
                     passed[at] += 1;
@@ -424,18 +465,27 @@ mod tests {
         let mut x: u64 = 5;
         for _ in 0..20_000 {
             let mut chunk = Chunk::default();
-            for slot in chunk.0.iter_mut() {
+            let mut next = || {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                // few positions, so that several slots share one
-                *slot = (((x % 6) as u32) << 8) | (x >> 40) as u32 & 0xff;
+                x
+            };
+            // few positions, differing in the top half, the low half or both, so that
+            // several slots share one and top halves match where whole positions do not
+            let position = |r: u64| ((r % 3) as u32) << 16 | ((r / 3 % 2) as u32) << 8;
+            for i in 0..=SLOTS {
+                let r = next();
+                chunk.set(i, position(r) | (r >> 40) as u32 & 0xff);
             }
-            for want in (0..6u32).map(|p| p << 8) {
-                let scan = chunk.slots().iter().copied().find(|&s| s & MASK == want);
+            for want in (0..6u64).map(position) {
+                let scan = chunk.slots().find(|&s| s & MASK == want);
                 assert_eq!(chunk.first(want, MASK), scan);
-                let any = chunk.0.iter().any(|&s| s & MASK == want);
-                assert_eq!(chunk.may_hold(want, MASK), any);
+                let top = chunk.slots().any(|s| s >> 16 == want >> 16);
+                assert_eq!(chunk.may_hold(want), top);
+                assert!(scan.is_none() || chunk.may_hold(want));
+                let over = chunk.over() != 0;
+                assert_eq!(chunk.holds_nothing(want), !top && !over);
             }
         }
     }
