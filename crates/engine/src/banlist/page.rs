@@ -72,10 +72,10 @@ impl IndexData {
         for (i, (walk, &start)) in walks.iter().zip(&starts).enumerate().take(block.len()) {
             walking |= u64::from(!summary::surely_absent(start, walk.hash)) << i;
         }
-        // the items whose walk found something, and the counts read there (`walks` keeps
-        // each one's walk before that step)
-        let mut rest = [(0u8, Counts::default()); BLOCK];
-        let mut k = 0;
+        // bit i: item i's walk found something, and `found_at[i]` the counts read there
+        // (`walks` keeps its walk before that step)
+        let mut found: u64 = 0;
+        let mut found_at = [Counts::default(); BLOCK];
         // what a step that notes nothing writes (the walk has found nothing so far)
         let mut scratch = HostSummary::default();
         while walking != 0 {
@@ -92,8 +92,8 @@ impl IndexData {
                     continue;
                 }
                 if walk.notes(c) {
-                    rest[k] = (i as u8, c);
-                    k += 1;
+                    found |= 1 << i;
+                    found_at[i] = c;
                     walking &= !(1 << i);
                 } else if walk.take(url(&block[i]).1, self.labels, c, &mut scratch) {
                     starts[i] = summary::start(&tables[shard_of(walk.hash)], walk.hash);
@@ -105,14 +105,17 @@ impl IndexData {
         }
         let base = out.len();
         out.resize(base + block.len(), None);
-        for group in rest[..k].chunks(GROUP) {
-            // each with its walk before the step that found something
+        while found != 0 {
+            // up to `GROUP` of them, each with its walk before the step that found something
             let mut walked = [(0u8, Walk::default(), Counts::default()); GROUP];
-            for (w, &(i, c)) in walked.iter_mut().zip(group) {
-                *w = (i, walks[i as usize], c);
+            let mut len = 0;
+            while found != 0 && len < GROUP {
+                let i = found.trailing_zeros() as usize;
+                found &= found - 1;
+                walked[len] = (i as u8, walks[i], found_at[i]);
+                len += 1;
             }
-            let walked = &walked[..group.len()];
-            self.lookup_group(block, url, walked, region, now, &mut out[base..]);
+            self.lookup_group(block, url, &walked[..len], region, now, &mut out[base..]);
         }
     }
 
