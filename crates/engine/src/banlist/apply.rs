@@ -212,13 +212,13 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
 
 /// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
-    let mut bump = |name: &str, field: Field| {
+    let mut bump = |name: &str, field: Field, child: u32| {
         let h = summary::name_hash(name);
-        summary::bump(&mut data.summary[shard_of(h)], h, field, delta);
+        summary::bump(&mut data.summary[shard_of(h)], h, field, delta, child);
     };
-    bump(name, field);
-    for at in summary::parents(name) {
-        bump(&name[at..], summary::BELOW);
+    bump(name, field, 0);
+    for (at, child) in summary::parents_and_children(name) {
+        bump(&name[at..], summary::BELOW, child);
     }
 }
 

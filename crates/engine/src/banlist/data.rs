@@ -54,8 +54,9 @@ pub struct Groups {
 #[derive(Clone, Debug)]
 pub struct IndexData {
     pub(super) shards: Vec<Arc<Shard>>,
-    /// The summary of the names whose `summary::name_hash` falls in each shard.
-    pub(super) summary: Vec<Chunks>,
+    /// The summary of the names whose `summary::name_hash` falls in each shard (as many
+    /// as there are shards, by type: a lookup's `shard_of` needs no bounds check).
+    pub(super) summary: Box<[Chunks; SHARDS]>,
     pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
     pub(super) metas_len: usize,
@@ -72,7 +73,7 @@ impl Default for IndexData {
     fn default() -> Self {
         IndexData {
             shards: vec![Arc::default(); SHARDS],
-            summary: vec![Chunks::default(); SHARDS],
+            summary: Box::new(std::array::from_fn(|_| Chunks::default())),
             ids: vec![Arc::default(); SHARDS],
             metas: Vec::new(),
             metas_len: 0,

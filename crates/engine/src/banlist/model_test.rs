@@ -255,7 +255,7 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
         super::summary::PREFIX,
         super::summary::HOST,
     ] {
-        super::summary::bump(table, h, field, 1);
+        super::summary::bump(table, h, field, 1, super::summary::EVERY_CHILD);
     }
     for host in ["clean.com", "www.clean.com", "a.b.clean.com"] {
         let url = format!("http://{host}/p/x");

@@ -54,13 +54,13 @@ impl IndexData {
         now: f64,
         out: &mut Vec<Option<Hit<'a>>>,
     ) {
-        let tables = &self.summary[..];
+        let tables = &*self.summary;
         let mut walks = [Walk::default(); BLOCK];
         let mut starts = [summary::Start::default(); BLOCK];
         for ((walk, start), item) in walks.iter_mut().zip(&mut starts).zip(block) {
             let host = url(item).1;
             let at = HostSummary::start(host);
-            let hash = summary::name_hash(&host[at..]);
+            let hash = summary::name_hash_bytes(host.as_bytes().get(at..).unwrap_or_default());
             *walk = Walk::new(at, hash);
             *start = summary::start(&tables[shard_of(hash)], hash);
             start.prefetch();

@@ -3,11 +3,16 @@
 //! sit below it, so that a clean site is answered by one probe, and only names with
 //! something there are looked up in the key tables.
 //!
-//! A slot is the name's tag (20 bits of its [`name_hash`]) above six saturating 2-bit
+//! A slot is the name's tag (16 bits of its [`name_hash`]) above six saturating 2-bit
 //! counts: host entries of the name, domain entries, url entries under it (their host
 //! part), prefix entries under it, org groups holding it as a member, and everything of
 //! those at names below it (`BELOW`: counted at each parent of a name, up to [`DEEP`]
-//! labels). The name lives in the summary table of shard `shard_of(name_hash)`. Names that
+//! labels); and above the counts, a 4-bit filter of the labels just below the name that
+//! those names below it lie under ([`child_bit`]), so that a walk stops at a busy site
+//! when the host's own label below it is not one of them (a `cdn.` host below a site
+//! whose `www.` host is banned, most often, ends at the site's slot). The filter's bits
+//! are cleared with `BELOW`'s count, and only then. The name lives in the summary table of
+//! shard `shard_of(name_hash)`. Names that
 //! share a shard and a tag share a slot, their counts added: the summary is a filter, and
 //! every positive is verified against the stored values by the lookup that follows. A
 //! count that reaches its maximum stays there (the true count is then unknown, so it may
@@ -44,8 +49,30 @@ pub const MEMBER: Field = Field { shift: 8 };
 pub const BELOW: Field = Field { shift: 10 };
 
 const MAX: u32 = 3;
-const COUNT_BITS: u32 = 12;
+/// The six counts.
+const FIELD_BITS: u32 = 12;
+/// The counts and the filter of labels below: what a slot holds under its tag.
+const COUNT_BITS: u32 = 16;
 const COUNTS: u32 = (1 << COUNT_BITS) - 1;
+/// The filter of the labels below (`child_bit`), above the counts.
+const CHILDREN: u32 = COUNTS & !((1 << FIELD_BITS) - 1);
+
+/// Every bit of the filter of labels below (what a slot that claims everything holds).
+#[cfg(test)]
+pub const EVERY_CHILD: u32 = CHILDREN;
+
+/// The bit of the filter of labels below a name that `label` sets (the label just below
+/// the name on the way to a name below it that holds something): its first and last
+/// bytes and its length, mixed.
+#[inline(always)]
+pub fn child_bit(label: &[u8]) -> u32 {
+    let (first, last) = (
+        label.first().copied().unwrap_or(0),
+        label.last().copied().unwrap_or(0),
+    );
+    let x = u32::from(first) | u32::from(last) << 8 | (label.len() as u32) << 16;
+    1 << (FIELD_BITS + (x.wrapping_mul(0x9E37_79B9) >> 30))
+}
 
 /// Names of up to this many labels carry `BELOW` (a name deeper than that is summarized
 /// at its own slot and at its parents of at most `DEEP` labels; a lookup past `DEEP`
@@ -76,6 +103,13 @@ impl Counts {
         u8::from(self.has(URL)) | (u8::from(self.has(PREFIX)) << 1)
     }
 
+    /// Whether something below the name may lie under the label `bit` (`child_bit`) just
+    /// below it: false says nothing does.
+    #[inline]
+    pub fn below_through(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+
     /// Whether a domain entry or an org member is at the name.
     #[inline]
     pub fn covers_below(self) -> bool {
@@ -89,7 +123,12 @@ impl Counts {
             v if delta > 0 => v + 1,
             v => v.saturating_sub(1),
         };
-        Counts((self.0 & !(MAX << field.shift)) | (w << field.shift))
+        let mut counts = (self.0 & !(MAX << field.shift)) | (w << field.shift);
+        if field.shift == BELOW.shift && w == 0 {
+            // nothing below any more: no label below either
+            counts &= !CHILDREN;
+        }
+        Counts(counts)
     }
 }
 
@@ -155,12 +194,18 @@ pub fn prefetch(table: &Chunks, hash: u64) {
     table.prefetch(pos(hash));
 }
 
-/// Count one more (`delta > 0`) or one fewer entry of `field` at the name hashed `hash`.
-pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32) {
+/// Count one more (`delta > 0`) or one fewer entry of `field` at the name hashed `hash`;
+/// `child`: for `BELOW`, the `child_bit` of the label below the name that the entry lies
+/// under (a count added sets it; 0 for the other fields).
+pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32) {
+    debug_assert!(child & !CHILDREN == 0);
     let want = pos(hash);
     let old = table.find(want, !COUNTS);
     let before = old.map_or(Counts(0), |slot| Counts(slot & COUNTS));
-    let after = before.adjust(field, delta);
+    let mut after = before.adjust(field, delta);
+    if delta > 0 && field.shift == BELOW.shift {
+        after.0 |= child;
+    }
     match old {
         None if after.0 != 0 => table.insert(want, want | after.0, slot_pos),
         Some(old) if after.0 == 0 => {
@@ -181,10 +226,29 @@ pub fn name_hash(name: &str) -> u64 {
     super::hash_str(name)
 }
 
+/// `name_hash` of a name's bytes (a page of lookups slices a host's site at a dot, a char
+/// boundary, and so needs no check that it is one).
+#[inline(always)]
+pub fn name_hash_bytes(name: &[u8]) -> u64 {
+    super::hash::hash(name)
+}
+
 /// The parents of `name` that count it in `BELOW`: those of 2 to [`DEEP`] labels, as the
 /// byte offsets they start at (a dot-separated name; the bare last label is no parent).
 pub fn parents(name: &str) -> impl Iterator<Item = usize> + '_ {
     Dots::of(name).skip(1).take(DEEP - 1).map(|dot| dot + 1)
+}
+
+/// `parents`, each with the `child_bit` of the label of `name` just below it.
+pub fn parents_and_children(name: &str) -> impl Iterator<Item = (usize, u32)> + '_ {
+    parents(name).map(move |at| {
+        let bytes = &name.as_bytes()[..at - 1];
+        let label = bytes
+            .iter()
+            .rposition(|&b| b == b'.')
+            .map_or(0, |dot| dot + 1);
+        (at, child_bit(&bytes[label..]))
+    })
 }
 
 /// A name a domain entry or an org member covering a host may be at.
@@ -343,16 +407,22 @@ impl Walk {
             out.own_hash = self.hash;
             return false;
         }
-        if self.found <= DEEP && !c.has(BELOW) {
+        // `BELOW` and the filter of labels below are kept at this name
+        let kept = self.found <= DEEP;
+        if kept && !c.has(BELOW) {
+            return false;
+        }
+        let bytes = &host.as_bytes()[..self.at - 1];
+        let dot = bytes.iter().rposition(|&b| b == b'.');
+        // the host's label just below this name: when nothing below lies under it, nothing
+        // below covers the host
+        if kept && !c.below_through(child_bit(&bytes[dot.map_or(0, |dot| dot + 1)..])) {
             return false;
         }
         self.found += 1;
         let found = self.found;
         // the dot before this name starts the next one down; past where `BELOW` is kept
         // and where a domain entry could be, the host is next
-        let dot = host.as_bytes()[..self.at - 1]
-            .iter()
-            .rposition(|&b| b == b'.');
         self.at = (dot)
             .filter(|_| found <= DEEP || found <= limit)
             .map_or(0, |dot| dot + 1);
@@ -386,9 +456,9 @@ mod tests {
     fn table(names: &[(&str, Field)]) -> Chunks {
         let mut t = Chunks::default();
         for &(name, field) in names {
-            bump(&mut t, name_hash(name), field, 1);
-            for at in parents(name) {
-                bump(&mut t, name_hash(&name[at..]), BELOW, 1);
+            bump(&mut t, name_hash(name), field, 1, 0);
+            for (at, child) in parents_and_children(name) {
+                bump(&mut t, name_hash(&name[at..]), BELOW, 1, child);
             }
         }
         t
@@ -470,9 +540,24 @@ mod tests {
             seen.len()
         };
         assert_eq!(probes("a.b.clean.com"), 1);
-        assert_eq!(probes("cdn.banned.com"), 2);
+        // below a busy site, a host whose label is not in the site's filter of labels
+        // below ends at the site; one whose label shares www's bit goes on to its own slot
+        let www = child_bit(b"www");
+        let labels = ["cdn", "m", "img", "static", "news", "api", "mail", "shop"];
+        let (other, same): (Vec<&str>, Vec<&str>) =
+            labels.iter().partition(|l| child_bit(l.as_bytes()) != www);
+        assert!(!other.is_empty() && !same.is_empty());
+        for label in other {
+            assert_eq!(probes(&format!("{label}.banned.com")), 1, "{label}");
+            assert_eq!(probes(&format!("a.{label}.banned.com")), 1, "{label}");
+        }
+        for label in same {
+            assert_eq!(probes(&format!("{label}.banned.com")), 2, "{label}");
+        }
         assert_eq!(probes("www.banned.com"), 2);
-        assert_eq!(probes("a.y.z.other.com"), 4);
+        // below y.z.other.com only x. holds something: a. stops there unless it shares x's bit
+        let a_apart = child_bit(b"a") != child_bit(b"x");
+        assert_eq!(probes("a.y.z.other.com"), if a_apart { 3 } else { 4 });
         assert_eq!(probes("a.x.y.z.other.com"), 4);
         // deeper than DEEP labels and than any domain entry: the host's own slot next
         let deep = "a.b.c.d.e.f.g.h.i.j.k.z.other.com";
@@ -515,28 +600,62 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_of_labels_below_goes_with_the_count_below() {
+        let mut t = Chunks::default();
+        let h = name_hash("example.com");
+        let (www, cdn) = (child_bit(b"www"), child_bit(b"x-cdn"));
+        bump(&mut t, h, HOST, 1, 0);
+        bump(&mut t, h, BELOW, 1, www);
+        bump(&mut t, h, BELOW, 1, cdn);
+        let c = counts(&t, h);
+        assert!(c.below_through(www) && c.below_through(cdn));
+        assert_eq!(c.0 & CHILDREN, www | cdn);
+        // one of two entries below gone: the bits stay (which one went is not known)
+        bump(&mut t, h, BELOW, -1, 0);
+        assert!(counts(&t, h).below_through(www) && counts(&t, h).below_through(cdn));
+        // none below: no label below either, the host entry still there
+        bump(&mut t, h, BELOW, -1, 0);
+        let c = counts(&t, h);
+        assert!(c.has(HOST) && !c.has(BELOW) && c.0 & CHILDREN == 0);
+        bump(&mut t, h, HOST, -1, 0);
+        assert_eq!(t.len(), 0);
+        // every label gives one of the filter's bits
+        for label in [
+            "",
+            "a",
+            "www",
+            "cdn",
+            "xn--i-7iq",
+            "a-very-long-label-of-sixty-chars",
+        ] {
+            let bit = child_bit(label.as_bytes());
+            assert!(bit.is_power_of_two() && bit & CHILDREN == bit, "{label}");
+        }
+    }
+
+    #[test]
     fn counts_saturate_and_slots_go_when_empty() {
         let mut t = Chunks::default();
         let h = name_hash("example.com");
-        bump(&mut t, h, URL, 1);
-        bump(&mut t, h, HOST, 1);
+        bump(&mut t, h, URL, 1, 0);
+        bump(&mut t, h, HOST, 1, 0);
         assert_eq!(counts(&t, h).under(), 1);
         assert!(counts(&t, h).has(HOST) && !counts(&t, h).has(DOMAIN));
-        bump(&mut t, h, URL, -1);
-        bump(&mut t, h, HOST, -1);
+        bump(&mut t, h, URL, -1, 0);
+        bump(&mut t, h, HOST, -1, 0);
         assert_eq!(t.len(), 0);
         for _ in 0..2 {
-            bump(&mut t, h, PREFIX, 1);
+            bump(&mut t, h, PREFIX, 1, 0);
         }
         for _ in 0..2 {
-            bump(&mut t, h, PREFIX, -1);
+            bump(&mut t, h, PREFIX, -1, 0);
         }
         assert_eq!(t.len(), 0);
         for _ in 0..3 {
-            bump(&mut t, h, PREFIX, 1);
+            bump(&mut t, h, PREFIX, 1, 0);
         }
         for _ in 0..5 {
-            bump(&mut t, h, PREFIX, -1);
+            bump(&mut t, h, PREFIX, -1, 0);
         }
         // at its maximum the count is unknown: it stays
         assert_eq!(counts(&t, h).under(), 2);
