@@ -22,9 +22,10 @@
 //! What a lookup probes first is the summary (see `summary`): one `u32` slot per name (a
 //! host, a domain, an org member domain, and each parent of one), in chunks of a cache
 //! line, counting the host, domain, url and prefix entries at that name, the org groups
-//! holding it, and whether anything sits below it. A lookup walks a host's names from its
-//! site (its last two labels) down and stops at the first with nothing below it, so a
-//! clean site costs one hash and one probe, and goes to the key tables only for names
+//! holding it, whether anything sits below it and under which of the labels just below it
+//! (a filter). A lookup walks a host's names from its site (its last two labels) down and
+//! stops at the first with nothing below it on the host's way, so a clean site costs one
+//! hash and one probe, and goes to the key tables only for names
 //! whose summary holds something. A page of lookups (`page`) takes each step for all its
 //! URLs in turn, prefetching, so that their cache misses overlap; a walk that finds
 //! nothing ends in the page's first loop, and only the URLs whose walk finds something go
