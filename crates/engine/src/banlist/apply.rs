@@ -10,7 +10,7 @@ use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
 use super::names::labels;
 use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
 use super::summary::{self, Field};
-use super::{hash_str, shard_of, tag_of, Scope};
+use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 const META_CHUNK: usize = 1024;
 
@@ -214,7 +214,7 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
     let mut bump = |name: &str, field: Field, child: u32| {
         let h = summary::name_hash(name);
-        summary::bump(&mut data.summary[shard_of(h)], h, field, delta, child);
+        summary::bump(&mut data.summary[summary_of(h)], h, field, delta, child);
     };
     bump(name, field, 0);
     for (at, child) in summary::parents_and_children(name) {

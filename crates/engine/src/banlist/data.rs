@@ -7,7 +7,7 @@ use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
-use super::{hash_str, shard_of, tag_of, Scope, SCOPES, SHARDS};
+use super::{hash_str, shard_of, summary_of, tag_of, Scope, SCOPES, SHARDS, SUMMARIES};
 
 /// Bit set in the id code of an id that is not a plain decimal number.
 pub const NAMED: u64 = 1 << 63;
@@ -54,9 +54,9 @@ pub struct Groups {
 #[derive(Clone, Debug)]
 pub struct IndexData {
     pub(super) shards: Vec<Arc<Shard>>,
-    /// The summary of the names whose `summary::name_hash` falls in each shard (as many
-    /// as there are shards, by type: a lookup's `shard_of` needs no bounds check).
-    pub(super) summary: Box<[Chunks; SHARDS]>,
+    /// The summary of the names whose `summary::name_hash` falls in each summary table
+    /// (`summary_of`; as many as there are, by type: a lookup needs no bounds check).
+    pub(super) summary: Box<[Chunks; SUMMARIES]>,
     pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
     pub(super) metas_len: usize,
@@ -358,7 +358,7 @@ impl IndexData {
     /// The summary of the name hashed `h` (see `summary`).
     #[inline(always)]
     fn summary(&self, h: u64) -> Counts {
-        summary::counts(&self.summary[shard_of(h)], h)
+        summary::counts(&self.summary[summary_of(h)], h)
     }
 
     /// The summaries of `host` and of the names a domain or org entry covering it could be at.

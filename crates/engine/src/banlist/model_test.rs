@@ -246,7 +246,7 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
     let mut data = IndexData::clone(&index.snapshot());
     // clean.com's slot claims everything: a domain entry, members, entries below it
     let h = super::summary::name_hash("clean.com");
-    let table = &mut data.summary[super::shard_of(h)];
+    let table = &mut data.summary[super::summary_of(h)];
     for field in [
         super::summary::DOMAIN,
         super::summary::MEMBER,

@@ -17,7 +17,7 @@
 use super::data::{First, Hit, IndexData};
 use super::names::{path_of, url_key};
 use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
-use super::{hash_str, shard_of, tag_of, Scope};
+use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u64`).
 const BLOCK: usize = 64;
@@ -62,7 +62,7 @@ impl IndexData {
             let at = HostSummary::start(host);
             let hash = summary::name_hash_bytes(host.as_bytes().get(at..).unwrap_or_default());
             *walk = Walk::new(at, hash);
-            *start = summary::start(&tables[shard_of(hash)], hash);
+            *start = summary::start(&tables[summary_of(hash)], hash);
             start.prefetch();
         }
         // bit i: item i's walk has a name left to probe. A site whose first chunk holds
@@ -85,7 +85,7 @@ impl IndexData {
                 left &= left - 1;
                 let walk = &mut walks[i];
                 // the slot is read from the chunk found and prefetched for it
-                let c = summary::counts_at(starts[i], &tables[shard_of(walk.hash)], walk.hash);
+                let c = summary::counts_at(starts[i], &tables[summary_of(walk.hash)], walk.hash);
                 if c == Counts::default() && walk.ends_at_nothing() {
                     // the walk ends clean (`take` would note nothing and stop)
                     walking &= !(1 << i);
@@ -96,7 +96,7 @@ impl IndexData {
                     found_at[i] = c;
                     walking &= !(1 << i);
                 } else if walk.take(url(&block[i]).1, self.labels, c, &mut scratch) {
-                    starts[i] = summary::start(&tables[shard_of(walk.hash)], walk.hash);
+                    starts[i] = summary::start(&tables[summary_of(walk.hash)], walk.hash);
                     starts[i].prefetch();
                 } else {
                     walking &= !(1 << i);
@@ -134,7 +134,7 @@ impl IndexData {
         out: &mut [Option<Hit<'a>>],
     ) {
         let tables = &self.summary[..];
-        let prefetch = |walk: &Walk| summary::prefetch(&tables[shard_of(walk.hash)], walk.hash);
+        let prefetch = |walk: &Walk| summary::prefetch(&tables[summary_of(walk.hash)], walk.hash);
         let host = |j: usize| url(&block[group[j].0 as usize]).1;
         let mut walks = [Walk::default(); GROUP];
         let mut names = [HostSummary::default(); GROUP];

@@ -11,9 +11,9 @@
 //! those names below it lie under ([`child_bit`]), so that a walk stops at a busy site
 //! when the host's own label below it is not one of them (a `cdn.` host below a site
 //! whose `www.` host is banned, most often, ends at the site's slot). The filter's bits
-//! are cleared with `BELOW`'s count, and only then. The name lives in the summary table of
-//! shard `shard_of(name_hash)`. Names that
-//! share a shard and a tag share a slot, their counts added: the summary is a filter, and
+//! are cleared with `BELOW`'s count, and only then. The name lives in summary table
+//! `summary_of(name_hash)`. Names that
+//! share a table and a tag share a slot, their counts added: the summary is a filter, and
 //! every positive is verified against the stored values by the lookup that follows. A
 //! count that reaches its maximum stays there (the true count is then unknown, so it may
 //! only err on the side of a lookup).
@@ -162,7 +162,7 @@ pub trait Source {
 impl Source for [Chunks] {
     #[inline(always)]
     fn counts(&self, hash: u64) -> Counts {
-        counts(&self[super::shard_of(hash)], hash)
+        counts(&self[super::summary_of(hash)], hash)
     }
 }
 
@@ -219,8 +219,7 @@ pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32)
 }
 
 /// The hash a name is summarized under: the key tables' own (`hash_str`), so that a name
-/// found in the summary is looked up in its key table without hashing it again, in the
-/// same shard.
+/// found in the summary is looked up in its key table without hashing it again.
 #[inline(always)]
 pub fn name_hash(name: &str) -> u64 {
     super::hash_str(name)
