@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
-use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key};
+use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
@@ -514,13 +514,14 @@ impl IndexData {
             }
         }
         if under & 2 != 0 {
-            let path = path_of(canonical)?;
             // the keys are prefixes of the url key when it is `host + path + …` (always, for
             // a canonical URL and its own host)
-            let whole = url_key(canonical);
-            let sliced = whole
-                .strip_prefix(host)
-                .is_some_and(|rest| rest.starts_with(path));
+            let UrlPath {
+                whole,
+                path,
+                sliced,
+            } = url_path(canonical, host);
+            let path = path?;
             let mut key = String::new();
             for (k, len) in prefix_lens(path).enumerate() {
                 let key: &str = if sliced {

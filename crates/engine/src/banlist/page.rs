@@ -15,7 +15,7 @@
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
 use super::data::{First, Hit, IndexData};
-use super::names::{path_of, url_key};
+use super::names::{prefix_lens, url_key, url_path, UrlPath};
 use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, tag_of, Scope};
 
@@ -205,14 +205,16 @@ impl IndexData {
             (Scope::Url, hash_str(url_key(canonical)))
         } else if names.own.has(PREFIX) {
             // the longest prefix key, when it is a slice of the url key (`match_under`)
-            let (path, whole) = (path_of(canonical)?, url_key(canonical));
-            match whole.strip_prefix(host) {
-                Some(rest) if rest.starts_with(path) => (
-                    Scope::Prefix,
-                    hash_str(whole[..host.len() + path.len()].trim_end_matches('/')),
-                ),
-                _ => return None,
+            let UrlPath {
+                whole,
+                path,
+                sliced,
+            } = url_path(canonical, host);
+            if !sliced {
+                return None;
             }
+            let len = prefix_lens(path?).next()?;
+            (Scope::Prefix, hash_str(&whole[..host.len() + len]))
         } else if names.own.has(HOST) {
             (Scope::Host, names.own_hash)
         } else {
