@@ -134,6 +134,9 @@ pub(super) struct First {
     pub hash: u64,
     /// The row of the first key slot (in probe order) holding its tag.
     pub row: Option<u32>,
+    /// A prefix key's: where the URL's path ends in its url key (which is `host + path +
+    /// …`), so that the lookup does not find the path again.
+    pub path_end: u32,
 }
 
 impl First {
@@ -157,7 +160,7 @@ pub struct Match {
 }
 
 /// The smallest-ord active row among `rows` (the first in insertion order).
-#[inline]
+#[inline(always)]
 fn first_active(
     data: &IndexData,
     best: &mut Option<(u32, RowRef)>,
@@ -520,7 +523,17 @@ impl IndexData {
                 whole,
                 path,
                 sliced,
-            } = url_path(canonical, host);
+            } = match first {
+                Some(f) if f.scope == Scope::Prefix => {
+                    let whole = url_key(canonical);
+                    UrlPath {
+                        whole,
+                        path: whole.get(host.len()..f.path_end as usize),
+                        sliced: true,
+                    }
+                }
+                _ => url_path(canonical, host),
+            };
             let path = path?;
             let mut key = String::new();
             for (k, len) in prefix_lens(path).enumerate() {
@@ -590,6 +603,7 @@ impl IndexData {
     }
 
     /// The row as a [`Hit`].
+    #[inline]
     pub fn hit(&self, at: RowRef) -> Hit<'_> {
         let (id, scope, value) = self.shards[at.shard as usize].hit_parts(at.row);
         Hit {
