@@ -400,6 +400,10 @@ fn write_len(arena: &mut Vec<u8>, mut len: usize) {
 
 #[inline]
 fn read_len(bytes: &[u8]) -> (usize, usize) {
+    // a value shorter than 128 bytes (nearly every one): its one byte, without the loop
+    if let Some(&b) = bytes.first().filter(|&&b| b & 0x80 == 0) {
+        return (usize::from(b), 1);
+    }
     let (mut len, mut shift, mut used) = (0usize, 0, 0);
     for &b in bytes.iter().take(5) {
         used += 1;
