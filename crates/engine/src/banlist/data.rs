@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
-use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key};
+use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
@@ -135,6 +135,9 @@ pub(super) struct First {
     pub hash: u64,
     /// The row of the first key slot (in probe order) holding its tag.
     pub row: Option<u32>,
+    /// A prefix key's: where the URL's path ends in its url key (which is `host + path +
+    /// …`), so that the lookup does not find the path again.
+    pub path_end: u32,
 }
 
 impl First {
@@ -158,7 +161,7 @@ pub struct Match {
 }
 
 /// The smallest-ord active row among `rows` (the first in insertion order).
-#[inline]
+#[inline(always)]
 fn first_active(
     data: &IndexData,
     best: &mut Option<(u32, RowRef)>,
@@ -515,13 +518,24 @@ impl IndexData {
             }
         }
         if under & 2 != 0 {
-            let path = path_of(canonical)?;
             // the keys are prefixes of the url key when it is `host + path + …` (always, for
             // a canonical URL and its own host)
-            let whole = url_key(canonical);
-            let sliced = whole
-                .strip_prefix(host)
-                .is_some_and(|rest| rest.starts_with(path));
+            let UrlPath {
+                whole,
+                path,
+                sliced,
+            } = match first {
+                Some(f) if f.scope == Scope::Prefix => {
+                    let whole = url_key(canonical);
+                    UrlPath {
+                        whole,
+                        path: whole.get(host.len()..f.path_end as usize),
+                        sliced: true,
+                    }
+                }
+                _ => url_path(canonical, host),
+            };
+            let path = path?;
             let mut key = String::new();
             for (k, len) in prefix_lens(path).enumerate() {
                 let key: &str = if sliced {
@@ -590,6 +604,7 @@ impl IndexData {
     }
 
     /// The row as a [`Hit`].
+    #[inline]
     pub fn hit(&self, at: RowRef) -> Hit<'_> {
         let (id, scope, value) = self.shards[at.shard as usize].hit_parts(at.row);
         Hit {

@@ -6,7 +6,7 @@
 const WIDTH: usize = 32;
 
 /// `model.url_key`: the canonical URL without its scheme, so http and https match alike.
-#[inline]
+#[inline(always)]
 pub fn url_key(canonical: &str) -> &str {
     match after_scheme(canonical) {
         Some(at) => &canonical[at..],
@@ -16,7 +16,7 @@ pub fn url_key(canonical: &str) -> &str {
 
 /// Where what follows the first `://` starts (the scheme is a few letters: its colon is
 /// almost always the first).
-#[inline]
+#[inline(always)]
 fn after_scheme(canonical: &str) -> Option<usize> {
     let bytes = canonical.as_bytes();
     // `http://` and `https://` (nearly every URL) compared whole first: memchr's setup
@@ -45,6 +45,107 @@ pub fn path_of(canonical: &str) -> Option<&str> {
     }
     let end = memchr::memchr(b'?', &bytes[slash..]).map_or(bytes.len(), |q| slash + q);
     Some(&rest[slash..end])
+}
+
+/// A canonical URL's url key and path (`url_key`, `path_of`), and whether the url key is
+/// `host + path + …` (the prefix keys are then slices of it).
+#[derive(Clone, Copy, Debug)]
+pub struct UrlPath<'a> {
+    /// `url_key`.
+    pub whole: &'a str,
+    /// `path_of`.
+    pub path: Option<&'a str>,
+    /// Whether `whole` starts with the host, then the path.
+    pub sliced: bool,
+}
+
+/// `url_key`, `path_of` and whether the one is `host + path + …`: for a canonical URL and
+/// its own host (nearly always) the path starts right after the host, so neither the path
+/// nor the query is searched for with memchr (whose setup costs more than these short
+/// strings); anything else as `path_of` finds it.
+#[inline]
+pub fn url_path<'a>(canonical: &'a str, host: &str) -> UrlPath<'a> {
+    let whole = url_key(canonical);
+    let (w, h) = (whole.as_bytes(), host.as_bytes());
+    // the first `/` or `?` of the url key is the one after the host: `path_of`'s start
+    if !h.is_empty()
+        && w.get(h.len()) == Some(&b'/')
+        && super::shard::same(&w[..h.len()], h)
+        && !slash_or_query(h)
+    {
+        let end = h.len() + first_query(&w[h.len()..]);
+        return UrlPath {
+            whole,
+            path: Some(&whole[h.len()..end]),
+            sliced: true,
+        };
+    }
+    let path = path_of(canonical);
+    let sliced = path.is_some_and(|path| {
+        whole
+            .strip_prefix(host)
+            .is_some_and(|rest| rest.starts_with(path))
+    });
+    UrlPath {
+        whole,
+        path,
+        sliced,
+    }
+}
+
+/// Where the first `?` of `bytes` is (their length when none is), a word at a time.
+#[inline(always)]
+fn first_query(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // the top bit of each byte that is `?`: exact up to the first one (a borrow only
+    // runs past a zero byte), so the lowest bit set is the first
+    let queries = |word: u64| {
+        let x = word ^ (0x3f * ONES);
+        x.wrapping_sub(ONES) & !x & (0x80 * ONES)
+    };
+    let len = bytes.len();
+    if len < 8 {
+        return bytes.iter().position(|&b| b == b'?').unwrap_or(len);
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        let q = queries(word_at(bytes, at));
+        if q != 0 {
+            return at + q.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    // the last word, overlapping bytes already read (none of them a `?`)
+    let q = queries(word_at(bytes, len - 8));
+    if q != 0 {
+        len - 8 + q.trailing_zeros() as usize / 8
+    } else {
+        len
+    }
+}
+
+/// Whether `bytes` hold a `/` or a `?` (0x2f, 0x3f: the same byte once bit 4 is set), a
+/// word at a time.
+#[inline(always)]
+fn slash_or_query(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // a byte of the word that is `?` once bit 4 is set becomes 0; whether any byte is 0
+    let any = |word: u64| {
+        let x = (word | (0x10 * ONES)) ^ (0x3f * ONES);
+        x.wrapping_sub(ONES) & !x & (0x80 * ONES) != 0
+    };
+    let len = bytes.len();
+    if len < 8 {
+        return bytes.iter().any(|&b| b | 0x10 == 0x3f);
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        if any(word_at(bytes, at)) {
+            return true;
+        }
+        at += 8;
+    }
+    any(word_at(bytes, len - 8))
 }
 
 /// The prefix keys of a path, most specific first, each once: `host + p.rstrip("/")` for
@@ -429,6 +530,43 @@ mod tests {
             }
             assert_eq!(path_of(&url), reference_path_of(&url), "{url:?}");
             assert_eq!(url_key(&url), reference_url_key(&url), "{url:?}");
+            // the url's own host, or another, or one holding `/` or `?`
+            let key = reference_url_key(&url);
+            let own = key.find(['/', '?']).map_or(key, |at| &key[..at]);
+            for host in [own, "x.example", "h", "", "a/b", "a?", "abcdefghijklmnopq/"] {
+                let got = url_path(&url, host);
+                let path = reference_path_of(&url);
+                let sliced = path.is_some_and(|p| {
+                    key.strip_prefix(host)
+                        .is_some_and(|rest| rest.starts_with(p))
+                });
+                assert_eq!(
+                    (got.whole, got.path, got.sliced),
+                    (key, path, sliced),
+                    "{url:?} {host:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_query_a_word_at_a_time_is_the_first_byte_scan_finds() {
+        for len in 0..40 {
+            for q in 0..=len {
+                for other in [b'a', b'/', b'?' ^ 0x80, b'?' + 1, 0] {
+                    let mut bytes = vec![other; len];
+                    if q < len {
+                        bytes[q] = b'?';
+                        if q + 2 < len {
+                            bytes[q + 2] = b'?';
+                        }
+                    }
+                    let want = bytes.iter().position(|&b| b == b'?').unwrap_or(len);
+                    assert_eq!(first_query(&bytes), want, "{bytes:?}");
+                    let slash = bytes.iter().any(|&b| b == b'/' || b == b'?');
+                    assert_eq!(slash_or_query(&bytes), slash, "{bytes:?}");
+                }
+            }
         }
     }
 

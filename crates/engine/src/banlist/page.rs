@@ -15,7 +15,7 @@
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
 use super::data::{First, Hit, IndexData};
-use super::names::{path_of, url_key};
+use super::names::{prefix_lens, url_key, url_path, UrlPath};
 use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
@@ -167,7 +167,7 @@ impl IndexData {
             if !names[j].is_clean() {
                 let (canonical, host) = url(&block[i as usize]);
                 first[j] = self.first_key(canonical, host, &names[j]);
-                if let Some((scope, h)) = first[j] {
+                if let Some((scope, h, _)) = first[j] {
                     self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
                 }
             }
@@ -175,12 +175,13 @@ impl IndexData {
         let mut known = [None; GROUP];
         let mut rows = [None; GROUP];
         for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
-            if let Some((scope, hash)) = *first {
+            if let Some((scope, hash, path_end)) = *first {
                 *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
                 *known = Some(First {
                     scope,
                     hash,
                     row: *row,
+                    path_end,
                 });
             }
         }
@@ -199,24 +200,34 @@ impl IndexData {
         }
     }
 
-    /// The scope and hash of the key the lookup of a summarized URL reads first.
-    fn first_key(&self, canonical: &str, host: &str, names: &HostSummary) -> Option<(Scope, u64)> {
+    /// The scope and hash of the key the lookup of a summarized URL reads first; a prefix
+    /// key's also where the path ends in the url key (`First::path_end`), else 0.
+    fn first_key(
+        &self,
+        canonical: &str,
+        host: &str,
+        names: &HostSummary,
+    ) -> Option<(Scope, u64, u32)> {
         Some(if names.own.has(URL) {
-            (Scope::Url, hash_str(url_key(canonical)))
+            (Scope::Url, hash_str(url_key(canonical)), 0)
         } else if names.own.has(PREFIX) {
             // the longest prefix key, when it is a slice of the url key (`match_under`)
-            let (path, whole) = (path_of(canonical)?, url_key(canonical));
-            match whole.strip_prefix(host) {
-                Some(rest) if rest.starts_with(path) => (
-                    Scope::Prefix,
-                    hash_str(whole[..host.len() + path.len()].trim_end_matches('/')),
-                ),
-                _ => return None,
+            let UrlPath {
+                whole,
+                path,
+                sliced,
+            } = url_path(canonical, host);
+            if !sliced {
+                return None;
             }
+            let path = path?;
+            let len = prefix_lens(path).next()?;
+            let end = u32::try_from(host.len() + path.len()).ok()?;
+            (Scope::Prefix, hash_str(&whole[..host.len() + len]), end)
         } else if names.own.has(HOST) {
-            (Scope::Host, names.own_hash)
+            (Scope::Host, names.own_hash, 0)
         } else {
-            (Scope::Domain, names.flagged()?.next()?.hash)
+            (Scope::Domain, names.flagged()?.next()?.hash, 0)
         })
     }
 }
@@ -294,7 +305,7 @@ mod tests {
             } else {
                 snap.first_key(canonical, host, &names)
             };
-            let got = first.map(|(scope, h)| {
+            let got = first.map(|(scope, h, _)| {
                 let rows = snap.shards[shard_of(h)].prefetch_row(tag_of(scope, h));
                 (scope, h, rows.is_some())
             });
