@@ -94,7 +94,9 @@ class ServeProcess:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"serve-{self.port}.log"
-        full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", **env}
+        # no drain on SIGTERM unless a test asks for one (the default's 5 s is a deploy's)
+        full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_DRAIN_SECONDS": "0",
+                **env}
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), *args],

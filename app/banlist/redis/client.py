@@ -87,6 +87,17 @@ class TextRedis(TextCommands, Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def connection_pool(self) -> redis.ConnectionPool: ...
+
+
+def reach(client: TextRedis) -> None:
+    """Take a connection from the client's pool and give it back: the pool connects it now
+    (or reconnects one Redis dropped), so that an unreachable Redis is known before a
+    command is sent: a write refused here was certainly never made."""
+    pool = client.connection_pool
+    pool.release(pool.get_connection())
+
 
 def connect(url: str, **options: Any) -> TextRedis:
     """A client of the Redis at `url` whose replies are text (`options`: redis-py's)."""

@@ -40,7 +40,7 @@ from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
-from app.banlist.redis.client import connect
+from app.banlist.redis.client import connect, reach
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.replica import Replicator, change_of
@@ -468,6 +468,13 @@ class RedisStore(StoreBase):
             raise BanlistUnavailable("banlist", rep.why_not_writable())
         expected = "!fresh" if fresh else str(rep.epoch) if rep.epoch else ""
         write_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+        try:
+            reach(self.client)
+        except redis.RedisError as exc:
+            # nothing was sent: no outcome to settle, the change was not made
+            rep.failed(exc, "write")
+            raise BanlistUnavailable(
+                "banlist", f"Redis unreachable, the change was not made: {exc}") from exc
         try:
             result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
                                  args=[expected, self.retention_ms,

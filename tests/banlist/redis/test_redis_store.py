@@ -190,6 +190,22 @@ def test_redis_killed_mid_stream_nothing_acknowledged_is_lost(replicas, redis_se
         assert store.sync_state().problem is None
 
 
+def test_a_write_while_redis_is_down_is_certainly_not_made(replicas, redis_server):
+    """Redis cannot be reached before the write is sent: the answer is a definite no, not
+    an outcome to ask about later (a write whose answer was lost is `settle`'s)."""
+    a = replicas("a")
+    a.add(EntrySpec("host", "kept.example", "r"), "tns")
+    redis_server.kill()
+    with pytest.raises(BanlistError) as info:
+        a.add(EntrySpec("host", "lost.example", "r"), "tns")
+    assert status_of(info.value) == 503 and info.value.extra == {}
+    assert "the change was not made" in info.value.problem
+    redis_server.restart()
+    wait_for(lambda: a.sync_state().in_sync)
+    assert [e.value for e in a.index] == ["kept.example"]
+    assert banned(a, "http://lost.example/") is None
+
+
 def test_staleness_grows_while_redis_is_down_and_recovers(replicas, redis_server):
     a = replicas("a")
     a.add(EntrySpec("host", "x.com", "r"), "tns")
