@@ -6,6 +6,7 @@ texts share shingles (near-duplicates), users fall in both variants of an experi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -59,21 +60,25 @@ def urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{draw(st.sampled_from(HOSTS))}{draw(st.sampled_from(PATHS))}"
 
 
+# A document's optional fields and what each is drawn from (built once: a strategy built
+# inside a draw is built and validated again on every draw).
+_OPTIONAL = {
+    "factors": st.dictionaries(st.sampled_from(FACTORS), finite, max_size=4),
+    "spam_score": probability,
+    "adult_score": probability,
+    "domain_age_days": st.one_of(st.none(), st.floats(0, 1000, allow_nan=False)),
+    "is_ad": st.booleans(),
+    "topics": st.lists(st.sampled_from(TOPICS), max_size=2),
+    "blocked_regions": st.lists(st.sampled_from(REGIONS + ("ru",)), max_size=2),
+    "text": st.one_of(st.none(), texts),
+    "attributes": attributes,
+}
+
+
 @st.composite
 def documents(draw: st.DrawFn, index: int) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": f"d{index}", "url": draw(urls()), "score": draw(finite)}
-    optional = {
-        "factors": st.dictionaries(st.sampled_from(FACTORS), finite, max_size=4),
-        "spam_score": probability,
-        "adult_score": probability,
-        "domain_age_days": st.one_of(st.none(), st.floats(0, 1000, allow_nan=False)),
-        "is_ad": st.booleans(),
-        "topics": st.lists(st.sampled_from(TOPICS), max_size=2),
-        "blocked_regions": st.lists(st.sampled_from(REGIONS + ("ru",)), max_size=2),
-        "text": st.one_of(st.none(), texts),
-        "attributes": attributes,
-    }
-    for key, strategy in optional.items():
+    for key, strategy in _OPTIONAL.items():
         if draw(st.booleans()):
             doc[key] = draw(strategy)
     return doc
@@ -106,17 +111,19 @@ def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[st
     return body
 
 
+_PHRASES = st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2).map(" ".join)
+_WHEN = {
+    "query_is": st.lists(_PHRASES, min_size=1, max_size=2),
+    "query_contains": st.lists(_PHRASES, min_size=1, max_size=2),
+    "query_words": st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2),
+    "classes": st.lists(st.sampled_from(CLASSES), min_size=1, max_size=2),
+    "regions": st.lists(st.sampled_from(REGIONS + ("kz",)), min_size=1, max_size=2),
+}
+
+
 def _when(draw: st.DrawFn) -> dict[str, Any]:
     """A query rule's condition: some of its keys, from the pools the bodies draw from."""
-    phrases = st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2).map(" ".join)
-    keys = {
-        "query_is": st.lists(phrases, min_size=1, max_size=2),
-        "query_contains": st.lists(phrases, min_size=1, max_size=2),
-        "query_words": st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=2),
-        "classes": st.lists(st.sampled_from(CLASSES), min_size=1, max_size=2),
-        "regions": st.lists(st.sampled_from(REGIONS + ("kz",)), min_size=1, max_size=2),
-    }
-    return {k: draw(v) for k, v in keys.items() if draw(st.integers(0, 3)) == 0}
+    return {k: draw(v) for k, v in _WHEN.items() if draw(st.integers(0, 3)) == 0}
 
 
 def _match(draw: st.DrawFn) -> dict[str, Any]:
@@ -150,38 +157,45 @@ def _query_rule(draw: st.DrawFn, action: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+# Each rule's parameters, drawn only for the rule a step names.
+_PARAMS: dict[str, Callable[[st.DrawFn], dict[str, Any]]] = {
+    "safe_search": lambda draw: {"thresholds": {"strict": draw(probability),
+                                                "moderate": draw(probability)}},
+    "spam_ban": lambda draw: {"threshold": draw(probability)},
+    "topic_filter": lambda draw: {"blocked_topics": draw(
+        st.lists(st.sampled_from(TOPICS), max_size=3, unique=True))},
+    "anti_seo_reset": lambda draw: {"blocks": draw(
+        st.lists(st.sampled_from(FACTORS), min_size=1, max_size=3, unique=True))},
+    "spam_demotion": lambda draw: {"theta_low": 0.2,
+                                   "theta_high": draw(st.sampled_from((0.5, 0.9))),
+                                   "lambda": draw(st.sampled_from((0.0, 1.0, 5.0, 2.5)))},
+    "sandbox_damping": lambda draw: {"t_sandbox_days": draw(st.sampled_from((30, 120, 365))),
+                                     "beta": draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)))},
+    "host_crowding": lambda draw: {"max_per_host": draw(st.integers(1, 3)),
+                                   "key": draw(st.sampled_from(("host", "domain")))},
+    "query_hide": lambda draw: _query_rule(draw, {"match": _match(draw)}),
+    "query_boost": lambda draw: _query_rule(draw, {"match": _match(draw), "by": draw(
+        st.sampled_from((-3.0, -0.5, 1.0, 2.5)))}),
+    "query_pin": lambda draw: _query_rule(draw, {"pin": draw(_pins())}),
+    "near_duplicates": lambda draw: {
+        "shingle_words": draw(st.integers(1, 4)),
+        "measure": draw(st.sampled_from(("containment", "jaccard"))),
+        "threshold": draw(st.sampled_from((0.3, 0.5, 0.9, 1.0)))},
+    "depth": lambda draw: {"k": draw(st.integers(1, 12))},
+    "host_quota": lambda draw: {"max_per_host": draw(st.integers(1, 3))},
+    "age_label": lambda draw: {"threshold": draw(probability)},
+    "empty_result_fallback": lambda draw: {
+        "strategy": draw(st.sampled_from(("relax", "message"))),
+        "min_age_mode": draw(st.sampled_from(AGE_MODES))},
+}
+
+
 def _step(draw: st.DrawFn, rule: str) -> Any:
     """A rule as the config writes it: a bare name or {name: {parameters}}."""
-    params: dict[str, Any] = {
-        "safe_search": {"thresholds": {"strict": draw(probability),
-                                       "moderate": draw(probability)}},
-        "spam_ban": {"threshold": draw(probability)},
-        "topic_filter": {"blocked_topics": draw(st.lists(st.sampled_from(TOPICS), max_size=3,
-                                                         unique=True))},
-        "anti_seo_reset": {"blocks": draw(st.lists(st.sampled_from(FACTORS), min_size=1,
-                                                   max_size=3, unique=True))},
-        "spam_demotion": {"theta_low": 0.2, "theta_high": draw(st.sampled_from((0.5, 0.9))),
-                          "lambda": draw(st.sampled_from((0.0, 1.0, 5.0, 2.5)))},
-        "sandbox_damping": {"t_sandbox_days": draw(st.sampled_from((30, 120, 365))),
-                            "beta": draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)))},
-        "host_crowding": {"max_per_host": draw(st.integers(1, 3)),
-                          "key": draw(st.sampled_from(("host", "domain")))},
-        "query_hide": _query_rule(draw, {"match": _match(draw)}),
-        "query_boost": _query_rule(draw, {"match": _match(draw), "by": draw(
-            st.sampled_from((-3.0, -0.5, 1.0, 2.5)))}),
-        "query_pin": _query_rule(draw, {"pin": draw(_pins())}),
-        "near_duplicates": {"shingle_words": draw(st.integers(1, 4)),
-                            "measure": draw(st.sampled_from(("containment", "jaccard"))),
-                            "threshold": draw(st.sampled_from((0.3, 0.5, 0.9, 1.0)))},
-        "depth": {"k": draw(st.integers(1, 12))},
-        "host_quota": {"max_per_host": draw(st.integers(1, 3))},
-        "age_label": {"threshold": draw(probability)},
-        "empty_result_fallback": {"strategy": draw(st.sampled_from(("relax", "message"))),
-                                  "min_age_mode": draw(st.sampled_from(AGE_MODES))},
-    }.get(rule)
-    if params is None or not draw(st.booleans()) and not rule.startswith("query_"):
+    params = _PARAMS.get(rule)
+    if params is None or not rule.startswith("query_") and not draw(st.booleans()):
         return rule
-    return {rule: params}
+    return {rule: params(draw)}
 
 
 PHASE_RULES = {
