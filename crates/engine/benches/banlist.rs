@@ -23,9 +23,9 @@
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
-//! With `--count WAY` (`page`, `one`, `floor`; `--class clean|cdn|hits|all`, default all)
-//! it only builds the index and then asks the warm page's URLs of that class `--rounds`
-//! times in `counted`, for `valgrind --tool=callgrind --toggle-collect='*counted*'`: the
+//! With `--count WAY` (`page`, `one`, `floor`; `--class clean|cdn|hits|all`, default all, or
+//! a scope's name for the hits of that scope) it only builds the index and then asks the
+//! warm page's URLs of that class `--rounds` times in `counted`, for `valgrind --tool=callgrind --toggle-collect='*counted*'`: the
 //! instructions of one round are the total over `--rounds`.
 
 use std::hint::black_box;
@@ -250,12 +250,15 @@ fn main() {
         let urls: Vec<(String, String)> = warm
             .iter()
             .filter(|(c, h)| {
-                let hit = snap.lookup(c, h, None, now).is_some();
+                let scope = snap.lookup(c, h, None, now).map(|hit| hit.scope);
+                let hit = scope.is_some();
                 match class {
                     "hits" => hit,
                     "clean" => !hit && !h.starts_with("cdn."),
                     "cdn" => !hit && h.starts_with("cdn."),
-                    _ => true,
+                    "all" => true,
+                    // the hits of one scope
+                    scope_name => scope == Some(scope_name),
                 }
             })
             .cloned()
