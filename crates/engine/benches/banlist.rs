@@ -20,6 +20,8 @@
 //!    of the three reads a page none has read for hundreds of rounds, so neither the
 //!    index's memory nor the page's strings are in cache); then the warm page's clean URLs
 //!    and its hits apart.
+//! 3. writes: a batch of one change (an add, then its removal) against the built index,
+//!    and an empty index's making, medians: what a replica spends on each change.
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
@@ -322,4 +324,47 @@ fn main() {
             o / f
         );
     }
+    writes(&index, n, rounds.min(200));
+}
+
+/// A batch of one change against the built index (an add, then its removal: each copies
+/// what it touches, the rest shared with the snapshot readers hold), and an empty index's
+/// making: what a replica spends on each change it applies.
+fn writes(index: &BanIndex, n: usize, rounds: usize) {
+    let mut add = Vec::with_capacity(rounds);
+    let mut remove = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let id = format!("w{r}");
+        let change = Change::Add(NewEntry {
+            id: id.clone(),
+            scope: Scope::Host,
+            value: format!("w{r}.write.example"),
+            reason: "spam".into(),
+            actor: "tns".into(),
+            created: 1.7e9,
+            expires: None,
+            regions: Vec::new(),
+        });
+        let t = Instant::now();
+        index.apply_changes(vec![change]).expect("a valid entry");
+        add.push(t.elapsed().as_nanos());
+        let t = Instant::now();
+        index
+            .apply_changes(vec![Change::Remove(id)])
+            .expect("a known id");
+        remove.push(t.elapsed().as_nanos());
+    }
+    let mut empty: Vec<u128> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(BanIndex::empty());
+            t.elapsed().as_nanos()
+        })
+        .collect();
+    println!(
+        "[3] writes against {n} entries ({rounds} rounds, medians): one add {:.0} us, one remove {:.0} us; an empty index {:.0} us",
+        median(&mut add),
+        median(&mut remove),
+        median(&mut empty)
+    );
 }
