@@ -116,6 +116,23 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
     with contextlib.suppress(ProcessLookupError):  # none left: the usual case
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # a signal is delivered when its process next runs: a worker may outlive its leader
+    deadline = time.monotonic() + 10
+    while _group_runs(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (a zombie has stopped running)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # after the command's `(…)`: state, parent, group
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 Server = tuple[list[str], dict[str, str], int, Path]  # argv, environment, port, directory
