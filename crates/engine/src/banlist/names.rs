@@ -351,16 +351,17 @@ pub fn last16_dots(bytes: &[u8]) -> Option<u32> {
 /// compare when the name has 16 bytes, before them by a byte scan.
 #[inline(always)]
 pub fn last_dot(bytes: &[u8], end: usize) -> Option<usize> {
-    if bytes.len() < 16 || end > bytes.len() {
-        return bytes[..end].iter().rposition(|&b| b == b'.');
+    let head = &bytes[..end];
+    if bytes.len() < 16 {
+        return head.iter().rposition(|&b| b == b'.');
     }
     // the 16 bytes ending at `end`, or the first 16 (only those before `end` kept)
-    let from = end.saturating_sub(16);
+    let from = end.max(16) - 16;
     let dots = dots16(bytes, from) & ((1u32 << (end - from)) - 1);
     if dots != 0 {
         return Some(from + 31 - dots.leading_zeros() as usize);
     }
-    bytes[..from].iter().rposition(|&b| b == b'.')
+    head[..from].iter().rposition(|&b| b == b'.')
 }
 
 /// Bit `t` set when byte `t` of the word (little-endian) is a dot.

@@ -321,9 +321,8 @@ impl HostSummary {
     }
 
     /// `site`'s start: the site's two dots are almost always among the host's last 16
-    /// bytes, else among its last 32, found there in one compare or two (`start`'s mask of
-    /// 32 bytes and its iterator cost more than the rest of a clean lookup's first step);
-    /// else as `start` finds them.
+    /// bytes, else among its last 32, found there in one compare or two (a `Dots` iterator
+    /// costs more than the rest of a clean lookup's first step); else by `Dots`.
     #[inline(always)]
     fn site_start(host: &str) -> usize {
         let bytes = host.as_bytes();
@@ -426,7 +425,7 @@ pub struct Walk {
 }
 
 impl Walk {
-    /// A walk starting at `at` (`HostSummary::start`), that name hashed `hash`.
+    /// A walk starting at `at` (`HostSummary::site`), that name hashed `hash`.
     #[inline(always)]
     pub fn new(at: usize, hash: u64) -> Self {
         // the name after the k-th dot from the end has k labels; the walk starts at 2
