@@ -85,12 +85,6 @@ impl Chunk {
         self.low[i] = slot as u16;
     }
 
-    /// Whether some slot of the chunk may have the position `want` (its top half does).
-    #[inline(always)]
-    fn may_hold(&self, want: u32) -> bool {
-        self.candidates(want) != 0
-    }
-
     /// The first slot with the position `want` (`mask` picks the position bits, at least
     /// the top 16), read where a top half matched.
     #[inline(always)]
@@ -105,13 +99,6 @@ impl Chunk {
             found &= found - 1;
         }
         None
-    }
-
-    /// Whether a lookup of `want` starting at this chunk finds nothing: no slot's top half
-    /// is that of the position, and no slot passed it full (one test of a whole cache line).
-    #[inline(always)]
-    fn holds_nothing(&self, want: u32) -> bool {
-        !self.may_hold(want) && self.over() == 0
     }
 
     #[inline]
@@ -151,14 +138,6 @@ impl Default for Start<'_> {
 }
 
 impl Start<'_> {
-    /// Whether the lookup of `want` (`Chunks::find`'s) surely finds nothing: nothing at
-    /// its first chunk, and nothing passed it. When false it may still find nothing.
-    #[inline(always)]
-    pub fn holds_nothing(self, want: u32, mask: u32) -> bool {
-        debug_assert!(mask >> 16 == 0xffff);
-        self.0.holds_nothing(want)
-    }
-
     /// `Chunks::find` of `want` in `chunks`, the table this lookup started in: read from
     /// this chunk, the table walked only when a slot passed it full.
     #[inline(always)]
@@ -482,10 +461,7 @@ mod tests {
                 let scan = chunk.slots().find(|&s| s & MASK == want);
                 assert_eq!(chunk.first(want, MASK), scan);
                 let top = chunk.slots().any(|s| s >> 16 == want >> 16);
-                assert_eq!(chunk.may_hold(want), top);
-                assert!(scan.is_none() || chunk.may_hold(want));
-                let over = chunk.over() != 0;
-                assert_eq!(chunk.holds_nothing(want), !top && !over);
+                assert_eq!(chunk.candidates(want) != 0, top);
             }
         }
     }

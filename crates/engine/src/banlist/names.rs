@@ -306,6 +306,64 @@ fn dots16(bytes: &[u8], at: usize) -> u32 {
     word_dots(word_at(bytes, at)) | word_dots(word_at(bytes, at + 8)) << 8
 }
 
+/// Bit `t` set when byte `t` of `lo` (bits 0 to 7) or byte `t - 8` of `hi` (bits 8 to 15) is
+/// a dot, the words read little-endian: two words of a name in one compare.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn dots_of_words(lo: u64, hi: u64) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+    // (SSE2 is part of x86_64; recent compilers call these intrinsics safe)
+    #[allow(unused_unsafe)]
+    // SAFETY: register operations only, on values (no memory is read).
+    unsafe {
+        let v = _mm_set_epi64x(hi as i64, lo as i64);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32
+    }
+}
+
+/// Bit `t` set when byte `t` of `lo` (bits 0 to 7) or byte `t - 8` of `hi` (bits 8 to 15) is
+/// a dot, the words read little-endian.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn dots_of_words(lo: u64, hi: u64) -> u32 {
+    word_dots(lo) | word_dots(hi) << 8
+}
+
+/// Bit `t` set when byte `len - 16 + t` of `bytes` is a dot: its last 16 bytes in one
+/// compare, or all of a name of 8 to 15 bytes (the bits below `16 - len` clear); None for a
+/// name shorter than 8.
+#[inline(always)]
+pub fn last16_dots(bytes: &[u8]) -> Option<u32> {
+    let len = bytes.len();
+    if len >= 16 {
+        Some(dots16(bytes, len - 16))
+    } else if len >= 8 {
+        // the first word's bytes shifted to where they are, the last word's in place (bytes
+        // in both give the same bit twice)
+        let dots = dots_of_words(word_at(bytes, 0), word_at(bytes, len - 8));
+        Some((dots & 0xff) << (16 - len) | (dots & 0xff00))
+    } else {
+        None
+    }
+}
+
+/// The last dot of `bytes[..end]` (its `rposition`): among the 16 bytes before `end` in one
+/// compare when the name has 16 bytes, before them by a byte scan.
+#[inline(always)]
+pub fn last_dot(bytes: &[u8], end: usize) -> Option<usize> {
+    let head = &bytes[..end];
+    if bytes.len() < 16 {
+        return head.iter().rposition(|&b| b == b'.');
+    }
+    // the 16 bytes ending at `end`, or the first 16 (only those before `end` kept)
+    let from = end.max(16) - 16;
+    let dots = dots16(bytes, from) & ((1u32 << (end - from)) - 1);
+    if dots != 0 {
+        return Some(from + 31 - dots.leading_zeros() as usize);
+    }
+    head[..from].iter().rposition(|&b| b == b'.')
+}
+
 /// Bit `t` set when byte `t` of the word (little-endian) is a dot.
 #[inline(always)]
 fn word_dots(word: u64) -> u32 {
@@ -327,7 +385,7 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
 /// Bit `j` set when byte `len - 32 + j` is a dot: the last 32 bytes, read as (overlapping)
 /// blocks, each block's bits shifted to where its bytes are.
 #[inline(always)]
-fn tail_dots(bytes: &[u8]) -> u32 {
+pub fn tail_dots(bytes: &[u8]) -> u32 {
     let len = bytes.len();
     if len >= WIDTH {
         dots16(bytes, len - 32) | dots16(bytes, len - 16) << 16
@@ -409,6 +467,49 @@ mod tests {
         for at in 0..=name.len() - 16 {
             let portable = word_dots(word_at(name, at)) | word_dots(word_at(name, at + 8)) << 8;
             assert_eq!(dots16(name, at), portable);
+        }
+    }
+
+    #[test]
+    fn the_portable_words_find_what_the_vector_ones_do() {
+        let name = b"a.b..cc.ddd.eeeeeeeee.f.";
+        for at in 0..=name.len() - 8 {
+            for other in 0..=name.len() - 8 {
+                let (lo, hi) = (word_at(name, at), word_at(name, other));
+                let portable = word_dots(lo) | word_dots(hi) << 8;
+                assert_eq!(dots_of_words(lo, hi), portable);
+            }
+        }
+    }
+
+    #[test]
+    fn the_last_dots_as_a_byte_scan_finds_them() {
+        let mut names: Vec<String> = vec!["".into(), ".".into(), "é.a".into()];
+        for len in 0..40 {
+            for dot in 0..len {
+                let mut name = "a".repeat(len);
+                name.replace_range(dot..=dot, ".");
+                if dot + 5 < len {
+                    name.replace_range(dot + 5..=dot + 5, ".");
+                }
+                names.push(name);
+            }
+            names.push(".".repeat(len));
+            names.push("a".repeat(len));
+        }
+        for name in &names {
+            let bytes = name.as_bytes();
+            let len = bytes.len();
+            // bit t: byte len - 16 + t
+            let want: u32 = (0..len)
+                .filter(|&at| bytes[at] == b'.' && at + 16 >= len)
+                .map(|at| 1 << (at + 16 - len))
+                .sum();
+            assert_eq!(last16_dots(bytes), (len >= 8).then_some(want), "{name:?}");
+            for end in 0..=len {
+                let want = bytes[..end].iter().rposition(|&b| b == b'.');
+                assert_eq!(last_dot(bytes, end), want, "{name:?} {end}");
+            }
         }
     }
 

@@ -6,23 +6,94 @@
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
 //!
-//! Most of a page is clean, so the walks down the URLs' names run in one small loop while
-//! the names they read hold nothing but `BELOW` (a walk's state is its `Walk`, 24 bytes):
-//! a clean site ends there after its one probe, a clean host below a busy site after two.
+//! Most of a page is clean: a clean site ends at its one probe, with no more state than
+//! its hash and chunk. The other walks down the URLs' names run in one small loop while
+//! the names they read hold nothing but `BELOW` (a clean host below a busy site ends at
+//! the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
 //! (`HostSummary`, the first key), in a group of up to [`GROUP`] such URLs. The first key
 //! a group prefetches is handed to the lookup with its hash and whether any key slot
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
+use std::mem::MaybeUninit;
+
 use super::data::{First, Hit, IndexData};
 use super::names::{prefix_lens, url_key, url_path, UrlPath};
-use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
+use super::summary::{self, Counts, HostSummary, Probe, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u64`).
 const BLOCK: usize = 64;
 /// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
+
+/// What the first passes over a block keep of a URL: its site's hash, the lookup of its
+/// slot, where the site starts in the host, and the counts read there.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    hash: u64,
+    probe: Probe<'a>,
+    at: usize,
+    counts: Counts,
+}
+
+/// A walk past its site's step: the item, the walk, the counts its last step read, and the
+/// lookup of its next slot.
+#[derive(Clone, Copy)]
+struct Live<'a> {
+    item: u8,
+    walk: Walk,
+    counts: Counts,
+    probe: Probe<'a>,
+}
+
+/// Up to `BLOCK` values on the stack, pushed in turn and then read as a slice: a block's
+/// state per URL without first filling `BLOCK` places with defaults.
+struct Stack<T> {
+    items: [MaybeUninit<T>; BLOCK],
+    len: usize,
+}
+
+impl<T: Copy> Stack<T> {
+    #[inline(always)]
+    fn new() -> Self {
+        Stack {
+            items: [const { MaybeUninit::uninit() }; BLOCK],
+            len: 0,
+        }
+    }
+
+    /// Hold `f` of each of `items` (at most `BLOCK` of them), in place of what it held: a
+    /// stack is filled where it lies, not built and moved (it is `BLOCK` places large).
+    #[inline(always)]
+    fn fill<U>(&mut self, items: &[U], mut f: impl FnMut(&U) -> T) {
+        for (slot, item) in self.items.iter_mut().zip(items) {
+            slot.write(f(item));
+        }
+        self.len = items.len().min(BLOCK);
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Push `item`; panics past `BLOCK` (a block has at most that many URLs).
+    #[inline(always)]
+    fn push(&mut self, item: T) {
+        self.items[self.len].write(item);
+        self.len += 1;
+    }
+
+    /// The values pushed, in order.
+    #[inline(always)]
+    fn as_mut(&mut self) -> &mut [T] {
+        // SAFETY: the first `len` items were each written: `fill` writes the first `len`
+        // it sets, `push` the one at `len` before it grows it, and nothing else sets `len`;
+        // `MaybeUninit<T>` has `T`'s layout, so they are `len` initialized `T`s.
+        unsafe { std::slice::from_raw_parts_mut(self.items.as_mut_ptr().cast::<T>(), self.len) }
+    }
+}
 
 impl IndexData {
     /// [`IndexData::lookup`] of each item of a page, in order: `url` gives an item's
@@ -41,10 +112,11 @@ impl IndexData {
         out
     }
 
-    /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's walk down its names
-    /// steps while the names it reads hold nothing but `BELOW` (a clean site, most of a
-    /// page, is answered by its one probe); a URL whose walk finds something goes on in
-    /// `lookup_group`, a `GROUP` at a time.
+    /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
+    /// its summary chunk prefetched, then each chunk read: a clean site (most of a page)
+    /// ends there. The rest take the site's step of their walk down their names, and those
+    /// that go on step while the names they read hold nothing but `BELOW`; a URL whose walk
+    /// finds something goes on in `lookup_group`, a `GROUP` at a time.
     #[inline(always)]
     fn lookup_block<'a, T>(
         &'a self,
@@ -55,51 +127,87 @@ impl IndexData {
         out: &mut Vec<Option<Hit<'a>>>,
     ) {
         let tables = &*self.summary;
-        let mut walks = [Walk::default(); BLOCK];
-        let mut starts = [summary::Start::default(); BLOCK];
-        for ((walk, start), item) in walks.iter_mut().zip(&mut starts).zip(block) {
-            let host = url(item).1;
-            let at = HostSummary::start(host);
-            let hash = summary::name_hash_bytes(host.as_bytes().get(at..).unwrap_or_default());
-            *walk = Walk::new(at, hash);
-            *start = summary::start(&tables[summary_of(hash)], hash);
-            start.prefetch();
+        let host = |i: usize| url(&block[i]).1;
+        let mut sites = Stack::new();
+        sites.fill(block, |item| {
+            let (at, hash) = HostSummary::site(url(item).1);
+            let probe = Probe::new(&tables[summary_of(hash)], hash);
+            probe.prefetch();
+            Site {
+                hash,
+                probe,
+                at,
+                counts: Counts::default(),
+            }
+        });
+        // bit i: item i's site has a slot (read from the chunk found and prefetched for it)
+        let mut held: u64 = 0;
+        for (i, site) in sites.as_mut().iter_mut().enumerate() {
+            let c = site.probe.counts(&tables[summary_of(site.hash)]);
+            if c != Counts::default() {
+                site.counts = c;
+                held |= 1 << i;
+            }
         }
-        // bit i: item i's walk has a name left to probe. A site whose first chunk holds
-        // nothing of it ends its walk clean (the first step ends at nothing), most of a
-        // page: one test of one line each
-        let mut walking: u64 = 0;
-        for (i, (walk, &start)) in walks.iter().zip(&starts).enumerate().take(block.len()) {
-            walking |= u64::from(!summary::surely_absent(start, walk.hash)) << i;
-        }
-        // bit i: item i's walk found something, and `found_at[i]` the counts read there
-        // (`walks` keeps its walk before that step)
-        let mut found: u64 = 0;
-        let mut found_at = [Counts::default(); BLOCK];
+        // the walks that found something or go on, in item order; bit k of `found`: walk k
+        // found something at its `counts` (`walk` is the walk before that step), of
+        // `walking`: walk k has a name left to probe
+        let mut walks = Stack::<Live>::new();
+        let (mut found, mut walking): (u64, u64) = (0, 0);
         // what a step that notes nothing writes (the walk has found nothing so far)
         let mut scratch = HostSummary::default();
+        while held != 0 {
+            let i = held.trailing_zeros() as usize;
+            held &= held - 1;
+            let site = sites.as_mut()[i];
+            let mut walk = Walk::new(site.at, site.hash);
+            let bit = 1 << walks.len();
+            if walk.notes(site.counts) {
+                found |= bit;
+            } else if walk.take(host(i), self.labels, site.counts, &mut scratch) {
+                walking |= bit;
+            } else {
+                continue;
+            }
+            let probe = if walking & bit != 0 {
+                let probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
+                probe.prefetch();
+                probe
+            } else {
+                site.probe
+            };
+            walks.push(Live {
+                item: i as u8,
+                walk,
+                counts: site.counts,
+                probe,
+            });
+        }
+        let live = walks.as_mut();
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
-                let i = left.trailing_zeros() as usize;
+                let k = left.trailing_zeros() as usize;
                 left &= left - 1;
-                let walk = &mut walks[i];
+                let Live {
+                    item, walk, probe, ..
+                } = &mut live[k];
                 // the slot is read from the chunk found and prefetched for it
-                let c = summary::counts_at(starts[i], &tables[summary_of(walk.hash)], walk.hash);
+                let c = probe.counts(&tables[summary_of(walk.hash)]);
                 if c == Counts::default() && walk.ends_at_nothing() {
                     // the walk ends clean (`take` would note nothing and stop)
-                    walking &= !(1 << i);
+                    walking &= !(1 << k);
                     continue;
                 }
                 if walk.notes(c) {
-                    found |= 1 << i;
-                    found_at[i] = c;
-                    walking &= !(1 << i);
-                } else if walk.take(url(&block[i]).1, self.labels, c, &mut scratch) {
-                    starts[i] = summary::start(&tables[summary_of(walk.hash)], walk.hash);
-                    starts[i].prefetch();
+                    found |= 1 << k;
+                    live[k].counts = c;
+                    walking &= !(1 << k);
+                } else if walk.take(host(*item as usize), self.labels, c, &mut scratch) {
+                    *probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
+                    probe.prefetch();
                 } else {
-                    walking &= !(1 << i);
+                    walking &= !(1 << k);
                 }
             }
         }
@@ -110,9 +218,9 @@ impl IndexData {
             let mut walked = [(0u8, Walk::default(), Counts::default()); GROUP];
             let mut len = 0;
             while found != 0 && len < GROUP {
-                let i = found.trailing_zeros() as usize;
+                let k = found.trailing_zeros() as usize;
                 found &= found - 1;
-                walked[len] = (i as u8, walks[i], found_at[i]);
+                walked[len] = (live[k].item, live[k].walk, live[k].counts);
                 len += 1;
             }
             self.lookup_group(block, url, &walked[..len], region, now, &mut out[base..]);

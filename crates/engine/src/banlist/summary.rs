@@ -26,8 +26,8 @@
 //! entry could be at, and then the host.)
 
 use super::chunks::Chunks;
-pub use super::chunks::Start;
-use super::names::{is_ipv4, Dots};
+use super::chunks::Start;
+use super::names::{is_ipv4, last16_dots, last_dot, tail_dots, Dots};
 
 /// One count of a summary slot: its shift.
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +72,16 @@ pub fn child_bit(label: &[u8]) -> u32 {
     );
     let x = u32::from(first) | u32::from(last) << 8 | (label.len() as u32) << 16;
     1 << (FIELD_BITS + (x.wrapping_mul(0x9E37_79B9) >> 30))
+}
+
+/// The place of the second highest bit set in `dots`, if two are.
+#[inline(always)]
+fn before_last(dots: u32) -> Option<usize> {
+    if dots == 0 {
+        return None;
+    }
+    let before = dots ^ (1 << (31 - dots.leading_zeros()));
+    (before != 0).then(|| 31 - before.leading_zeros() as usize)
 }
 
 /// Names of up to this many labels carry `BELOW` (a name deeper than that is summarized
@@ -166,26 +176,40 @@ impl Source for [Chunks] {
     }
 }
 
-/// The chunk the summary lookup of the name hashed `hash` starts at in `table`.
-#[inline(always)]
-pub fn start(table: &Chunks, hash: u64) -> Start<'_> {
-    table.start(pos(hash))
+/// A name's summary lookup begun: the chunk it starts at and the position it looks for (a
+/// page of lookups finds and prefetches the chunk of each URL's site first, and reads them
+/// all after).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Probe<'a> {
+    start: Start<'a>,
+    want: u32,
 }
 
-/// Whether the name hashed `hash`, whose lookup starts at `start`, surely has no slot (its
-/// counts are then zero); false says only that it may have one.
-#[inline(always)]
-pub fn surely_absent(start: Start<'_>, hash: u64) -> bool {
-    start.holds_nothing(pos(hash), !COUNTS)
-}
+impl<'a> Probe<'a> {
+    /// The lookup in `table` of the name hashed `hash`.
+    #[inline(always)]
+    pub fn new(table: &'a Chunks, hash: u64) -> Self {
+        let want = pos(hash);
+        Probe {
+            start: table.start(want),
+            want,
+        }
+    }
 
-/// `counts` of the name hashed `hash`, whose lookup in `table` starts at `start` (a page
-/// of lookups has found and prefetched that chunk): one test of it, most often.
-#[inline(always)]
-pub fn counts_at(start: Start<'_>, table: &Chunks, hash: u64) -> Counts {
-    start
-        .find(table, pos(hash), !COUNTS)
-        .map_or(Counts(0), |slot| Counts(slot & COUNTS))
+    /// Ask the CPU to bring the chunk in.
+    #[inline(always)]
+    pub fn prefetch(self) {
+        self.start.prefetch();
+    }
+
+    /// `counts` of the name, read from the chunk found (`table`, the one `new` was given,
+    /// is walked only when a slot passed that chunk full): one test of it, most often.
+    #[inline(always)]
+    pub fn counts(self, table: &Chunks) -> Counts {
+        self.start
+            .find(table, self.want, !COUNTS)
+            .map_or(Counts(0), |slot| Counts(slot & COUNTS))
+    }
 }
 
 /// Prefetch the summary slot of the name hashed `hash` (see `Chunks::prefetch`).
@@ -283,13 +307,53 @@ impl HostSummary {
     /// counts by its hash.
     #[inline(always)]
     pub fn of(host: &str, limit: usize, source: &(impl Source + ?Sized)) -> Self {
-        let at = Self::start(host);
-        Self::from(host, limit, source, at, name_hash(&host[at..]))
+        let (at, hash) = Self::site(host);
+        Self::from(host, limit, source, at, hash)
     }
 
-    /// Where the walk of `host` starts: at its site (the name of its last two labels), or
-    /// at the host itself (0) when it is the site, has one label, or is an address.
+    /// Where the walk of `host` starts, and that name's [`name_hash`]: at its site (the name
+    /// of its last two labels), or at the host itself (0) when it is the site, has one
+    /// label, or is an address.
     #[inline(always)]
+    pub fn site(host: &str) -> (usize, u64) {
+        let at = Self::site_start(host);
+        (at, name_hash_bytes(&host.as_bytes()[at..]))
+    }
+
+    /// `site`'s start: the site's two dots are almost always among the host's last 16
+    /// bytes, else among its last 32, found there in one compare or two (a `Dots` iterator
+    /// costs more than the rest of a clean lookup's first step); else by `Dots`.
+    #[inline(always)]
+    fn site_start(host: &str) -> usize {
+        let bytes = host.as_bytes();
+        let digit = bytes.last().is_some_and(u8::is_ascii_digit);
+        if bytes.first() == Some(&b'[') || (digit && is_ipv4(host)) {
+            return 0;
+        }
+        let len = bytes.len();
+        // bit t: byte len - 16 + t is a dot (len - 32 + t, of `tail_dots`)
+        if let Some(dots) = last16_dots(bytes) {
+            if let Some(t) = before_last(dots) {
+                // just past the dot before the last one
+                return len + t - 15;
+            }
+            if len <= 16 {
+                // the mask held the whole host: fewer than two dots
+                return 0;
+            }
+            if let Some(t) = before_last(tail_dots(bytes)) {
+                return len + t - 31;
+            }
+            if len <= 32 {
+                return 0;
+            }
+        }
+        Dots::of(host).nth(1).map_or(0, |dot| dot + 1)
+    }
+
+    /// Where the walk of `host` starts, as `site` finds it: the reference its tests hold it
+    /// to.
+    #[cfg(test)]
     pub fn start(host: &str) -> usize {
         let digit = host.as_bytes().last().is_some_and(u8::is_ascii_digit);
         if host.starts_with('[') || (digit && is_ipv4(host)) {
@@ -361,7 +425,7 @@ pub struct Walk {
 }
 
 impl Walk {
-    /// A walk starting at `at` (`HostSummary::start`), that name hashed `hash`.
+    /// A walk starting at `at` (`HostSummary::site`), that name hashed `hash`.
     #[inline(always)]
     pub fn new(at: usize, hash: u64) -> Self {
         // the name after the k-th dot from the end has k labels; the walk starts at 2
@@ -411,11 +475,12 @@ impl Walk {
         if kept && !c.has(BELOW) {
             return false;
         }
-        let bytes = &host.as_bytes()[..self.at - 1];
-        let dot = bytes.iter().rposition(|&b| b == b'.');
+        let bytes = host.as_bytes();
+        let dot = last_dot(bytes, self.at - 1);
         // the host's label just below this name: when nothing below lies under it, nothing
         // below covers the host
-        if kept && !c.below_through(child_bit(&bytes[dot.map_or(0, |dot| dot + 1)..])) {
+        let label = &bytes[dot.map_or(0, |dot| dot + 1)..self.at - 1];
+        if kept && !c.below_through(child_bit(label)) {
             return false;
         }
         self.found += 1;
@@ -584,6 +649,53 @@ mod tests {
                     break;
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_site_and_its_hash_are_where_start_finds_them() {
+        let mut hosts: Vec<String> = HOSTS.iter().map(|h| h.to_string()).collect();
+        hosts.extend(
+            [
+                "1.2.3.4.5",
+                "1.2.3.a",
+                "12.34.56.78",
+                "[::ffff:1.2.3.4]",
+                "[2001:db8::1]",
+                "localhost",
+                "www.shop123.com",
+                "shop123.org",
+                "m.shop123.example",
+                "cdn.s1234567-3fffffff.example",
+                "a.b",
+                "ab.c",
+                "a.bcdefghijklmnop",
+                "abcdefghijklmno.p",
+                "é.ü.x",
+                "..",
+                "a.",
+                ".a",
+            ]
+            .map(String::from),
+        );
+        // a dot at every place of names of every length to past two windows, and two dots
+        for len in 0..40 {
+            for dot in 0..len {
+                for gap in [1, 2, 7, 15, 16, 17] {
+                    let mut name = "a".repeat(len);
+                    name.replace_range(dot..=dot, ".");
+                    if dot + gap < len {
+                        name.replace_range(dot + gap..=dot + gap, ".");
+                    }
+                    hosts.push(name.clone());
+                    hosts.push(format!("x.{name}"));
+                }
+            }
+        }
+        for host in &hosts {
+            let at = HostSummary::start(host);
+            let want = (at, name_hash(&host[at..]));
+            assert_eq!(HostSummary::site(host), want, "{host:?}");
         }
     }
 
