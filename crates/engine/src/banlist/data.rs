@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
-use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key, url_path, UrlPath};
+use super::names::{path_of, prefix_keys, prefix_order, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
@@ -537,7 +537,8 @@ impl IndexData {
             };
             let path = path?;
             let mut key = String::new();
-            for (k, len) in prefix_lens(path).enumerate() {
+            // the first key is the one the page found ahead (`first_key`, in this order)
+            for (k, len) in prefix_order(path, single(Scope::Prefix)).enumerate() {
                 let key: &str = if sliced {
                     &whole[..host.len() + len]
                 } else {

@@ -15,7 +15,7 @@
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 
 use super::data::{First, Hit, IndexData};
-use super::names::{prefix_lens, url_key, url_path, UrlPath};
+use super::names::{prefix_order, url_key, url_path, UrlPath};
 use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
@@ -211,7 +211,7 @@ impl IndexData {
         Some(if names.own.has(URL) {
             (Scope::Url, hash_str(url_key(canonical)), 0)
         } else if names.own.has(PREFIX) {
-            // the longest prefix key, when it is a slice of the url key (`match_under`)
+            // the prefix key probed first (`match_under`), when it is a slice of the url key
             let UrlPath {
                 whole,
                 path,
@@ -221,7 +221,7 @@ impl IndexData {
                 return None;
             }
             let path = path?;
-            let len = prefix_lens(path).next()?;
+            let len = prefix_order(path, names.own.single(PREFIX)).next()?;
             let end = u32::try_from(host.len() + path.len()).ok()?;
             (Scope::Prefix, hash_str(&whole[..host.len() + len]), end)
         } else if names.own.has(HOST) {
@@ -259,6 +259,9 @@ mod tests {
                 add("2", Scope::Host, "www.h.example"),
                 add("3", Scope::Url, "u.example/p/1.html"),
                 add("4", Scope::Prefix, "p.example/forum"),
+                add("5", Scope::Prefix, "q.example/forum"),
+                add("6", Scope::Prefix, "q.example/forum/t"),
+                add("7", Scope::Prefix, "r.example/"),
             ])
             .unwrap();
         let snap = index.snapshot();
@@ -289,11 +292,28 @@ mod tests {
                 "p.example",
                 Some((Scope::Prefix, "p.example/forum", true)),
             ),
-            // the longest prefix key first: the entry is found further down
+            // one prefix entry under the host: the shortest key past the root first
             (
                 "https://p.example/forum/t/9",
                 "p.example",
-                Some((Scope::Prefix, "p.example/forum/t/9", false)),
+                Some((Scope::Prefix, "p.example/forum", true)),
+            ),
+            (
+                "https://p.example/about/t/9",
+                "p.example",
+                Some((Scope::Prefix, "p.example/about", false)),
+            ),
+            // several: the longest first (the most specific wins), found further down
+            (
+                "https://q.example/forum/t/9",
+                "q.example",
+                Some((Scope::Prefix, "q.example/forum/t/9", false)),
+            ),
+            // the root's key (the host alone) is probed last
+            (
+                "https://r.example/a/b",
+                "r.example",
+                Some((Scope::Prefix, "r.example/a", false)),
             ),
             ("http://cdn.h.example/x", "cdn.h.example", None),
             ("http://clean.example/", "clean.example", None),
@@ -319,6 +339,11 @@ mod tests {
             let single = snap.lookup(c, h, None, 1.0);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
         }
+        let id = |c| snap.lookup(c, "q.example", None, 1.0).map(|x| x.id);
+        assert_eq!(id("https://q.example/forum/t/9"), Some(6));
+        assert_eq!(id("https://q.example/forum/x"), Some(5));
+        let root = snap.lookup("https://r.example/a/b", "r.example", None, 1.0);
+        assert_eq!(root.map(|x| x.id), Some(7));
     }
 
     #[test]
