@@ -296,7 +296,7 @@ impl IndexData {
     /// no row when no slot holds its tag, and when at most one row has the key and the
     /// first slot holding its tag is that key's, that row without probing again.
     #[inline]
-    fn best_known(
+    pub(super) fn best_known(
         &self,
         scope: Scope,
         key: &str,

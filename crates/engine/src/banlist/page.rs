@@ -16,7 +16,7 @@
 
 use super::data::{First, Hit, IndexData};
 use super::names::{prefix_order, url_key, url_path, UrlPath};
-use super::summary::{self, Counts, HostSummary, Walk, HOST, PREFIX, URL};
+use super::summary::{self, Counts, HostSummary, Walk, DOMAIN, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u64`).
@@ -167,50 +167,70 @@ impl IndexData {
             if !names[j].is_clean() {
                 let (canonical, host) = url(&block[i as usize]);
                 first[j] = self.first_key(canonical, host, &names[j]);
-                if let Some((scope, h, _)) = first[j] {
-                    self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
+                if let Some(a) = first[j] {
+                    self.shards[shard_of(a.hash)]
+                        .keys
+                        .prefetch(tag_of(a.scope, a.hash));
                 }
             }
         }
         let mut known = [None; GROUP];
-        let mut rows = [None; GROUP];
-        for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
-            if let Some((scope, hash, path_end)) = *first {
-                *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
+        for (known, first) in known.iter_mut().zip(&first[..group.len()]) {
+            if let Some(a) = *first {
+                let row = self.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
                 *known = Some(First {
-                    scope,
-                    hash,
-                    row: *row,
-                    path_end,
+                    scope: a.scope,
+                    hash: a.hash,
+                    row,
+                    path_end: a.path_end,
                 });
             }
         }
-        for (known, row) in known.iter().zip(rows) {
-            if let (Some(f), Some(row)) = (known, row) {
+        for f in known.iter().flatten() {
+            if let Some(row) = f.row {
                 self.shards[shard_of(f.hash)].prefetch_value(row);
             }
         }
         for (j, &(i, ..)) in group.iter().enumerate() {
-            if !names[j].is_clean() {
-                let (canonical, host) = url(&block[i as usize]);
-                out[i as usize] = self
-                    .match_summarized(canonical, host, &names[j], known[j], region, now)
-                    .map(|at| self.hit(at));
+            if names[j].is_clean() {
+                continue;
             }
+            // an active row of the first key is the answer: the lookup reads that key first
+            // and stops at what it finds there
+            let ahead = first[j].zip(known[j]).and_then(|(a, f)| {
+                let row = f.row?;
+                self.best_known(
+                    a.scope,
+                    a.key,
+                    (f.hash, Some(Some(row))),
+                    a.single,
+                    region,
+                    now,
+                )
+            });
+            let at = match ahead {
+                Some((_, at)) => Some(at),
+                None => {
+                    let (canonical, host) = url(&block[i as usize]);
+                    self.match_summarized(canonical, host, &names[j], known[j], region, now)
+                }
+            };
+            out[i as usize] = at.map(|at| self.hit(at));
         }
     }
 
-    /// The scope and hash of the key the lookup of a summarized URL reads first; a prefix
-    /// key's also where the path ends in the url key (`First::path_end`), else 0.
-    fn first_key(
+    /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
+    fn first_key<'k>(
         &self,
-        canonical: &str,
-        host: &str,
+        canonical: &'k str,
+        host: &'k str,
         names: &HostSummary,
-    ) -> Option<(Scope, u64, u32)> {
-        Some(if names.own.has(URL) {
-            (Scope::Url, hash_str(url_key(canonical)), 0)
-        } else if names.own.has(PREFIX) {
+    ) -> Option<Ahead<'k>> {
+        let own = names.own;
+        Some(if own.has(URL) {
+            let key = url_key(canonical);
+            Ahead::new(Scope::Url, key, hash_str(key), own.single(URL))
+        } else if own.has(PREFIX) {
             // the prefix key probed first (`match_under`), when it is a slice of the url key
             let UrlPath {
                 whole,
@@ -221,14 +241,46 @@ impl IndexData {
                 return None;
             }
             let path = path?;
-            let len = prefix_order(path, names.own.single(PREFIX)).next()?;
-            let end = u32::try_from(host.len() + path.len()).ok()?;
-            (Scope::Prefix, hash_str(&whole[..host.len() + len]), end)
-        } else if names.own.has(HOST) {
-            (Scope::Host, names.own_hash, 0)
+            let single = own.single(PREFIX);
+            let len = prefix_order(path, single).next()?;
+            let key = &whole[..host.len() + len];
+            Ahead {
+                path_end: u32::try_from(host.len() + path.len()).ok()?,
+                ..Ahead::new(Scope::Prefix, key, hash_str(key), single)
+            }
+        } else if own.has(HOST) {
+            Ahead::new(Scope::Host, host, names.own_hash, own.single(HOST))
         } else {
-            (Scope::Domain, names.flagged()?.next()?.hash, 0)
+            let c = names.flagged()?.next()?;
+            let key = &host[c.start as usize..];
+            Ahead::new(Scope::Domain, key, c.hash, c.counts.single(DOMAIN))
         })
+    }
+}
+
+/// The key a summarized URL's lookup reads first, as a page of lookups finds it ahead.
+#[derive(Clone, Copy, Debug)]
+struct Ahead<'k> {
+    scope: Scope,
+    /// The key.
+    key: &'k str,
+    /// Its `hash_str`.
+    hash: u64,
+    /// Whether the summary says at most one entry has the key.
+    single: bool,
+    /// A prefix key's: where the path ends in the url key (`First::path_end`), else 0.
+    path_end: u32,
+}
+
+impl<'k> Ahead<'k> {
+    fn new(scope: Scope, key: &'k str, hash: u64, single: bool) -> Self {
+        Ahead {
+            scope,
+            key,
+            hash,
+            single,
+            path_end: 0,
+        }
     }
 }
 
@@ -325,9 +377,10 @@ mod tests {
             } else {
                 snap.first_key(canonical, host, &names)
             };
-            let got = first.map(|(scope, h, _)| {
-                let rows = snap.shards[shard_of(h)].prefetch_row(tag_of(scope, h));
-                (scope, h, rows.is_some())
+            let got = first.map(|a| {
+                assert_eq!(hash_str(a.key), a.hash, "{canonical}");
+                let rows = snap.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
+                (a.scope, a.hash, rows.is_some())
             });
             let want = want.map(|(scope, key, rows)| (scope, hash_str(key), rows));
             assert_eq!(got, want, "{canonical}");
@@ -344,6 +397,44 @@ mod tests {
         assert_eq!(id("https://q.example/forum/x"), Some(5));
         let root = snap.lookup("https://r.example/a/b", "r.example", None, 1.0);
         assert_eq!(root.map(|x| x.id), Some(7));
+    }
+
+    #[test]
+    fn a_first_key_whose_row_is_not_active_leaves_the_answer_to_the_whole_lookup() {
+        // the first key's one row expired, or of another region: the entry behind it answers
+        let index = BanIndex::empty();
+        let mut expired = add("1", Scope::Url, "e.example/p/1.html");
+        let mut regional = add("3", Scope::Host, "www.r.example");
+        if let (Change::Add(e), Change::Add(r)) = (&mut expired, &mut regional) {
+            e.expires = Some(0.5);
+            r.regions = vec!["eu".into()];
+        }
+        index
+            .apply_iter(vec![
+                expired,
+                add("2", Scope::Host, "e.example"),
+                regional,
+                add("4", Scope::Domain, "r.example"),
+            ])
+            .unwrap();
+        let snap = index.snapshot();
+        let page = [
+            ("http://e.example/p/1.html", "e.example"),
+            ("http://www.r.example/x", "www.r.example"),
+        ];
+        for (region, now, want) in [
+            (None, 1.0, [2, 4]),
+            (Some("eu"), 1.0, [2, 3]),
+            (Some("us"), 0.1, [1, 4]),
+        ] {
+            let paged = snap.lookup_page(&page, |&(c, h)| (c, h), region, now);
+            let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
+            assert_eq!(ids, want.map(Some), "{region:?} {now}");
+            for (&(c, h), hit) in page.iter().zip(paged) {
+                let single = snap.lookup(c, h, region, now);
+                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+            }
+        }
     }
 
     #[test]
