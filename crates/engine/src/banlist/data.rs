@@ -604,6 +604,37 @@ impl IndexData {
             .map(|at| self.hit(at))
     }
 
+    /// The [`Hit`] of `row`, found by the tag of `scope`'s key `key` hashed `h`, when the
+    /// summary says at most one row has the key (`single`), the row is that key's, and it is
+    /// active: `best_known`'s answer, the row read once.
+    #[inline]
+    pub(super) fn single_hit(
+        &self,
+        scope: Scope,
+        key: &str,
+        h: u64,
+        row: u32,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<Hit<'_>> {
+        let shard = shard_of(h);
+        let (id, expires, regional, value) = self.shards[shard].keyed_hit(row, scope, key)?;
+        let covered = match regional {
+            Some(i) => self.meta_at(i).covers(region),
+            None => true,
+        };
+        (unexpired(expires, now) && covered).then(|| Hit {
+            id,
+            scope: scope.name(),
+            value,
+            at: RowRef {
+                shard: shard as u32,
+                row,
+            },
+            data: self,
+        })
+    }
+
     /// The row as a [`Hit`].
     #[inline]
     pub fn hit(&self, at: RowRef) -> Hit<'_> {

@@ -199,23 +199,18 @@ impl IndexData {
             // and stops at what it finds there
             let ahead = first[j].zip(known[j]).and_then(|(a, f)| {
                 let row = f.row?;
-                self.best_known(
-                    a.scope,
-                    a.key,
-                    (f.hash, Some(Some(row))),
-                    a.single,
-                    region,
-                    now,
-                )
-            });
-            let at = match ahead {
-                Some((_, at)) => Some(at),
-                None => {
-                    let (canonical, host) = url(&block[i as usize]);
-                    self.match_summarized(canonical, host, &names[j], known[j], region, now)
+                if a.single {
+                    return self.single_hit(a.scope, a.key, a.hash, row, region, now);
                 }
-            };
-            out[i as usize] = at.map(|at| self.hit(at));
+                let known = (f.hash, Some(Some(row)));
+                let best = self.best_known(a.scope, a.key, known, false, region, now);
+                best.map(|(_, at)| self.hit(at))
+            });
+            out[i as usize] = ahead.or_else(|| {
+                let (canonical, host) = url(&block[i as usize]);
+                self.match_summarized(canonical, host, &names[j], known[j], region, now)
+                    .map(|at| self.hit(at))
+            });
         }
     }
 
