@@ -607,7 +607,7 @@ impl IndexData {
     /// The [`Hit`] of `row`, found by the tag of `scope`'s key `key` hashed `h`, when the
     /// summary says at most one row has the key (`single`), the row is that key's, and it is
     /// active: `best_known`'s answer, the row read once.
-    #[inline]
+    #[inline(always)]
     pub(super) fn single_hit(
         &self,
         scope: Scope,

@@ -215,6 +215,7 @@ impl IndexData {
     }
 
     /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
+    #[inline(always)]
     fn first_key<'k>(
         &self,
         canonical: &'k str,
