@@ -174,21 +174,12 @@ impl IndexData {
                 }
             }
         }
-        let mut known = [None; GROUP];
-        for (known, first) in known.iter_mut().zip(&first[..group.len()]) {
-            if let Some(a) = *first {
-                let row = self.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
-                *known = Some(First {
-                    scope: a.scope,
-                    hash: a.hash,
-                    row,
-                    path_end: a.path_end,
-                });
-            }
+        for a in first[..group.len()].iter_mut().flatten() {
+            a.row = self.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
         }
-        for f in known.iter().flatten() {
-            if let Some(row) = f.row {
-                self.shards[shard_of(f.hash)].prefetch_value(row);
+        for a in first.iter().flatten() {
+            if let Some(row) = a.row {
+                self.shards[shard_of(a.hash)].prefetch_value(row);
             }
         }
         for (j, &(i, ..)) in group.iter().enumerate() {
@@ -197,18 +188,24 @@ impl IndexData {
             }
             // an active row of the first key is the answer: the lookup reads that key first
             // and stops at what it finds there
-            let ahead = first[j].zip(known[j]).and_then(|(a, f)| {
-                let row = f.row?;
+            let ahead = first[j].and_then(|a| {
+                let row = a.row?;
                 if a.single {
                     return self.single_hit(a.scope, a.key, a.hash, row, region, now);
                 }
-                let known = (f.hash, Some(Some(row)));
+                let known = (a.hash, Some(Some(row)));
                 let best = self.best_known(a.scope, a.key, known, false, region, now);
                 best.map(|(_, at)| self.hit(at))
             });
             out[i as usize] = ahead.or_else(|| {
                 let (canonical, host) = url(&block[i as usize]);
-                self.match_summarized(canonical, host, &names[j], known[j], region, now)
+                let known = first[j].map(|a| First {
+                    scope: a.scope,
+                    hash: a.hash,
+                    row: a.row,
+                    path_end: a.path_end,
+                });
+                self.match_summarized(canonical, host, &names[j], known, region, now)
                     .map(|at| self.hit(at))
             });
         }
@@ -266,6 +263,8 @@ struct Ahead<'k> {
     single: bool,
     /// A prefix key's: where the path ends in the url key (`First::path_end`), else 0.
     path_end: u32,
+    /// The row of the first key slot holding its tag, once a page has looked (`First::row`).
+    row: Option<u32>,
 }
 
 impl<'k> Ahead<'k> {
@@ -276,6 +275,7 @@ impl<'k> Ahead<'k> {
             hash,
             single,
             path_end: 0,
+            row: None,
         }
     }
 }
