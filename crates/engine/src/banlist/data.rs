@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
-use super::names::{path_of, prefix_keys, prefix_lens, suffixes, url_key, url_path, UrlPath};
+use super::names::{path_of, prefix_keys, prefix_order, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
 use super::table::Table;
@@ -296,7 +296,7 @@ impl IndexData {
     /// no row when no slot holds its tag, and when at most one row has the key and the
     /// first slot holding its tag is that key's, that row without probing again.
     #[inline]
-    fn best_known(
+    pub(super) fn best_known(
         &self,
         scope: Scope,
         key: &str,
@@ -537,7 +537,8 @@ impl IndexData {
             };
             let path = path?;
             let mut key = String::new();
-            for (k, len) in prefix_lens(path).enumerate() {
+            // the first key is the one the page found ahead (`first_key`, in this order)
+            for (k, len) in prefix_order(path, single(Scope::Prefix)).enumerate() {
                 let key: &str = if sliced {
                     &whole[..host.len() + len]
                 } else {
@@ -601,6 +602,37 @@ impl IndexData {
     ) -> Option<Hit<'_>> {
         self.match_any(canonical, host, region, now)
             .map(|at| self.hit(at))
+    }
+
+    /// The [`Hit`] of `row`, found by the tag of `scope`'s key `key` hashed `h`, when the
+    /// summary says at most one row has the key (`single`), the row is that key's, and it is
+    /// active: `best_known`'s answer, the row read once.
+    #[inline(always)]
+    pub(super) fn single_hit(
+        &self,
+        scope: Scope,
+        key: &str,
+        h: u64,
+        row: u32,
+        region: Option<&str>,
+        now: f64,
+    ) -> Option<Hit<'_>> {
+        let shard = shard_of(h);
+        let (id, expires, regional, value) = self.shards[shard].keyed_hit(row, scope, key)?;
+        let covered = match regional {
+            Some(i) => self.meta_at(i).covers(region),
+            None => true,
+        };
+        (unexpired(expires, now) && covered).then(|| Hit {
+            id,
+            scope: scope.name(),
+            value,
+            at: RowRef {
+                shard: shard as u32,
+                row,
+            },
+            data: self,
+        })
     }
 
     /// The row as a [`Hit`].

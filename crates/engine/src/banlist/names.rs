@@ -224,6 +224,90 @@ impl Iterator for PrefixLens<'_> {
     }
 }
 
+/// The lengths `prefix_lens` gives, in another order: the shortest past the root first,
+/// then each longer one, the root's (the host alone) last. When at most one prefix entry
+/// lies under a host the order of its keys does not change the answer, and a banned prefix
+/// is most often one or two segments of a deeper path: this finds it in fewer probes.
+pub fn prefix_lens_short_first(path: &str) -> ShortFirst<'_> {
+    let bytes = path.as_bytes();
+    let root = usize::from(bytes.first().is_some_and(|&b| b != b'/'));
+    ShortFirst {
+        bytes,
+        at: 1,
+        root: Some(root),
+    }
+}
+
+/// See [`prefix_lens_short_first`]. Each length `prefix_lens` gives is a slash's offset
+/// after a byte that is not one, or the whole path when it does not end in a slash, or the
+/// root's; so one pass from the front gives them in ascending order, each once.
+#[derive(Clone, Debug)]
+pub struct ShortFirst<'a> {
+    bytes: &'a [u8],
+    /// The next byte to look at; past the end once the whole path's length was given.
+    at: usize,
+    /// The root's length, given last.
+    root: Option<usize>,
+}
+
+impl Iterator for ShortFirst<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        let bytes = self.bytes;
+        let root = self.root?;
+        while self.at < bytes.len() {
+            let at = self.at;
+            self.at += 1;
+            if bytes[at] == b'/' && bytes[at - 1] != b'/' && at != root {
+                return Some(at);
+            }
+        }
+        if self.at == bytes.len() {
+            self.at += 1;
+            let len = bytes.len();
+            if bytes.last().is_some_and(|&b| b != b'/') && len != root {
+                return Some(len);
+            }
+        }
+        self.root.take()
+    }
+}
+
+/// The lengths of the prefix keys of `path` in the order a lookup probes them: most
+/// specific first (`prefix_lens`: the most specific entry wins), or, when the summary says
+/// at most one prefix entry lies under the host (`single`), `prefix_lens_short_first`.
+#[inline]
+pub fn prefix_order(path: &str, single: bool) -> PrefixOrder<'_> {
+    if single {
+        PrefixOrder::Short(prefix_lens_short_first(path))
+    } else {
+        PrefixOrder::Long(prefix_lens(path))
+    }
+}
+
+/// See [`prefix_order`].
+#[derive(Clone, Debug)]
+pub enum PrefixOrder<'a> {
+    /// Most specific first.
+    Long(PrefixLens<'a>),
+    /// Shortest past the root first, the root last.
+    Short(ShortFirst<'a>),
+}
+
+impl Iterator for PrefixOrder<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            PrefixOrder::Long(lens) => lens.next(),
+            PrefixOrder::Short(lens) => lens.next(),
+        }
+    }
+}
+
 /// `canon.is_ipv4`: a dotted quad of 1-3 digit groups.
 pub fn is_ipv4(host: &str) -> bool {
     if !host.as_bytes().last().is_some_and(u8::is_ascii_digit) {
@@ -577,6 +661,26 @@ mod tests {
                         let path = format!("{a}{b}{c}{d}");
                         let got: Vec<usize> = prefix_lens(&path).collect();
                         let want: Vec<usize> = reference_prefix_lens(&path).collect();
+                        assert_eq!(got, want, "{path:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn short_first_gives_the_prefix_lens_shortest_first_and_the_root_last() {
+        let parts = ["", "/", "//", "a", "bc", "/x/", "é"];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    for d in parts {
+                        let path = format!("{a}{b}{c}{d}");
+                        let got: Vec<usize> = prefix_lens_short_first(&path).collect();
+                        let mut want: Vec<usize> = prefix_lens(&path).collect();
+                        // ascending, the root's (the shortest) moved last
+                        want.reverse();
+                        want.rotate_left(1);
                         assert_eq!(got, want, "{path:?}");
                     }
                 }

@@ -18,8 +18,8 @@
 use std::mem::MaybeUninit;
 
 use super::data::{First, Hit, IndexData};
-use super::names::{prefix_lens, url_key, url_path, UrlPath};
-use super::summary::{self, Counts, HostSummary, Probe, Walk, HOST, PREFIX, URL};
+use super::names::{prefix_order, url_key, url_path, UrlPath};
+use super::summary::{self, Counts, HostSummary, Probe, Walk, DOMAIN, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u64`).
@@ -275,51 +275,64 @@ impl IndexData {
             if !names[j].is_clean() {
                 let (canonical, host) = url(&block[i as usize]);
                 first[j] = self.first_key(canonical, host, &names[j]);
-                if let Some((scope, h, _)) = first[j] {
-                    self.shards[shard_of(h)].keys.prefetch(tag_of(scope, h));
+                if let Some(a) = first[j] {
+                    self.shards[shard_of(a.hash)]
+                        .keys
+                        .prefetch(tag_of(a.scope, a.hash));
                 }
             }
         }
-        let mut known = [None; GROUP];
-        let mut rows = [None; GROUP];
-        for ((known, row), first) in known.iter_mut().zip(&mut rows).zip(&first[..group.len()]) {
-            if let Some((scope, hash, path_end)) = *first {
-                *row = self.shards[shard_of(hash)].prefetch_row(tag_of(scope, hash));
-                *known = Some(First {
-                    scope,
-                    hash,
-                    row: *row,
-                    path_end,
-                });
-            }
+        for a in first[..group.len()].iter_mut().flatten() {
+            a.row = self.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
         }
-        for (known, row) in known.iter().zip(rows) {
-            if let (Some(f), Some(row)) = (known, row) {
-                self.shards[shard_of(f.hash)].prefetch_value(row);
+        for a in first.iter().flatten() {
+            if let Some(row) = a.row {
+                self.shards[shard_of(a.hash)].prefetch_value(row);
             }
         }
         for (j, &(i, ..)) in group.iter().enumerate() {
-            if !names[j].is_clean() {
-                let (canonical, host) = url(&block[i as usize]);
-                out[i as usize] = self
-                    .match_summarized(canonical, host, &names[j], known[j], region, now)
-                    .map(|at| self.hit(at));
+            if names[j].is_clean() {
+                continue;
             }
+            // an active row of the first key is the answer: the lookup reads that key first
+            // and stops at what it finds there
+            let ahead = first[j].and_then(|a| {
+                let row = a.row?;
+                if a.single {
+                    return self.single_hit(a.scope, a.key, a.hash, row, region, now);
+                }
+                let known = (a.hash, Some(Some(row)));
+                let best = self.best_known(a.scope, a.key, known, false, region, now);
+                best.map(|(_, at)| self.hit(at))
+            });
+            out[i as usize] = ahead.or_else(|| {
+                let (canonical, host) = url(&block[i as usize]);
+                let known = first[j].map(|a| First {
+                    scope: a.scope,
+                    hash: a.hash,
+                    row: a.row,
+                    path_end: a.path_end,
+                });
+                self.match_summarized(canonical, host, &names[j], known, region, now)
+                    .map(|at| self.hit(at))
+            });
         }
     }
 
-    /// The scope and hash of the key the lookup of a summarized URL reads first; a prefix
-    /// key's also where the path ends in the url key (`First::path_end`), else 0.
-    fn first_key(
+    /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
+    #[inline(always)]
+    fn first_key<'k>(
         &self,
-        canonical: &str,
-        host: &str,
+        canonical: &'k str,
+        host: &'k str,
         names: &HostSummary,
-    ) -> Option<(Scope, u64, u32)> {
-        Some(if names.own.has(URL) {
-            (Scope::Url, hash_str(url_key(canonical)), 0)
-        } else if names.own.has(PREFIX) {
-            // the longest prefix key, when it is a slice of the url key (`match_under`)
+    ) -> Option<Ahead<'k>> {
+        let own = names.own;
+        Some(if own.has(URL) {
+            let key = url_key(canonical);
+            Ahead::new(Scope::Url, key, hash_str(key), own.single(URL))
+        } else if own.has(PREFIX) {
+            // the prefix key probed first (`match_under`), when it is a slice of the url key
             let UrlPath {
                 whole,
                 path,
@@ -329,14 +342,49 @@ impl IndexData {
                 return None;
             }
             let path = path?;
-            let len = prefix_lens(path).next()?;
-            let end = u32::try_from(host.len() + path.len()).ok()?;
-            (Scope::Prefix, hash_str(&whole[..host.len() + len]), end)
-        } else if names.own.has(HOST) {
-            (Scope::Host, names.own_hash, 0)
+            let single = own.single(PREFIX);
+            let len = prefix_order(path, single).next()?;
+            let key = &whole[..host.len() + len];
+            Ahead {
+                path_end: u32::try_from(host.len() + path.len()).ok()?,
+                ..Ahead::new(Scope::Prefix, key, hash_str(key), single)
+            }
+        } else if own.has(HOST) {
+            Ahead::new(Scope::Host, host, names.own_hash, own.single(HOST))
         } else {
-            (Scope::Domain, names.flagged()?.next()?.hash, 0)
+            let c = names.flagged()?.next()?;
+            let key = &host[c.start as usize..];
+            Ahead::new(Scope::Domain, key, c.hash, c.counts.single(DOMAIN))
         })
+    }
+}
+
+/// The key a summarized URL's lookup reads first, as a page of lookups finds it ahead.
+#[derive(Clone, Copy, Debug)]
+struct Ahead<'k> {
+    scope: Scope,
+    /// The key.
+    key: &'k str,
+    /// Its `hash_str`.
+    hash: u64,
+    /// Whether the summary says at most one entry has the key.
+    single: bool,
+    /// A prefix key's: where the path ends in the url key (`First::path_end`), else 0.
+    path_end: u32,
+    /// The row of the first key slot holding its tag, once a page has looked (`First::row`).
+    row: Option<u32>,
+}
+
+impl<'k> Ahead<'k> {
+    fn new(scope: Scope, key: &'k str, hash: u64, single: bool) -> Self {
+        Ahead {
+            scope,
+            key,
+            hash,
+            single,
+            path_end: 0,
+            row: None,
+        }
     }
 }
 
@@ -367,6 +415,9 @@ mod tests {
                 add("2", Scope::Host, "www.h.example"),
                 add("3", Scope::Url, "u.example/p/1.html"),
                 add("4", Scope::Prefix, "p.example/forum"),
+                add("5", Scope::Prefix, "q.example/forum"),
+                add("6", Scope::Prefix, "q.example/forum/t"),
+                add("7", Scope::Prefix, "r.example/"),
             ])
             .unwrap();
         let snap = index.snapshot();
@@ -397,11 +448,28 @@ mod tests {
                 "p.example",
                 Some((Scope::Prefix, "p.example/forum", true)),
             ),
-            // the longest prefix key first: the entry is found further down
+            // one prefix entry under the host: the shortest key past the root first
             (
                 "https://p.example/forum/t/9",
                 "p.example",
-                Some((Scope::Prefix, "p.example/forum/t/9", false)),
+                Some((Scope::Prefix, "p.example/forum", true)),
+            ),
+            (
+                "https://p.example/about/t/9",
+                "p.example",
+                Some((Scope::Prefix, "p.example/about", false)),
+            ),
+            // several: the longest first (the most specific wins), found further down
+            (
+                "https://q.example/forum/t/9",
+                "q.example",
+                Some((Scope::Prefix, "q.example/forum/t/9", false)),
+            ),
+            // the root's key (the host alone) is probed last
+            (
+                "https://r.example/a/b",
+                "r.example",
+                Some((Scope::Prefix, "r.example/a", false)),
             ),
             ("http://cdn.h.example/x", "cdn.h.example", None),
             ("http://clean.example/", "clean.example", None),
@@ -413,9 +481,10 @@ mod tests {
             } else {
                 snap.first_key(canonical, host, &names)
             };
-            let got = first.map(|(scope, h, _)| {
-                let rows = snap.shards[shard_of(h)].prefetch_row(tag_of(scope, h));
-                (scope, h, rows.is_some())
+            let got = first.map(|a| {
+                assert_eq!(hash_str(a.key), a.hash, "{canonical}");
+                let rows = snap.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
+                (a.scope, a.hash, rows.is_some())
             });
             let want = want.map(|(scope, key, rows)| (scope, hash_str(key), rows));
             assert_eq!(got, want, "{canonical}");
@@ -426,6 +495,49 @@ mod tests {
         for (&(c, h), hit) in page.iter().zip(paged) {
             let single = snap.lookup(c, h, None, 1.0);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+        }
+        let id = |c| snap.lookup(c, "q.example", None, 1.0).map(|x| x.id);
+        assert_eq!(id("https://q.example/forum/t/9"), Some(6));
+        assert_eq!(id("https://q.example/forum/x"), Some(5));
+        let root = snap.lookup("https://r.example/a/b", "r.example", None, 1.0);
+        assert_eq!(root.map(|x| x.id), Some(7));
+    }
+
+    #[test]
+    fn a_first_key_whose_row_is_not_active_leaves_the_answer_to_the_whole_lookup() {
+        // the first key's one row expired, or of another region: the entry behind it answers
+        let index = BanIndex::empty();
+        let mut expired = add("1", Scope::Url, "e.example/p/1.html");
+        let mut regional = add("3", Scope::Host, "www.r.example");
+        if let (Change::Add(e), Change::Add(r)) = (&mut expired, &mut regional) {
+            e.expires = Some(0.5);
+            r.regions = vec!["eu".into()];
+        }
+        index
+            .apply_iter(vec![
+                expired,
+                add("2", Scope::Host, "e.example"),
+                regional,
+                add("4", Scope::Domain, "r.example"),
+            ])
+            .unwrap();
+        let snap = index.snapshot();
+        let page = [
+            ("http://e.example/p/1.html", "e.example"),
+            ("http://www.r.example/x", "www.r.example"),
+        ];
+        for (region, now, want) in [
+            (None, 1.0, [2, 4]),
+            (Some("eu"), 1.0, [2, 3]),
+            (Some("us"), 0.1, [1, 4]),
+        ] {
+            let paged = snap.lookup_page(&page, |&(c, h)| (c, h), region, now);
+            let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
+            assert_eq!(ids, want.map(Some), "{region:?} {now}");
+            for (&(c, h), hit) in page.iter().zip(paged) {
+                let single = snap.lookup(c, h, region, now);
+                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+            }
         }
     }
 

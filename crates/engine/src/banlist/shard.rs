@@ -306,6 +306,32 @@ impl Shard {
         self.scope(row) == scope && key_matches(scope, self.value_bytes(row), key)
     }
 
+    /// The row's id code, expiry, meta index when that lists regions, and value, when it is
+    /// of `scope` and keyed `key` (a tag hit verified): what a hit and its verdict read of
+    /// the row, read once.
+    #[inline(always)]
+    pub fn keyed_hit(
+        &self,
+        row: u32,
+        scope: Scope,
+        key: &str,
+    ) -> Option<(u64, f64, Option<u32>, &str)> {
+        let r = *self.rows.get(row as usize)?;
+        if Scope::from_bits(r.meta >> SCOPE_SHIFT) != scope {
+            return None;
+        }
+        let at = r.off as usize;
+        let (len, skip) = read_len(self.arena.get(at..)?);
+        let bytes = self.arena.get(at + skip..at + skip + len)?;
+        if !key_matches(scope, bytes, key) {
+            return None;
+        }
+        let regional = (r.meta & REGIONAL != 0).then_some(r.meta & META_MASK);
+        // SAFETY: as `value`'s: these are the bytes of the row's whole value.
+        let value = unsafe { std::str::from_utf8_unchecked(bytes) };
+        Some((r.id, r.expires, regional, value))
+    }
+
     /// A row's id code, scope and value (what a hit reports).
     #[inline]
     pub fn hit_parts(&self, row: u32) -> (u64, Scope, &str) {
