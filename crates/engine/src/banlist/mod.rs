@@ -124,14 +124,16 @@ impl Scope {
     }
 
     // Mixed into a key's tag, so `a.com` as a host and as a domain take different slots
+    // (a static: an array built in the function is written to the stack at every call)
     fn salt(self) -> u32 {
-        [
+        static SALTS: [u32; 5] = [
             0x4F6C_DD1D,
             0x4C95_7F2D,
             0xF767_814F,
             0xFE94_F82B,
             0x9E37_79B9,
-        ][self as usize]
+        ];
+        SALTS[self as usize]
     }
 }
 

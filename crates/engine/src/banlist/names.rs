@@ -67,12 +67,7 @@ pub struct UrlPath<'a> {
 pub fn url_path<'a>(canonical: &'a str, host: &str) -> UrlPath<'a> {
     let whole = url_key(canonical);
     let (w, h) = (whole.as_bytes(), host.as_bytes());
-    // the first `/` or `?` of the url key is the one after the host: `path_of`'s start
-    if !h.is_empty()
-        && w.get(h.len()) == Some(&b'/')
-        && super::shard::same(&w[..h.len()], h)
-        && !slash_or_query(h)
-    {
+    if starts_with_host(w, h) {
         let end = h.len() + first_query(&w[h.len()..]);
         return UrlPath {
             whole,
@@ -90,6 +85,42 @@ pub fn url_path<'a>(canonical: &'a str, host: &str) -> UrlPath<'a> {
         whole,
         path,
         sliced,
+    }
+}
+
+/// Whether the url key `w` is the host `h`, then the path: its first `/` or `?` is the one
+/// after the host (`path_of`'s start). Nearly always, for a canonical URL and its own host.
+#[inline(always)]
+fn starts_with_host(w: &[u8], h: &[u8]) -> bool {
+    !h.is_empty()
+        && w.get(h.len()) == Some(&b'/')
+        && super::shard::same(&w[..h.len()], h)
+        && !slash_or_query(h)
+}
+
+/// The url key and the first length `prefix_lens_short_first` gives of `url_path`'s path,
+/// when the url key is `host + path + …` as `url_path` finds it first: only the path's
+/// first segment is read (its end, which the query starts, is not looked for). None when
+/// `url_path` finds the path the longer way.
+#[inline(always)]
+pub fn first_short_prefix<'a>(canonical: &'a str, host: &str) -> Option<(&'a str, usize)> {
+    let whole = url_key(canonical);
+    let (w, h) = (whole.as_bytes(), host.as_bytes());
+    if !starts_with_host(w, h) {
+        return None;
+    }
+    // the path and what follows it; it starts with `/`, so the root's length is 0
+    let rest = &w[h.len()..];
+    let mut at = 1;
+    loop {
+        match rest.get(at) {
+            // the path ends here: its length, unless it ends in a slash (then the root's)
+            None | Some(b'?') => {
+                return Some((whole, if rest[at - 1] != b'/' { at } else { 0 }));
+            }
+            Some(b'/') if rest[at - 1] != b'/' => return Some((whole, at)),
+            _ => at += 1,
+        }
     }
 }
 
@@ -750,6 +781,19 @@ mod tests {
                     (key, path, sliced),
                     "{url:?} {host:?}"
                 );
+                // the first short prefix without the path's end: what the path gives
+                let short = first_short_prefix(&url, host);
+                let first = path.and_then(|p| prefix_lens_short_first(p).next());
+                if let Some((whole, len)) = short {
+                    assert!(
+                        sliced && whole == key && Some(len) == first,
+                        "{url:?} {host:?}"
+                    );
+                }
+                // found so whenever the url key is the host, then its path
+                let plain = !host.is_empty() && !host.contains(['/', '?']);
+                let after = key.strip_prefix(host).is_some_and(|r| r.starts_with('/'));
+                assert_eq!(short.is_some(), plain && after, "{url:?} {host:?}");
             }
         }
     }

@@ -18,7 +18,8 @@
 use std::mem::MaybeUninit;
 
 use super::data::{First, Hit, IndexData};
-use super::names::{prefix_order, url_key, url_path, UrlPath};
+use super::names::{first_short_prefix, prefix_order, url_key, url_path, UrlPath};
+use super::shard::Shard;
 use super::summary::{self, Counts, HostSummary, Probe, Walk, DOMAIN, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
@@ -47,30 +48,35 @@ struct Live<'a> {
     probe: Probe<'a>,
 }
 
-/// Up to `BLOCK` values on the stack, pushed in turn and then read as a slice: a block's
-/// state per URL without first filling `BLOCK` places with defaults.
-struct Stack<T> {
-    items: [MaybeUninit<T>; BLOCK],
+/// Up to `N` values on the stack, pushed in turn and then read as a slice: a block's (or a
+/// group's) state per URL without first filling `N` places with defaults.
+struct Bounded<T, const N: usize> {
+    items: [MaybeUninit<T>; N],
     len: usize,
 }
 
-impl<T: Copy> Stack<T> {
+/// A block's state per URL.
+type Stack<T> = Bounded<T, BLOCK>;
+/// A group's state per URL.
+type Group<T> = Bounded<T, GROUP>;
+
+impl<T: Copy, const N: usize> Bounded<T, N> {
     #[inline(always)]
     fn new() -> Self {
-        Stack {
-            items: [const { MaybeUninit::uninit() }; BLOCK],
+        Bounded {
+            items: [const { MaybeUninit::uninit() }; N],
             len: 0,
         }
     }
 
-    /// Hold `f` of each of `items` (at most `BLOCK` of them), in place of what it held: a
-    /// stack is filled where it lies, not built and moved (it is `BLOCK` places large).
+    /// Hold `f` of each of `items` (at most `N` of them), in place of what it held: a
+    /// stack is filled where it lies, not built and moved (it is `N` places large).
     #[inline(always)]
     fn fill<U>(&mut self, items: &[U], mut f: impl FnMut(&U) -> T) {
         for (slot, item) in self.items.iter_mut().zip(items) {
             slot.write(f(item));
         }
-        self.len = items.len().min(BLOCK);
+        self.len = items.len().min(N);
     }
 
     #[inline(always)]
@@ -78,7 +84,7 @@ impl<T: Copy> Stack<T> {
         self.len
     }
 
-    /// Push `item`; panics past `BLOCK` (a block has at most that many URLs).
+    /// Push `item`; panics past `N` (a block has at most that many URLs).
     #[inline(always)]
     fn push(&mut self, item: T) {
         self.items[self.len].write(item);
@@ -243,60 +249,67 @@ impl IndexData {
     ) {
         let tables = &self.summary[..];
         let prefetch = |walk: &Walk| summary::prefetch(&tables[summary_of(walk.hash)], walk.hash);
-        let host = |j: usize| url(&block[group[j].0 as usize]).1;
-        let mut walks = [Walk::default(); GROUP];
-        let mut names = [HostSummary::default(); GROUP];
+        let mut pending = Group::new();
         // bit j: the walk of the group's item j has a name left to probe
         let mut walking: u32 = 0;
-        for (j, &(_, walk, counts)) in group.iter().enumerate() {
-            // the names before this step held nothing the summary notes
-            walks[j] = walk;
-            if walks[j].take(host(j), self.labels, counts, &mut names[j]) {
-                prefetch(&walks[j]);
+        for (j, &(item, mut walk, counts)) in group.iter().enumerate() {
+            // the names before this step held nothing the summary notes; this one does, so
+            // the summary is not clean
+            let mut names = HostSummary::default();
+            if walk.take(
+                url(&block[item as usize]).1,
+                self.labels,
+                counts,
+                &mut names,
+            ) {
+                prefetch(&walk);
                 walking |= 1 << j;
             }
+            pending.push(Pending {
+                item,
+                walk,
+                names,
+                first: None,
+            });
         }
+        let pending = pending.as_mut();
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
                 let j = left.trailing_zeros() as usize;
                 left &= left - 1;
-                if walks[j].step(host(j), self.labels, tables, &mut names[j]) {
-                    prefetch(&walks[j]);
+                let Pending {
+                    item, walk, names, ..
+                } = &mut pending[j];
+                let host = url(&block[*item as usize]).1;
+                if walk.step(host, self.labels, tables, names) {
+                    prefetch(walk);
                 } else {
                     walking &= !(1 << j);
                 }
             }
         }
-        // a summarized URL's first key slot, then the rows it points to, then their
-        // values: each pass brings in the next read for every URL at once
-        let mut first = [None; GROUP];
-        for (j, &(i, ..)) in group.iter().enumerate() {
-            if !names[j].is_clean() {
-                let (canonical, host) = url(&block[i as usize]);
-                first[j] = self.first_key(canonical, host, &names[j]);
-                if let Some(a) = first[j] {
-                    self.shards[shard_of(a.hash)]
-                        .keys
-                        .prefetch(tag_of(a.scope, a.hash));
-                }
+        // each URL's first key slot, then the row it points to, then its value: each pass
+        // brings in the next read for every URL at once
+        for p in pending.iter_mut() {
+            let (canonical, host) = url(&block[p.item as usize]);
+            p.first = self.first_key(canonical, host, &p.names);
+            if let Some(a) = &p.first {
+                a.shard.keys.prefetch(a.tag);
             }
         }
-        for a in first[..group.len()].iter_mut().flatten() {
-            a.row = self.shards[shard_of(a.hash)].prefetch_row(tag_of(a.scope, a.hash));
+        for a in pending.iter_mut().filter_map(|p| p.first.as_mut()) {
+            a.row = a.shard.prefetch_row(a.tag);
         }
-        for a in first.iter().flatten() {
+        for a in pending.iter().filter_map(|p| p.first.as_ref()) {
             if let Some(row) = a.row {
-                self.shards[shard_of(a.hash)].prefetch_value(row);
+                a.shard.prefetch_value(row);
             }
         }
-        for (j, &(i, ..)) in group.iter().enumerate() {
-            if names[j].is_clean() {
-                continue;
-            }
+        for p in pending.iter() {
             // an active row of the first key is the answer: the lookup reads that key first
             // and stops at what it finds there
-            let ahead = first[j].and_then(|a| {
+            let ahead = p.first.and_then(|a| {
                 let row = a.row?;
                 if a.single {
                     return self.single_hit(a.scope, a.key, a.hash, row, region, now);
@@ -305,15 +318,10 @@ impl IndexData {
                 let best = self.best_known(a.scope, a.key, known, false, region, now);
                 best.map(|(_, at)| self.hit(at))
             });
-            out[i as usize] = ahead.or_else(|| {
-                let (canonical, host) = url(&block[i as usize]);
-                let known = first[j].map(|a| First {
-                    scope: a.scope,
-                    hash: a.hash,
-                    row: a.row,
-                    path_end: a.path_end,
-                });
-                self.match_summarized(canonical, host, &names[j], known, region, now)
+            out[p.item as usize] = ahead.or_else(|| {
+                let (canonical, host) = url(&block[p.item as usize]);
+                let known = p.first.and_then(|a| a.known(canonical, host));
+                self.match_summarized(canonical, host, &p.names, known, region, now)
                     .map(|at| self.hit(at))
             });
         }
@@ -322,41 +330,65 @@ impl IndexData {
     /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
     #[inline(always)]
     fn first_key<'k>(
-        &self,
+        &'k self,
         canonical: &'k str,
         host: &'k str,
         names: &HostSummary,
     ) -> Option<Ahead<'k>> {
         let own = names.own;
-        Some(if own.has(URL) {
+        let (scope, key, hash, single, path_end) = if own.has(URL) {
             let key = url_key(canonical);
-            Ahead::new(Scope::Url, key, hash_str(key), own.single(URL))
+            (Scope::Url, key, hash_str(key), own.single(URL), 0)
         } else if own.has(PREFIX) {
             // the prefix key probed first (`match_under`), when it is a slice of the url key
-            let UrlPath {
-                whole,
-                path,
-                sliced,
-            } = url_path(canonical, host);
-            if !sliced {
-                return None;
-            }
-            let path = path?;
             let single = own.single(PREFIX);
-            let len = prefix_order(path, single).next()?;
-            let key = &whole[..host.len() + len];
-            Ahead {
-                path_end: u32::try_from(host.len() + path.len()).ok()?,
-                ..Ahead::new(Scope::Prefix, key, hash_str(key), single)
-            }
+            let (key, path_end) = match first_short_prefix(canonical, host) {
+                // the path's end is found only if the lookup needs it
+                Some((whole, len)) if single => (&whole[..host.len() + len], 0),
+                _ => {
+                    let UrlPath {
+                        whole,
+                        path,
+                        sliced,
+                    } = url_path(canonical, host);
+                    if !sliced {
+                        return None;
+                    }
+                    let path = path?;
+                    let len = prefix_order(path, single).next()?;
+                    let end = u32::try_from(host.len() + path.len()).ok()?;
+                    (&whole[..host.len() + len], end)
+                }
+            };
+            (Scope::Prefix, key, hash_str(key), single, path_end)
         } else if own.has(HOST) {
-            Ahead::new(Scope::Host, host, names.own_hash, own.single(HOST))
+            (Scope::Host, host, names.own_hash, own.single(HOST), 0)
         } else {
             let c = names.flagged()?.next()?;
             let key = &host[c.start as usize..];
-            Ahead::new(Scope::Domain, key, c.hash, c.counts.single(DOMAIN))
+            (Scope::Domain, key, c.hash, c.counts.single(DOMAIN), 0)
+        };
+        Some(Ahead {
+            scope,
+            key,
+            hash,
+            single,
+            path_end,
+            shard: &self.shards[shard_of(hash)],
+            tag: tag_of(scope, hash),
+            row: None,
         })
     }
+}
+
+/// A URL of a group on its way: its item, its walk down its names, what the walk found of
+/// them, and the key its lookup reads first.
+#[derive(Clone, Copy)]
+struct Pending<'k> {
+    item: u8,
+    walk: Walk,
+    names: HostSummary,
+    first: Option<Ahead<'k>>,
 }
 
 /// The key a summarized URL's lookup reads first, as a page of lookups finds it ahead.
@@ -369,22 +401,34 @@ struct Ahead<'k> {
     hash: u64,
     /// Whether the summary says at most one entry has the key.
     single: bool,
-    /// A prefix key's: where the path ends in the url key (`First::path_end`), else 0.
+    /// A prefix key's: where the path ends in the url key (`First::path_end`); 0 when it
+    /// is not yet found (and for the other scopes).
     path_end: u32,
+    /// The shard the key is in, and its tag there.
+    shard: &'k Shard,
+    tag: u32,
     /// The row of the first key slot holding its tag, once a page has looked (`First::row`).
     row: Option<u32>,
 }
 
-impl<'k> Ahead<'k> {
-    fn new(scope: Scope, key: &'k str, hash: u64, single: bool) -> Self {
-        Ahead {
-            scope,
-            key,
-            hash,
-            single,
-            path_end: 0,
-            row: None,
-        }
+impl Ahead<'_> {
+    /// What the whole lookup of the URL (`canonical`, `host`) is told of this key, its first:
+    /// None when a prefix key's path end does not fit (the lookup then finds it all again).
+    #[inline]
+    fn known(&self, canonical: &str, host: &str) -> Option<First> {
+        let path_end = match self.path_end {
+            0 if self.scope == Scope::Prefix => {
+                let path = url_path(canonical, host).path.map_or(0, str::len);
+                u32::try_from(host.len() + path).ok()?
+            }
+            end => end,
+        };
+        Some(First {
+            scope: self.scope,
+            hash: self.hash,
+            row: self.row,
+            path_end,
+        })
     }
 }
 
@@ -459,6 +503,17 @@ mod tests {
                 "p.example",
                 Some((Scope::Prefix, "p.example/about", false)),
             ),
+            // the first segment ends where the query starts
+            (
+                "https://p.example/forum?t=/9",
+                "p.example",
+                Some((Scope::Prefix, "p.example/forum", true)),
+            ),
+            (
+                "https://p.example//?t=/9",
+                "p.example",
+                Some((Scope::Prefix, "p.example", false)),
+            ),
             // several: the longest first (the most specific wins), found further down
             (
                 "https://q.example/forum/t/9",
@@ -509,9 +564,14 @@ mod tests {
         let index = BanIndex::empty();
         let mut expired = add("1", Scope::Url, "e.example/p/1.html");
         let mut regional = add("3", Scope::Host, "www.r.example");
-        if let (Change::Add(e), Change::Add(r)) = (&mut expired, &mut regional) {
+        // a prefix key found without its path's end: the whole lookup finds that end
+        let mut prefix = add("5", Scope::Prefix, "f.example/forum");
+        if let (Change::Add(e), Change::Add(r), Change::Add(p)) =
+            (&mut expired, &mut regional, &mut prefix)
+        {
             e.expires = Some(0.5);
             r.regions = vec!["eu".into()];
+            p.expires = Some(0.5);
         }
         index
             .apply_iter(vec![
@@ -519,17 +579,20 @@ mod tests {
                 add("2", Scope::Host, "e.example"),
                 regional,
                 add("4", Scope::Domain, "r.example"),
+                prefix,
+                add("6", Scope::Host, "f.example"),
             ])
             .unwrap();
         let snap = index.snapshot();
         let page = [
             ("http://e.example/p/1.html", "e.example"),
             ("http://www.r.example/x", "www.r.example"),
+            ("https://f.example/forum/t?q=/a/b", "f.example"),
         ];
         for (region, now, want) in [
-            (None, 1.0, [2, 4]),
-            (Some("eu"), 1.0, [2, 3]),
-            (Some("us"), 0.1, [1, 4]),
+            (None, 1.0, [2, 4, 6]),
+            (Some("eu"), 1.0, [2, 3, 6]),
+            (Some("us"), 0.1, [1, 4, 5]),
         ] {
             let paged = snap.lookup_page(&page, |&(c, h)| (c, h), region, now);
             let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
