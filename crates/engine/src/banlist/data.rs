@@ -604,21 +604,21 @@ impl IndexData {
             .map(|at| self.hit(at))
     }
 
-    /// The [`Hit`] of `row`, found by the tag of `scope`'s key `key` hashed `h`, when the
-    /// summary says at most one row has the key (`single`), the row is that key's, and it is
-    /// active: `best_known`'s answer, the row read once.
+    /// The [`Hit`] of `row`, found by the tag of `scope`'s key `key` hashed `h` in its shard
+    /// `on` (`shards[shard_of(h)]`), when the summary says at most one row has the key
+    /// (`single`), the row is that key's, and it is active: `best_known`'s answer, the row
+    /// read once.
     #[inline(always)]
-    pub(super) fn single_hit(
-        &self,
-        scope: Scope,
-        key: &str,
-        h: u64,
+    pub(super) fn single_hit<'a>(
+        &'a self,
+        on: &'a Shard,
+        (scope, key, h): (Scope, &str, u64),
         row: u32,
         region: Option<&str>,
         now: f64,
-    ) -> Option<Hit<'_>> {
+    ) -> Option<Hit<'a>> {
         let shard = shard_of(h);
-        let (id, expires, regional, value) = self.shards[shard].keyed_hit(row, scope, key)?;
+        let (id, expires, regional, value) = on.keyed_hit(row, scope, key)?;
         let covered = match regional {
             Some(i) => self.meta_at(i).covers(region),
             None => true,

@@ -307,34 +307,41 @@ impl IndexData {
             }
         }
         for p in pending.iter() {
+            let i = p.item as usize;
             // an active row of the first key is the answer: the lookup reads that key first
             // and stops at what it finds there
-            let ahead = p.first.and_then(|a| {
-                let row = a.row?;
-                if a.single {
-                    return self.single_hit(a.scope, a.key, a.hash, row, region, now);
+            if let Some(a) = &p.first {
+                if let (Some(row), true) = (a.row, a.single) {
+                    let key = (a.scope, a.key, a.hash);
+                    if let Some(hit) = self.single_hit(a.shard, key, row, region, now) {
+                        out[i] = Some(hit);
+                        continue;
+                    }
+                } else if let Some(row) = a.row {
+                    let known = (a.hash, Some(Some(row)));
+                    let best = self.best_known(a.scope, a.key, known, false, region, now);
+                    if let Some((_, at)) = best {
+                        out[i] = Some(self.hit(at));
+                        continue;
+                    }
                 }
-                let known = (a.hash, Some(Some(row)));
-                let best = self.best_known(a.scope, a.key, known, false, region, now);
-                best.map(|(_, at)| self.hit(at))
-            });
-            out[p.item as usize] = ahead.or_else(|| {
-                let (canonical, host) = url(&block[p.item as usize]);
-                let known = p.first.and_then(|a| a.known(canonical, host));
-                self.match_summarized(canonical, host, &p.names, known, region, now)
-                    .map(|at| self.hit(at))
-            });
+            }
+            let (canonical, host) = url(&block[i]);
+            let known = p.first.and_then(|a| a.known(canonical, host));
+            out[i] = self
+                .match_summarized(canonical, host, &p.names, known, region, now)
+                .map(|at| self.hit(at));
         }
     }
 
     /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
     #[inline(always)]
-    fn first_key<'k>(
-        &'k self,
+    fn first_key<'a, 'k>(
+        &'a self,
         canonical: &'k str,
         host: &'k str,
         names: &HostSummary,
-    ) -> Option<Ahead<'k>> {
+    ) -> Option<Ahead<'a, 'k>> {
         let own = names.own;
         let (scope, key, hash, single, path_end) = if own.has(URL) {
             let key = url_key(canonical);
@@ -384,16 +391,16 @@ impl IndexData {
 /// A URL of a group on its way: its item, its walk down its names, what the walk found of
 /// them, and the key its lookup reads first.
 #[derive(Clone, Copy)]
-struct Pending<'k> {
+struct Pending<'a, 'k> {
     item: u8,
     walk: Walk,
     names: HostSummary,
-    first: Option<Ahead<'k>>,
+    first: Option<Ahead<'a, 'k>>,
 }
 
 /// The key a summarized URL's lookup reads first, as a page of lookups finds it ahead.
 #[derive(Clone, Copy, Debug)]
-struct Ahead<'k> {
+struct Ahead<'a, 'k> {
     scope: Scope,
     /// The key.
     key: &'k str,
@@ -405,13 +412,13 @@ struct Ahead<'k> {
     /// is not yet found (and for the other scopes).
     path_end: u32,
     /// The shard the key is in, and its tag there.
-    shard: &'k Shard,
+    shard: &'a Shard,
     tag: u32,
     /// The row of the first key slot holding its tag, once a page has looked (`First::row`).
     row: Option<u32>,
 }
 
-impl Ahead<'_> {
+impl Ahead<'_, '_> {
     /// What the whole lookup of the URL (`canonical`, `host`) is told of this key, its first:
     /// None when a prefix key's path end does not fit (the lookup then finds it all again).
     #[inline]

@@ -317,7 +317,8 @@ impl Shard {
         key: &str,
     ) -> Option<(u64, f64, Option<u32>, &str)> {
         let r = *self.rows.get(row as usize)?;
-        if Scope::from_bits(r.meta >> SCOPE_SHIFT) != scope {
+        // the bits a row's scope is written as (`push`), not read back through `from_bits`
+        if r.meta >> SCOPE_SHIFT != scope as u32 {
             return None;
         }
         let at = r.off as usize;
