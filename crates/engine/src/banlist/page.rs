@@ -253,26 +253,28 @@ impl IndexData {
         // bit j: the walk of the group's item j has a name left to probe
         let mut walking: u32 = 0;
         for (j, &(item, mut walk, counts)) in group.iter().enumerate() {
+            let (canonical, host) = url(&block[item as usize]);
             // the names before this step held nothing the summary notes; this one does, so
             // the summary is not clean
             let mut names = HostSummary::default();
-            if walk.take(
-                url(&block[item as usize]).1,
-                self.labels,
-                counts,
-                &mut names,
-            ) {
+            let mut first = None;
+            if walk.take(host, self.labels, counts, &mut names) {
                 prefetch(&walk);
                 walking |= 1 << j;
+            } else {
+                // most walks end at the step that found something: the first key now
+                first = self.first_key(canonical, host, &names);
             }
             pending.push(Pending {
                 item,
                 walk,
                 names,
-                first: None,
+                first,
             });
         }
         let pending = pending.as_mut();
+        // the walks that went on, for their first keys once they end
+        let walked = walking;
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
@@ -289,15 +291,15 @@ impl IndexData {
                 }
             }
         }
-        // each URL's first key slot, then the row it points to, then its value: each pass
-        // brings in the next read for every URL at once
-        for p in pending.iter_mut() {
+        let mut left = walked;
+        while left != 0 {
+            let p = &mut pending[left.trailing_zeros() as usize];
+            left &= left - 1;
             let (canonical, host) = url(&block[p.item as usize]);
             p.first = self.first_key(canonical, host, &p.names);
-            if let Some(a) = &p.first {
-                a.shard.keys.prefetch(a.tag);
-            }
         }
+        // each URL's first key slot (`first_key` prefetched it), then the row it points
+        // to, then its value: each pass brings in the next read for every URL at once
         for a in pending.iter_mut().filter_map(|p| p.first.as_mut()) {
             a.row = a.shard.prefetch_row(a.tag);
         }
@@ -334,7 +336,8 @@ impl IndexData {
         }
     }
 
-    /// The key the lookup of a summarized URL reads first (`match_summarized`'s order).
+    /// The key the lookup of a summarized URL reads first (`match_summarized`'s order), its
+    /// key slot prefetched.
     #[inline(always)]
     fn first_key<'a, 'k>(
         &'a self,
@@ -375,7 +378,7 @@ impl IndexData {
             let key = &host[c.start as usize..];
             (Scope::Domain, key, c.hash, c.counts.single(DOMAIN), 0)
         };
-        Some(Ahead {
+        let ahead = Ahead {
             scope,
             key,
             hash,
@@ -384,7 +387,9 @@ impl IndexData {
             shard: &self.shards[shard_of(hash)],
             tag: tag_of(scope, hash),
             row: None,
-        })
+        };
+        ahead.shard.keys.prefetch(ahead.tag);
+        Some(ahead)
     }
 }
 
