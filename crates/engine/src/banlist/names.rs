@@ -445,6 +445,10 @@ pub fn last_dot(bytes: &[u8], end: usize) -> Option<usize> {
     if dots != 0 {
         return Some(from + 31 - dots.leading_zeros() as usize);
     }
+    if from == 0 {
+        // the 16 bytes held all of `head` (most often: a site's label below starts a host)
+        return None;
+    }
     head[..from].iter().rposition(|&b| b == b'.')
 }
 

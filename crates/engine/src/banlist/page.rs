@@ -141,10 +141,11 @@ impl IndexData {
             }
         });
         // bit i: item i's site has a slot (read from the chunk found and prefetched for it)
+        // and its walk does not end there clean
         let mut held: u64 = 0;
         for (i, site) in sites.as_mut().iter_mut().enumerate() {
             let c = site.probe.counts(&tables[summary_of(site.hash)]);
-            if c != Counts::default() {
+            if c != Counts::default() && !Walk::ends_at_site(host(i), site.at, c) {
                 site.counts = c;
                 held |= 1 << i;
             }

@@ -446,6 +446,26 @@ impl Walk {
         c.covers_below() || (self.at == 0 && c != Counts(0))
     }
 
+    /// Whether the step at the site (`at`, where the walk starts) that reads `c` notes
+    /// nothing and ends the walk, as `notes` and then `take` would find, without a walk:
+    /// a page of lookups sets these aside as it reads the sites' slots (a `cdn.` host
+    /// below a site whose `www.` host is banned, most often).
+    #[inline(always)]
+    pub fn ends_at_site(host: &str, at: usize, c: Counts) -> bool {
+        if at == 0 {
+            // the host itself: anything there is noted
+            return c == Counts(0);
+        }
+        // a site has two labels, so `BELOW` and the filter of labels below are kept at it
+        if c.covers_below() || !c.has(BELOW) {
+            return !c.covers_below();
+        }
+        let bytes = host.as_bytes();
+        let end = at - 1;
+        let label = &bytes[last_dot(bytes, end).map_or(0, |dot| dot + 1)..end];
+        !c.below_through(child_bit(label))
+    }
+
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
     #[inline(always)]
     pub fn step(
@@ -696,6 +716,39 @@ mod tests {
             let at = HostSummary::start(host);
             let want = (at, name_hash(&host[at..]));
             assert_eq!(HostSummary::site(host), want, "{host:?}");
+        }
+    }
+
+    #[test]
+    fn a_site_step_ends_where_notes_and_take_say() {
+        // counts of every field alone and with `BELOW`, each label's bit in the filter or not
+        let www = child_bit(b"www");
+        let mut all = vec![Counts(0)];
+        for field in [HOST, DOMAIN, URL, PREFIX, MEMBER, BELOW] {
+            for other in [0, 1 << BELOW.shift | www, 1 << BELOW.shift | EVERY_CHILD] {
+                all.push(Counts(1 << field.shift | other));
+            }
+        }
+        let mut hosts: Vec<String> = HOSTS.iter().map(|h| h.to_string()).collect();
+        hosts.extend(
+            [
+                "www.shop1.com",
+                "cdn.s12345-3fffffff.example",
+                "a.cdn.s12345-3fffffff.example",
+                "a-label-longer-than-sixteen.cdn.b.c",
+                "a.b.a-label-longer-than-sixteen.cdn.b.c",
+                "www.banned.com",
+            ]
+            .map(String::from),
+        );
+        for host in &hosts {
+            let at = HostSummary::start(host);
+            let walk = Walk::new(at, name_hash(&host[at..]));
+            for &c in &all {
+                let mut out = HostSummary::default();
+                let ends = !walk.notes(c) && !walk.clone().take(host, 99, c, &mut out);
+                assert_eq!(Walk::ends_at_site(host, at, c), ends, "{host} {c:?}");
+            }
         }
     }
 
