@@ -27,7 +27,7 @@
 
 use super::chunks::Chunks;
 use super::chunks::Start;
-use super::names::{is_ipv4, last16_dots, last_dot, tail_dots, Dots};
+use super::names::{is_ipv4, last16_dots, last_dot, tail_dots_after, Dots};
 
 /// One count of a summary slot: its shift.
 #[derive(Clone, Copy, Debug)]
@@ -317,43 +317,50 @@ impl HostSummary {
     #[inline(always)]
     pub fn site(host: &str) -> (usize, u64) {
         let at = Self::site_start(host);
-        (at, name_hash_bytes(&host.as_bytes()[at..]))
+        let bytes = host.as_bytes();
+        debug_assert!(at <= bytes.len());
+        // SAFETY: `site_start` is at most the host's length: the place just past a dot of
+        // it, or 0.
+        let site = unsafe { bytes.get_unchecked(at..) };
+        (at, name_hash_bytes(site))
     }
 
     /// `site`'s start: the site's two dots are almost always among the host's last 16
     /// bytes, else among its last 32, found there in one compare or two (a `Dots` iterator
-    /// costs more than the rest of a clean lookup's first step); else by `Dots`.
+    /// costs more than the rest of a clean lookup's first step); a host of fewer than 8
+    /// bytes by `start`. Every place it gives is at most the host's length.
     #[inline(always)]
     fn site_start(host: &str) -> usize {
         let bytes = host.as_bytes();
-        let digit = bytes.last().is_some_and(u8::is_ascii_digit);
-        if bytes.first() == Some(&b'[') || (digit && is_ipv4(host)) {
-            return 0;
-        }
         let len = bytes.len();
         // bit t: byte len - 16 + t is a dot (len - 32 + t, of `tail_dots`)
-        if let Some(dots) = last16_dots(bytes) {
-            if let Some(t) = before_last(dots) {
-                // just past the dot before the last one
-                return len + t - 15;
-            }
-            if len <= 16 {
-                // the mask held the whole host: fewer than two dots
-                return 0;
-            }
-            if let Some(t) = before_last(tail_dots(bytes)) {
-                return len + t - 31;
-            }
-            if len <= 32 {
-                return 0;
-            }
+        let Some(dots) = last16_dots(bytes) else {
+            return Self::start(host);
+        };
+        let (first, last) = (bytes[0], bytes[len - 1]);
+        if first == b'[' || (last.is_ascii_digit() && is_ipv4(host)) {
+            return 0;
+        }
+        if let Some(t) = before_last(dots) {
+            // just past the dot before the last one
+            return len + t - 15;
+        }
+        if len <= 16 {
+            // the mask held the whole host: fewer than two dots
+            return 0;
+        }
+        if let Some(t) = before_last(tail_dots_after(bytes, dots)) {
+            return len + t - 31;
+        }
+        if len <= 32 {
+            return 0;
         }
         Dots::of(host).nth(1).map_or(0, |dot| dot + 1)
     }
 
-    /// Where the walk of `host` starts, as `site` finds it: the reference its tests hold it
-    /// to.
-    #[cfg(test)]
+    /// Where the walk of `host` starts, as `site` finds it: just past its dot before the
+    /// last one, or 0 (an address, or fewer than two dots). `site` finds it so in a host
+    /// of fewer than 8 bytes, and its tests hold it to this.
     pub fn start(host: &str) -> usize {
         let digit = host.as_bytes().last().is_some_and(u8::is_ascii_digit);
         if host.starts_with('[') || (digit && is_ipv4(host)) {
