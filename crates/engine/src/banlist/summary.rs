@@ -453,24 +453,36 @@ impl Walk {
         c.covers_below() || (self.at == 0 && c != Counts(0))
     }
 
-    /// Whether the step at the site (`at`, where the walk starts) that reads `c` notes
-    /// nothing and ends the walk, as `notes` and then `take` would find, without a walk:
-    /// a page of lookups sets these aside as it reads the sites' slots (a `cdn.` host
-    /// below a site whose `www.` host is banned, most often).
+    /// What the step at the site (`at`, where the walk starts) that reads `c` does, as
+    /// `notes` and then `take` would find, without a walk: a page of lookups sets the walks
+    /// that end there aside as it reads the sites' slots (a `cdn.` host below a site whose
+    /// `www.` host is banned, most often), and goes down with the others at once.
     #[inline(always)]
-    pub fn ends_at_site(host: &str, at: usize, c: Counts) -> bool {
+    pub fn at_site(host: &str, at: usize, c: Counts) -> SiteStep {
         if at == 0 {
             // the host itself: anything there is noted
-            return c == Counts(0);
+            return if c == Counts(0) {
+                SiteStep::Ends
+            } else {
+                SiteStep::Notes
+            };
+        }
+        if c.covers_below() {
+            return SiteStep::Notes;
         }
         // a site has two labels, so `BELOW` and the filter of labels below are kept at it
-        if c.covers_below() || !c.has(BELOW) {
-            return !c.covers_below();
+        if !c.has(BELOW) {
+            return SiteStep::Ends;
         }
         let bytes = host.as_bytes();
         let end = at - 1;
-        let label = &bytes[last_dot(bytes, end).map_or(0, |dot| dot + 1)..end];
-        !c.below_through(child_bit(label))
+        let dot = last_dot(bytes, end);
+        let label = &bytes[dot.map_or(0, |dot| dot + 1)..end];
+        if c.below_through(child_bit(label)) {
+            SiteStep::Below(dot)
+        } else {
+            SiteStep::Ends
+        }
     }
 
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
@@ -510,6 +522,14 @@ impl Walk {
         if kept && !c.below_through(child_bit(label)) {
             return false;
         }
+        self.descend(host, limit, dot);
+        true
+    }
+
+    /// Go down to the next name past the label below this one, `dot` the dot before that
+    /// label (None: it starts the host): what `take` does once it found the walk goes on.
+    #[inline(always)]
+    pub fn descend(&mut self, host: &str, limit: usize, dot: Option<usize>) {
         self.found += 1;
         let found = self.found;
         // the dot before this name starts the next one down; past where `BELOW` is kept
@@ -518,8 +538,19 @@ impl Walk {
             .filter(|_| found <= DEEP || found <= limit)
             .map_or(0, |dot| dot + 1);
         self.hash = name_hash(&host[self.at..]);
-        true
     }
+}
+
+/// What a walk's step at its site does (`Walk::at_site`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteStep {
+    /// It notes nothing, and the walk ends.
+    Ends,
+    /// It notes something: the walk goes on as a whole lookup's.
+    Notes,
+    /// It notes nothing and goes down past the label below the site, whose dot before it
+    /// is this (`Walk::descend`).
+    Below(Option<usize>),
 }
 
 #[cfg(test)]
@@ -753,8 +784,18 @@ mod tests {
             let walk = Walk::new(at, name_hash(&host[at..]));
             for &c in &all {
                 let mut out = HostSummary::default();
-                let ends = !walk.notes(c) && !walk.clone().take(host, 99, c, &mut out);
-                assert_eq!(Walk::ends_at_site(host, at, c), ends, "{host} {c:?}");
+                let mut taken = walk;
+                let more = taken.take(host, 99, c, &mut out);
+                let step = Walk::at_site(host, at, c);
+                assert_eq!(step == SiteStep::Notes, walk.notes(c), "{host} {c:?}");
+                if let SiteStep::Below(dot) = step {
+                    let mut down = walk;
+                    down.descend(host, 99, dot);
+                    assert!(more && (down.at, down.hash) == (taken.at, taken.hash));
+                } else {
+                    assert!(!more || walk.notes(c), "{host} {c:?}");
+                    assert_eq!(step == SiteStep::Ends, !walk.notes(c), "{host} {c:?}");
+                }
             }
         }
     }
