@@ -476,6 +476,10 @@ pub fn last_dot(bytes: &[u8], end: usize) -> Option<usize> {
     if dots != 0 {
         return Some(from + 31 - dots.leading_zeros() as usize);
     }
+    if from == 0 {
+        // the 16 bytes held all of `head` (most often: a site's label below starts a host)
+        return None;
+    }
     head[..from].iter().rposition(|&b| b == b'.')
 }
 
@@ -502,10 +506,8 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
 #[inline(always)]
 pub fn tail_dots(bytes: &[u8]) -> u32 {
     let len = bytes.len();
-    if len >= WIDTH {
-        dots16(bytes, len - 32) | dots16(bytes, len - 16) << 16
-    } else if len >= 16 {
-        dots16(bytes, 0) << (WIDTH - len) | dots16(bytes, len - 16) << 16
+    if len >= 16 {
+        tail_dots_after(bytes, dots16(bytes, len - 16))
     } else if len >= 8 {
         word_dots(word_at(bytes, 0)) << (WIDTH - len) | word_dots(word_at(bytes, len - 8)) << 24
     } else {
@@ -513,6 +515,21 @@ pub fn tail_dots(bytes: &[u8]) -> u32 {
         word[8 - len..].copy_from_slice(bytes);
         word_dots(u64::from_le_bytes(word)) << 24
     }
+}
+
+/// `tail_dots` of a name of at least 16 bytes, given the dots of its last 16
+/// (`last16_dots`): the 16 bytes before those (or its first 16, shifted to where they are)
+/// in one compare more.
+#[inline(always)]
+pub fn tail_dots_after(bytes: &[u8], last16: u32) -> u32 {
+    let len = bytes.len();
+    debug_assert!(len >= 16);
+    let head = if len >= WIDTH {
+        dots16(bytes, len - WIDTH)
+    } else {
+        dots16(bytes, 0) << (WIDTH - len)
+    };
+    head | last16 << 16
 }
 
 /// How many labels a name has (what bounds the parents worth probing).

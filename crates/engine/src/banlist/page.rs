@@ -20,7 +20,7 @@ use std::mem::MaybeUninit;
 use super::data::{First, Hit, IndexData};
 use super::names::{first_short_prefix, prefix_order, url_key, url_path, UrlPath};
 use super::shard::Shard;
-use super::summary::{self, Counts, HostSummary, Probe, Walk, DOMAIN, HOST, PREFIX, URL};
+use super::summary::{self, Counts, HostSummary, Probe, SiteStep, Walk, DOMAIN, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 /// URLs whose reads are in flight together (a bit each in a `u64`).
@@ -28,14 +28,13 @@ const BLOCK: usize = 64;
 /// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
 
-/// What the first passes over a block keep of a URL: its site's hash, the lookup of its
-/// slot, where the site starts in the host, and the counts read there.
+/// What the first pass over a block keeps of a URL: its site's hash, the lookup of its
+/// slot, and where the site starts in the host.
 #[derive(Clone, Copy)]
 struct Site<'a> {
     hash: u64,
     probe: Probe<'a>,
     at: usize,
-    counts: Counts,
 }
 
 /// A walk past its site's step: the item, the walk, the counts its last step read, and the
@@ -120,8 +119,9 @@ impl IndexData {
 
     /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
     /// its summary chunk prefetched, then each chunk read: a clean site (most of a page)
-    /// ends there. The rest take the site's step of their walk down their names, and those
-    /// that go on step while the names they read hold nothing but `BELOW`; a URL whose walk
+    /// ends there, and the rest take the site's step of their walk down their names as it
+    /// is read (`Walk::at_site`). Those that go on step while the names they read hold
+    /// nothing but `BELOW`; a URL whose walk
     /// finds something goes on in `lookup_group`, a `GROUP` at a time.
     #[inline(always)]
     fn lookup_block<'a, T>(
@@ -139,20 +139,21 @@ impl IndexData {
             let (at, hash) = HostSummary::site(url(item).1);
             let probe = Probe::new(&tables[summary_of(hash)], hash);
             probe.prefetch();
-            Site {
-                hash,
-                probe,
-                at,
-                counts: Counts::default(),
-            }
+            Site { hash, probe, at }
         });
         // bit i: item i's site has a slot (read from the chunk found and prefetched for it)
+        // and its walk does not end there clean; `steps`, in item order, what the slot holds
+        // and what the site's step does
         let mut held: u64 = 0;
-        for (i, site) in sites.as_mut().iter_mut().enumerate() {
+        let mut steps = Stack::<(Counts, SiteStep)>::new();
+        for (i, site) in sites.as_mut().iter().enumerate() {
             let c = site.probe.counts(&tables[summary_of(site.hash)]);
             if c != Counts::default() {
-                site.counts = c;
-                held |= 1 << i;
+                let step = Walk::at_site(host(i), site.at, c);
+                if step != SiteStep::Ends {
+                    steps.push((c, step));
+                    held |= 1 << i;
+                }
             }
         }
         // the walks that found something or go on, in item order; bit k of `found`: walk k
@@ -160,35 +161,31 @@ impl IndexData {
         // `walking`: walk k has a name left to probe
         let mut walks = Stack::<Live>::new();
         let (mut found, mut walking): (u64, u64) = (0, 0);
-        // what a step that notes nothing writes (the walk has found nothing so far)
-        let mut scratch = HostSummary::default();
-        while held != 0 {
+        for &(c, step) in steps.as_mut().iter() {
             let i = held.trailing_zeros() as usize;
-            held &= held - 1;
+            held &= held.wrapping_sub(1);
             let site = sites.as_mut()[i];
             let mut walk = Walk::new(site.at, site.hash);
             let bit = 1 << walks.len();
-            if walk.notes(site.counts) {
-                found |= bit;
-            } else if walk.take(host(i), self.labels, site.counts, &mut scratch) {
+            let probe = if let SiteStep::Below(dot) = step {
+                walk.descend(host(i), self.labels, dot);
                 walking |= bit;
-            } else {
-                continue;
-            }
-            let probe = if walking & bit != 0 {
                 let probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
                 probe.prefetch();
                 probe
             } else {
+                found |= bit;
                 site.probe
             };
             walks.push(Live {
                 item: i as u8,
                 walk,
-                counts: site.counts,
+                counts: c,
                 probe,
             });
         }
+        // what a step that notes nothing writes (the walk has found nothing so far)
+        let mut scratch = HostSummary::default();
         let live = walks.as_mut();
         while walking != 0 {
             let mut left = walking;

@@ -27,7 +27,7 @@
 
 use super::chunks::Chunks;
 use super::chunks::Start;
-use super::names::{is_ipv4, last16_dots, last_dot, tail_dots, Dots};
+use super::names::{is_ipv4, last16_dots, last_dot, tail_dots_after, Dots};
 
 /// One count of a summary slot: its shift.
 #[derive(Clone, Copy, Debug)]
@@ -317,43 +317,50 @@ impl HostSummary {
     #[inline(always)]
     pub fn site(host: &str) -> (usize, u64) {
         let at = Self::site_start(host);
-        (at, name_hash_bytes(&host.as_bytes()[at..]))
+        let bytes = host.as_bytes();
+        debug_assert!(at <= bytes.len());
+        // SAFETY: `site_start` is at most the host's length: the place just past a dot of
+        // it, or 0.
+        let site = unsafe { bytes.get_unchecked(at..) };
+        (at, name_hash_bytes(site))
     }
 
     /// `site`'s start: the site's two dots are almost always among the host's last 16
     /// bytes, else among its last 32, found there in one compare or two (a `Dots` iterator
-    /// costs more than the rest of a clean lookup's first step); else by `Dots`.
+    /// costs more than the rest of a clean lookup's first step); a host of fewer than 8
+    /// bytes by `start`. Every place it gives is at most the host's length.
     #[inline(always)]
     fn site_start(host: &str) -> usize {
         let bytes = host.as_bytes();
-        let digit = bytes.last().is_some_and(u8::is_ascii_digit);
-        if bytes.first() == Some(&b'[') || (digit && is_ipv4(host)) {
-            return 0;
-        }
         let len = bytes.len();
         // bit t: byte len - 16 + t is a dot (len - 32 + t, of `tail_dots`)
-        if let Some(dots) = last16_dots(bytes) {
-            if let Some(t) = before_last(dots) {
-                // just past the dot before the last one
-                return len + t - 15;
-            }
-            if len <= 16 {
-                // the mask held the whole host: fewer than two dots
-                return 0;
-            }
-            if let Some(t) = before_last(tail_dots(bytes)) {
-                return len + t - 31;
-            }
-            if len <= 32 {
-                return 0;
-            }
+        let Some(dots) = last16_dots(bytes) else {
+            return Self::start(host);
+        };
+        let (first, last) = (bytes[0], bytes[len - 1]);
+        if first == b'[' || (last.is_ascii_digit() && is_ipv4(host)) {
+            return 0;
+        }
+        if let Some(t) = before_last(dots) {
+            // just past the dot before the last one
+            return len + t - 15;
+        }
+        if len <= 16 {
+            // the mask held the whole host: fewer than two dots
+            return 0;
+        }
+        if let Some(t) = before_last(tail_dots_after(bytes, dots)) {
+            return len + t - 31;
+        }
+        if len <= 32 {
+            return 0;
         }
         Dots::of(host).nth(1).map_or(0, |dot| dot + 1)
     }
 
-    /// Where the walk of `host` starts, as `site` finds it: the reference its tests hold it
-    /// to.
-    #[cfg(test)]
+    /// Where the walk of `host` starts, as `site` finds it: just past its dot before the
+    /// last one, or 0 (an address, or fewer than two dots). `site` finds it so in a host
+    /// of fewer than 8 bytes, and its tests hold it to this.
     pub fn start(host: &str) -> usize {
         let digit = host.as_bytes().last().is_some_and(u8::is_ascii_digit);
         if host.starts_with('[') || (digit && is_ipv4(host)) {
@@ -446,6 +453,38 @@ impl Walk {
         c.covers_below() || (self.at == 0 && c != Counts(0))
     }
 
+    /// What the step at the site (`at`, where the walk starts) that reads `c` does, as
+    /// `notes` and then `take` would find, without a walk: a page of lookups sets the walks
+    /// that end there aside as it reads the sites' slots (a `cdn.` host below a site whose
+    /// `www.` host is banned, most often), and goes down with the others at once.
+    #[inline(always)]
+    pub fn at_site(host: &str, at: usize, c: Counts) -> SiteStep {
+        if at == 0 {
+            // the host itself: anything there is noted
+            return if c == Counts(0) {
+                SiteStep::Ends
+            } else {
+                SiteStep::Notes
+            };
+        }
+        if c.covers_below() {
+            return SiteStep::Notes;
+        }
+        // a site has two labels, so `BELOW` and the filter of labels below are kept at it
+        if !c.has(BELOW) {
+            return SiteStep::Ends;
+        }
+        let bytes = host.as_bytes();
+        let end = at - 1;
+        let dot = last_dot(bytes, end);
+        let label = &bytes[dot.map_or(0, |dot| dot + 1)..end];
+        if c.below_through(child_bit(label)) {
+            SiteStep::Below(dot)
+        } else {
+            SiteStep::Ends
+        }
+    }
+
     /// Probe the next name into `out`; whether there is one more to probe (`at`, `hash`).
     #[inline(always)]
     pub fn step(
@@ -483,6 +522,14 @@ impl Walk {
         if kept && !c.below_through(child_bit(label)) {
             return false;
         }
+        self.descend(host, limit, dot);
+        true
+    }
+
+    /// Go down to the next name past the label below this one, `dot` the dot before that
+    /// label (None: it starts the host): what `take` does once it found the walk goes on.
+    #[inline(always)]
+    pub fn descend(&mut self, host: &str, limit: usize, dot: Option<usize>) {
         self.found += 1;
         let found = self.found;
         // the dot before this name starts the next one down; past where `BELOW` is kept
@@ -491,8 +538,19 @@ impl Walk {
             .filter(|_| found <= DEEP || found <= limit)
             .map_or(0, |dot| dot + 1);
         self.hash = name_hash(&host[self.at..]);
-        true
     }
+}
+
+/// What a walk's step at its site does (`Walk::at_site`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteStep {
+    /// It notes nothing, and the walk ends.
+    Ends,
+    /// It notes something: the walk goes on as a whole lookup's.
+    Notes,
+    /// It notes nothing and goes down past the label below the site, whose dot before it
+    /// is this (`Walk::descend`).
+    Below(Option<usize>),
 }
 
 #[cfg(test)]
@@ -696,6 +754,49 @@ mod tests {
             let at = HostSummary::start(host);
             let want = (at, name_hash(&host[at..]));
             assert_eq!(HostSummary::site(host), want, "{host:?}");
+        }
+    }
+
+    #[test]
+    fn a_site_step_ends_where_notes_and_take_say() {
+        // counts of every field alone and with `BELOW`, each label's bit in the filter or not
+        let www = child_bit(b"www");
+        let mut all = vec![Counts(0)];
+        for field in [HOST, DOMAIN, URL, PREFIX, MEMBER, BELOW] {
+            for other in [0, 1 << BELOW.shift | www, 1 << BELOW.shift | EVERY_CHILD] {
+                all.push(Counts(1 << field.shift | other));
+            }
+        }
+        let mut hosts: Vec<String> = HOSTS.iter().map(|h| h.to_string()).collect();
+        hosts.extend(
+            [
+                "www.shop1.com",
+                "cdn.s12345-3fffffff.example",
+                "a.cdn.s12345-3fffffff.example",
+                "a-label-longer-than-sixteen.cdn.b.c",
+                "a.b.a-label-longer-than-sixteen.cdn.b.c",
+                "www.banned.com",
+            ]
+            .map(String::from),
+        );
+        for host in &hosts {
+            let at = HostSummary::start(host);
+            let walk = Walk::new(at, name_hash(&host[at..]));
+            for &c in &all {
+                let mut out = HostSummary::default();
+                let mut taken = walk;
+                let more = taken.take(host, 99, c, &mut out);
+                let step = Walk::at_site(host, at, c);
+                assert_eq!(step == SiteStep::Notes, walk.notes(c), "{host} {c:?}");
+                if let SiteStep::Below(dot) = step {
+                    let mut down = walk;
+                    down.descend(host, 99, dot);
+                    assert!(more && (down.at, down.hash) == (taken.at, taken.hash));
+                } else {
+                    assert!(!more || walk.notes(c), "{host} {c:?}");
+                    assert_eq!(step == SiteStep::Ends, !walk.notes(c), "{host} {c:?}");
+                }
+            }
         }
     }
 
