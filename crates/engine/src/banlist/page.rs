@@ -14,6 +14,11 @@
 //! (`HostSummary`, the first key), in a group of up to [`GROUP`] such URLs. The first key
 //! a group prefetches is handed to the lookup with its hash and whether any key slot
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
+//! When that key's first row is the key's and active, it is the answer (the lookup reads
+//! that key first and stops at what it finds there), read once; otherwise the whole
+//! lookup runs. A prefix key under a host with at most one prefix entry is tried shortest
+//! first (its path's first segment: banned prefixes are short and URLs deep), else
+//! longest first, so the most specific of several wins (`names::prefix_order`).
 
 use std::mem::MaybeUninit;
 
