@@ -474,10 +474,7 @@ impl Walk {
         if !c.has(BELOW) {
             return SiteStep::Ends;
         }
-        let bytes = host.as_bytes();
-        let end = at - 1;
-        let dot = last_dot(bytes, end);
-        let label = &bytes[dot.map_or(0, |dot| dot + 1)..end];
+        let (dot, label) = label_before(host, at);
         if c.below_through(child_bit(label)) {
             SiteStep::Below(dot)
         } else {
@@ -514,11 +511,9 @@ impl Walk {
         if kept && !c.has(BELOW) {
             return false;
         }
-        let bytes = host.as_bytes();
-        let dot = last_dot(bytes, self.at - 1);
         // the host's label just below this name: when nothing below lies under it, nothing
         // below covers the host
-        let label = &bytes[dot.map_or(0, |dot| dot + 1)..self.at - 1];
+        let (dot, label) = label_before(host, self.at);
         if kept && !c.below_through(child_bit(label)) {
             return false;
         }
@@ -539,6 +534,16 @@ impl Walk {
             .map_or(0, |dot| dot + 1);
         self.hash = name_hash(&host[self.at..]);
     }
+}
+
+/// The label of `host` just before the name starting at `at` (past its dot, `at > 0`),
+/// and the dot before that label (None: the label starts the host).
+#[inline(always)]
+fn label_before(host: &str, at: usize) -> (Option<usize>, &[u8]) {
+    let bytes = host.as_bytes();
+    let end = at - 1;
+    let dot = last_dot(bytes, end);
+    (dot, &bytes[dot.map_or(0, |dot| dot + 1)..end])
 }
 
 /// What a walk's step at its site does (`Walk::at_site`).
