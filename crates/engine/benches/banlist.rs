@@ -210,7 +210,7 @@ fn main() {
     let now = 1.8e9;
     let page = |urls: &[(String, String)]| {
         let found = snap.lookup_page(black_box(urls), |(c, h)| (c, h), None, now);
-        found.iter().filter(|hit| hit.is_some()).count()
+        found.len()
     };
     let one_by_one = |urls: &[(String, String)]| {
         let mut hits = 0;
@@ -232,11 +232,16 @@ fn main() {
     };
     // the two ways give the same answers on every page
     for urls in cold.iter().chain([&warm]) {
-        let paged = snap.lookup_page(urls, |(c, h)| (c, h), None, now);
-        for ((c, h), hit) in urls.iter().zip(paged) {
+        let mut paged = snap
+            .lookup_page(urls, |(c, h)| (c, h), None, now)
+            .into_iter()
+            .peekable();
+        for (i, (c, h)) in urls.iter().enumerate() {
+            let hit = paged.next_if(|&(at, _)| at == i).map(|(_, hit)| hit);
             let single = snap.lookup(c, h, None, now);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
         }
+        assert!(paged.next().is_none(), "hits in item order");
     }
     println!("    {} of 100 warm URLs banned", page(&warm));
     if let Some(way) = args

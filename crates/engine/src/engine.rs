@@ -81,7 +81,12 @@ impl Lookup for Snapshot {
         let hits = self
             .0
             .lookup_page(urls, |&(canonical, host)| (canonical, host), region, now);
-        hits.into_iter().map(|hit| hit.map(owned)).collect()
+        let mut out: Vec<Option<Hit>> = Vec::with_capacity(urls.len());
+        out.resize_with(urls.len(), || None);
+        for (i, hit) in hits {
+            out[i] = Some(owned(hit));
+        }
+        out
     }
 
     fn len(&self) -> usize {

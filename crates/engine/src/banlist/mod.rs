@@ -312,7 +312,10 @@ mod tests {
             ("https://news.evil.com/a", "news.evil.com"),
             ("http://other.com/", "other.com"),
         ];
-        let paged = data.lookup_page(&page, |&(c, h)| (c, h), None, 1.0);
+        let paged = page::spread(
+            data.lookup_page(&page, |&(c, h)| (c, h), None, 1.0),
+            page.len(),
+        );
         let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|h| h.id)).collect();
         assert_eq!(ids, [Some(1), Some(1), None]);
     }

@@ -178,7 +178,10 @@ fn change(rng: &mut Rng, hosts: &[String], ids: usize) -> Change {
 fn agree(data: &IndexData, model: &Model, urls: &[(String, String)]) {
     for region in [None, Some("DE"), Some("FR")] {
         for now in [1.0, 10.0, 100.0] {
-            let page = data.lookup_page(urls, |(c, h)| (c, h), region, now);
+            let page = super::page::spread(
+                data.lookup_page(urls, |(c, h)| (c, h), region, now),
+                urls.len(),
+            );
             for ((canonical, host), paged) in urls.iter().zip(page) {
                 let want = model.lookup(canonical, host, region, now);
                 let got = data.lookup(canonical, host, region, now);
@@ -261,7 +264,7 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
         let url = format!("http://{host}/p/x");
         assert!(data.lookup(&url, host, None, 1.0).is_none(), "{host}");
         let page = data.lookup_page(&[(url.as_str(), host)], |&(c, h)| (c, h), None, 1.0);
-        assert!(page[0].is_none());
+        assert!(page.is_empty());
     }
     let hit = data.lookup("http://a.evil.com/", "a.evil.com", None, 1.0);
     assert_eq!(hit.map(|h| h.id), Some(1));

@@ -106,18 +106,20 @@ impl<T: Copy, const N: usize> Bounded<T, N> {
 }
 
 impl IndexData {
-    /// [`IndexData::lookup`] of each item of a page, in order: `url` gives an item's
-    /// canonical URL and host.
+    /// [`IndexData::lookup`] of each item of a page: `url` gives an item's canonical URL
+    /// and host. Only the hits are given, each with its item's place in `items`, in item
+    /// order; an item not among them is clean (most of a page, which then allocates
+    /// nothing and fills no place for it).
     pub fn lookup_page<'a, T>(
         &'a self,
         items: &[T],
         url: impl Fn(&T) -> (&str, &str),
         region: Option<&str>,
         now: f64,
-    ) -> Vec<Option<Hit<'a>>> {
-        let mut out = Vec::with_capacity(items.len());
-        for block in items.chunks(BLOCK) {
-            self.lookup_block(block, &url, region, now, &mut out);
+    ) -> Vec<(usize, Hit<'a>)> {
+        let mut out = Vec::new();
+        for (n, block) in items.chunks(BLOCK).enumerate() {
+            self.lookup_block(block, n * BLOCK, &url, region, now, &mut out);
         }
         out
     }
@@ -126,16 +128,18 @@ impl IndexData {
     /// its summary chunk prefetched, then each chunk read: a clean site (most of a page)
     /// ends there, and the rest take the site's step of their walk down their names as it
     /// is read (`Walk::at_site`). Those that go on step while the names they read hold
-    /// nothing but `BELOW`; a URL whose walk
-    /// finds something goes on in `lookup_group`, a `GROUP` at a time.
+    /// nothing but `BELOW`; a URL whose walk finds something goes on in `lookup_group`, a
+    /// `GROUP` at a time. The block's first item is item `base` of the page; the hits are
+    /// pushed to `out`.
     #[inline(always)]
     fn lookup_block<'a, T>(
         &'a self,
         block: &[T],
+        base: usize,
         url: &impl Fn(&T) -> (&str, &str),
         region: Option<&str>,
         now: f64,
-        out: &mut Vec<Option<Hit<'a>>>,
+        out: &mut Vec<(usize, Hit<'a>)>,
     ) {
         let tables = &*self.summary;
         let host = |i: usize| url(&block[i]).1;
@@ -219,8 +223,12 @@ impl IndexData {
                 }
             }
         }
-        let base = out.len();
-        out.resize(base + block.len(), None);
+        if found != 0 {
+            // room for a hit of each of the block's items: one allocation for most pages
+            // with hits (the next block's room is most often left over), none for a clean one
+            out.reserve(block.len());
+        }
+        let first = out.len();
         while found != 0 {
             // up to `GROUP` of them, each with its walk before the step that found something
             let mut walked = [(0u8, Walk::default(), Counts::default()); GROUP];
@@ -231,13 +239,16 @@ impl IndexData {
                 walked[len] = (live[k].item, live[k].walk, live[k].counts);
                 len += 1;
             }
-            self.lookup_group(block, url, &walked[..len], region, now, &mut out[base..]);
+            self.lookup_group(block, url, &walked[..len], region, now, out);
+        }
+        for (i, _) in &mut out[first..] {
+            *i += base;
         }
     }
 
     /// The rest of the lookup of the items of `group` (item number, its walk before the
-    /// step that found something, and the counts that step read), into their places in
-    /// `out`: the rest of the walks down their names, then their first key slots, rows
+    /// step that found something, and the counts that step read; in item order), their
+    /// hits pushed to `out` in that order with their places in the block: the rest of the walks down their names, then their first key slots, rows
     /// and values, each step for all of them in turn.
     #[inline(never)]
     fn lookup_group<'a, T>(
@@ -247,7 +258,7 @@ impl IndexData {
         group: &[(u8, Walk, Counts)],
         region: Option<&str>,
         now: f64,
-        out: &mut [Option<Hit<'a>>],
+        out: &mut Vec<(usize, Hit<'a>)>,
     ) {
         let tables = &self.summary[..];
         let prefetch = |walk: &Walk| summary::prefetch(&tables[summary_of(walk.hash)], walk.hash);
@@ -318,23 +329,23 @@ impl IndexData {
                 if let (Some(row), true) = (a.row, a.single) {
                     let key = (a.scope, a.key, a.hash);
                     if let Some(hit) = self.single_hit(a.shard, key, row, region, now) {
-                        out[i] = Some(hit);
+                        out.push((i, hit));
                         continue;
                     }
                 } else if let Some(row) = a.row {
                     let known = (a.hash, Some(Some(row)));
                     let best = self.best_known(a.scope, a.key, known, false, region, now);
                     if let Some((_, at)) = best {
-                        out[i] = Some(self.hit(at));
+                        out.push((i, self.hit(at)));
                         continue;
                     }
                 }
             }
             let (canonical, host) = url(&block[i]);
             let known = p.first.and_then(|a| a.known(canonical, host));
-            out[i] = self
-                .match_summarized(canonical, host, &p.names, known, region, now)
-                .map(|at| self.hit(at));
+            if let Some(at) = self.match_summarized(canonical, host, &p.names, known, region, now) {
+                out.push((i, self.hit(at)));
+            }
         }
     }
 
@@ -444,6 +455,21 @@ impl Ahead<'_, '_> {
             path_end,
         })
     }
+}
+
+/// `lookup_page`'s hits spread over the `len` items of the page, `None` where an item is
+/// clean (what the tests compare with one lookup at a time); checks the hits' order.
+#[cfg(test)]
+pub(crate) fn spread<'a>(hits: Vec<(usize, Hit<'a>)>, len: usize) -> Vec<Option<Hit<'a>>> {
+    assert!(
+        hits.windows(2).all(|w| w[0].0 < w[1].0),
+        "hits in item order"
+    );
+    let mut out = vec![None; len];
+    for (i, hit) in hits {
+        out[i] = Some(hit);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -560,7 +586,10 @@ mod tests {
         }
         // the page answers as one lookup at a time does
         let page: Vec<(&str, &str)> = cases.iter().map(|&(c, h, _)| (c, h)).collect();
-        let paged = snap.lookup_page(&page, |&(c, h)| (c, h), None, 1.0);
+        let paged = spread(
+            snap.lookup_page(&page, |&(c, h)| (c, h), None, 1.0),
+            page.len(),
+        );
         for (&(c, h), hit) in page.iter().zip(paged) {
             let single = snap.lookup(c, h, None, 1.0);
             assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
@@ -608,7 +637,10 @@ mod tests {
             (Some("eu"), 1.0, [2, 3, 6]),
             (Some("us"), 0.1, [1, 4, 5]),
         ] {
-            let paged = snap.lookup_page(&page, |&(c, h)| (c, h), region, now);
+            let paged = spread(
+                snap.lookup_page(&page, |&(c, h)| (c, h), region, now),
+                page.len(),
+            );
             let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
             assert_eq!(ids, want.map(Some), "{region:?} {now}");
             for (&(c, h), hit) in page.iter().zip(paged) {
@@ -665,6 +697,7 @@ mod tests {
         let mut hits = 0;
         for now in [1.0, 0.1] {
             let paged = snap.lookup_page(&page, |(c, h)| (c.as_str(), h.as_str()), None, now);
+            let paged = spread(paged, page.len());
             for ((c, h), hit) in page.iter().zip(paged) {
                 let single = snap.lookup(c, h, None, now);
                 assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
