@@ -95,6 +95,15 @@ impl<T: Copy, const N: usize> Bounded<T, N> {
         self.len += 1;
     }
 
+    /// Push `item` and give it back in its place (a large value is filled where it lies);
+    /// panics past `N`.
+    #[inline(always)]
+    fn push_mut(&mut self, item: T) -> &mut T {
+        let slot = self.items[self.len].write(item);
+        self.len += 1;
+        slot
+    }
+
     /// The values pushed, in order.
     #[inline(always)]
     fn as_mut(&mut self) -> &mut [T] {
@@ -230,32 +239,31 @@ impl IndexData {
         }
         let first = out.len();
         while found != 0 {
-            // up to `GROUP` of them, each with its walk before the step that found something
-            let mut walked = [(0u8, Walk::default(), Counts::default()); GROUP];
-            let mut len = 0;
-            while found != 0 && len < GROUP {
-                let k = found.trailing_zeros() as usize;
-                found &= found - 1;
-                walked[len] = (live[k].item, live[k].walk, live[k].counts);
-                len += 1;
+            // up to `GROUP` of them: the lowest bits of `found`
+            let mut rest = found;
+            for _ in 0..GROUP {
+                rest &= rest.wrapping_sub(1);
             }
-            self.lookup_group(block, url, &walked[..len], region, now, out);
+            let group = (&*live, found & !rest);
+            self.lookup_group(block, url, group, region, now, out);
+            found = rest;
         }
         for (i, _) in &mut out[first..] {
             *i += base;
         }
     }
 
-    /// The rest of the lookup of the items of `group` (item number, its walk before the
-    /// step that found something, and the counts that step read; in item order), their
-    /// hits pushed to `out` in that order with their places in the block: the rest of the walks down their names, then their first key slots, rows
-    /// and values, each step for all of them in turn.
+    /// The rest of the lookup of the walks of `live` whose bit is set in `group` (at most
+    /// `GROUP`; each walk is the walk before the step that found something, with the counts
+    /// that step read), their hits pushed to `out` in item order with their places in the
+    /// block: the rest of the walks down their names, then their first key slots, rows and
+    /// values, each step for all of them in turn.
     #[inline(never)]
     fn lookup_group<'a, T>(
         &'a self,
         block: &[T],
         url: &impl Fn(&T) -> (&str, &str),
-        group: &[(u8, Walk, Counts)],
+        (live, group): (&[Live], u64),
         region: Option<&str>,
         now: f64,
         out: &mut Vec<(usize, Hit<'a>)>,
@@ -265,25 +273,31 @@ impl IndexData {
         let mut pending = Group::new();
         // bit j: the walk of the group's item j has a name left to probe
         let mut walking: u32 = 0;
-        for (j, &(item, mut walk, counts)) in group.iter().enumerate() {
+        let mut left = group;
+        for j in 0..GROUP {
+            if left == 0 {
+                break;
+            }
+            let Live {
+                item, walk, counts, ..
+            } = live[left.trailing_zeros() as usize];
+            left &= left - 1;
             let (canonical, host) = url(&block[item as usize]);
             // the names before this step held nothing the summary notes; this one does, so
             // the summary is not clean
-            let mut names = HostSummary::default();
-            let mut first = None;
-            if walk.take(host, self.labels, counts, &mut names) {
-                prefetch(&walk);
+            let p = pending.push_mut(Pending {
+                item,
+                walk,
+                names: HostSummary::default(),
+                first: None,
+            });
+            if p.walk.take(host, self.labels, counts, &mut p.names) {
+                prefetch(&p.walk);
                 walking |= 1 << j;
             } else {
                 // most walks end at the step that found something: the first key now
-                first = self.first_key(canonical, host, &names);
+                p.first = self.first_key(canonical, host, &p.names);
             }
-            pending.push(Pending {
-                item,
-                walk,
-                names,
-                first,
-            });
         }
         let pending = pending.as_mut();
         // the walks that went on, for their first keys once they end
