@@ -9,7 +9,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict};
 
 use std::sync::Arc;
 
-use crate::banlist::{BanIndex, IndexData};
+use crate::banlist::{spread, BanIndex, IndexData};
 use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
@@ -81,12 +81,7 @@ impl Lookup for Snapshot {
         let hits = self
             .0
             .lookup_page(urls, |&(canonical, host)| (canonical, host), region, now);
-        let mut out: Vec<Option<Hit>> = Vec::with_capacity(urls.len());
-        out.resize_with(urls.len(), || None);
-        for (i, hit) in hits {
-            out[i] = Some(owned(hit));
-        }
-        out
+        spread(hits.into_iter().map(|(i, hit)| (i, owned(hit))), urls.len())
     }
 
     fn len(&self) -> usize {

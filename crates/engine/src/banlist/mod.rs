@@ -47,6 +47,7 @@ mod table;
 
 pub use apply::{Change, NewEntry};
 pub use data::{Hit, IndexData, Match};
+pub use page::spread;
 pub use py::BanIndex;
 pub use shard::RowRef;
 
@@ -312,7 +313,7 @@ mod tests {
             ("https://news.evil.com/a", "news.evil.com"),
             ("http://other.com/", "other.com"),
         ];
-        let paged = page::spread(
+        let paged = page::spread_in_order(
             data.lookup_page(&page, |&(c, h)| (c, h), None, 1.0),
             page.len(),
         );

@@ -178,7 +178,7 @@ fn change(rng: &mut Rng, hosts: &[String], ids: usize) -> Change {
 fn agree(data: &IndexData, model: &Model, urls: &[(String, String)]) {
     for region in [None, Some("DE"), Some("FR")] {
         for now in [1.0, 10.0, 100.0] {
-            let page = super::page::spread(
+            let page = super::page::spread_in_order(
                 data.lookup_page(urls, |(c, h)| (c, h), region, now),
                 urls.len(),
             );

@@ -471,19 +471,27 @@ impl Ahead<'_, '_> {
     }
 }
 
-/// `lookup_page`'s hits spread over the `len` items of the page, `None` where an item is
-/// clean (what the tests compare with one lookup at a time); checks the hits' order.
-#[cfg(test)]
-pub(crate) fn spread<'a>(hits: Vec<(usize, Hit<'a>)>, len: usize) -> Vec<Option<Hit<'a>>> {
-    assert!(
-        hits.windows(2).all(|w| w[0].0 < w[1].0),
-        "hits in item order"
-    );
-    let mut out = vec![None; len];
+/// `lookup_page`'s hits (or any values in their places) spread over the `len` items of
+/// the page, `None` where an item is clean: an answer per item, for a caller that wants
+/// one.
+pub fn spread<H>(hits: impl IntoIterator<Item = (usize, H)>, len: usize) -> Vec<Option<H>> {
+    let mut out = Vec::with_capacity(len);
+    out.resize_with(len, || None);
     for (i, hit) in hits {
         out[i] = Some(hit);
     }
     out
+}
+
+/// [`spread`], once it has checked that the hits come in item order, as `lookup_page`
+/// gives them (what the tests compare with one lookup at a time).
+#[cfg(test)]
+pub(crate) fn spread_in_order(hits: Vec<(usize, Hit<'_>)>, len: usize) -> Vec<Option<Hit<'_>>> {
+    assert!(
+        hits.windows(2).all(|w| w[0].0 < w[1].0),
+        "hits in item order"
+    );
+    spread(hits, len)
 }
 
 #[cfg(test)]
@@ -600,7 +608,7 @@ mod tests {
         }
         // the page answers as one lookup at a time does
         let page: Vec<(&str, &str)> = cases.iter().map(|&(c, h, _)| (c, h)).collect();
-        let paged = spread(
+        let paged = spread_in_order(
             snap.lookup_page(&page, |&(c, h)| (c, h), None, 1.0),
             page.len(),
         );
@@ -651,7 +659,7 @@ mod tests {
             (Some("eu"), 1.0, [2, 3, 6]),
             (Some("us"), 0.1, [1, 4, 5]),
         ] {
-            let paged = spread(
+            let paged = spread_in_order(
                 snap.lookup_page(&page, |&(c, h)| (c, h), region, now),
                 page.len(),
             );
@@ -711,7 +719,7 @@ mod tests {
         let mut hits = 0;
         for now in [1.0, 0.1] {
             let paged = snap.lookup_page(&page, |(c, h)| (c.as_str(), h.as_str()), None, now);
-            let paged = spread(paged, page.len());
+            let paged = spread_in_order(paged, page.len());
             for ((c, h), hit) in page.iter().zip(paged) {
                 let single = snap.lookup(c, h, None, now);
                 assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
