@@ -62,15 +62,48 @@ const CHILDREN: u32 = COUNTS & !((1 << FIELD_BITS) - 1);
 pub const EVERY_CHILD: u32 = CHILDREN;
 
 /// The bit of the filter of labels below a name that `label` sets (the label just below
-/// the name on the way to a name below it that holds something): its first and last
-/// bytes and its length, mixed.
+/// the name on the way to a name below it that holds something): its last two bytes (0
+/// for each it is too short to have), mixed. Only the end of the label counts, so that a
+/// walk reads the bit from the bytes just before a name's dot ([`child_bit_at`]) without
+/// finding where the label starts.
 #[inline(always)]
 pub fn child_bit(label: &[u8]) -> u32 {
-    let (first, last) = (
-        label.first().copied().unwrap_or(0),
-        label.last().copied().unwrap_or(0),
-    );
-    let x = u32::from(first) | u32::from(last) << 8 | (label.len() as u32) << 16;
+    let (last, before) = match label {
+        [.., before, last] => (*last, *before),
+        [last] => (*last, 0),
+        [] => (0, 0),
+    };
+    mix_child(last, before)
+}
+
+/// [`child_bit`] of the label of `host` just before the name starting at `at` (just past
+/// a dot, `at > 0`): read from the two bytes before that dot, a dot among them (or the
+/// host's start) ending the label.
+#[inline(always)]
+pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
+    debug_assert!(at > 0 && host.get(at - 1) == Some(&b'.'));
+    // the two bytes before the dot (a dot standing for the host's start, or for nothing)
+    let (before, last) = match at {
+        0 | 1 => (b'.', b'.'),
+        2 => (b'.', host.first().copied().unwrap_or(b'.')),
+        _ => match host.get(at - 3..at - 1) {
+            Some(&[before, last]) => (before, last),
+            _ => (b'.', b'.'),
+        },
+    };
+    let last = if last == b'.' { 0 } else { last };
+    let before = if before == b'.' || last == 0 {
+        0
+    } else {
+        before
+    };
+    mix_child(last, before)
+}
+
+/// The filter bit of a label ending in `before`, `last` (a dot's byte never is either).
+#[inline(always)]
+fn mix_child(last: u8, before: u8) -> u32 {
+    let x = u32::from(last) | u32::from(before) << 8;
     1 << (FIELD_BITS + (x.wrapping_mul(0x9E37_79B9) >> 30))
 }
 
@@ -82,6 +115,31 @@ fn before_last(dots: u32) -> Option<usize> {
     }
     let before = dots ^ (1 << (31 - dots.leading_zeros()));
     (before != 0).then(|| 31 - before.leading_zeros() as usize)
+}
+
+/// Whether a host ending in `last` may be an address: an IPv6 one ends in `]`, an IPv4 one
+/// in a digit (a host name never ends in `]`, and rarely in a digit): one read of a table
+/// in a clean site's first step, where two compares of its first and last bytes were.
+#[inline(always)]
+fn may_be_address(last: u8) -> bool {
+    static ENDS: [bool; 256] = {
+        let mut ends = [false; 256];
+        let mut b = b'0';
+        while b <= b'9' {
+            ends[b as usize] = true;
+            b += 1;
+        }
+        ends[b']' as usize] = true;
+        ends
+    };
+    ENDS[usize::from(last)]
+}
+
+/// Whether the (canonical) host is an address, which is only itself: an IPv6 one is in
+/// brackets, a host name never holds one.
+#[inline]
+fn is_address(host: &str) -> bool {
+    host.ends_with(']') || is_ipv4(host)
 }
 
 /// Names of up to this many labels carry `BELOW` (a name deeper than that is summarized
@@ -337,8 +395,7 @@ impl HostSummary {
         let Some(dots) = last16_dots(bytes) else {
             return Self::start(host);
         };
-        let (first, last) = (bytes[0], bytes[len - 1]);
-        if first == b'[' || (last.is_ascii_digit() && is_ipv4(host)) {
+        if may_be_address(bytes[len - 1]) && is_address(host) {
             return 0;
         }
         if let Some(t) = before_last(dots) {
@@ -362,8 +419,7 @@ impl HostSummary {
     /// last one, or 0 (an address, or fewer than two dots). `site` finds it so in a host
     /// of fewer than 8 bytes, and its tests hold it to this.
     pub fn start(host: &str) -> usize {
-        let digit = host.as_bytes().last().is_some_and(u8::is_ascii_digit);
-        if host.starts_with('[') || (digit && is_ipv4(host)) {
+        if is_address(host) {
             return 0;
         }
         Dots::of(host).nth(1).map_or(0, |dot| dot + 1)
@@ -474,9 +530,9 @@ impl Walk {
         if !c.has(BELOW) {
             return SiteStep::Ends;
         }
-        let (dot, label) = label_before(host, at);
-        if c.below_through(child_bit(label)) {
-            SiteStep::Below(dot)
+        let bytes = host.as_bytes();
+        if c.below_through(child_bit_at(bytes, at)) {
+            SiteStep::Below(last_dot(bytes, at - 1))
         } else {
             SiteStep::Ends
         }
@@ -513,11 +569,11 @@ impl Walk {
         }
         // the host's label just below this name: when nothing below lies under it, nothing
         // below covers the host
-        let (dot, label) = label_before(host, self.at);
-        if kept && !c.below_through(child_bit(label)) {
+        let bytes = host.as_bytes();
+        if kept && !c.below_through(child_bit_at(bytes, self.at)) {
             return false;
         }
-        self.descend(host, limit, dot);
+        self.descend(host, limit, last_dot(bytes, self.at - 1));
         true
     }
 
@@ -534,16 +590,6 @@ impl Walk {
             .map_or(0, |dot| dot + 1);
         self.hash = name_hash(&host[self.at..]);
     }
-}
-
-/// The label of `host` just before the name starting at `at` (past its dot, `at > 0`),
-/// and the dot before that label (None: the label starts the host).
-#[inline(always)]
-fn label_before(host: &str, at: usize) -> (Option<usize>, &[u8]) {
-    let bytes = host.as_bytes();
-    let end = at - 1;
-    let dot = last_dot(bytes, end);
-    (dot, &bytes[dot.map_or(0, |dot| dot + 1)..end])
 }
 
 /// What a walk's step at its site does (`Walk::at_site`).
@@ -848,6 +894,33 @@ mod tests {
             let bit = child_bit(label.as_bytes());
             assert!(bit.is_power_of_two() && bit & CHILDREN == bit, "{label}");
         }
+    }
+
+    #[test]
+    fn a_walk_reads_the_filter_bit_the_index_set_for_each_label() {
+        // what the walk reads before a name's dot (`child_bit_at`) is what a write set for
+        // the label there (`parents_and_children`, from the label itself): one-byte,
+        // empty and long labels, at the host's start and deep in it
+        let names = [
+            "www.example.com",
+            "m.example.com",
+            "a.b.c.d.e.f.g.h.i.j.example.com",
+            "xn--i-7iq.ws.example",
+            "ab.cd.example",
+            "a..example",
+            ".x.example",
+            "x.y..example",
+            "a-very-long-label-of-sixty-chars.example.org",
+        ];
+        for name in names {
+            for (at, child) in parents_and_children(name) {
+                assert_eq!(child_bit_at(name.as_bytes(), at), child, "{name} at {at}");
+            }
+        }
+        // the label's end decides: the same last two bytes, the same bit
+        assert_eq!(child_bit(b"www"), child_bit(b"ww"));
+        assert_eq!(child_bit(b"www"), child_bit(b"aww"));
+        assert_ne!(child_bit(b"www"), child_bit(b"cdn"));
     }
 
     #[test]
