@@ -156,11 +156,28 @@ impl Start<'_> {
     }
 }
 
-/// The chunks, and how many slots are filled.
-#[derive(Clone, Debug, Default)]
+/// The chunks, and how many slots are filled. There is always a chunk: a table that holds
+/// nothing shares one empty chunk with every other (`none`, copied on its first write), so
+/// that a lookup's chunk is found without a test for a table with none.
+#[derive(Clone, Debug)]
 pub struct Chunks {
     chunks: Arc<[Chunk]>,
     filled: usize,
+}
+
+impl Default for Chunks {
+    fn default() -> Self {
+        Chunks {
+            chunks: none(),
+            filled: 0,
+        }
+    }
+}
+
+/// The one empty chunk every table that holds nothing shares.
+fn none() -> Arc<[Chunk]> {
+    static NONE: std::sync::OnceLock<Arc<[Chunk]>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::from([Chunk::default()])).clone()
 }
 
 #[inline]
@@ -184,8 +201,11 @@ impl Chunks {
         self.filled
     }
 
-    /// Bytes held.
+    /// Bytes held (none for the shared empty chunk).
     pub fn bytes(&self) -> usize {
+        if self.filled == 0 && Arc::ptr_eq(&self.chunks, &none()) {
+            return 0;
+        }
         self.chunks.len() * std::mem::size_of::<Chunk>()
     }
 
@@ -206,9 +226,6 @@ impl Chunks {
     #[inline(always)]
     pub fn find(&self, want: u32, mask: u32) -> Option<u32> {
         let len = self.chunks.len();
-        if len == 0 {
-            return None;
-        }
         let mut at = home(want, len);
         for _ in 0..len {
             let chunk = &self.chunks[at];
@@ -223,32 +240,34 @@ impl Chunks {
         None
     }
 
-    /// The chunk a lookup of `want` starts at (an empty one when there are no chunks): a
-    /// page of lookups finds it once, prefetches it, and then tests it.
+    /// The chunk a lookup of `want` starts at: a page of lookups finds it once, prefetches
+    /// it, and then tests it.
     #[inline(always)]
     pub fn start(&self, want: u32) -> Start<'_> {
-        Start(
-            self.chunks
-                .get(home(want, self.chunks.len()))
-                .unwrap_or(&EMPTY),
-        )
+        Start(self.home_chunk(want))
     }
 
     /// Ask the CPU to bring in the chunk a lookup of `want` starts at (a page of lookups
     /// issues these first, so that their misses overlap).
     #[inline(always)]
     pub fn prefetch(&self, want: u32) {
-        if let Some(chunk) = self.chunks.get(home(want, self.chunks.len())) {
-            super::prefetch(chunk);
-        }
+        super::prefetch(self.home_chunk(want));
+    }
+
+    /// The home chunk of `want`, without a bounds test (a clean site's lookup is a few
+    /// dozen instructions, and this is on it).
+    #[inline(always)]
+    fn home_chunk(&self, want: u32) -> &Chunk {
+        let len = self.chunks.len();
+        debug_assert!(len > 0);
+        // SAFETY: there is always a chunk (`Chunks`: `none`'s, or what `resize` made, never
+        // empty), and `home` of a `u32` is below `len`: `want * len >> 32 < len`.
+        unsafe { self.chunks.get_unchecked(home(want, len)) }
     }
 
     /// Where the slot equal to `slot` (placed by `pos`) is: chunk and index.
     fn position(&self, pos: u32, slot: u32) -> Option<(usize, usize)> {
         let len = self.chunks.len();
-        if len == 0 {
-            return None;
-        }
         let mut at = home(pos, len);
         for _ in 0..len {
             let chunk = &self.chunks[at];
@@ -311,7 +330,10 @@ impl Chunks {
     /// they grow at.
     pub fn fit(&mut self, pos_of: impl Fn(u32) -> u32) {
         let size = match self.filled {
-            0 => 0,
+            0 => {
+                self.chunks = none();
+                return;
+            }
             n => (n * 16 / FIT_FILL_SIXTEENTHS).div_ceil(SLOTS).max(1),
         };
         if size != self.chunks.len() {
@@ -320,6 +342,7 @@ impl Chunks {
     }
 
     fn resize(&mut self, size: usize, pos_of: &impl Fn(u32) -> u32) {
+        debug_assert!(size > 0, "a table always has a chunk");
         let mut chunks = vec![Chunk::default(); size];
         for chunk in self.chunks.iter() {
             for slot in chunk.slots().filter(|&s| s != 0) {
