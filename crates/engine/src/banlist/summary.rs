@@ -82,22 +82,18 @@ pub fn child_bit(label: &[u8]) -> u32 {
 #[inline(always)]
 pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
     debug_assert!(at > 0 && host.get(at - 1) == Some(&b'.'));
-    // the two bytes before the dot (a dot standing for the host's start, or for nothing)
-    let (before, last) = match at {
-        0 | 1 => (b'.', b'.'),
-        2 => (b'.', host.first().copied().unwrap_or(b'.')),
-        _ => match host.get(at - 3..at - 1) {
-            Some(&[before, last]) => (before, last),
-            _ => (b'.', b'.'),
-        },
+    // the host before that dot: its last two bytes, a dot among them ending the label
+    let head = host.get(..at.saturating_sub(1)).unwrap_or_default();
+    let (last, before) = match head {
+        [.., before, last] => (*last, *before),
+        [last] => (*last, b'.'),
+        [] => (b'.', b'.'),
     };
-    let last = if last == b'.' { 0 } else { last };
-    let before = if before == b'.' || last == 0 {
-        0
-    } else {
-        before
-    };
-    mix_child(last, before)
+    match (last, before) {
+        (b'.', _) => mix_child(0, 0),
+        (last, b'.') => mix_child(last, 0),
+        (last, before) => mix_child(last, before),
+    }
 }
 
 /// The filter bit of a label ending in `before`, `last` (a dot's byte never is either).
