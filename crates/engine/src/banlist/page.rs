@@ -267,11 +267,9 @@ impl IndexData {
         let prefetch = |walk: &Walk| summary::prefetch(&tables[summary_of(walk.hash)], walk.hash);
         let mut pending = Group::new();
         let mut walkers = Group::<Walker>::new();
+        // (at most `GROUP` bits: `push` panics past them)
         let mut left = group;
-        for _ in 0..GROUP {
-            if left == 0 {
-                break;
-            }
+        while left != 0 {
             let k = left.trailing_zeros() as usize;
             left &= left - 1;
             let Live {
