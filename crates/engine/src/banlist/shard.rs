@@ -299,9 +299,9 @@ impl Shard {
     /// lookup compares its key with.
     #[inline(always)]
     pub fn prefetch_value(&self, row: u32) {
-        let off = self.rows.get(row as usize).map(|r| r.off);
-        if let Some(byte) = off.and_then(|at| self.arena.get(at as usize)) {
-            super::prefetch(byte);
+        if let Some(r) = self.rows.get(row as usize) {
+            // a hint needs no check that the offset is within the arena (a row's always is)
+            super::prefetch_at(self.arena.as_ptr().wrapping_add(r.off as usize));
         }
     }
 
