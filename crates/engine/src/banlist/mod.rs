@@ -178,6 +178,21 @@ pub(crate) fn prefetch<T>(item: &T) {
     let _ = item;
 }
 
+/// `prefetch` of the cache line at `at`, which need not point into anything live: a
+/// prefetch is only a hint, and the address is not read through.
+#[inline(always)]
+pub(crate) fn prefetch_at(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it reads nothing into the program and cannot
+    // fault, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(at.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// Registers the `BanIndex` class on the Python module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BanIndex>()?;

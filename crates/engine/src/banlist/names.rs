@@ -111,6 +111,13 @@ pub fn first_short_prefix<'a>(canonical: &'a str, host: &str) -> Option<(&'a str
     }
     // the path and what follows it; it starts with `/`, so the root's length is 0
     let rest = &w[h.len()..];
+    // the first `/` or `?` past the path's first byte, a word at a time: past a byte
+    // that is neither, it ends the first segment (as the end does)
+    let end = 1 + first_slash_or_query(&rest[1..]);
+    if end > 1 {
+        return Some((whole, end));
+    }
+    // the segment is empty: the path's end, or the end of the slashes that start it
     let mut at = 1;
     loop {
         match rest.get(at) {
@@ -150,6 +157,37 @@ fn first_query(bytes: &[u8]) -> usize {
     let q = queries(word_at(bytes, len - 8));
     if q != 0 {
         len - 8 + q.trailing_zeros() as usize / 8
+    } else {
+        len
+    }
+}
+
+/// Where the first `/` or `?` of `bytes` is (their length when none is), a word at a time
+/// (`first_query`'s way, with `slash_or_query`'s test of a byte).
+#[inline(always)]
+fn first_slash_or_query(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // the top bit of each byte that is `/` or `?`, exact up to the first one
+    let found = |word: u64| {
+        let x = (word | (0x10 * ONES)) ^ (0x3f * ONES);
+        x.wrapping_sub(ONES) & !x & (0x80 * ONES)
+    };
+    let len = bytes.len();
+    if len < 8 {
+        return bytes.iter().position(|&b| b | 0x10 == 0x3f).unwrap_or(len);
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        let f = found(word_at(bytes, at));
+        if f != 0 {
+            return at + f.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    // the last word, overlapping bytes already read (none of them a `/` or a `?`)
+    let f = found(word_at(bytes, len - 8));
+    if f != 0 {
+        len - 8 + f.trailing_zeros() as usize / 8
     } else {
         len
     }
@@ -831,6 +869,9 @@ mod tests {
                     assert_eq!(first_query(&bytes), want, "{bytes:?}");
                     let slash = bytes.iter().any(|&b| b == b'/' || b == b'?');
                     assert_eq!(slash_or_query(&bytes), slash, "{bytes:?}");
+                    let first = bytes.iter().position(|&b| b == b'/' || b == b'?');
+                    let first = first.unwrap_or(len);
+                    assert_eq!(first_slash_or_query(&bytes), first, "{bytes:?}");
                 }
             }
         }

@@ -11,7 +11,8 @@
 //! the names they read hold nothing but `BELOW` (a clean host below a busy site ends at
 //! the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
-//! (`HostSummary`, the first key), in a group of up to [`GROUP`] such URLs. The first key
+//! (the first key, and `HostSummary` for a walk that goes on past what it found), in a
+//! group of up to [`GROUP`] such URLs. The first key
 //! a group prefetches is handed to the lookup with its hash and whether any key slot
 //! holds its tag ([`First`]), so it is neither hashed again nor probed when it has no row.
 //! When that key's first row is the key's and active, it is the answer (the lookup reads
@@ -93,15 +94,6 @@ impl<T: Copy, const N: usize> Bounded<T, N> {
     fn push(&mut self, item: T) {
         self.items[self.len].write(item);
         self.len += 1;
-    }
-
-    /// Push `item` and give it back in its place (a large value is filled where it lies);
-    /// panics past `N`.
-    #[inline(always)]
-    fn push_mut(&mut self, item: T) -> &mut T {
-        let slot = self.items[self.len].write(item);
-        self.len += 1;
-        slot
     }
 
     /// The values pushed, in order.
@@ -257,7 +249,10 @@ impl IndexData {
     /// `GROUP`; each walk is the walk before the step that found something, with the counts
     /// that step read), their hits pushed to `out` in item order with their places in the
     /// block: the rest of the walks down their names, then their first key slots, rows and
-    /// values, each step for all of them in turn.
+    /// values, each step for all of them in turn. Most walks end at the step that found
+    /// something, and most of their lookups at their first key: what the walk found of the
+    /// names is kept only by a walk that goes on, and is found again from that step for a
+    /// lookup that reads on.
     #[inline(never)]
     fn lookup_group<'a, T>(
         &'a self,
@@ -271,59 +266,59 @@ impl IndexData {
         let tables = &self.summary[..];
         let prefetch = |walk: &Walk| summary::prefetch(&tables[summary_of(walk.hash)], walk.hash);
         let mut pending = Group::new();
-        // bit j: the walk of the group's item j has a name left to probe
-        let mut walking: u32 = 0;
+        let mut walkers = Group::<Walker>::new();
+        // (at most `GROUP` bits: `push` panics past them)
         let mut left = group;
-        for j in 0..GROUP {
-            if left == 0 {
-                break;
-            }
-            let Live {
-                item, walk, counts, ..
-            } = live[left.trailing_zeros() as usize];
+        while left != 0 {
+            let k = left.trailing_zeros() as usize;
             left &= left - 1;
+            let Live {
+                item,
+                mut walk,
+                counts,
+                ..
+            } = live[k];
             let (canonical, host) = url(&block[item as usize]);
             // the names before this step held nothing the summary notes; this one does, so
             // the summary is not clean
-            let p = pending.push_mut(Pending {
-                item,
-                walk,
-                names: HostSummary::default(),
-                first: None,
-            });
-            if p.walk.take(host, self.labels, counts, &mut p.names) {
-                prefetch(&p.walk);
-                walking |= 1 << j;
+            let mut names = HostSummary::default();
+            let first = if walk.take(host, self.labels, counts, &mut names) {
+                prefetch(&walk);
+                let at = pending.len() as u8;
+                walkers.push(Walker { at, walk, names });
+                None
             } else {
                 // most walks end at the step that found something: the first key now
-                p.first = self.first_key(canonical, host, &p.names);
-            }
+                self.first_key(canonical, host, &names)
+            };
+            pending.push(Pending {
+                item,
+                walk: k as u8,
+                first,
+            });
         }
         let pending = pending.as_mut();
-        // the walks that went on, for their first keys once they end
-        let walked = walking;
+        let walkers = walkers.as_mut();
+        // bit w: walkers[w] has a name left to probe
+        let mut walking: u32 = (1 << walkers.len()) - 1;
         while walking != 0 {
             let mut left = walking;
             while left != 0 {
-                let j = left.trailing_zeros() as usize;
+                let w = left.trailing_zeros() as usize;
                 left &= left - 1;
-                let Pending {
-                    item, walk, names, ..
-                } = &mut pending[j];
-                let host = url(&block[*item as usize]).1;
+                let Walker { at, walk, names } = &mut walkers[w];
+                let host = url(&block[pending[*at as usize].item as usize]).1;
                 if walk.step(host, self.labels, tables, names) {
                     prefetch(walk);
                 } else {
-                    walking &= !(1 << j);
+                    walking &= !(1 << w);
                 }
             }
         }
-        let mut left = walked;
-        while left != 0 {
-            let p = &mut pending[left.trailing_zeros() as usize];
-            left &= left - 1;
+        for w in walkers.iter() {
+            let p = &mut pending[w.at as usize];
             let (canonical, host) = url(&block[p.item as usize]);
-            p.first = self.first_key(canonical, host, &p.names);
+            p.first = self.first_key(canonical, host, &w.names);
         }
         // each URL's first key slot (`first_key` prefetched it), then the row it points
         // to, then its value: each pass brings in the next read for every URL at once
@@ -335,7 +330,7 @@ impl IndexData {
                 a.shard.prefetch_value(row);
             }
         }
-        for p in pending.iter() {
+        for (j, p) in pending.iter().enumerate() {
             let i = p.item as usize;
             // an active row of the first key is the answer: the lookup reads that key first
             // and stops at what it finds there
@@ -356,8 +351,20 @@ impl IndexData {
                 }
             }
             let (canonical, host) = url(&block[i]);
+            let names = match walkers.iter().find(|w| usize::from(w.at) == j) {
+                Some(w) => w.names,
+                None => {
+                    // the walk's step that found something, taken again
+                    let Live {
+                        mut walk, counts, ..
+                    } = live[usize::from(p.walk)];
+                    let mut names = HostSummary::default();
+                    walk.take(host, self.labels, counts, &mut names);
+                    names
+                }
+            };
             let known = p.first.and_then(|a| a.known(canonical, host));
-            if let Some(at) = self.match_summarized(canonical, host, &p.names, known, region, now) {
+            if let Some(at) = self.match_summarized(canonical, host, &names, known, region, now) {
                 out.push((i, self.hit(at)));
             }
         }
@@ -402,7 +409,12 @@ impl IndexData {
             (Scope::Host, host, names.own_hash, own.single(HOST), 0)
         } else {
             let c = names.flagged()?.next()?;
-            let key = &host[c.start as usize..];
+            let start = c.start as usize;
+            debug_assert!(host.is_char_boundary(start));
+            // SAFETY: a candidate starts where a walk's name does: 0, or just past a dot of
+            // the host (`HostSummary::site`, `Walk::descend`), so within it and at a char
+            // boundary.
+            let key = unsafe { host.get_unchecked(start..) };
             (Scope::Domain, key, c.hash, c.counts.single(DOMAIN), 0)
         };
         let ahead = Ahead {
@@ -420,14 +432,22 @@ impl IndexData {
     }
 }
 
-/// A URL of a group on its way: its item, its walk down its names, what the walk found of
-/// them, and the key its lookup reads first.
+/// A URL of a group on its way: its item, its walk's place among the block's walks, and the
+/// key its lookup reads first.
 #[derive(Clone, Copy)]
 struct Pending<'a, 'k> {
     item: u8,
+    walk: u8,
+    first: Option<Ahead<'a, 'k>>,
+}
+
+/// A walk of a group that goes on past the step that found something: its URL's place in
+/// the group, the walk down its names, and what it found of them.
+#[derive(Clone, Copy)]
+struct Walker {
+    at: u8,
     walk: Walk,
     names: HostSummary,
-    first: Option<Ahead<'a, 'k>>,
 }
 
 /// The key a summarized URL's lookup reads first, as a page of lookups finds it ahead.
@@ -667,6 +687,50 @@ mod tests {
             assert_eq!(ids, want.map(Some), "{region:?} {now}");
             for (&(c, h), hit) in page.iter().zip(paged) {
                 let single = snap.lookup(c, h, region, now);
+                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_that_goes_on_past_what_it_found_answers_from_all_it_found() {
+        // a domain entry at the site and a host entry below it: the walk finds the domain
+        // entry and goes on to the host, whose entry answers when active, else the domain's
+        let index = BanIndex::empty();
+        let mut host = add("2", Scope::Host, "www.w.example");
+        if let Change::Add(entry) = &mut host {
+            entry.expires = Some(0.5);
+        }
+        index
+            .apply_iter(vec![
+                add("1", Scope::Domain, "w.example"),
+                host,
+                add("3", Scope::Domain, "d.example"),
+                add("4", Scope::Url, "u.example/p/1.html"),
+            ])
+            .unwrap();
+        let snap = index.snapshot();
+        // walks that end where they found something around the one that goes on, and URLs
+        // whose first key is not the answer
+        let page = [
+            ("https://news.d.example/a", "news.d.example"),
+            ("http://u.example/p/2.html", "u.example"),
+            ("http://www.w.example/x", "www.w.example"),
+            ("http://m.w.example/x", "m.w.example"),
+            ("http://u.example/p/1.html", "u.example"),
+        ];
+        for (now, want) in [
+            (0.1, [Some(3), None, Some(2), Some(1), Some(4)]),
+            (1.0, [Some(3), None, Some(1), Some(1), Some(4)]),
+        ] {
+            let paged = spread_in_order(
+                snap.lookup_page(&page, |&(c, h)| (c, h), None, now),
+                page.len(),
+            );
+            let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
+            assert_eq!(ids, want, "{now}");
+            for (&(c, h), hit) in page.iter().zip(paged) {
+                let single = snap.lookup(c, h, None, now);
                 assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
             }
         }

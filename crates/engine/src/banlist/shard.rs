@@ -112,6 +112,21 @@ impl Shard {
         &self.arena[at + skip..at + skip + len]
     }
 
+    /// The bytes of the value whose record starts at `off` (a row's offset); None past the
+    /// arena (never, for a row's). A value shorter than 128 bytes (nearly every one) has one
+    /// length byte, and its end, within 128 bytes of a `u32` offset, is found without the
+    /// checks of a sum that could overflow.
+    #[inline(always)]
+    fn value_at(&self, off: u32) -> Option<&[u8]> {
+        let at = off as usize;
+        let first = *self.arena.get(at)?;
+        if first & 0x80 == 0 {
+            return self.arena.get(at + 1..at + 1 + usize::from(first));
+        }
+        let (len, skip) = read_len(&self.arena[at..]);
+        self.arena.get(at + skip..at + skip + len)
+    }
+
     /// The row's fields.
     #[inline]
     pub fn data(&self, row: u32) -> RowData {
@@ -275,11 +290,7 @@ impl Shard {
     /// that row, None when no slot holds the tag (the key then has no row).
     #[inline(always)]
     pub fn prefetch_row(&self, tag: u32) -> Option<u32> {
-        let row = self
-            .keys
-            .probe(tag)
-            .find(|&slot| slot_tag(slot) == tag)
-            .map(slot_row)?;
+        let row = slot_row(self.keys.find(tag, |slot| slot_tag(slot) == tag)?);
         super::prefetch(self.rows.get(row as usize)?);
         Some(row)
     }
@@ -288,9 +299,9 @@ impl Shard {
     /// lookup compares its key with.
     #[inline(always)]
     pub fn prefetch_value(&self, row: u32) {
-        let off = self.rows.get(row as usize).map(|r| r.off);
-        if let Some(byte) = off.and_then(|at| self.arena.get(at as usize)) {
-            super::prefetch(byte);
+        if let Some(r) = self.rows.get(row as usize) {
+            // a hint needs no check that the offset is within the arena (a row's always is)
+            super::prefetch_at(self.arena.as_ptr().wrapping_add(r.off as usize));
         }
     }
 
@@ -321,9 +332,7 @@ impl Shard {
         if r.meta >> SCOPE_SHIFT != scope as u32 {
             return None;
         }
-        let at = r.off as usize;
-        let (len, skip) = read_len(self.arena.get(at..)?);
-        let bytes = self.arena.get(at + skip..at + skip + len)?;
+        let bytes = self.value_at(r.off)?;
         if !key_matches(scope, bytes, key) {
             return None;
         }

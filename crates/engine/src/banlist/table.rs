@@ -69,6 +69,19 @@ impl<S: Slot> Table<S> {
         }
     }
 
+    /// The first slot probed for `pos` that `hit` picks (`probe(pos).find(hit)`), as two
+    /// plain runs of the slots (from the home to the end, then from the start): no wrap or
+    /// count of the slots left to test at each slot, as `Probe` has.
+    #[inline(always)]
+    pub fn find(&self, pos: u32, hit: impl Fn(S) -> bool) -> Option<S> {
+        let (before, from) = self.slots.split_at(home(pos, self.slots.len()));
+        from.iter()
+            .chain(before)
+            .copied()
+            .take_while(|&slot| slot != S::default())
+            .find(|&slot| hit(slot))
+    }
+
     /// Prefetch the home slot of `pos` (see `banlist::prefetch`).
     #[inline(always)]
     pub fn prefetch(&self, pos: u32) {
