@@ -134,47 +134,30 @@ pub fn first_short_prefix<'a>(canonical: &'a str, host: &str) -> Option<(&'a str
 /// Where the first `?` of `bytes` is (their length when none is), a word at a time.
 #[inline(always)]
 fn first_query(bytes: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    // the top bit of each byte that is `?`: exact up to the first one (a borrow only
-    // runs past a zero byte), so the lowest bit set is the first
-    let queries = |word: u64| {
-        let x = word ^ (0x3f * ONES);
-        x.wrapping_sub(ONES) & !x & (0x80 * ONES)
-    };
-    let len = bytes.len();
-    if len < 8 {
-        return bytes.iter().position(|&b| b == b'?').unwrap_or(len);
-    }
-    let mut at = 0;
-    while at + 8 < len {
-        let q = queries(word_at(bytes, at));
-        if q != 0 {
-            return at + q.trailing_zeros() as usize / 8;
-        }
-        at += 8;
-    }
-    // the last word, overlapping bytes already read (none of them a `?`)
-    let q = queries(word_at(bytes, len - 8));
-    if q != 0 {
-        len - 8 + q.trailing_zeros() as usize / 8
-    } else {
-        len
-    }
+    first_becoming_query(bytes, 0)
 }
 
-/// Where the first `/` or `?` of `bytes` is (their length when none is), a word at a time
-/// (`first_query`'s way, with `slash_or_query`'s test of a byte).
+/// Where the first `/` or `?` of `bytes` is (their length when none is), a word at a time:
+/// the two are the same byte once bit 4 is set.
 #[inline(always)]
 fn first_slash_or_query(bytes: &[u8]) -> usize {
+    first_becoming_query(bytes, 0x10)
+}
+
+/// Where the first byte of `bytes` that is `?` once the bits of `set` are set in it is
+/// (their length when none is), a word at a time.
+#[inline(always)]
+fn first_becoming_query(bytes: &[u8], set: u8) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    // the top bit of each byte that is `/` or `?`, exact up to the first one
+    // the top bit of each byte that becomes `?`: exact up to the first one (a borrow only
+    // runs past a zero byte), so the lowest bit set is the first
     let found = |word: u64| {
-        let x = (word | (0x10 * ONES)) ^ (0x3f * ONES);
+        let x = (word | (u64::from(set) * ONES)) ^ (0x3f * ONES);
         x.wrapping_sub(ONES) & !x & (0x80 * ONES)
     };
     let len = bytes.len();
     if len < 8 {
-        return bytes.iter().position(|&b| b | 0x10 == 0x3f).unwrap_or(len);
+        return bytes.iter().position(|&b| b | set == b'?').unwrap_or(len);
     }
     let mut at = 0;
     while at + 8 < len {
@@ -184,7 +167,7 @@ fn first_slash_or_query(bytes: &[u8]) -> usize {
         }
         at += 8;
     }
-    // the last word, overlapping bytes already read (none of them a `/` or a `?`)
+    // the last word, overlapping bytes already read (none of them one that becomes `?`)
     let f = found(word_at(bytes, len - 8));
     if f != 0 {
         len - 8 + f.trailing_zeros() as usize / 8

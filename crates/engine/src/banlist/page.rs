@@ -532,6 +532,25 @@ mod tests {
         })
     }
 
+    /// The ids of the entries a page of (canonical, host) pairs hits, in item order, once it
+    /// has checked that each answer is the one a lookup of that URL alone gives.
+    fn page_ids(
+        snap: &IndexData,
+        page: &[(&str, &str)],
+        region: Option<&str>,
+        now: f64,
+    ) -> Vec<Option<u64>> {
+        let paged = spread_in_order(
+            snap.lookup_page(page, |&(c, h)| (c, h), region, now),
+            page.len(),
+        );
+        for (&(c, h), hit) in page.iter().zip(&paged) {
+            let single = snap.lookup(c, h, region, now);
+            assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
+        }
+        paged.iter().map(|hit| hit.map(|x| x.id)).collect()
+    }
+
     #[test]
     fn the_key_a_page_prefetches_first_is_the_one_its_lookup_reads_first() {
         let index = BanIndex::empty();
@@ -679,16 +698,8 @@ mod tests {
             (Some("eu"), 1.0, [2, 3, 6]),
             (Some("us"), 0.1, [1, 4, 5]),
         ] {
-            let paged = spread_in_order(
-                snap.lookup_page(&page, |&(c, h)| (c, h), region, now),
-                page.len(),
-            );
-            let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
+            let ids = page_ids(&snap, &page, region, now);
             assert_eq!(ids, want.map(Some), "{region:?} {now}");
-            for (&(c, h), hit) in page.iter().zip(paged) {
-                let single = snap.lookup(c, h, region, now);
-                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
-            }
         }
     }
 
@@ -723,16 +734,7 @@ mod tests {
             (0.1, [Some(3), None, Some(2), Some(1), Some(4)]),
             (1.0, [Some(3), None, Some(1), Some(1), Some(4)]),
         ] {
-            let paged = spread_in_order(
-                snap.lookup_page(&page, |&(c, h)| (c, h), None, now),
-                page.len(),
-            );
-            let ids: Vec<Option<u64>> = paged.iter().map(|hit| hit.map(|x| x.id)).collect();
-            assert_eq!(ids, want, "{now}");
-            for (&(c, h), hit) in page.iter().zip(paged) {
-                let single = snap.lookup(c, h, None, now);
-                assert_eq!(hit.map(|x| x.at), single.map(|x| x.at), "{c}");
-            }
+            assert_eq!(page_ids(&snap, &page, None, now), want, "{now}");
         }
     }
 
