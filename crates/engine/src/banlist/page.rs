@@ -53,6 +53,18 @@ struct Live<'a> {
     probe: Probe<'a>,
 }
 
+impl Live<'_> {
+    /// The walk's step that found something, taken: the walk past it and whether it goes
+    /// on, what it found of the host's names noted in `names` (the names before it held
+    /// nothing the summary notes, so the summary is not clean).
+    #[inline(always)]
+    fn found_step(&self, host: &str, labels: usize, names: &mut HostSummary) -> (Walk, bool) {
+        let mut walk = self.walk;
+        let goes_on = walk.take(host, labels, self.counts, names);
+        (walk, goes_on)
+    }
+}
+
 /// Up to `N` values on the stack, pushed in turn and then read as a slice: a block's (or a
 /// group's) state per URL without first filling `N` places with defaults.
 struct Bounded<T, const N: usize> {
@@ -272,17 +284,11 @@ impl IndexData {
         while left != 0 {
             let k = left.trailing_zeros() as usize;
             left &= left - 1;
-            let Live {
-                item,
-                mut walk,
-                counts,
-                ..
-            } = live[k];
+            let item = live[k].item;
             let (canonical, host) = url(&block[item as usize]);
-            // the names before this step held nothing the summary notes; this one does, so
-            // the summary is not clean
             let mut names = HostSummary::default();
-            let first = if walk.take(host, self.labels, counts, &mut names) {
+            let (walk, goes_on) = live[k].found_step(host, self.labels, &mut names);
+            let first = if goes_on {
                 prefetch(&walk);
                 let at = pending.len() as u8;
                 walkers.push(Walker { at, walk, names });
@@ -355,11 +361,8 @@ impl IndexData {
                 Some(w) => w.names,
                 None => {
                     // the walk's step that found something, taken again
-                    let Live {
-                        mut walk, counts, ..
-                    } = live[usize::from(p.walk)];
                     let mut names = HostSummary::default();
-                    walk.take(host, self.labels, counts, &mut names);
+                    live[usize::from(p.walk)].found_step(host, self.labels, &mut names);
                     names
                 }
             };

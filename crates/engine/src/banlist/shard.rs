@@ -107,9 +107,8 @@ impl Shard {
     /// The bytes of the value written for a row.
     #[inline]
     fn value_bytes(&self, row: u32) -> &[u8] {
-        let at = self.rows[row as usize].off as usize;
-        let (len, skip) = read_len(&self.arena[at..]);
-        &self.arena[at + skip..at + skip + len]
+        let off = self.rows[row as usize].off;
+        self.value_at(off).expect("a row's value lies in the arena")
     }
 
     /// The bytes of the value whose record starts at `off` (a row's offset); None past the
@@ -290,7 +289,7 @@ impl Shard {
     /// that row, None when no slot holds the tag (the key then has no row).
     #[inline(always)]
     pub fn prefetch_row(&self, tag: u32) -> Option<u32> {
-        let row = slot_row(self.keys.find(tag, |slot| slot_tag(slot) == tag)?);
+        let row = slot_row(self.keys.probe(tag).find(|&slot| slot_tag(slot) == tag)?);
         super::prefetch(self.rows.get(row as usize)?);
         Some(row)
     }

@@ -59,27 +59,16 @@ impl<S: Slot> Table<S> {
     }
 
     /// The slots probed for `pos`, in probe order, up to the first empty one: the caller
-    /// picks out its own (`pos_of(slot) == pos` and whatever it verifies).
-    #[inline]
-    pub fn probe(&self, pos: u32) -> Probe<'_, S> {
-        Probe {
-            slots: &self.slots,
-            at: home(pos, self.slots.len()),
-            left: self.slots.len(),
-        }
-    }
-
-    /// The first slot probed for `pos` that `hit` picks (`probe(pos).find(hit)`), as two
-    /// plain runs of the slots (from the home to the end, then from the start): no wrap or
-    /// count of the slots left to test at each slot, as `Probe` has.
+    /// picks out its own (`pos_of(slot) == pos` and whatever it verifies). Two plain runs
+    /// of the slots, from the home to the end and then from the start, so that no slot
+    /// costs a test for the wrap or a count of the slots left.
     #[inline(always)]
-    pub fn find(&self, pos: u32, hit: impl Fn(S) -> bool) -> Option<S> {
+    pub fn probe(&self, pos: u32) -> impl Iterator<Item = S> + '_ {
         let (before, from) = self.slots.split_at(home(pos, self.slots.len()));
         from.iter()
             .chain(before)
             .copied()
             .take_while(|&slot| slot != S::default())
-            .find(|&slot| hit(slot))
     }
 
     /// Prefetch the home slot of `pos` (see `banlist::prefetch`).
@@ -195,32 +184,6 @@ fn next(at: usize, len: usize) -> usize {
         0
     } else {
         at + 1
-    }
-}
-
-/// The slots a probe visits (see `Table::probe`).
-pub struct Probe<'a, S> {
-    slots: &'a [S],
-    at: usize,
-    left: usize,
-}
-
-impl<S: Slot> Iterator for Probe<'_, S> {
-    type Item = S;
-
-    #[inline]
-    fn next(&mut self) -> Option<S> {
-        if self.left == 0 {
-            return None;
-        }
-        let slot = self.slots[self.at];
-        if slot == S::default() {
-            self.left = 0;
-            return None;
-        }
-        self.at = next(self.at, self.slots.len());
-        self.left -= 1;
-        Some(slot)
     }
 }
 
