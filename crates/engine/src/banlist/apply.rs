@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
 use super::names::labels;
 use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
-use super::summary::{self, Field};
+use super::summary::{self, Field, SlotChange};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 
 const META_CHUNK: usize = 1024;
@@ -213,12 +213,23 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
 /// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
     let mut bump = |name: &str, field: Field, child: u32| {
-        let h = summary::name_hash(name);
-        summary::bump(&mut data.summary[summary_of(h)], h, field, delta, child);
+        data.bump_summary(summary::name_hash(name), field, delta, child);
     };
     bump(name, field, 0);
     for (at, child) in summary::parents_and_children(name) {
         bump(&name[at..], summary::BELOW, child);
+    }
+}
+
+impl IndexData {
+    /// `summary::bump` at the name hashed `h`, the sites filter following its slot.
+    pub(super) fn bump_summary(&mut self, h: u64, field: Field, delta: i32, child: u32) {
+        let table = summary_of(h);
+        match summary::bump(&mut self.summary[table], h, field, delta, child) {
+            SlotChange::Added(slot) => self.filter.added(table, slot),
+            SlotChange::Removed(slot) => self.filter.removed(table, slot, &self.summary[table]),
+            SlotChange::Kept => {}
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
+use super::filter::{self, Filter};
 use super::names::{path_of, prefix_keys, prefix_order, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
@@ -57,6 +58,9 @@ pub struct IndexData {
     /// The summary of the names whose `summary::name_hash` falls in each summary table
     /// (`summary_of`; as many as there are, by type: a lookup needs no bounds check).
     pub(super) summary: Box<[Chunks; SUMMARIES]>,
+    /// The sites filter: a bit for each slot of the summary (see `filter`), what a page of
+    /// lookups reads of a clean site.
+    pub(super) filter: Filter,
     pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
     pub(super) metas_len: usize,
@@ -74,6 +78,7 @@ impl Default for IndexData {
         IndexData {
             shards: vec![Arc::default(); SHARDS],
             summary: Box::new(std::array::from_fn(|_| Chunks::default())),
+            filter: Filter::default(),
             ids: vec![Arc::default(); SHARDS],
             metas: Vec::new(),
             metas_len: 0,
@@ -840,7 +845,13 @@ impl IndexData {
         let shards: usize = self.shards.iter().map(|s| s.bytes()).sum();
         let summary: usize = self.summary.iter().map(|t| t.bytes()).sum();
         let ids: usize = self.ids.iter().map(|t| t.bytes()).sum();
-        shards + summary + ids + self.metas_len * std::mem::size_of::<Meta>()
+        shards + summary + self.filter.bytes() + ids + self.metas_len * std::mem::size_of::<Meta>()
+    }
+
+    /// The share of the sites filter's bits that are set: how often a clean site goes on
+    /// from its bit to its summary probe.
+    pub fn filter_fill(&self) -> f64 {
+        self.filter.count() as f64 / (1u64 << filter::BITS) as f64
     }
 
     /// The scope counts as (name, count) pairs.

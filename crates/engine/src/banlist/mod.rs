@@ -25,16 +25,19 @@
 //! holding it, whether anything sits below it and under which of the labels just below it
 //! (a filter). A lookup walks a host's names from its site (its last two labels) down and
 //! stops at the first with nothing below it on the host's way, so a clean site costs one
-//! hash and one probe, and goes to the key tables only for names
-//! whose summary holds something. A page of lookups (`page`) takes each step for all its
-//! URLs in turn, prefetching, so that their cache misses overlap; a walk that finds
-//! nothing ends in the page's first loop, and only the URLs whose walk finds something go
-//! on to the key tables. A key's probe stops at its first row when the summary counts one
+//! hash and one probe, and goes to the key tables only for names whose summary holds
+//! something. The sites filter (`filter`) keeps a bit for each summary slot (its table and
+//! the top of its tag) in one flat bitmap, so that a page of lookups answers most clean
+//! sites with one bit, before any summary probe. A page of lookups (`page`) takes each
+//! step for all its URLs in turn, prefetching, so that their cache misses overlap; a walk
+//! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
+//! something go on to the key tables. A key's probe stops at its first row when the summary counts one
 //! entry there (a count never falls short).
 
 mod apply;
 mod chunks;
 mod data;
+mod filter;
 mod hash;
 #[cfg(test)]
 mod model_test;

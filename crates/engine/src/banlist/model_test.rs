@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::filter::Filter;
 use super::names::{path_of, prefix_keys, suffixes, url_key};
 use super::{BanIndex, Change, IndexData, NewEntry, Scope};
 
@@ -222,7 +223,19 @@ fn lookups_agree_with_a_scan_of_the_entries() {
             let (before, earlier) = (index.snapshot(), model.clone());
             batch.iter().for_each(|c| model.apply(c));
             index.apply_iter(batch).expect("a batch applies");
-            agree(&index.snapshot(), &model, &urls);
+            let after = index.snapshot();
+            agree(&after, &model, &urls);
+            // the sites filter kept up by the writes is the one the summary makes, and the
+            // snapshot a reader held keeps its own
+            assert!(
+                after.filter == Filter::of(&after.summary),
+                "seed {seed} round {round}"
+            );
+            assert!(
+                before.filter == Filter::of(&before.summary),
+                "seed {seed} round {round}"
+            );
+            assert!(after.filter.addresses_hold() && before.filter.addresses_hold());
             if round % 5 == 0 {
                 // the snapshot a reader held answers as it did before the batch
                 agree(&before, &earlier, &urls);
@@ -249,7 +262,6 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
     let mut data = IndexData::clone(&index.snapshot());
     // clean.com's slot claims everything: a domain entry, members, entries below it
     let h = super::summary::name_hash("clean.com");
-    let table = &mut data.summary[super::summary_of(h)];
     for field in [
         super::summary::DOMAIN,
         super::summary::MEMBER,
@@ -258,7 +270,7 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
         super::summary::PREFIX,
         super::summary::HOST,
     ] {
-        super::summary::bump(table, h, field, 1, super::summary::EVERY_CHILD);
+        data.bump_summary(h, field, 1, super::summary::EVERY_CHILD);
     }
     for host in ["clean.com", "www.clean.com", "a.b.clean.com"] {
         let url = format!("http://{host}/p/x");

@@ -6,10 +6,13 @@
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
 //!
-//! Most of a page is clean: a clean site ends at its one probe, with no more state than
-//! its hash and chunk. The other walks down the URLs' names run in one small loop while
-//! the names they read hold nothing but `BELOW` (a clean host below a busy site ends at
-//! the site's slot, or after one probe more).
+//! Most of a page is clean: a clean site ends at its bit in the sites filter (`filter`:
+//! one word of a flat bitmap, where a summary probe reads its table's header and a chunk),
+//! with no more state than its hash; the filter's words are prefetched for the whole page
+//! first, then tested. A site whose bit is set (a clean one's, as often as the filter's
+//! bits are set) has its summary chunk prefetched and read. The other walks down the URLs'
+//! names run in one small loop while the names they read hold nothing but `BELOW` (a clean
+//! host below a busy site ends at the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
 //! (the first key, and `HostSummary` for a walk that goes on past what it found), in a
 //! group of up to [`GROUP`] such URLs. The first key
@@ -24,6 +27,7 @@
 use std::mem::MaybeUninit;
 
 use super::data::{First, Hit, IndexData};
+use super::filter;
 use super::names::{first_short_prefix, prefix_order, url_key, url_path, UrlPath};
 use super::shard::Shard;
 use super::summary::{self, Counts, HostSummary, Probe, SiteStep, Walk, DOMAIN, HOST, PREFIX, URL};
@@ -33,15 +37,6 @@ use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 const BLOCK: usize = 64;
 /// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
-
-/// What the first pass over a block keeps of a URL: its site's hash, the lookup of its
-/// slot, and where the site starts in the host.
-#[derive(Clone, Copy)]
-struct Site<'a> {
-    hash: u64,
-    probe: Probe<'a>,
-    at: usize,
-}
 
 /// A walk past its site's step: the item, the walk, the counts its last step read, and the
 /// lookup of its next slot.
@@ -138,12 +133,13 @@ impl IndexData {
     }
 
     /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
-    /// its summary chunk prefetched, then each chunk read: a clean site (most of a page)
-    /// ends there, and the rest take the site's step of their walk down their names as it
-    /// is read (`Walk::at_site`). Those that go on step while the names they read hold
-    /// nothing but `BELOW`; a URL whose walk finds something goes on in `lookup_group`, a
-    /// `GROUP` at a time. The block's first item is item `base` of the page; the hits are
-    /// pushed to `out`.
+    /// its bit in the sites filter read: a clean site whose bit is clear (most of a page)
+    /// ends there. The others' summary chunks are prefetched, then each read: a site with
+    /// no slot ends there too, and the rest take the site's step of their walk down their
+    /// names as it is read (`Walk::at_site`). Those that go on step while the names they
+    /// read hold nothing but `BELOW`; a URL whose walk finds something goes on in
+    /// `lookup_group`, a `GROUP` at a time. The block's first item is item `base` of the
+    /// page; the hits are pushed to `out`.
     #[inline(always)]
     fn lookup_block<'a, T>(
         &'a self,
@@ -156,25 +152,41 @@ impl IndexData {
     ) {
         let tables = &*self.summary;
         let host = |i: usize| url(&block[i]).1;
-        let mut sites = Stack::new();
-        sites.fill(block, |item| {
+        // each item's site (its hash, where it starts), its word of the filter prefetched
+        let mut hashed = Stack::<(u64, usize)>::new();
+        hashed.fill(block, |item| {
             let (at, hash) = HostSummary::site(url(item).1);
+            super::prefetch(self.filter.word_ref(filter::bit(hash)));
+            (hash, at)
+        });
+        // bit i: item i's site's bit in the filter is set (its site may have a summary slot)
+        let mut held: u64 = 0;
+        for (i, &(hash, _)) in hashed.as_mut().iter().enumerate() {
+            held |= u64::from(self.filter.holds(filter::bit(hash))) << i;
+        }
+        // the sites the filter holds, with their items, in item order, their summary
+        // chunks prefetched
+        let mut probes = Stack::<(u8, Probe)>::new();
+        while held != 0 {
+            let i = held.trailing_zeros() as usize;
+            held &= held - 1;
+            let hash = hashed.as_mut()[i].0;
             let probe = Probe::new(&tables[summary_of(hash)], hash);
             probe.prefetch();
-            Site { hash, probe, at }
-        });
-        // bit i: item i's site has a slot (read from the chunk found and prefetched for it)
-        // and its walk does not end there clean; `steps`, in item order, what the slot holds
-        // and what the site's step does
-        let mut held: u64 = 0;
-        let mut steps = Stack::<(Counts, SiteStep)>::new();
-        for (i, site) in sites.as_mut().iter().enumerate() {
-            let c = site.probe.counts(&tables[summary_of(site.hash)]);
+            probes.push((i as u8, probe));
+        }
+        // what each of those sites' slot holds and what the site's step does, for the sites
+        // that have a slot and whose walk does not end there clean, with their item and the
+        // lookup of their slot
+        let mut steps = Stack::<(Counts, SiteStep, u8, Probe)>::new();
+        for &(i, probe) in probes.as_mut().iter() {
+            let (hash, at) = hashed.as_mut()[usize::from(i)];
+            // the slot is read from the chunk found and prefetched for it
+            let c = probe.counts(&tables[summary_of(hash)]);
             if c != Counts::default() {
-                let step = Walk::at_site(host(i), site.at, c);
+                let step = Walk::at_site(host(usize::from(i)), at, c);
                 if step != SiteStep::Ends {
-                    steps.push((c, step));
-                    held |= 1 << i;
+                    steps.push((c, step, i, probe));
                 }
             }
         }
@@ -183,11 +195,10 @@ impl IndexData {
         // `walking`: walk k has a name left to probe
         let mut walks = Stack::<Live>::new();
         let (mut found, mut walking): (u64, u64) = (0, 0);
-        for &(c, step) in steps.as_mut().iter() {
-            let i = held.trailing_zeros() as usize;
-            held &= held.wrapping_sub(1);
-            let site = sites.as_mut()[i];
-            let mut walk = Walk::new(site.at, site.hash);
+        for &(c, step, i, site_probe) in steps.as_mut().iter() {
+            let i = usize::from(i);
+            let (hash, at) = hashed.as_mut()[i];
+            let mut walk = Walk::new(at, hash);
             let bit = 1 << walks.len();
             let probe = if let SiteStep::Below(dot) = step {
                 walk.descend(host(i), self.labels, dot);
@@ -197,7 +208,7 @@ impl IndexData {
                 probe
             } else {
                 found |= bit;
-                site.probe
+                site_probe
             };
             walks.push(Live {
                 item: i as u8,

@@ -203,6 +203,12 @@ fn pos(hash: u64) -> u32 {
     ((hash as u32) & !COUNTS).max(1 << COUNT_BITS)
 }
 
+/// The position the slot of a name hashed `hash` is placed by (its tag, the top 16 bits).
+#[cfg(test)]
+pub fn want(hash: u64) -> u32 {
+    pos(hash)
+}
+
 /// The position a slot was placed by.
 #[inline]
 pub fn slot_pos(slot: u32) -> u32 {
@@ -272,10 +278,22 @@ pub fn prefetch(table: &Chunks, hash: u64) {
     table.prefetch(pos(hash));
 }
 
+/// What a [`bump`] did to the name's slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotChange {
+    /// The name had no slot and now has this one.
+    Added(u32),
+    /// The name's slot, this one, is gone.
+    Removed(u32),
+    /// The slot is still there, or still not.
+    Kept,
+}
+
 /// Count one more (`delta > 0`) or one fewer entry of `field` at the name hashed `hash`;
 /// `child`: for `BELOW`, the `child_bit` of the label below the name that the entry lies
-/// under (a count added sets it; 0 for the other fields).
-pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32) {
+/// under (a count added sets it; 0 for the other fields). Says whether the name's slot
+/// came or went (the sites filter follows the slots).
+pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32) -> SlotChange {
     debug_assert!(child & !CHILDREN == 0);
     let want = pos(hash);
     let old = table.find(want, !COUNTS);
@@ -285,14 +303,19 @@ pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32)
         after.0 |= child;
     }
     match old {
-        None if after.0 != 0 => table.insert(want, want | after.0, slot_pos),
+        None if after.0 != 0 => {
+            table.insert(want, want | after.0, slot_pos);
+            SlotChange::Added(want | after.0)
+        }
         Some(old) if after.0 == 0 => {
             table.remove(want, old);
+            SlotChange::Removed(old)
         }
         Some(old) if after != before => {
             table.replace(want, old, want | after.0);
+            SlotChange::Kept
         }
-        _ => {}
+        _ => SlotChange::Kept,
     }
 }
 
