@@ -16,10 +16,11 @@
 //!    entry (one of each scope in turn); the rest are clean, each on a site of its own (as
 //!    a results page is): `www.shop…com`, `shop…org`, `m.shop….example`, and a fifth of
 //!    them a clean subdomain (`cdn.`) of a site whose `www.` host is banned. Interleaved
-//!    rounds (the three in turn), medians; warm (the same page each round) and cold (each
-//!    of the three reads a page none has read for hundreds of rounds, so neither the
-//!    index's memory nor the page's strings are in cache); then the warm page's clean URLs
-//!    and its hits apart.
+//!    rounds (the three in turn), medians, and the page's lowest and highest ratio over the
+//!    run's fifths (how far one run's ratio moves with the machine's load); warm (the same
+//!    page each round) and cold (each of the three reads a page none has read for hundreds
+//!    of rounds, so neither the index's memory nor the page's strings are in cache); then
+//!    the warm page's clean URLs and its hits apart.
 //! 3. writes: a batch of one change (an add, then its removal) against the built index,
 //!    and an empty index's making, medians: what a replica spends on each change.
 //!
@@ -148,6 +149,18 @@ fn counted(way: Way, urls: &[(String, String)], rounds: usize) -> usize {
 fn median(v: &mut [u128]) -> f64 {
     v.sort_unstable();
     v[v.len() / 2] as f64 / 1000.0
+}
+
+/// The lowest and highest ratio of `way`'s median to `floor`'s over the fifths of a run
+/// (the times in the order they were taken, a round each).
+fn fifths(way: &[u128], floor: &[u128]) -> (f64, f64) {
+    let part = way.len().div_ceil(5).max(1);
+    way.chunks(part)
+        .zip(floor.chunks(part))
+        .map(|(w, f)| median(&mut w.to_vec()) / median(&mut f.to_vec()))
+        .fold((f64::INFINITY, 0.0), |(low, high), r| {
+            (low.min(r), high.max(r))
+        })
 }
 
 fn main() {
@@ -306,9 +319,12 @@ fn main() {
     }
     println!("[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians):");
     for (i, what) in ["warm", "cold"].into_iter().enumerate() {
+        // the page's ratio in each fifth of the run (before the medians sort the times):
+        // how much it moves with what else the machine runs meanwhile
+        let (low, high) = fifths(&times[0][i], &times[2][i]);
         let [p, o, f] = [0, 1, 2].map(|w| median(&mut times[w][i]));
         println!(
-            "    {what}: lookup_page {p:.2} us, ratio {:.2}x (goal <= 2x); one by one {o:.2} us, {:.2}x; 100 hash probes {f:.2} us",
+            "    {what}: lookup_page {p:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x in the run's fifths); one by one {o:.2} us, {:.2}x; 100 hash probes {f:.2} us",
             p / f,
             o / f
         );

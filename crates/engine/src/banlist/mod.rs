@@ -31,8 +31,8 @@
 //! sites with one bit, before any summary probe. A page of lookups (`page`) takes each
 //! step for all its URLs in turn, prefetching, so that their cache misses overlap; a walk
 //! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
-//! something go on to the key tables. A key's probe stops at its first row when the summary counts one
-//! entry there (a count never falls short).
+//! something go on to the key tables. A key's probe stops at its first row when the
+//! summary counts one entry there (a count never falls short).
 
 mod apply;
 mod chunks;
