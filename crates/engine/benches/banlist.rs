@@ -152,12 +152,15 @@ fn median(v: &mut [u128]) -> f64 {
 }
 
 /// The lowest and highest ratio of `way`'s median to `floor`'s over the fifths of a run
-/// (the times in the order they were taken, a round each).
+/// (the times in the order they were taken, a round each, as many of each).
 fn fifths(way: &[u128], floor: &[u128]) -> (f64, f64) {
-    let part = way.len().div_ceil(5).max(1);
-    way.chunks(part)
-        .zip(floor.chunks(part))
-        .map(|(w, f)| median(&mut w.to_vec()) / median(&mut f.to_vec()))
+    let len = way.len().min(floor.len());
+    (0..5)
+        .map(|k| (k * len / 5, (k + 1) * len / 5))
+        .filter(|(from, to)| from < to)
+        .map(|(from, to)| {
+            median(&mut way[from..to].to_vec()) / median(&mut floor[from..to].to_vec())
+        })
         .fold((f64::INFINITY, 0.0), |(low, high), r| {
             (low.min(r), high.max(r))
         })
@@ -217,7 +220,11 @@ fn main() {
     let warm = page(&values, &mut rng);
     // `--count` asks only the warm page: no cold pages to make and check (their lookups
     // would be counted by a tool that counts the whole run, such as cachegrind's branches)
-    let counting = args.iter().any(|a| a == "--count");
+    let count_way = args
+        .iter()
+        .position(|a| a == "--count")
+        .and_then(|i| args.get(i + 1));
+    let counting = count_way.is_some();
     let cold_pages = if counting { 0 } else { rounds.min(600) };
     let cold: Vec<Vec<(String, String)>> =
         (0..cold_pages).map(|_| page(&values, &mut rng)).collect();
@@ -263,11 +270,7 @@ fn main() {
         page(&warm),
         100.0 * snap.filter_fill()
     );
-    if let Some(way) = args
-        .iter()
-        .position(|a| a == "--count")
-        .and_then(|i| args.get(i + 1))
-    {
+    if let Some(way) = count_way {
         let class = args
             .iter()
             .position(|a| a == "--class")

@@ -201,6 +201,15 @@ impl Chunks {
         self.filled
     }
 
+    /// Whether the slot `slot` (placed by `pos`) lies in its home chunk (the tests place
+    /// some past it).
+    #[cfg(test)]
+    pub fn in_home(&self, pos: u32, slot: u32) -> bool {
+        self.chunks[home(pos, self.chunks.len())]
+            .slots()
+            .any(|s| s == slot)
+    }
+
     /// Bytes held (none for the shared empty chunk).
     pub fn bytes(&self) -> usize {
         if self.filled == 0 && Arc::ptr_eq(&self.chunks, &none()) {

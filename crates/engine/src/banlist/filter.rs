@@ -261,6 +261,36 @@ mod tests {
     }
 
     #[test]
+    fn a_sibling_past_its_home_chunk_keeps_the_bit() {
+        // sixteen slots whose tags all have one home chunk (of fifteen slots) fill it, so
+        // the two siblings that follow (tags 0x1234 and 0x1237: the same top 14 bits) are
+        // placed past it, and `removed` finds the one left through the overflow count
+        let mut tables: Box<[Chunks; SUMMARIES]> =
+            Box::new(std::array::from_fn(|_| Chunks::default()));
+        let mut filter = Filter::default();
+        let fillers = (0x1240_u32..0x1250).map(|tag| tag << 16 | 0x0401);
+        let (a, b) = (0x1234_0401_u32, 0x1237_0802);
+        for slot in fillers.chain([a, b]) {
+            tables[7].insert(slot_pos(slot), slot, slot_pos);
+            filter.added(7, slot);
+        }
+        assert!(
+            !tables[7].in_home(slot_pos(b), b),
+            "b lies past its home chunk"
+        );
+        tables[7].remove(slot_pos(a), a);
+        filter.removed(7, a, &tables[7]);
+        assert!(
+            filter.holds(bit_of(7, b)),
+            "b, past its home chunk, keeps the bit"
+        );
+        tables[7].remove(slot_pos(b), b);
+        filter.removed(7, b, &tables[7]);
+        assert!(!filter.holds(bit_of(7, b)));
+        assert_eq!(filter, Filter::of(&tables));
+    }
+
+    #[test]
     fn a_snapshot_keeps_its_segments_and_a_written_shared_segment_is_copied() {
         let mut filter = Filter::default();
         let empty = filter.clone();
