@@ -225,10 +225,7 @@ impl Chunks {
 
     /// The chunks to write, copied first if another snapshot shares them.
     fn chunks_mut(&mut self) -> &mut [Chunk] {
-        if Arc::get_mut(&mut self.chunks).is_none() {
-            self.chunks = Arc::from(&self.chunks[..]);
-        }
-        Arc::get_mut(&mut self.chunks).unwrap_or(&mut [])
+        super::unique(&mut self.chunks)
     }
 
     /// The slot whose position (`slot & mask`) is `want`, a nonzero position.

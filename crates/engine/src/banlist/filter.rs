@@ -21,10 +21,8 @@
 use std::sync::{Arc, OnceLock};
 
 use super::chunks::Chunks;
-use super::{summary_of, SUMMARY_BITS};
-
-/// A summary slot's position bits (its tag: the top 16 of its 32).
-const POSITION: u32 = 0xffff_0000;
+use super::summary::POSITION;
+use super::{summary_of, unique, SUMMARY_BITS};
 
 /// Tag bits of a slot in its filter bit (the top ones of the 16 a slot keeps).
 const TAG_BITS: u32 = 14;
@@ -43,6 +41,15 @@ type Segment = Arc<[u64]>;
 fn zero() -> Segment {
     static ZERO: OnceLock<Segment> = OnceLock::new();
     ZERO.get_or_init(|| Arc::from(vec![0u64; WORDS])).clone()
+}
+
+/// The segment and the word in it that hold bit `bit`.
+#[inline(always)]
+fn place(bit: usize) -> (usize, usize) {
+    (
+        (bit >> (BITS - SEGMENT_BITS)) & (SEGMENTS - 1),
+        (bit >> 6) & (WORDS - 1),
+    )
 }
 
 /// The filter's bit of the slot `slot` (a summary slot's position bits) in table `table`.
@@ -112,8 +119,8 @@ impl Filter {
     #[inline(always)]
     pub fn word_ref(&self, bit: usize) -> &u64 {
         debug_assert!(bit >> BITS == 0);
-        let segment = self.words[(bit >> (BITS - SEGMENT_BITS)) & (SEGMENTS - 1)];
-        let at = (bit >> 6) & (WORDS - 1);
+        let (s, at) = place(bit);
+        let segment = self.words[s];
         // SAFETY: `words[s]` is `first_word(&segments[s])` (set with it, in `Default` and
         // `segment_mut`), a segment of `WORDS` words that this filter holds while `self` is
         // borrowed, and `at` is masked below `WORDS`; nothing writes the segment meanwhile
@@ -121,22 +128,20 @@ impl Filter {
         unsafe { &*segment.add(at) }
     }
 
-    /// The words of the segment holding `bit`, copied first if a snapshot shares them.
-    fn segment_mut(&mut self, bit: usize) -> &mut [u64] {
-        let s = (bit >> (BITS - SEGMENT_BITS)) & (SEGMENTS - 1);
-        let segment = &mut self.segments[s];
-        if Arc::get_mut(segment).is_none() {
-            *segment = Arc::from(&segment[..]);
-            self.words[s] = first_word(segment);
-        }
-        Arc::get_mut(segment).unwrap_or(&mut [])
+    /// The word that holds bit `bit`, to write: its segment is copied first if a snapshot
+    /// shares it, and the directory then follows the copy.
+    fn word_mut(&mut self, bit: usize) -> &mut u64 {
+        let (s, at) = place(bit);
+        unique(&mut self.segments[s]);
+        self.words[s] = first_word(&self.segments[s]);
+        &mut unique(&mut self.segments[s])[at]
     }
 
     /// A slot `slot` was put in summary table `table`.
     pub fn added(&mut self, table: usize, slot: u32) {
         let bit = bit_of(table, slot);
         if !self.holds(bit) {
-            self.segment_mut(bit)[(bit >> 6) & (WORDS - 1)] |= 1 << (bit & 63);
+            *self.word_mut(bit) |= 1 << (bit & 63);
         }
     }
 
@@ -145,13 +150,15 @@ impl Filter {
     /// low bits (a table holds a tag once: its names share the slot).
     pub fn removed(&mut self, table: usize, slot: u32, chunks: &Chunks) {
         let bit = bit_of(table, slot);
-        let top = slot & POSITION & !(3 << 16);
-        let kept = (0..4)
-            .map(|low| top | low << 16)
+        // the tags with the same top `TAG_BITS` bits, from the first, one tag apart
+        let first = slot >> (32 - TAG_BITS) << (32 - TAG_BITS);
+        let apart = POSITION.trailing_zeros();
+        let kept = (0..1 << (32 - TAG_BITS - apart))
+            .map(|k| first + (k << apart))
             // position 0 is no tag (an empty slot's)
             .any(|pos| pos != 0 && chunks.find(pos, POSITION).is_some());
         if !kept {
-            self.segment_mut(bit)[(bit >> 6) & (WORDS - 1)] &= !(1 << (bit & 63));
+            *self.word_mut(bit) &= !(1 << (bit & 63));
         }
     }
 
@@ -168,14 +175,15 @@ impl Filter {
         filter
     }
 
+    /// The segments written: all but those still the shared zero segment.
+    fn written(&self) -> impl Iterator<Item = &Segment> {
+        let zero = zero();
+        self.segments.iter().filter(move |s| !Arc::ptr_eq(s, &zero))
+    }
+
     /// Bytes held: the segments written (the shared zero segment counts once, if used).
     pub fn bytes(&self) -> usize {
-        let zero = zero();
-        let written = self
-            .segments
-            .iter()
-            .filter(|s| !Arc::ptr_eq(s, &zero))
-            .count();
+        let written = self.written().count();
         (written + usize::from(written < SEGMENTS)) * WORDS * 8
     }
 
@@ -188,11 +196,9 @@ impl Filter {
 
     /// How many bits are set.
     pub fn count(&self) -> usize {
-        let zero = zero();
-        self.segments
-            .iter()
-            .filter(|s| !Arc::ptr_eq(s, &zero))
-            .map(|s| s.iter().map(|w| w.count_ones() as usize).sum::<usize>())
+        self.written()
+            .flat_map(|s| s.iter())
+            .map(|w| w.count_ones() as usize)
             .sum()
     }
 }

@@ -181,6 +181,15 @@ pub(crate) fn prefetch<T>(item: &T) {
     let _ = item;
 }
 
+/// The items of `shared` to write, copied first when another holder (a snapshot) shares
+/// them: copy on write of a slice (`Arc::make_mut` takes slices only from Rust 1.81).
+pub(crate) fn unique<T: Clone>(shared: &mut std::sync::Arc<[T]>) -> &mut [T] {
+    if std::sync::Arc::get_mut(shared).is_none() {
+        *shared = std::sync::Arc::from(&shared[..]);
+    }
+    std::sync::Arc::get_mut(shared).unwrap_or(&mut [])
+}
+
 /// `prefetch` of the cache line at `at`, which need not point into anything live: a
 /// prefetch is only a hint, and the address is not read through.
 #[inline(always)]

@@ -227,15 +227,13 @@ fn lookups_agree_with_a_scan_of_the_entries() {
             agree(&after, &model, &urls);
             // the sites filter kept up by the writes is the one the summary makes, and the
             // snapshot a reader held keeps its own
-            assert!(
-                after.filter == Filter::of(&after.summary),
-                "seed {seed} round {round}"
-            );
-            assert!(
-                before.filter == Filter::of(&before.summary),
-                "seed {seed} round {round}"
-            );
-            assert!(after.filter.addresses_hold() && before.filter.addresses_hold());
+            for data in [&after, &before] {
+                assert!(
+                    data.filter == Filter::of(&data.summary),
+                    "seed {seed} round {round}"
+                );
+                assert!(data.filter.addresses_hold());
+            }
             if round % 5 == 0 {
                 // the snapshot a reader held answers as it did before the batch
                 agree(&before, &earlier, &urls);

@@ -54,6 +54,8 @@ const FIELD_BITS: u32 = 12;
 /// The counts and the filter of labels below: what a slot holds under its tag.
 const COUNT_BITS: u32 = 16;
 const COUNTS: u32 = (1 << COUNT_BITS) - 1;
+/// A slot's position bits: its tag, above its counts.
+pub const POSITION: u32 = !COUNTS;
 /// The filter of the labels below (`child_bit`), above the counts.
 const CHILDREN: u32 = COUNTS & !((1 << FIELD_BITS) - 1);
 
