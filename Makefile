@@ -72,7 +72,8 @@ load: $(DEV) $(ENGINE)
 
 # ruff; the layers of app/ (import-linter's contracts in pyproject.toml); mypy, strict on
 # app/ (pyproject's [tool.mypy]); stubtest holds app/_engine.pyi to the built engine;
-# rustfmt and clippy on the crate.
+# rustfmt, clippy and rustdoc on the crate (a broken intra-doc link or a stray `<tag>` in a
+# doc comment fails, private items included: the crate's docs are for its developers).
 lint: $(DEV) $(ENGINE)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/lint-imports
@@ -80,6 +81,7 @@ lint: $(DEV) $(ENGINE)
 	$(BIN)/python -m mypy.stubtest app._engine
 	cargo fmt --all --check
 	cargo clippy --all-targets --quiet -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --quiet
 
 clean:
 	rm -rf $(VENV) var .pytest_cache target app/_engine*.so

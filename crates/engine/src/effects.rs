@@ -45,7 +45,7 @@ fn top_by_score(docs: &[Doc]) -> Vec<u32> {
     top.into_iter().map(|(_, at)| at).collect()
 }
 
-/// The position docs[i] takes when `docs` is stably sorted by score, best first.
+/// The position `docs[i]` takes when `docs` is stably sorted by score, best first.
 fn sorted_position(docs: &[Doc], i: usize) -> usize {
     let s = docs[i].score;
     let higher = docs.iter().filter(|d| d.score > s).count();

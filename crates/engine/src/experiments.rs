@@ -1,5 +1,5 @@
 //! A/B assignment, as app/experiments/bucketing.py did it: MurmurHash3 x86 32-bit (seed 1) buckets
-//! of "<name>:<NFC unit>" (a salt between), layers with slot ranges, a global holdout and
+//! of `"<name>:<NFC unit>"` (a salt between), layers with slot ranges, a global holdout and
 //! QA-forced variants. One call per request.
 
 use serde::Deserialize;
@@ -44,7 +44,7 @@ pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
     h ^ (h >> 16)
 }
 
-/// floor(h · 10000 / 2^32) of "<name>:<NFC unit>" or "<name>:<salt>:<NFC unit>".
+/// floor(h · 10000 / 2^32) of `"<name>:<NFC unit>"` or `"<name>:<salt>:<NFC unit>"`.
 pub fn bucket(name: &str, unit_value: &str, salt: &str) -> u32 {
     let unit: String = unit_value.nfc().collect();
     let key = if salt.is_empty() {

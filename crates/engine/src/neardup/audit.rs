@@ -104,7 +104,7 @@ fn intersection(a: &[u64], b: &[u64]) -> usize {
     both
 }
 
-/// row[n] = 1 where a[n] is in b (both sorted, deduplicated).
+/// `row[n] = 1` where `a[n]` is in `b` (both sorted, deduplicated).
 fn mark(a: &[u64], b: &[u64], row: &mut [u8]) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {

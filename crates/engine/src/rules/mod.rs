@@ -378,7 +378,7 @@ pub fn dropped<'a>(
     }
 }
 
-/// The page without docs[i] for each (i, reason), i ascending; one record each, and one
+/// The page without `docs[i]` for each (i, reason), i ascending; one record each, and one
 /// for each document collapsed under it.
 pub fn removing<'a>(page: &Page<'a>, docs: &[Doc], removals: Vec<(usize, String)>) -> Out<'a> {
     if removals.is_empty() {
@@ -401,7 +401,7 @@ pub fn removing<'a>(page: &Page<'a>, docs: &[Doc], removals: Vec<(usize, String)
     }
 }
 
-/// The page with docs[i] rescored for each (i, new score, delta, reason).
+/// The page with `docs[i]` rescored for each (i, new score, delta, reason).
 pub fn rescoring<'a>(
     page: &Page<'a>,
     docs: &[Doc],
@@ -425,7 +425,7 @@ pub fn rescoring<'a>(
     }
 }
 
-/// Fold docs[i] under docs[leader] for each (i, leader), i ascending; folded documents
+/// Fold `docs[i]` under `docs[leader]` for each (i, leader), i ascending; folded documents
 /// bring their own folds along.
 pub fn collapse(docs: &[Doc], folded: &[(usize, usize)], rule: &'static str) -> Vec<Doc> {
     let mut out = docs.to_vec();
@@ -461,7 +461,7 @@ pub fn collapse(docs: &[Doc], folded: &[(usize, usize)], rule: &'static str) -> 
     out
 }
 
-/// Add `tag` to docs[i] for each i in `hits` (ascending; the caller leaves out documents
+/// Add `tag` to `docs[i]` for each i in `hits` (ascending; the caller leaves out documents
 /// that already carry it), one `annotate` record each.
 pub fn label<'a>(
     page: &Page<'a>,
