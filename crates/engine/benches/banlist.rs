@@ -168,13 +168,15 @@ fn fifths(way: &[u128], floor: &[u128]) -> (f64, f64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str, default: usize| {
+    // the word after `--name`, if it was given
+    let value = |name: &str| {
         args.iter()
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
+            .map(String::as_str)
     };
+    let arg =
+        |name: &str, default: usize| value(name).and_then(|v| v.parse().ok()).unwrap_or(default);
     let n = arg("--entries", 1_000_000);
     let rounds = arg("--rounds", 2001);
 
@@ -220,10 +222,7 @@ fn main() {
     let warm = page(&values, &mut rng);
     // `--count` asks only the warm page: no cold pages to make and check (their lookups
     // would be counted by a tool that counts the whole run, such as cachegrind's branches)
-    let count_way = args
-        .iter()
-        .position(|a| a == "--count")
-        .and_then(|i| args.get(i + 1));
+    let count_way = value("--count");
     let counting = count_way.is_some();
     let cold_pages = if counting { 0 } else { rounds.min(600) };
     let cold: Vec<Vec<(String, String)>> =
@@ -271,11 +270,7 @@ fn main() {
         100.0 * snap.filter_fill()
     );
     if let Some(way) = count_way {
-        let class = args
-            .iter()
-            .position(|a| a == "--class")
-            .and_then(|i| args.get(i + 1))
-            .map_or("all", String::as_str);
+        let class = value("--class").unwrap_or("all");
         let urls: Vec<(String, String)> = warm
             .iter()
             .filter(|(c, h)| {
@@ -292,7 +287,7 @@ fn main() {
             })
             .cloned()
             .collect();
-        let way: Way = match way.as_str() {
+        let way: Way = match way {
             "one" => &one_by_one,
             "floor" => &floor,
             _ => &page,
