@@ -65,6 +65,13 @@ pub fn bit(hash: u64) -> usize {
     bit_of(summary_of(hash), hash as u32)
 }
 
+/// Whether bit `bit` is set in `word`, the word that holds it (`Filter::word_ref`): a page
+/// of lookups finds each word once, to prefetch it, and tests it later.
+#[inline(always)]
+pub fn holds_in(word: u64, bit: usize) -> bool {
+    word >> (bit & 63) & 1 != 0
+}
+
 /// The filter (see the module's doc).
 #[derive(Clone)]
 pub struct Filter {
@@ -112,7 +119,7 @@ impl Filter {
     /// slot. Not set: it has none.
     #[inline(always)]
     pub fn holds(&self, bit: usize) -> bool {
-        *self.word_ref(bit) >> (bit & 63) & 1 != 0
+        holds_in(*self.word_ref(bit), bit)
     }
 
     /// The word that holds bit `bit` (a page of lookups prefetches it first).

@@ -153,16 +153,17 @@ impl IndexData {
         let tables = &*self.summary;
         let host = |i: usize| url(&block[i]).1;
         // each item's site (its hash, where it starts), its word of the filter prefetched
-        let mut hashed = Stack::<(u64, usize)>::new();
+        let mut hashed = Stack::<(u64, usize, &u64)>::new();
         hashed.fill(block, |item| {
             let (at, hash) = HostSummary::site(url(item).1);
-            super::prefetch(self.filter.word_ref(filter::bit(hash)));
-            (hash, at)
+            let word = self.filter.word_ref(filter::bit(hash));
+            super::prefetch(word);
+            (hash, at, word)
         });
         // bit i: item i's site's bit in the filter is set (its site may have a summary slot)
         let mut held: u64 = 0;
-        for (i, &(hash, _)) in hashed.as_mut().iter().enumerate() {
-            held |= u64::from(self.filter.holds(filter::bit(hash))) << i;
+        for (i, &(hash, _, word)) in hashed.as_mut().iter().enumerate() {
+            held |= u64::from(filter::holds_in(*word, filter::bit(hash))) << i;
         }
         // the sites the filter holds, with their items, in item order, their summary
         // chunks prefetched
@@ -180,7 +181,7 @@ impl IndexData {
         // lookup of their slot
         let mut steps = Stack::<(Counts, SiteStep, u8, Probe)>::new();
         for &(i, probe) in probes.as_mut().iter() {
-            let (hash, at) = hashed.as_mut()[usize::from(i)];
+            let (hash, at, _) = hashed.as_mut()[usize::from(i)];
             // the slot is read from the chunk found and prefetched for it
             let c = probe.counts(&tables[summary_of(hash)]);
             if c != Counts::default() {
@@ -197,7 +198,7 @@ impl IndexData {
         let (mut found, mut walking): (u64, u64) = (0, 0);
         for &(c, step, i, site_probe) in steps.as_mut().iter() {
             let i = usize::from(i);
-            let (hash, at) = hashed.as_mut()[i];
+            let (hash, at, _) = hashed.as_mut()[i];
             let mut walk = Walk::new(at, hash);
             let bit = 1 << walks.len();
             let probe = if let SiteStep::Below(dot) = step {
