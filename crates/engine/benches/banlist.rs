@@ -10,14 +10,19 @@
 //!    sides), against the floor of any check, 100 probes of a plain
 //!    `hashbrown::HashMap<Box<str>, u32>` (its default hasher, foldhash) holding the same n
 //!    values, keyed by the URLs' hosts, each host hashed by the probe (nothing pre-hashed:
-//!    "as cheap as looking each URL's host up once in a hash set"). The index is asked as
+//!    "as cheap as looking each URL's host up once in a hash set"). foldhash's default
+//!    draws its seed per process, and where the page's 100 hosts land moves the floor by a
+//!    few percent, so the floor is measured with each of `--floor-seeds` fixed seeds (0, 1,
+//!    2 by default), a map and a run of the rounds each, and the ratios are the medians
+//!    over the seeds: one run is comparable with the next, and no one seed decides the
+//!    figure (each seed's own line is printed too). The index is asked as
 //!    the banlist rule asks it, the page at once (`IndexData::lookup_page`), and one URL at
 //!    a time (`IndexData::lookup`); both give the same answers. A tenth of the URLs hit an
 //!    entry (one of each scope in turn); the rest are clean, each on a site of its own (as
 //!    a results page is): `www.shop…com`, `shop…org`, `m.shop….example`, and a fifth of
 //!    them a clean subdomain (`cdn.`) of a site whose `www.` host is banned. Interleaved
-//!    rounds (the three in turn), medians, and the page's lowest and highest ratio over the
-//!    run's fifths (how far one run's ratio moves with the machine's load); warm (the same
+//!    rounds (the three in turn), medians, and the page's lowest and highest ratio over a
+//!    seed's run's fifths (how far the ratio moves with the machine's load); warm (the same
 //!    page each round) and cold (each of the three reads a page none has read for hundreds
 //!    of rounds, so neither the index's memory nor the page's strings are in cache); then
 //!    the warm page's clean URLs and its hits apart.
@@ -26,14 +31,17 @@
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
-//! With `--count WAY` (`page`, `one`, `floor`; `--class clean|cdn|hits|all`, default all, or
-//! a scope's name for the hits of that scope) it only builds the index and then asks the
-//! warm page's URLs of that class `--rounds` times in `counted`, for `valgrind --tool=callgrind --toggle-collect='*counted*'`: the
-//! instructions of one round are the total over `--rounds`.
+//! With `--count WAY` (`page`, `one`, `floor`, the floor's map seeded `--floor-seed`, default
+//! 0; `--class clean|cdn|hits|all`, default all, or a scope's name for the hits of that
+//! scope) it only builds the index and then asks the warm page's URLs of that class
+//! `--rounds` times in `counted`, for
+//! `valgrind --tool=callgrind --toggle-collect='*counted*'`: the instructions of one round
+//! are the total over `--rounds`.
 
 use std::hint::black_box;
 use std::time::Instant;
 
+use foldhash::fast::FixedState;
 use rearrange_engine::banlist::{spread, BanIndex, Change, NewEntry, Scope};
 
 fn rss() -> usize {
@@ -140,6 +148,92 @@ fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<(String, String)> {
 /// One way of asking a page (canonical URL, host) of the index, or the floor: how many hit.
 type Way<'a> = &'a dyn Fn(&[(String, String)]) -> usize;
 
+/// A URL of a page: its canonical form and its host.
+type Url = (String, String);
+
+/// The floor: a plain map of the values, probed by host, with foldhash's hasher seeded.
+type Floor = hashbrown::HashMap<Box<str>, u32, FixedState>;
+
+/// The floor's way: 100 probes of `map`, one per URL's host.
+fn probes(map: &Floor, urls: &[(String, String)]) -> usize {
+    let mut hits = 0;
+    for (_, h) in urls {
+        if map.get(black_box(h.as_str())).is_some() {
+            hits += 1;
+        }
+    }
+    hits
+}
+
+/// One run of the timed rounds against one floor: the medians (us) of the three ways
+/// (the page, one by one, the floor), warm, cold, and warm on the clean URLs and the hits
+/// apart; and the page's lowest and highest warm ratio over the run's fifths.
+struct Run {
+    warm: [f64; 3],
+    cold: [f64; 3],
+    apart: [[f64; 3]; 2],
+    fifths: (f64, f64),
+}
+
+impl Run {
+    /// Interleaved rounds of `ways`, each way's turn in a round rotating: on the `warm` page
+    /// and on a `cold` one (a page none of the ways has read for many rounds), then on the
+    /// warm page's `clean` URLs and its `hits` apart.
+    fn measure(
+        ways: [Way; 3],
+        (warm, cold): (&[Url], &[Vec<Url>]),
+        (clean, hits): (&[Url], &[Url]),
+        rounds: usize,
+    ) -> Run {
+        let mut times = [[vec![], vec![]], [vec![], vec![]], [vec![], vec![]]];
+        for r in 0..rounds {
+            for k in 0..3 {
+                let w = (r + k) % 3;
+                let cold_page = &cold[(3 * r + k) % cold.len()];
+                let t = Instant::now();
+                black_box(ways[w](warm));
+                times[w][0].push(t.elapsed().as_nanos());
+                let t = Instant::now();
+                black_box(ways[w](cold_page));
+                times[w][1].push(t.elapsed().as_nanos());
+            }
+        }
+        // the page's ratio in each fifth of the run (before the medians sort the times): how
+        // much it moves with what else the machine runs meanwhile
+        let fifths = fifths(&times[0][0], &times[2][0]);
+        let [warm, cold] = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
+        let apart = [clean, hits].map(|urls| {
+            let mut times = [vec![], vec![], vec![]];
+            for r in 0..rounds {
+                for k in 0..3 {
+                    let w = (r + k) % 3;
+                    let t = Instant::now();
+                    black_box(ways[w](urls));
+                    times[w].push(t.elapsed().as_nanos());
+                }
+            }
+            [0, 1, 2].map(|w| median(&mut times[w]))
+        });
+        Run {
+            warm,
+            cold,
+            apart,
+            fifths,
+        }
+    }
+
+    /// The run in one line: the warm and cold ratios and the floor's time.
+    fn line(&self) -> String {
+        let (low, high) = self.fifths;
+        format!(
+            "warm {:.2}x ({low:.2}x to {high:.2}x in the run's fifths), cold {:.2}x; 100 hash probes {:.2} us warm",
+            self.warm[0] / self.warm[2],
+            self.cold[0] / self.cold[2],
+            self.warm[2]
+        )
+    }
+}
+
 /// `rounds` runs of `way` over `urls`, alone: what `--count` gives callgrind to count.
 #[inline(never)]
 fn counted(way: Way, urls: &[(String, String)], rounds: usize) -> usize {
@@ -210,14 +304,9 @@ fn main() {
         snap.bytes() as f64 / n as f64
     );
 
-    // the same values again, for the baseline map and for picking hits
+    // the same values again, for the floor's maps and for picking hits
     let mut rng = Rng(7);
     let values: Vec<(Scope, String)> = (0..n).map(|i| entry(i, n, &mut rng)).collect();
-    let map: hashbrown::HashMap<Box<str>, u32> = values
-        .iter()
-        .enumerate()
-        .map(|(i, (_, v))| (v.clone().into_boxed_str(), i as u32))
-        .collect();
     let mut rng = Rng(11);
     let warm = page(&values, &mut rng);
     // `--count` asks only the warm page: no cold pages to make and check (their lookups
@@ -227,7 +316,19 @@ fn main() {
     let cold_pages = if counting { 0 } else { rounds.min(600) };
     let cold: Vec<Vec<(String, String)>> =
         (0..cold_pages).map(|_| page(&values, &mut rng)).collect();
-    drop(values);
+    // the floor's map with foldhash's seed `seed` (its default hasher draws one per process,
+    // and where the page's hosts land moves the floor by a few percent: a fixed seed makes
+    // runs comparable, and several seeds keep any one of them from deciding the ratio)
+    let floor_map = |seed: u64| {
+        let mut map: Floor = hashbrown::HashMap::with_hasher(FixedState::with_seed(seed));
+        map.extend(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, (_, v))| (v.clone().into_boxed_str(), i as u32)),
+        );
+        map
+    };
 
     let now = 1.8e9;
     let page = |urls: &[(String, String)]| {
@@ -238,15 +339,6 @@ fn main() {
         let mut hits = 0;
         for (c, h) in urls {
             if snap.lookup(black_box(c), black_box(h), None, now).is_some() {
-                hits += 1;
-            }
-        }
-        hits
-    };
-    let floor = |urls: &[(String, String)]| {
-        let mut hits = 0;
-        for (_, h) in urls {
-            if map.get(black_box(h.as_str())).is_some() {
                 hits += 1;
             }
         }
@@ -287,6 +379,8 @@ fn main() {
             })
             .cloned()
             .collect();
+        let map = floor_map(arg("--floor-seed", 0) as u64);
+        let floor = |urls: &[(String, String)]| probes(&map, urls);
         let way: Way = match way {
             "one" => &one_by_one,
             "floor" => &floor,
@@ -299,54 +393,50 @@ fn main() {
         );
         return;
     }
-    let ways: [Way; 3] = [&page, &one_by_one, &floor];
-    // warm and cold times of each way, its turn in a round rotating
-    let mut times = [[vec![], vec![]], [vec![], vec![]], [vec![], vec![]]];
-    for r in 0..rounds {
-        for k in 0..3 {
-            let w = (r + k) % 3;
-            // a page none of the ways has read for many rounds
-            let cold_page = &cold[(3 * r + k) % cold.len()];
-            let t = Instant::now();
-            black_box(ways[w](&warm));
-            times[w][0].push(t.elapsed().as_nanos());
-            let t = Instant::now();
-            black_box(ways[w](cold_page));
-            times[w][1].push(t.elapsed().as_nanos());
-        }
-    }
-    println!("[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians):");
-    for (i, what) in ["warm", "cold"].into_iter().enumerate() {
-        // the page's ratio in each fifth of the run (before the medians sort the times):
-        // how much it moves with what else the machine runs meanwhile
-        let (low, high) = fifths(&times[0][i], &times[2][i]);
-        let [p, o, f] = [0, 1, 2].map(|w| median(&mut times[w][i]));
-        println!(
-            "    {what}: lookup_page {p:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x in the run's fifths); one by one {o:.2} us, {:.2}x; 100 hash probes {f:.2} us",
-            p / f,
-            o / f
-        );
-    }
     let (hits, clean): (Vec<_>, Vec<_>) = warm
         .iter()
         .cloned()
         .partition(|(c, h)| snap.lookup(c, h, None, now).is_some());
-    for (what, urls) in [("clean URLs", &clean), ("hits", &hits)] {
-        let mut times = [vec![], vec![], vec![]];
-        for r in 0..rounds {
-            for k in 0..3 {
-                let w = (r + k) % 3;
-                let t = Instant::now();
-                black_box(ways[w](urls));
-                times[w].push(t.elapsed().as_nanos());
-            }
-        }
-        let [p, o, f] = [0, 1, 2].map(|w| median(&mut times[w]));
+    let seeds = arg("--floor-seeds", 3).max(1) as u64;
+    println!(
+        "[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians), against the floor with each of {seeds} seeds:"
+    );
+    let mut runs = Vec::new();
+    for seed in 0..seeds {
+        let map = floor_map(seed);
+        let floor = |urls: &[(String, String)]| probes(&map, urls);
+        let ways: [Way; 3] = [&page, &one_by_one, &floor];
+        let run = Run::measure(ways, (&warm, &cold), (&clean, &hits), rounds);
+        println!("    seed {seed}: {}", run.line());
+        runs.push(run);
+    }
+    let mid = |f: &dyn Fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (low, high) = runs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), r| {
+        (l.min(r.warm[0] / r.warm[2]), h.max(r.warm[0] / r.warm[2]))
+    });
+    println!(
+        "    warm: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2}x; 100 hash probes {:.2} us",
+        mid(&|r| r.warm[0]),
+        mid(&|r| r.warm[0] / r.warm[2]),
+        mid(&|r| r.warm[1] / r.warm[2]),
+        mid(&|r| r.warm[2]),
+    );
+    println!(
+        "    cold: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x); one by one {:.2}x; 100 hash probes {:.2} us",
+        mid(&|r| r.cold[0]),
+        mid(&|r| r.cold[0] / r.cold[2]),
+        mid(&|r| r.cold[1] / r.cold[2]),
+        mid(&|r| r.cold[2]),
+    );
+    for (k, what, len) in [(0, "clean URLs", clean.len()), (1, "hits", hits.len())] {
         println!(
-            "    warm, the {} {what} alone: lookup_page {:.2}x, one by one {:.2}x ({f:.2} us of probes)",
-            urls.len(),
-            p / f,
-            o / f
+            "    warm, the {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x",
+            mid(&|r| r.apart[k][0] / r.apart[k][2]),
+            mid(&|r| r.apart[k][1] / r.apart[k][2]),
         );
     }
     writes(&index, n, rounds.min(200));
