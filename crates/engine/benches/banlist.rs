@@ -169,8 +169,8 @@ fn probes(map: &Floor, urls: &[(String, String)]) -> usize {
 /// (the page, one by one, the floor), warm, cold, and warm on the clean URLs and the hits
 /// apart; and the page's lowest and highest warm ratio over the run's fifths.
 struct Run {
-    warm: [f64; 3],
-    cold: [f64; 3],
+    /// Warm, then cold.
+    pages: [[f64; 3]; 2],
     apart: [[f64; 3]; 2],
     fifths: (f64, f64),
 }
@@ -201,7 +201,7 @@ impl Run {
         // the page's ratio in each fifth of the run (before the medians sort the times): how
         // much it moves with what else the machine runs meanwhile
         let fifths = fifths(&times[0][0], &times[2][0]);
-        let [warm, cold] = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
+        let pages = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
         let apart = [clean, hits].map(|urls| {
             let mut times = [vec![], vec![], vec![]];
             for r in 0..rounds {
@@ -215,8 +215,7 @@ impl Run {
             [0, 1, 2].map(|w| median(&mut times[w]))
         });
         Run {
-            warm,
-            cold,
+            pages,
             apart,
             fifths,
         }
@@ -227,9 +226,9 @@ impl Run {
         let (low, high) = self.fifths;
         format!(
             "warm {:.2}x ({low:.2}x to {high:.2}x in the run's fifths), cold {:.2}x; 100 hash probes {:.2} us warm",
-            self.warm[0] / self.warm[2],
-            self.cold[0] / self.cold[2],
-            self.warm[2]
+            self.pages[0][0] / self.pages[0][2],
+            self.pages[1][0] / self.pages[1][2],
+            self.pages[0][2]
         )
     }
 }
@@ -415,23 +414,20 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (low, high) = runs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), r| {
-        (l.min(r.warm[0] / r.warm[2]), h.max(r.warm[0] / r.warm[2]))
-    });
-    println!(
-        "    warm: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2}x; 100 hash probes {:.2} us",
-        mid(&|r| r.warm[0]),
-        mid(&|r| r.warm[0] / r.warm[2]),
-        mid(&|r| r.warm[1] / r.warm[2]),
-        mid(&|r| r.warm[2]),
-    );
-    println!(
-        "    cold: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x); one by one {:.2}x; 100 hash probes {:.2} us",
-        mid(&|r| r.cold[0]),
-        mid(&|r| r.cold[0] / r.cold[2]),
-        mid(&|r| r.cold[1] / r.cold[2]),
-        mid(&|r| r.cold[2]),
-    );
+    for (i, what) in ["warm", "cold"].into_iter().enumerate() {
+        let ratio = |r: &Run| r.pages[i][0] / r.pages[i][2];
+        let (low, high) = runs
+            .iter()
+            .map(ratio)
+            .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
+        println!(
+            "    {what}: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2}x; 100 hash probes {:.2} us",
+            mid(&|r| r.pages[i][0]),
+            mid(&ratio),
+            mid(&|r| r.pages[i][1] / r.pages[i][2]),
+            mid(&|r| r.pages[i][2]),
+        );
+    }
     for (k, what, len) in [(0, "clean URLs", clean.len()), (1, "hits", hits.len())] {
         println!(
             "    warm, the {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x",
