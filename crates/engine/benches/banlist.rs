@@ -8,24 +8,25 @@
 //! 2. lookup: 100 URLs looked up in the index, given each URL's canonical form and host
 //!    (what decoding a request has already computed: canonicalization is outside both
 //!    sides), against the floor of any check, 100 probes of a plain
-//!    `hashbrown::HashMap<Box<str>, u32>` (its default hasher, foldhash) holding the same n
-//!    values, keyed by the URLs' hosts, each host hashed by the probe (nothing pre-hashed:
-//!    "as cheap as looking each URL's host up once in a hash set"). foldhash's default
-//!    draws its seed per process, and where the page's 100 hosts land moves the floor by a
-//!    few percent, so the floor is measured with each of `--floor-seeds` fixed seeds (0, 1,
-//!    2 by default), a map and a run of the rounds each, and the ratios are the medians
-//!    over the seeds: one run is comparable with the next, and no one seed decides the
-//!    figure (each seed's own line is printed too). The index is asked as
-//!    the banlist rule asks it, the page at once (`IndexData::lookup_page`), and one URL at
-//!    a time (`IndexData::lookup`); both give the same answers. A tenth of the URLs hit an
-//!    entry (one of each scope in turn); the rest are clean, each on a site of its own (as
-//!    a results page is): `www.shop…com`, `shop…org`, `m.shop….example`, and a fifth of
-//!    them a clean subdomain (`cdn.`) of a site whose `www.` host is banned. Interleaved
-//!    rounds (the three in turn), medians, and the page's lowest and highest ratio over a
-//!    seed's run's fifths (how far the ratio moves with the machine's load); warm (the same
-//!    page each round) and cold (each of the three reads a page none has read for hundreds
-//!    of rounds, so neither the index's memory nor the page's strings are in cache); then
-//!    the warm page's clean URLs and its hits apart.
+//!    `hashbrown::HashMap<Box<str>, u32>` (foldhash, its default hasher, seeded: below)
+//!    holding the same n values, keyed by the URLs' hosts, each host hashed by the probe
+//!    (nothing pre-hashed: "as cheap as looking each URL's host up once in a hash set").
+//!    foldhash's default draws its seed per process, and where the page's 100 hosts land
+//!    moves the floor by a few percent, so the floor is measured with each of
+//!    `--floor-seeds` fixed seeds (0, 1, 2 by default), a map and a run of the rounds each,
+//!    and the ratios are the medians over the seeds: one run is comparable with the next,
+//!    and no one seed decides the figure (each seed's own line is printed too; the seeds
+//!    run one after the other, so their range holds the process's drift as well). The index
+//!    is asked as the banlist rule asks it, the page at once (`IndexData::lookup_page`),
+//!    and one URL at a time (`IndexData::lookup`); both give the same answers. A tenth of
+//!    the URLs hit an entry (one of each scope in turn); the rest are clean, each on a site
+//!    of its own (as a results page is): `www.shop…com`, `shop…org`, `m.shop….example`, and
+//!    a fifth of them a clean subdomain (`cdn.`) of a site whose `www.` host is banned.
+//!    Interleaved rounds (the three in turn), medians, and the page's lowest and highest
+//!    ratio over the fifths of each seed's run (how far the ratio moves with the machine's
+//!    load); warm (the same page each round) and cold (each of the three reads a page none
+//!    has read for hundreds of rounds, so neither the index's memory nor the page's strings
+//!    are in cache); then the warm page's clean URLs and its hits apart.
 //! 3. writes: a batch of one change (an add, then its removal) against the built index,
 //!    and an empty index's making, medians: what a replica spends on each change.
 //!
@@ -95,7 +96,7 @@ fn entry(i: usize, n: usize, rng: &mut Rng) -> (Scope, String) {
 }
 
 /// A page: (canonical URL, host) pairs, a tenth of them hitting an entry.
-fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<(String, String)> {
+fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<Url> {
     let n = values.len();
     // an entry of the scope's share of the entries (`entry`'s order)
     let pick = |share: (f64, f64), rng: &mut Rng| {
@@ -145,17 +146,17 @@ fn page(values: &[(Scope, String)], rng: &mut Rng) -> Vec<(String, String)> {
     out
 }
 
-/// One way of asking a page (canonical URL, host) of the index, or the floor: how many hit.
-type Way<'a> = &'a dyn Fn(&[(String, String)]) -> usize;
-
 /// A URL of a page: its canonical form and its host.
 type Url = (String, String);
+
+/// One way of asking a page of the index, or the floor: how many hit.
+type Way<'a> = &'a dyn Fn(&[Url]) -> usize;
 
 /// The floor: a plain map of the values, probed by host, with foldhash's hasher seeded.
 type Floor = hashbrown::HashMap<Box<str>, u32, FixedState>;
 
 /// The floor's way: 100 probes of `map`, one per URL's host.
-fn probes(map: &Floor, urls: &[(String, String)]) -> usize {
+fn probes(map: &Floor, urls: &[Url]) -> usize {
     let mut hits = 0;
     for (_, h) in urls {
         if map.get(black_box(h.as_str())).is_some() {
@@ -166,13 +167,15 @@ fn probes(map: &Floor, urls: &[(String, String)]) -> usize {
 }
 
 /// One run of the timed rounds against one floor: the medians (us) of the three ways
-/// (the page, one by one, the floor), warm, cold, and warm on the clean URLs and the hits
-/// apart; and the page's lowest and highest warm ratio over the run's fifths.
+/// (the page, one by one, the floor), warm and cold, and warm on the clean URLs and the hits
+/// apart; and the page's lowest and highest ratio, warm and cold, over the run's fifths.
 struct Run {
     /// Warm, then cold.
     pages: [[f64; 3]; 2],
+    /// The clean URLs, then the hits.
     apart: [[f64; 3]; 2],
-    fifths: (f64, f64),
+    /// Warm, then cold.
+    fifths: [(f64, f64); 2],
 }
 
 impl Run {
@@ -200,7 +203,7 @@ impl Run {
         }
         // the page's ratio in each fifth of the run (before the medians sort the times): how
         // much it moves with what else the machine runs meanwhile
-        let fifths = fifths(&times[0][0], &times[2][0]);
+        let fifths = [0, 1].map(|i| fifths(&times[0][i], &times[2][i]));
         let pages = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
         let apart = [clean, hits].map(|urls| {
             let mut times = [vec![], vec![], vec![]];
@@ -221,13 +224,16 @@ impl Run {
         }
     }
 
-    /// The run in one line: the warm and cold ratios and the floor's time.
+    /// The run in one line: the warm and cold ratios, each with its range over the run's
+    /// fifths, and the floor's warm time.
     fn line(&self) -> String {
-        let (low, high) = self.fifths;
+        let [warm, cold] = [0, 1].map(|i| {
+            let (low, high) = self.fifths[i];
+            let ratio = self.pages[i][0] / self.pages[i][2];
+            format!("{ratio:.2}x ({low:.2}x to {high:.2}x in the run's fifths)")
+        });
         format!(
-            "warm {:.2}x ({low:.2}x to {high:.2}x in the run's fifths), cold {:.2}x; 100 hash probes {:.2} us warm",
-            self.pages[0][0] / self.pages[0][2],
-            self.pages[1][0] / self.pages[1][2],
+            "warm {warm}, cold {cold}; 100 hash probes {:.2} us warm",
             self.pages[0][2]
         )
     }
@@ -235,7 +241,7 @@ impl Run {
 
 /// `rounds` runs of `way` over `urls`, alone: what `--count` gives callgrind to count.
 #[inline(never)]
-fn counted(way: Way, urls: &[(String, String)], rounds: usize) -> usize {
+fn counted(way: Way, urls: &[Url], rounds: usize) -> usize {
     (0..rounds).map(|_| way(black_box(urls))).sum()
 }
 
@@ -313,11 +319,11 @@ fn main() {
     let count_way = value("--count");
     let counting = count_way.is_some();
     let cold_pages = if counting { 0 } else { rounds.min(600) };
-    let cold: Vec<Vec<(String, String)>> =
-        (0..cold_pages).map(|_| page(&values, &mut rng)).collect();
-    // the floor's map with foldhash's seed `seed` (its default hasher draws one per process,
-    // and where the page's hosts land moves the floor by a few percent: a fixed seed makes
-    // runs comparable, and several seeds keep any one of them from deciding the ratio)
+    let cold: Vec<Vec<Url>> = (0..cold_pages).map(|_| page(&values, &mut rng)).collect();
+    // the floor's map with foldhash's seed `seed`, made from `values` (kept alive for each
+    // seed's map in turn). Its default hasher draws a seed per process, and where the page's
+    // hosts land moves the floor by a few percent: a fixed seed makes runs comparable, and
+    // several seeds keep any one of them from deciding the ratio.
     let floor_map = |seed: u64| {
         let mut map: Floor = hashbrown::HashMap::with_hasher(FixedState::with_seed(seed));
         map.extend(
@@ -330,11 +336,11 @@ fn main() {
     };
 
     let now = 1.8e9;
-    let page = |urls: &[(String, String)]| {
+    let page = |urls: &[Url]| {
         let found = snap.lookup_page(black_box(urls), |(c, h)| (c, h), None, now);
         found.len()
     };
-    let one_by_one = |urls: &[(String, String)]| {
+    let one_by_one = |urls: &[Url]| {
         let mut hits = 0;
         for (c, h) in urls {
             if snap.lookup(black_box(c), black_box(h), None, now).is_some() {
@@ -362,7 +368,7 @@ fn main() {
     );
     if let Some(way) = count_way {
         let class = value("--class").unwrap_or("all");
-        let urls: Vec<(String, String)> = warm
+        let urls: Vec<Url> = warm
             .iter()
             .filter(|(c, h)| {
                 let scope = snap.lookup(c, h, None, now).map(|hit| hit.scope);
@@ -379,7 +385,7 @@ fn main() {
             .cloned()
             .collect();
         let map = floor_map(arg("--floor-seed", 0) as u64);
-        let floor = |urls: &[(String, String)]| probes(&map, urls);
+        let floor = |urls: &[Url]| probes(&map, urls);
         let way: Way = match way {
             "one" => &one_by_one,
             "floor" => &floor,
@@ -403,16 +409,23 @@ fn main() {
     let mut runs = Vec::new();
     for seed in 0..seeds {
         let map = floor_map(seed);
-        let floor = |urls: &[(String, String)]| probes(&map, urls);
+        let floor = |urls: &[Url]| probes(&map, urls);
         let ways: [Way; 3] = [&page, &one_by_one, &floor];
         let run = Run::measure(ways, (&warm, &cold), (&clean, &hits), rounds);
         println!("    seed {seed}: {}", run.line());
         runs.push(run);
     }
+    // the median over the seeds of a figure of each seed's run (a ratio's is the median of
+    // the seeds' ratios, so the medians of the times need not divide to it)
     let mid = |f: &dyn Fn(&Run) -> f64| {
         let mut v: Vec<f64> = runs.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        let half = v.len() / 2;
+        if v.len() % 2 == 0 {
+            (v[half - 1] + v[half]) / 2.0
+        } else {
+            v[half]
+        }
     };
     for (i, what) in ["warm", "cold"].into_iter().enumerate() {
         let ratio = |r: &Run| r.pages[i][0] / r.pages[i][2];
@@ -421,18 +434,20 @@ fn main() {
             .map(ratio)
             .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
         println!(
-            "    {what}: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2}x; 100 hash probes {:.2} us",
+            "    {what}: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2} us, {:.2}x; 100 hash probes {:.2} us",
             mid(&|r| r.pages[i][0]),
             mid(&ratio),
+            mid(&|r| r.pages[i][1]),
             mid(&|r| r.pages[i][1] / r.pages[i][2]),
             mid(&|r| r.pages[i][2]),
         );
     }
     for (k, what, len) in [(0, "clean URLs", clean.len()), (1, "hits", hits.len())] {
         println!(
-            "    warm, the {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x",
+            "    warm, the {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x ({:.2} us of probes)",
             mid(&|r| r.apart[k][0] / r.apart[k][2]),
             mid(&|r| r.apart[k][1] / r.apart[k][2]),
+            mid(&|r| r.apart[k][2]),
         );
     }
     writes(&index, n, rounds.min(200));

@@ -152,7 +152,8 @@ impl IndexData {
     ) {
         let tables = &*self.summary;
         let host = |i: usize| url(&block[i]).1;
-        // each item's site (its hash, where it starts), its word of the filter prefetched
+        // each item's site (its hash, where it starts) and its word of the filter, prefetched
+        // now and tested in the next pass
         let mut hashed = Stack::<(u64, usize, &u64)>::new();
         hashed.fill(block, |item| {
             let (at, hash) = HostSummary::site(url(item).1);
