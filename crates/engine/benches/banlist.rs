@@ -179,43 +179,25 @@ struct Run {
 }
 
 impl Run {
-    /// Interleaved rounds of `ways`, each way's turn in a round rotating: on the `warm` page
-    /// and on a `cold` one (a page none of the ways has read for many rounds), then on the
-    /// warm page's `clean` URLs and its `hits` apart.
+    /// Interleaved rounds of `ways` (`interleaved`) on the `warm` page and a `cold` one each
+    /// turn, then on the warm page's `clean` URLs and its `hits` apart.
     fn measure(
         ways: [Way; 3],
         (warm, cold): (&[Url], &[Vec<Url>]),
         (clean, hits): (&[Url], &[Url]),
         rounds: usize,
     ) -> Run {
-        let mut times = [[vec![], vec![]], [vec![], vec![]], [vec![], vec![]]];
-        for r in 0..rounds {
-            for k in 0..3 {
-                let w = (r + k) % 3;
-                let cold_page = &cold[(3 * r + k) % cold.len()];
-                let t = Instant::now();
-                black_box(ways[w](warm));
-                times[w][0].push(t.elapsed().as_nanos());
-                let t = Instant::now();
-                black_box(ways[w](cold_page));
-                times[w][1].push(t.elapsed().as_nanos());
-            }
-        }
+        let mut times = interleaved(ways, rounds, |r, k| {
+            // a page none of the ways has read for many rounds
+            [warm, &cold[(3 * r + k) % cold.len()][..]]
+        });
         // the page's ratio in each fifth of the run (before the medians sort the times): how
         // much it moves with what else the machine runs meanwhile
         let fifths = [0, 1].map(|i| fifths(&times[0][i], &times[2][i]));
         let pages = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
         let apart = [clean, hits].map(|urls| {
-            let mut times = [vec![], vec![], vec![]];
-            for r in 0..rounds {
-                for k in 0..3 {
-                    let w = (r + k) % 3;
-                    let t = Instant::now();
-                    black_box(ways[w](urls));
-                    times[w].push(t.elapsed().as_nanos());
-                }
-            }
-            [0, 1, 2].map(|w| median(&mut times[w]))
+            let mut times = interleaved(ways, rounds, |_, _| [urls]);
+            [0, 1, 2].map(|w| median(&mut times[w][0]))
         });
         Run {
             pages,
@@ -239,6 +221,28 @@ impl Run {
     }
 }
 
+/// `rounds` interleaved rounds of `ways`, each way's turn in a round rotating, each way
+/// timed on each of the pages `pages(round, turn)` gives: the times of each way on each
+/// page, in the order they were taken.
+fn interleaved<'p, const P: usize>(
+    ways: [Way; 3],
+    rounds: usize,
+    pages: impl Fn(usize, usize) -> [&'p [Url]; P],
+) -> [[Vec<u128>; P]; 3] {
+    let mut times = std::array::from_fn(|_| std::array::from_fn(|_| Vec::with_capacity(rounds)));
+    for r in 0..rounds {
+        for k in 0..3 {
+            let w = (r + k) % 3;
+            for (p, urls) in pages(r, k).into_iter().enumerate() {
+                let t = Instant::now();
+                black_box(ways[w](urls));
+                times[w][p].push(t.elapsed().as_nanos());
+            }
+        }
+    }
+    times
+}
+
 /// `rounds` runs of `way` over `urls`, alone: what `--count` gives callgrind to count.
 #[inline(never)]
 fn counted(way: Way, urls: &[Url], rounds: usize) -> usize {
@@ -254,15 +258,20 @@ fn median(v: &mut [u128]) -> f64 {
 /// (the times in the order they were taken, a round each, as many of each).
 fn fifths(way: &[u128], floor: &[u128]) -> (f64, f64) {
     let len = way.len().min(floor.len());
-    (0..5)
+    let ratios = (0..5)
         .map(|k| (k * len / 5, (k + 1) * len / 5))
         .filter(|(from, to)| from < to)
         .map(|(from, to)| {
             median(&mut way[from..to].to_vec()) / median(&mut floor[from..to].to_vec())
-        })
-        .fold((f64::INFINITY, 0.0), |(low, high), r| {
-            (low.min(r), high.max(r))
-        })
+        });
+    range(ratios)
+}
+
+/// The lowest and highest of `ratios`.
+fn range(ratios: impl Iterator<Item = f64>) -> (f64, f64) {
+    ratios.fold((f64::INFINITY, 0.0), |(low, high), r| {
+        (low.min(r), high.max(r))
+    })
 }
 
 fn main() {
@@ -429,10 +438,7 @@ fn main() {
     };
     for (i, what) in ["warm", "cold"].into_iter().enumerate() {
         let ratio = |r: &Run| r.pages[i][0] / r.pages[i][2];
-        let (low, high) = runs
-            .iter()
-            .map(ratio)
-            .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
+        let (low, high) = range(runs.iter().map(ratio));
         println!(
             "    {what}: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2} us, {:.2}x; 100 hash probes {:.2} us",
             mid(&|r| r.pages[i][0]),
