@@ -177,43 +177,39 @@ impl IndexData {
             probe.prefetch();
             probes.push((i as u8, probe));
         }
-        // what each of those sites' slot holds and what the site's step does, for the sites
-        // that have a slot and whose walk does not end there clean, with their item and the
-        // lookup of their slot
-        let mut steps = Stack::<(Counts, SiteStep, u8, Probe)>::new();
-        for &(i, probe) in probes.as_mut().iter() {
-            let (hash, at, _) = hashed.as_mut()[usize::from(i)];
-            // the slot is read from the chunk found and prefetched for it
-            let c = probe.counts(&tables[summary_of(hash)]);
-            if c != Counts::default() {
-                let step = Walk::at_site(host(usize::from(i)), at, c);
-                if step != SiteStep::Ends {
-                    steps.push((c, step, i, probe));
-                }
-            }
-        }
-        // the walks that found something or go on, in item order; bit k of `found`: walk k
-        // found something at its `counts` (`walk` is the walk before that step), of
-        // `walking`: walk k has a name left to probe
+        // what each of those sites' slot holds and what the site's step does: the walks
+        // that found something there or go on below it, in item order, with the lookup of
+        // their slot; bit k of `found`: walk k found something at its `counts` (`walk` is the
+        // walk before that step), of `walking`: walk k has a name left to probe
         let mut walks = Stack::<Live>::new();
         let (mut found, mut walking): (u64, u64) = (0, 0);
-        for &(c, step, i, site_probe) in steps.as_mut().iter() {
-            let i = usize::from(i);
-            let (hash, at, _) = hashed.as_mut()[i];
+        for &(i, site_probe) in probes.as_mut().iter() {
+            let item = usize::from(i);
+            let (hash, at, _) = hashed.as_mut()[item];
+            // the slot is read from the chunk found and prefetched for it
+            let c = site_probe.counts(&tables[summary_of(hash)]);
+            if c == Counts::default() {
+                continue;
+            }
+            let step = Walk::at_site(host(item), at, c);
             let mut walk = Walk::new(at, hash);
             let bit = 1 << walks.len();
-            let probe = if let SiteStep::Below(dot) = step {
-                walk.descend(host(i), self.labels, dot);
-                walking |= bit;
-                let probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
-                probe.prefetch();
-                probe
-            } else {
-                found |= bit;
-                site_probe
+            let probe = match step {
+                SiteStep::Ends => continue,
+                SiteStep::Below(dot) => {
+                    walk.descend(host(item), self.labels, dot);
+                    walking |= bit;
+                    let probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
+                    probe.prefetch();
+                    probe
+                }
+                SiteStep::Notes => {
+                    found |= bit;
+                    site_probe
+                }
             };
             walks.push(Live {
-                item: i as u8,
+                item: i,
                 walk,
                 counts: c,
                 probe,
