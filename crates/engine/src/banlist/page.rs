@@ -177,10 +177,11 @@ impl IndexData {
             probe.prefetch();
             probes.push((i as u8, probe));
         }
-        // what each of those sites' slot holds and what the site's step does: the walks
-        // that found something there or go on below it, in item order, with the lookup of
-        // their slot; bit k of `found`: walk k found something at its `counts` (`walk` is the
-        // walk before that step), of `walking`: walk k has a name left to probe
+        // what each of those sites' slots holds and what the site's step does: the walks
+        // that found something there or go on below it, in item order, each with the lookup
+        // of the slot it reads next (the site's own, for a walk that found something there);
+        // bit k of `found`: walk k found something at its `counts` (`walk` is the walk before
+        // that step), of `walking`: walk k has a name left to probe
         let mut walks = Stack::<Live>::new();
         let (mut found, mut walking): (u64, u64) = (0, 0);
         for &(i, site_probe) in probes.as_mut().iter() {
