@@ -206,12 +206,17 @@ impl Run {
         }
     }
 
+    /// The page's median over the floor's, warm (0) or cold (1).
+    fn ratio(&self, i: usize) -> f64 {
+        self.pages[i][0] / self.pages[i][2]
+    }
+
     /// The run in one line: the warm and cold ratios, each with its range over the run's
     /// fifths, and the floor's warm time.
     fn line(&self) -> String {
         let [warm, cold] = [0, 1].map(|i| {
             let (low, high) = self.fifths[i];
-            let ratio = self.pages[i][0] / self.pages[i][2];
+            let ratio = self.ratio(i);
             format!("{ratio:.2}x ({low:.2}x to {high:.2}x in the run's fifths)")
         });
         format!(
@@ -437,7 +442,7 @@ fn main() {
         }
     };
     for (i, what) in ["warm", "cold"].into_iter().enumerate() {
-        let ratio = |r: &Run| r.pages[i][0] / r.pages[i][2];
+        let ratio = |r: &Run| r.ratio(i);
         let (low, high) = range(runs.iter().map(ratio));
         println!(
             "    {what}: lookup_page {:.2} us, ratio {:.2}x (goal <= 2x; {low:.2}x to {high:.2}x over the seeds); one by one {:.2} us, {:.2}x; 100 hash probes {:.2} us",

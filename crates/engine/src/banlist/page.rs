@@ -187,15 +187,12 @@ impl IndexData {
         for &(i, site_probe) in probes.as_mut().iter() {
             let item = usize::from(i);
             let (hash, at, _) = hashed.as_mut()[item];
-            // the slot is read from the chunk found and prefetched for it
+            // the slot is read from the chunk found and prefetched for it (a site with no
+            // slot reads no counts, and its step ends there)
             let c = site_probe.counts(&tables[summary_of(hash)]);
-            if c == Counts::default() {
-                continue;
-            }
-            let step = Walk::at_site(host(item), at, c);
             let mut walk = Walk::new(at, hash);
             let bit = 1 << walks.len();
-            let probe = match step {
+            let probe = match Walk::at_site(host(item), at, c) {
                 SiteStep::Ends => continue,
                 SiteStep::Below(dot) => {
                     walk.descend(host(item), self.labels, dot);
