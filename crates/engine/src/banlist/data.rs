@@ -58,8 +58,8 @@ pub struct IndexData {
     /// The summary of the names whose `summary::name_hash` falls in each summary table
     /// (`summary_of`; as many as there are, by type: a lookup needs no bounds check).
     pub(super) summary: Box<[Chunks; SUMMARIES]>,
-    /// The sites filter: a bit for each slot of the summary (see `filter`), what a page of
-    /// lookups reads of a clean site.
+    /// The sites filter: three bits for each slot of the summary (see `filter`), what a
+    /// page of lookups reads of a clean site.
     pub(super) filter: Filter,
     pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
@@ -848,8 +848,8 @@ impl IndexData {
         shards + summary + self.filter.bytes() + ids + self.metas_len * std::mem::size_of::<Meta>()
     }
 
-    /// The share of the sites filter's bits that are set: how often a clean site goes on
-    /// from its bit to its summary probe.
+    /// The share of the sites filter's bits that are set: what decides how often a clean
+    /// site goes on from its three bits to its summary probe (all three set).
     pub fn filter_fill(&self) -> f64 {
         self.filter.count() as f64 / (1u64 << filter::BITS) as f64
     }

@@ -107,19 +107,22 @@ mod tests {
 
     #[test]
     fn tags_and_shards_spread_evenly_over_similar_names() {
-        // names as a banlist holds them, differing in a few digits: the shard (top 10 bits)
-        // and a summary table's home (bits 12 to 31) spread as a random function's would
+        // names as a banlist holds them, differing in a few digits: the shard (top 10 bits),
+        // a key table's home (the top of bits 0 to 31) and a summary table's home (the top
+        // of bits 19 to 50, `summary::pos`) spread as a random function's would
         let n = 200_000;
         let mut shards = vec![0u32; 1024];
         let mut homes = vec![0u32; 1024];
+        let mut summary_homes = vec![0u32; 1024];
         for i in 0..n {
             let name = format!("shop{i}.example");
             let h = hash(name.as_bytes());
             shards[(h >> 54) as usize] += 1;
             homes[((h as u32) >> 22) as usize] += 1;
+            summary_homes[((h >> 19) as u32 >> 22) as usize] += 1;
         }
         let mean = f64::from(n) / 1024.0;
-        for counts in [&shards, &homes] {
+        for counts in [&shards, &homes, &summary_homes] {
             // chi-square over 1023 degrees of freedom: about 1023, sd about 45
             let chi: f64 = counts
                 .iter()

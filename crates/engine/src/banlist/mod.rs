@@ -26,9 +26,9 @@
 //! (a filter). A lookup walks a host's names from its site (its last two labels) down and
 //! stops at the first with nothing below it on the host's way, so a clean site costs one
 //! hash and one probe, and goes to the key tables only for names whose summary holds
-//! something. The sites filter (`filter`) keeps a bit for each summary slot (its table and
-//! the top of its tag) in one flat bitmap, so that a page of lookups answers most clean
-//! sites with one bit, before any summary probe. A page of lookups (`page`) takes each
+//! something. The sites filter (`filter`) keeps a word for each summary table and top of a
+//! tag, in which each slot sets three bits picked by the rest of its tag, so that a page of
+//! lookups answers most clean sites with one word, before any summary probe. A page of lookups (`page`) takes each
 //! step for all its URLs in turn, prefetching, so that their cache misses overlap; a walk
 //! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
 //! something go on to the key tables. A key's probe stops at its first row when the

@@ -6,11 +6,11 @@
 //! every URL's next read before taking the step that needs it, so the misses of the page
 //! overlap instead of following one another; each URL's answer is `lookup`'s.
 //!
-//! Most of a page is clean: a clean site ends at its bit in the sites filter (`filter`:
-//! one word of a flat bitmap, where a summary probe reads its table's header and a chunk),
+//! Most of a page is clean: a clean site ends at its bits in the sites filter (`filter`:
+//! one word of a flat array, where a summary probe reads its table's header and a chunk),
 //! with no more state than its hash; the filter's words are prefetched for the whole page
-//! first, then tested. A site whose bit is set (a clean one's, as often as the filter's
-//! bits are set) has its summary chunk prefetched and read. The other walks down the URLs'
+//! first, then tested. A site whose bits are all set (a clean one's once in twenty or so
+//! at 10 M entries) has its summary chunk prefetched and read. The other walks down the URLs'
 //! names run in one small loop while the names they read hold nothing but `BELOW` (a clean
 //! host below a busy site ends at the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
@@ -133,8 +133,8 @@ impl IndexData {
     }
 
     /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
-    /// its bit in the sites filter read: a clean site whose bit is clear (most of a page)
-    /// ends there. The others' summary chunks are prefetched, then each read: a site with
+    /// its bits in the sites filter read: a clean site with one of them clear (most of a
+    /// page) ends there. The others' summary chunks are prefetched, then each read: a site with
     /// no slot ends there too, and the rest take the site's step of their walk down their
     /// names as it is read (`Walk::at_site`). Those that go on step while the names they
     /// read hold nothing but `BELOW`; a URL whose walk finds something goes on in
@@ -157,14 +157,14 @@ impl IndexData {
         let mut hashed = Stack::<(u64, usize, &u64)>::new();
         hashed.fill(block, |item| {
             let (at, hash) = HostSummary::site(url(item).1);
-            let word = self.filter.word_ref(filter::bit(hash));
+            let word = self.filter.word_ref(filter::key(hash));
             super::prefetch(word);
             (hash, at, word)
         });
-        // bit i: item i's site's bit in the filter is set (its site may have a summary slot)
+        // bit i: item i's site's bits in the filter are set (its site may have a summary slot)
         let mut held: u64 = 0;
         for (i, &(hash, _, word)) in hashed.as_mut().iter().enumerate() {
-            held |= u64::from(filter::holds_in(*word, filter::bit(hash))) << i;
+            held |= u64::from(filter::holds_in(*word, filter::key(hash))) << i;
         }
         // the sites the filter holds, with their items, in item order, their summary
         // chunks prefetched

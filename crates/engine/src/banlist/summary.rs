@@ -28,6 +28,7 @@
 use super::chunks::Chunks;
 use super::chunks::Start;
 use super::names::{is_ipv4, last16_dots, last_dot, tail_dots_after, Dots};
+use super::SUMMARY_BITS;
 
 /// One count of a summary slot: its shift.
 #[derive(Clone, Copy, Debug)]
@@ -198,11 +199,17 @@ impl Counts {
     }
 }
 
+/// Where in a name's hash its slot's position is: the 32 bits just below those that pick
+/// its summary table (`summary_of`), so that the table and the top of the tag, which make
+/// the slot's bit in the sites filter, are the hash's top bits, found in one shift
+/// (`filter::bit`).
+const POSITION_SHIFT: u32 = 64 - SUMMARY_BITS - 32;
+
 /// The position a name's slot is found by: its tag, in the slot's top bits (never 0: an
 /// empty slot is).
 #[inline]
 fn pos(hash: u64) -> u32 {
-    ((hash as u32) & !COUNTS).max(1 << COUNT_BITS)
+    (((hash >> POSITION_SHIFT) as u32) & !COUNTS).max(1 << COUNT_BITS)
 }
 
 /// The position the slot of a name hashed `hash` is placed by (its tag, the top 16 bits).
