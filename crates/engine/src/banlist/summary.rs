@@ -200,9 +200,9 @@ impl Counts {
 }
 
 /// Where in a name's hash its slot's position is: the 32 bits just below those that pick
-/// its summary table (`summary_of`), so that the table and the top of the tag, which make
-/// the slot's bit in the sites filter, are the hash's top bits, found in one shift
-/// (`filter::bit`).
+/// its summary table (`summary_of`), so that the table and the tag, which make the slot's
+/// word and bits in the sites filter, are the hash's top bits, found in one shift
+/// (`filter::key`).
 const POSITION_SHIFT: u32 = 64 - SUMMARY_BITS - 32;
 
 /// The position a name's slot is found by: its tag, in the slot's top bits (never 0: an
