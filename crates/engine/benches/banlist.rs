@@ -24,18 +24,21 @@
 //!    a fifth of them a clean subdomain (`cdn.`) of a site whose `www.` host is banned.
 //!    Interleaved rounds (the three in turn), medians, and the page's lowest and highest
 //!    ratio over the fifths of each seed's run (how far the ratio moves with the machine's
-//!    load); warm (the same page each round) and cold (each of the three reads a page none
-//!    has read for hundreds of rounds, so neither the index's memory nor the page's strings
-//!    are in cache); then the warm page's clean URLs and its hits apart.
+//!    load); warm (the same page round after round, for each of the warm pages in turn:
+//!    below) and cold (each of the three reads a page none has read for hundreds of rounds,
+//!    so neither the index's memory nor the page's strings are in cache); then the first
+//!    warm page's clean URLs and its hits apart.
 //! 3. writes: a batch of one change (an add, then its removal) against the built index,
 //!    and an empty index's making, medians: what a replica spends on each change.
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
-//! The warm page is drawn with `--warm-seed` (default 11). Where one page's 100 sites land
-//! in the index (how many clean sites pass the sites filter, how many meet a summary slot
-//! of another name) moves its warm figure by a tenth or more, so a change to the index's
-//! layout is judged over several seeds, not by the default page alone.
+//! Where one page's 100 sites land in the index (how many clean sites pass the sites
+//! filter, how many meet a summary slot of another name) moves its warm figure by a tenth
+//! or more, so the warm figure is over several pages: `--warm-seeds` (default
+//! `11,1,2,3,4,5,6`, 11 the page the bench had alone before) each draw one, each warm for
+//! its share of the rounds in turn, and the warm ratio is the pages' mean time over the
+//! floor's; each page's own ratio is printed too. `--warm-seed S` asks page S alone.
 //!
 //! With `--count WAY` (`page`, `one`, `floor`, the floor's map seeded `--floor-seed`, default
 //! 0; `--class clean|cdn|hits|all`, default all, or a scope's name for the hits of that
@@ -175,37 +178,53 @@ fn probes(map: &Floor, urls: &[Url]) -> usize {
 /// (the page, one by one, the floor), warm and cold, and warm on the clean URLs and the hits
 /// apart; and the page's lowest and highest ratio, warm and cold, over the run's fifths.
 struct Run {
-    /// Warm, then cold.
+    /// Warm (the mean over the warm pages of each page's median), then cold.
     pages: [[f64; 3]; 2],
+    /// Each warm page's median over the floor's on that page.
+    warm_ratios: Vec<f64>,
     /// The clean URLs, then the hits.
     apart: [[f64; 3]; 2],
-    /// Warm, then cold.
-    fifths: [(f64, f64); 2],
+    /// Cold: the page's lowest and highest ratio over the run's fifths.
+    fifths: (f64, f64),
 }
 
 impl Run {
-    /// Interleaved rounds of `ways` (`interleaved`) on the `warm` page and a `cold` one each
-    /// turn, then on the warm page's `clean` URLs and its `hits` apart.
+    /// Interleaved rounds of `ways` (`interleaved`) on a `warm` page (each in turn for its
+    /// share of the rounds) and a `cold` one each turn, then on the first warm page's
+    /// `clean` URLs and its `hits` apart.
     fn measure(
         ways: [Way; 3],
-        (warm, cold): (&[Url], &[Vec<Url>]),
+        (warm, cold): (&[Vec<Url>], &[Vec<Url>]),
         (clean, hits): (&[Url], &[Url]),
         rounds: usize,
     ) -> Run {
+        // the warm page of round r: each page for a run of rounds, so that it stays warm
+        let share = rounds.div_ceil(warm.len());
         let mut times = interleaved(ways, rounds, |r, k| {
             // a page none of the ways has read for many rounds
-            [warm, &cold[(3 * r + k) % cold.len()][..]]
+            [&warm[r / share][..], &cold[(3 * r + k) % cold.len()][..]]
         });
-        // the page's ratio in each fifth of the run (before the medians sort the times): how
-        // much it moves with what else the machine runs meanwhile
-        let fifths = [0, 1].map(|i| fifths(&times[0][i], &times[2][i]));
-        let pages = [0, 1].map(|i| [0, 1, 2].map(|w| median(&mut times[w][i])));
+        // the cold page's ratio in each fifth of the run (before the medians sort the
+        // times): how much it moves with what else the machine runs meanwhile
+        let fifths = fifths(&times[0][1], &times[2][1]);
+        // each warm page's median of each way, over the rounds it had
+        let by_page: Vec<[f64; 3]> = (0..warm.len())
+            .map(|p| {
+                let rounds = p * share..((p + 1) * share).min(rounds);
+                [0, 1, 2].map(|w| median(&mut times[w][0][rounds.clone()].to_vec()))
+            })
+            .collect();
+        let mean = |w: usize| by_page.iter().map(|m| m[w]).sum::<f64>() / by_page.len() as f64;
+        let warm_ratios = by_page.iter().map(|m| m[0] / m[2]).collect();
+        let cold_medians = [0, 1, 2].map(|w| median(&mut times[w][1]));
+        let pages = [[0, 1, 2].map(mean), cold_medians];
         let apart = [clean, hits].map(|urls| {
             let mut times = interleaved(ways, rounds, |_, _| [urls]);
             [0, 1, 2].map(|w| median(&mut times[w][0]))
         });
         Run {
             pages,
+            warm_ratios,
             apart,
             fifths,
         }
@@ -216,16 +235,20 @@ impl Run {
         self.pages[i][0] / self.pages[i][2]
     }
 
-    /// The run in one line: the warm and cold ratios, each with its range over the run's
-    /// fifths, and the floor's warm time.
+    /// The run in one line: the warm ratio with each page's, the cold one with its range
+    /// over the run's fifths, and the floor's warm time.
     fn line(&self) -> String {
-        let [warm, cold] = [0, 1].map(|i| {
-            let (low, high) = self.fifths[i];
-            let ratio = self.ratio(i);
-            format!("{ratio:.2}x ({low:.2}x to {high:.2}x in the run's fifths)")
-        });
+        let pages: Vec<String> = self
+            .warm_ratios
+            .iter()
+            .map(|r| format!("{r:.2}x"))
+            .collect();
+        let (low, high) = self.fifths;
         format!(
-            "warm {warm}, cold {cold}; 100 hash probes {:.2} us warm",
+            "warm {:.2}x (pages {}), cold {:.2}x ({low:.2}x to {high:.2}x in the run's fifths); 100 hash probes {:.2} us warm",
+            self.ratio(0),
+            pages.join(" "),
+            self.ratio(1),
             self.pages[0][2]
         )
     }
@@ -331,8 +354,30 @@ fn main() {
     // the same values again, for the floor's maps and for picking hits
     let mut rng = Rng(7);
     let values: Vec<(Scope, String)> = (0..n).map(|i| entry(i, n, &mut rng)).collect();
-    let mut rng = Rng(arg("--warm-seed", 11) as u64);
-    let warm = page(&values, &mut rng);
+    // the warm pages' seeds; the cold pages follow the first page of seed 11, as they did
+    // when that page was the only warm one
+    let seeds: Vec<u64> = match (value("--warm-seed"), value("--warm-seeds")) {
+        (Some(one), _) => one.parse().ok().into_iter().collect(),
+        (None, list) => list
+            .unwrap_or("11,1,2,3,4,5,6")
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect(),
+    };
+    if seeds.is_empty() {
+        eprintln!("--warm-seeds: no seed given");
+        return;
+    }
+    let mut rng = Rng(11);
+    let default_page = page(&values, &mut rng);
+    let warms: Vec<Vec<Url>> = seeds
+        .iter()
+        .map(|&s| match s {
+            11 => default_page.clone(),
+            s => page(&values, &mut Rng(s)),
+        })
+        .collect();
+    let warm = &warms[0];
     // `--count` asks only the warm page: no cold pages to make and check (their lookups
     // would be counted by a tool that counts the whole run, such as cachegrind's branches)
     let count_way = value("--count");
@@ -369,7 +414,7 @@ fn main() {
         hits
     };
     // the two ways give the same answers on every page
-    for urls in cold.iter().chain([&warm]) {
+    for urls in cold.iter().chain(&warms) {
         let hits = snap.lookup_page(urls, |(c, h)| (c, h), None, now);
         assert!(
             hits.windows(2).all(|w| w[0].0 < w[1].0),
@@ -382,7 +427,7 @@ fn main() {
     }
     println!(
         "    {} of 100 warm URLs banned; {:.1} % of the sites filter's bits set",
-        page(&warm),
+        page(warm),
         100.0 * snap.filter_fill()
     );
     if let Some(way) = count_way {
@@ -421,16 +466,17 @@ fn main() {
         .iter()
         .cloned()
         .partition(|(c, h)| snap.lookup(c, h, None, now).is_some());
-    let seeds = arg("--floor-seeds", 3).max(1) as u64;
+    let floor_seeds = arg("--floor-seeds", 3).max(1) as u64;
     println!(
-        "[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians), against the floor with each of {seeds} seeds:"
+        "[2] 100 URLs against {n} entries, {rounds} interleaved rounds (medians; {} warm pages, seeds {seeds:?}), against the floor with each of {floor_seeds} seeds:",
+        warms.len()
     );
     let mut runs = Vec::new();
-    for seed in 0..seeds {
+    for seed in 0..floor_seeds {
         let map = floor_map(seed);
         let floor = |urls: &[Url]| probes(&map, urls);
         let ways: [Way; 3] = [&page, &one_by_one, &floor];
-        let run = Run::measure(ways, (&warm, &cold), (&clean, &hits), rounds);
+        let run = Run::measure(ways, (&warms, &cold), (&clean, &hits), rounds);
         println!("    seed {seed}: {}", run.line());
         runs.push(run);
     }
@@ -458,9 +504,13 @@ fn main() {
             mid(&|r| r.pages[i][2]),
         );
     }
+    let each: Vec<String> = (seeds.iter().enumerate())
+        .map(|(p, seed)| format!("{seed}: {:.2}x", mid(&|r| r.warm_ratios[p])))
+        .collect();
+    println!("    warm, each page (seed: ratio): {}", each.join(", "));
     for (k, what, len) in [(0, "clean URLs", clean.len()), (1, "hits", hits.len())] {
         println!(
-            "    warm, the {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x ({:.2} us of probes)",
+            "    warm, the first page's {len} {what} alone: lookup_page {:.2}x, one by one {:.2}x ({:.2} us of probes)",
             mid(&|r| r.apart[k][0] / r.apart[k][2]),
             mid(&|r| r.apart[k][1] / r.apart[k][2]),
             mid(&|r| r.apart[k][2]),
