@@ -222,13 +222,17 @@ fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
 }
 
 impl IndexData {
-    /// `summary::bump` at the name hashed `h`, the sites filter following its slot.
+    /// `summary::bump` at the name hashed `h`, the sites filter following the name and
+    /// its slot.
     pub(super) fn bump_summary(&mut self, h: u64, field: Field, delta: i32, child: u32) {
         let table = summary_of(h);
-        match summary::bump(&mut self.summary[table], h, field, delta, child) {
-            SlotChange::Added(slot) => self.filter.added(table, slot),
-            SlotChange::Removed(slot) => self.filter.removed(table, slot, &self.summary[table]),
-            SlotChange::Kept => {}
+        let change = summary::bump(&mut self.summary[table], h, field, delta, child);
+        if delta > 0 {
+            // a name sharing another's slot sets its own bits too (`filter`)
+            self.filter.add(h);
+        }
+        if let SlotChange::Removed(slot) = change {
+            self.filter.removed(table, slot, &self.summary[table]);
         }
     }
 }

@@ -271,15 +271,6 @@ impl Chunks {
         unsafe { self.chunks.get_unchecked(home(want, len)) }
     }
 
-    /// Every filled slot (the tests' model of the sites filter is made from them).
-    #[cfg(test)]
-    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.slots())
-            .filter(|&s| s != 0)
-    }
-
     /// Where the slot equal to `slot` (placed by `pos`) is: chunk and index.
     fn position(&self, pos: u32, slot: u32) -> Option<(usize, usize)> {
         let len = self.chunks.len();

@@ -1,24 +1,33 @@
 //! The sites filter: one 64-bit word per (summary table, top 8 bits of a slot's tag), in
-//! which each slot of that table with those top bits sets three bits picked by the rest of
-//! its tag, so that a page of lookups answers most of its clean sites with one word, not a
-//! summary probe: a site goes on to its probe only when all three of its bits are set.
+//! which each name counted in that table with those top bits sets three bits, picked by
+//! its hash's low 8 bits, so that a page of lookups answers most of its clean sites with
+//! one word, not a summary probe: a site goes on to its probe only when all three of its
+//! bits are set.
 //!
 //! A clean site's summary probe reads two cache lines (its table's header in the summary's
 //! vector of tables, then the chunk) and compares a chunk of tags; the filter is one flat
 //! array of words read through a directory that stays in the first-level cache, so a clean
-//! site reads one line and tests one mask. The word and the bits are made of the bits of
-//! the name's hash that its summary slot keeps (the table it is in, the slot's tag), so a
-//! slot's bits are known from the slot alone: when a slot goes, each of its bits is cleared
-//! unless another slot of its table with the same top tag bits sets it too, which a probe
-//! of each tag that sets that bit tells. The filter is thus exactly what the summary holds
-//! (`of`, the tests' model).
+//! site reads one line and tests one mask. A name's word is its hash's top 21 bits (its
+//! summary table and the top of its tag, `summary::pos`), one shift.
 //!
-//! Three bits a name, not one: at 10 M entries (13 M slots in 2 M words) a word has about
-//! six slots and a quarter of its bits set, so a clean site's three bits are all set by
-//! other slots about once in fifty; with the clean sites whose tag a slot of another name
-//! has (about one in forty, the summary's own false positives), 4.4 % of clean sites go on,
-//! where one bit a slot in the same 16 MiB left 9.1 % to go on (each costs a summary probe
-//! and a mispredicted branch or two, more than the filter's whole test).
+//! The three bits come from hash bits the summary does not keep, so that a clean site
+//! whose tag a slot of another name has (about one in forty at 10 M entries: the summary
+//! keeps 16 bits of a tag) is most often turned away here too, where it would otherwise go
+//! on to the key tables. The price is that a slot alone no longer tells its bits: a name
+//! sets its bits whenever it is counted, and when a slot goes its word is cleared only if
+//! no slot of its table with the same top tag bits is left (a probe for each such tag
+//! tells). Otherwise the bits of the names that went stay set until the index is made
+//! again (a store builds a new one when it starts, and on each Redis resync): a lookup of
+//! such a name goes on to its summary probe, which answers as before. Each removal leaves
+//! at most three such bits, of 2^27. The filter is thus a superset of what the
+//! summary holds, never missing a name it counts (the model tests check every lookup
+//! against the model, and every word set against the summary's slots).
+//!
+//! Three bits a name, not one: at 10 M entries (13 M names in 2 M words) a word has about
+//! six names and a quarter of its bits set, so a clean site's three bits are all set about
+//! once in fifty, where one bit a slot in the same 16 MiB let 9.1 % of clean sites go on
+//! (each costs a summary probe and a mispredicted branch or two, more than the filter's
+//! whole test).
 //!
 //! 2^21 words (16 MiB) at most, in [`SEGMENTS`] segments of 64 KiB that a snapshot shares
 //! and a batch copies on its first write to each, as the summary's tables are. A segment
@@ -47,19 +56,16 @@ const WORDS: usize = 1 << (WORD_BITS - SEGMENT_BITS);
 /// Bits a slot sets in its word.
 const SET: u32 = 3;
 
-/// The bits of its word that a slot sets, by the low 8 bits of its tag: `SET` distinct
-/// bits each, drawn by splitmix64 from those 8 bits, and drawn again where an earlier low
-/// byte has the same ones, so that no two low bytes set the same three but 0 and 1: a name
-/// whose tag is 0 has its slot placed by tag 1 (`summary::pos`), and the two have the same
-/// top bits, so the same word (tags ending in 00 and 01 thus share their bits in every
-/// word, a little more of the filter passing, nothing missed).
+/// The bits of its word that a name sets, by its hash's low 8 bits: `SET` distinct bits
+/// each, drawn by splitmix64 from those 8 bits, and drawn again where an earlier value has
+/// the same ones, so that no two values set the same three.
 static MASKS: [u64; 256] = masks();
 
 const fn masks() -> [u64; 256] {
     let mut out = [0u64; 256];
     let mut low = 0;
     while low < 256 {
-        let mut x = if low == 0 { 1 } else { low as u64 };
+        let mut x = low as u64;
         loop {
             let (mut mask, mut set) = (0u64, 0);
             while set < SET {
@@ -74,8 +80,7 @@ const fn masks() -> [u64; 256] {
                     set += 1;
                 }
             }
-            // (tag 1 draws what tag 0 drew: the same `x`)
-            let mut earlier = if low == 1 { 1 } else { 0 };
+            let mut earlier = 0;
             while earlier < low && out[earlier] != mask {
                 earlier += 1;
             }
@@ -113,23 +118,22 @@ fn place(word: usize) -> (usize, usize) {
     )
 }
 
-/// The filter's key of the slot `slot` (a summary slot's position bits) in table `table`.
+/// The word of the names whose slot is `slot` (a summary slot's position bits) in table
+/// `table`.
 #[inline(always)]
-fn key_of(table: usize, slot: u32) -> Key {
-    Key {
-        word: (table << WORD_TAG_BITS) | (slot >> (32 - WORD_TAG_BITS)) as usize,
-        mask: MASKS[((slot >> (32 - 2 * WORD_TAG_BITS)) & 0xff) as usize],
-    }
+fn word_of(table: usize, slot: u32) -> usize {
+    (table << WORD_TAG_BITS) | (slot >> (32 - WORD_TAG_BITS)) as usize
 }
 
-/// The filter's key of the name hashed `hash`: the one its summary slot has, if it has one.
+/// The filter's key of the name hashed `hash`.
 #[inline(always)]
 pub fn key(hash: u64) -> Key {
-    // the table's bits (`summary_of`), and just below them the slot's tag (`summary::pos`,
-    // which raises tag 0 to 1, whose bits `MASKS` makes tag 0's)
+    // the table's bits (`summary_of`) and just below them the top of the slot's tag
+    // (`summary::pos`, which raises tag 0 to 1: the same top bits); the bits from the low
+    // end of the hash, which the summary does not keep
     Key {
         word: (hash >> (64 - WORD_BITS)) as usize,
-        mask: MASKS[((hash >> (64 - WORD_BITS - WORD_TAG_BITS)) & 0xff) as usize],
+        mask: MASKS[(hash & 0xff) as usize],
     }
 }
 
@@ -212,47 +216,63 @@ impl Filter {
         &mut unique(&mut self.segments[s])[at]
     }
 
-    /// A slot `slot` was put in summary table `table`.
-    pub fn added(&mut self, table: usize, slot: u32) {
-        let key = key_of(table, slot);
+    /// The name hashed `hash` was counted in the summary: its bits are set.
+    pub fn add(&mut self, hash: u64) {
+        let key = key(hash);
         if !self.holds(key) {
             *self.word_mut(key) |= key.mask;
         }
     }
 
-    /// A slot `slot` was taken out of summary table `table`, which is `chunks` now: each of
-    /// its bits is cleared unless another slot there sets it, one whose tag has the same top
-    /// bits (a table holds a tag once: its names share the slot). Each tag that would set
-    /// one of those bits is probed for, about a dozen a bit.
+    /// A slot `slot` was taken out of summary table `table`, which is `chunks` now: its word
+    /// is cleared when no slot of the table with the same top tag bits is left (a probe
+    /// for each such tag tells, up to 256), and kept as it is otherwise (the names that went
+    /// keep their bits until the index is made again; see the module's doc).
     pub fn removed(&mut self, table: usize, slot: u32, chunks: &Chunks) {
-        let key = key_of(table, slot);
+        let word = Key {
+            word: word_of(table, slot),
+            mask: 0,
+        };
+        if *self.word_ref(word) == 0 {
+            return;
+        }
         // the position of the first tag with these top bits, and how far apart tags are
         let first = slot >> (32 - WORD_TAG_BITS) << (32 - WORD_TAG_BITS);
         let apart = POSITION.trailing_zeros();
-        let mut kept = 0;
-        for (low, &mask) in (0u32..).zip(MASKS.iter()) {
-            let pos = first | low << apart;
+        let left = (0..1u32 << (32 - WORD_TAG_BITS - apart))
+            .map(|low| first | low << apart)
             // position 0 is no tag (an empty slot's)
-            if mask & key.mask & !kept != 0 && pos != 0 && chunks.find(pos, POSITION).is_some() {
-                kept |= mask & key.mask;
-            }
-        }
-        if key.mask & !kept != 0 {
-            *self.word_mut(key) &= !(key.mask & !kept);
+            .any(|pos| pos != 0 && chunks.find(pos, POSITION).is_some());
+        if !left {
+            *self.word_mut(word) = 0;
         }
     }
 
-    /// The filter of the summary tables `tables`, made from scratch (what the one kept
-    /// up by `added` and `removed` must equal).
+    /// How many of the words set have no slot of their table with their top tag bits:
+    /// none, when a word is cleared with the last such slot (the model tests' check).
     #[cfg(test)]
-    pub fn of(tables: &[Chunks; super::SUMMARIES]) -> Filter {
-        let mut filter = Filter::default();
-        for (table, chunks) in tables.iter().enumerate() {
-            for slot in chunks.slots() {
-                filter.added(table, slot);
+    pub fn words_without_slots(&self, tables: &[Chunks; super::SUMMARIES]) -> usize {
+        let apart = POSITION.trailing_zeros();
+        let zero = zero();
+        let mut without = 0;
+        for (s, segment) in self.segments.iter().enumerate() {
+            if Arc::ptr_eq(segment, &zero) {
+                continue;
+            }
+            for (at, &bits) in segment.iter().enumerate() {
+                if bits == 0 {
+                    continue;
+                }
+                let word = s << (WORD_BITS - SEGMENT_BITS) | at;
+                let table = word >> WORD_TAG_BITS;
+                let first = ((word & ((1 << WORD_TAG_BITS) - 1)) as u32) << (32 - WORD_TAG_BITS);
+                let any = (0..1u32 << (32 - WORD_TAG_BITS - apart))
+                    .map(|low| first | low << apart)
+                    .any(|pos| pos != 0 && tables[table].find(pos, POSITION).is_some());
+                without += usize::from(!any);
             }
         }
-        filter
+        without
     }
 
     /// The segments written: all but those still the shared zero segment.
@@ -297,184 +317,59 @@ mod tests {
     use std::collections::HashMap;
 
     use super::super::data::IndexData;
-    use super::super::summary::{name_hash, slot_pos, want, BELOW, EVERY_CHILD, HOST};
+    use super::super::summary::{name_hash, slot_pos, want, DOMAIN, HOST};
     use super::super::{summary_of, SUMMARIES};
     use super::*;
 
     #[test]
-    fn a_names_key_is_its_slots_key() {
-        // the word and bits a lookup reads for a name are the ones its slot sets
+    fn a_names_word_is_its_slots_word() {
+        // the word a lookup reads for a name is the one its slot's table and tag make
         for name in ["a.example", "www.b.example", "x", "", "[::1]", "10.0.0.1"] {
             let h = name_hash(name);
-            assert_eq!(key(h), key_of(summary_of(h), slot_pos(want(h) | 0x0fff)));
+            assert_eq!(
+                key(h).word,
+                word_of(summary_of(h), slot_pos(want(h) | 0x0fff))
+            );
         }
         // hashes whose tag bits are small: a slot's position is raised to 2^16 (tag 1)
         for low in [0u64, 1, 0xff, 0x100, 0xffff, 0x1_0000, 0x3_ffff, 0x4_0000] {
             // (the position's bits start 19 bits up: `summary::pos`)
             let h = 0x9876_0000_0000_0000 | low << 19;
-            assert_eq!(key(h), key_of(summary_of(h), want(h)), "{low:x}");
+            assert_eq!(key(h).word, word_of(summary_of(h), want(h)), "{low:x}");
         }
     }
 
     #[test]
-    fn each_tag_sets_three_bits_of_its_word_and_tags_share_few() {
+    fn each_name_sets_three_bits_of_its_word_and_values_share_few() {
         for (low, mask) in MASKS.iter().enumerate() {
             assert_eq!(mask.count_ones(), SET, "{low}");
         }
-        assert_eq!(MASKS[0], MASKS[1]);
-        // no two tags past 0 set the same bits, and few share two of them
-        let distinct: std::collections::HashSet<u64> = MASKS[1..].iter().copied().collect();
-        assert_eq!(distinct.len(), 255);
+        let distinct: std::collections::HashSet<u64> = MASKS.iter().copied().collect();
+        assert_eq!(distinct.len(), 256);
         let mut two = 0;
-        for (i, a) in MASKS[1..].iter().enumerate() {
-            two += MASKS[i + 2..]
+        for (i, a) in MASKS.iter().enumerate() {
+            two += MASKS[i + 1..]
                 .iter()
                 .filter(|b| (*a & **b).count_ones() >= 2)
                 .count();
         }
-        // three bits of 64 drawn at random: 184 in 41,664 pairs share two, about 143 of
-        // these 32,385
+        // three bits of 64 drawn at random: 184 in 41,664 pairs share two, about 144 of
+        // these 32,640
         assert!(two < 200, "{two}");
     }
 
-    /// The key of tag `tag` in `table`, as a slot of that tag (any counts) gives it.
-    fn tag_key(table: usize, tag: u32) -> Key {
-        key_of(table, tag << 16 | 0x0401)
-    }
-
     #[test]
-    fn a_bit_stays_while_another_slot_sets_it() {
-        let mut tables: Box<[Chunks; SUMMARIES]> =
-            Box::new(std::array::from_fn(|_| Chunks::default()));
-        let mut filter = Filter::default();
-        // in table 5: a tag, another with the same top 8 bits that shares a bit with it,
-        // one with other top bits, and tag 1 (tag 0, position 0, is no tag: never probed)
-        let first = 0x1200_u32;
-        let mask = |tag: u32| MASKS[(tag & 0xff) as usize];
-        let sibling = (first + 1..first + 0x100)
-            .find(|&tag| mask(tag) & mask(first) != 0)
-            .expect("a tag sharing a bit");
-        let slots = [first, sibling, 0x8000, 0x0001].map(|tag| tag << 16 | 0x0401);
-        for slot in slots {
-            tables[5].insert(slot_pos(slot), slot, slot_pos);
-            filter.added(5, slot);
-        }
-        assert_eq!(filter, Filter::of(&tables));
-        assert!(filter.holds(tag_key(5, first)) && filter.holds(tag_key(5, 0x8000)));
-        assert!(!filter.holds(tag_key(4, first)), "another table's word");
-        let [a, b, c, d] = slots;
-        tables[5].remove(slot_pos(a), a);
-        filter.removed(5, a, &tables[5]);
-        let left = *filter.word_ref(tag_key(5, first));
-        assert_eq!(
-            left & mask(first),
-            mask(first) & mask(sibling),
-            "the shared bit stays"
-        );
-        assert!(filter.holds(tag_key(5, sibling)));
-        tables[5].remove(slot_pos(b), b);
-        filter.removed(5, b, &tables[5]);
-        assert_eq!(*filter.word_ref(tag_key(5, first)), 0);
-        tables[5].remove(slot_pos(d), d);
-        filter.removed(5, d, &tables[5]);
-        assert!(!filter.holds(tag_key(5, 0x0001)));
-        assert_eq!(filter, Filter::of(&tables));
-        assert_eq!(filter.count(), SET as usize);
-        assert!(filter.holds(key_of(5, c)));
-        assert!(filter.addresses_hold());
-    }
-
-    #[test]
-    fn a_sibling_past_its_home_chunk_keeps_the_bits() {
-        // sixteen slots whose tags all have one home chunk (of fifteen slots) fill it, so
-        // the two that follow (tag 0x1234 and one of the same top 8 bits that shares a bit
-        // with it) are placed past it, and `removed` finds the one left through the
-        // overflow count
-        let mut tables: Box<[Chunks; SUMMARIES]> =
-            Box::new(std::array::from_fn(|_| Chunks::default()));
-        let mut filter = Filter::default();
-        let fillers = (0x1240_u32..0x1250).map(|tag| tag << 16 | 0x0401);
-        let sibling = (0x1235_u32..0x1240)
-            .find(|&tag| MASKS[(tag & 0xff) as usize] & MASKS[0x34] != 0)
-            .expect("a tag sharing a bit with 0x1234");
-        let (a, b) = (0x1234_0401_u32, sibling << 16 | 0x0802);
-        for slot in fillers.clone().chain([a, b]) {
-            tables[7].insert(slot_pos(slot), slot, slot_pos);
-            filter.added(7, slot);
-        }
-        assert!(
-            !tables[7].in_home(slot_pos(b), b),
-            "b lies past its home chunk"
-        );
-        assert!(
-            !tables[7].in_home(slot_pos(a), a),
-            "a lies past its home chunk"
-        );
-        tables[7].remove(slot_pos(a), a);
-        filter.removed(7, a, &tables[7]);
-        assert!(
-            filter.holds(key_of(7, b)),
-            "b, past its home chunk, keeps its bits, the one it shares with a too"
-        );
-        assert_eq!(filter, Filter::of(&tables));
-        for slot in fillers.chain([b]) {
-            tables[7].remove(slot_pos(slot), slot);
-            filter.removed(7, slot, &tables[7]);
-        }
-        assert!(!filter.holds(key_of(7, b)));
-        assert_eq!(filter.count(), 0);
-        assert_eq!(filter, Filter::of(&tables));
-    }
-
-    #[test]
-    fn a_snapshot_keeps_its_segments_and_a_written_shared_segment_is_copied() {
-        let mut filter = Filter::default();
-        let empty = filter.clone();
-        filter.added(5, 0x1234_0001);
-        let set = SET as usize;
-        // the snapshot that shared the filter before the write sees none of it
-        assert_eq!((empty.count(), empty.bytes()), (0, WORDS * 8));
-        assert_eq!(filter.bytes(), 2 * WORDS * 8);
-        // a segment already written, then shared, is copied again on the next write
-        let shared = filter.clone();
-        filter.added(5, 0x8000_0001);
-        filter.added(SUMMARIES - 1, 0x8000_0001);
-        assert_eq!((shared.count(), filter.count()), (set, 3 * set));
-        assert!(shared.holds(key_of(5, 0x1234_0001)));
-        assert!(!shared.holds(key_of(5, 0x8000_0001)));
-        assert!(filter.holds(key_of(5, 0x8000_0001)));
-        assert!(filter.holds(key_of(SUMMARIES - 1, 0x8000_0001)));
-        assert!(empty.addresses_hold() && shared.addresses_hold() && filter.addresses_hold());
-        // equal bits are equal filters, whichever segments hold them
-        let mut again = Filter::default();
-        for (table, slot) in [
-            (5, 0x1234_0001),
-            (5, 0x8000_0001),
-            (SUMMARIES - 1, 0x8000_0001),
-        ] {
-            again.added(table, slot);
-        }
-        assert_eq!(again, filter);
-        assert_ne!(again, shared);
-        assert!(format!("{filter:?}").len() < 100, "Debug prints no bits");
-    }
-
-    #[test]
-    fn a_names_removal_keeps_the_bit_of_a_name_sharing_it() {
-        // two names in one summary table whose tags differ but share their top 8 bits, and
-        // a bit of the three each sets
+    fn names_whose_tags_collide_have_their_own_bits() {
+        // two names in one summary table with one tag share a slot, but a lookup of one
+        // that the other's bits do not cover is turned away by the filter
         let mut seen = HashMap::new();
         let (first, second) = (0..)
-            .map(|i| format!("n{i}.example"))
+            .map(|i| format!("c{i}.example"))
             .find_map(|name| {
                 let h = name_hash(&name);
-                let (word, tag) = ((summary_of(h), key(h).word), want(h));
-                match seen.insert(word, (name.clone(), tag, key(h).mask)) {
-                    Some((other, other_tag, other_mask))
-                        if other_tag != tag && other_mask & key(h).mask != 0 =>
-                    {
-                        Some((other, name))
-                    }
+                let slot = (summary_of(h), want(h));
+                match seen.insert(slot, (name.clone(), h)) {
+                    Some((other, oh)) if key(oh).mask & !key(h).mask != 0 => Some((other, name)),
                     _ => None,
                 }
             })
@@ -482,23 +377,117 @@ mod tests {
         let (h1, h2) = (name_hash(&first), name_hash(&second));
         let mut data = IndexData::default();
         data.bump_summary(h1, HOST, 1, 0);
-        data.bump_summary(h2, HOST, 1, 0);
-        data.bump_summary(h1, BELOW, 1, EVERY_CHILD);
-        let shared = key(h1).mask & key(h2).mask;
-        assert_eq!(
-            data.filter.count(),
-            (key(h1).mask | key(h2).mask).count_ones() as usize
+        assert!(data.filter.holds(key(h1)));
+        assert!(
+            !data.filter.holds(key(h2)),
+            "{second} shares {first}'s slot, not its bits"
         );
-        data.bump_summary(h1, HOST, -1, 0);
-        data.bump_summary(h1, BELOW, -1, 0);
-        assert_eq!(
-            *data.filter.word_ref(key(h1)) & key(h1).mask,
-            shared,
-            "{second} keeps the bit {first} shares with it"
-        );
-        assert_eq!(data.filter, Filter::of(&data.summary));
-        data.bump_summary(h2, HOST, -1, 0);
+        data.bump_summary(h2, DOMAIN, 1, 0);
+        assert!(data.filter.holds(key(h1)) && data.filter.holds(key(h2)));
+    }
+
+    #[test]
+    fn a_word_is_cleared_with_the_last_slot_of_its_table_and_top_bits() {
+        // three names in one word (one summary table, the same top 8 bits of a tag): the
+        // word keeps every bit while any of their slots is left, and is cleared with the last
+        let mut names: HashMap<usize, Vec<u64>> = HashMap::new();
+        let word = (0..)
+            .map(|i| name_hash(&format!("w{i}.example")))
+            .find_map(|h| {
+                let same = names.entry(key(h).word).or_default();
+                if !same.iter().any(|&o| want(o) == want(h)) {
+                    same.push(h);
+                }
+                (same.len() == 3).then_some(key(h).word)
+            })
+            .expect("three names in a word");
+        let hashes = names[&word].clone();
+        let mut data = IndexData::default();
+        for &h in &hashes {
+            data.bump_summary(h, HOST, 1, 0);
+        }
+        let all = hashes.iter().fold(0, |m, &h| m | key(h).mask);
+        let bits = |data: &IndexData| *data.filter.word_ref(key(hashes[0]));
+        assert_eq!(bits(&data), all);
+        data.bump_summary(hashes[0], HOST, -1, 0);
+        data.bump_summary(hashes[1], HOST, -1, 0);
+        assert_eq!(bits(&data), all, "a slot is left: the bits stay");
+        assert!(data.filter.holds(key(hashes[2])));
+        assert_eq!(data.filter.words_without_slots(&data.summary), 0);
+        data.bump_summary(hashes[2], HOST, -1, 0);
+        assert_eq!(bits(&data), 0, "the last slot went");
         assert_eq!(data.filter.count(), 0);
-        assert_eq!(data.filter, Filter::of(&data.summary));
+    }
+
+    #[test]
+    fn a_slot_past_its_home_chunk_keeps_its_word() {
+        // sixteen slots whose tags all have one home chunk (of fifteen slots) fill it, so
+        // the two that follow (tags 0x1234 and 0x1235, the same top 8 bits) are placed past
+        // it, and `removed` finds the one left through the overflow count
+        let mut tables: Box<[Chunks; SUMMARIES]> =
+            Box::new(std::array::from_fn(|_| Chunks::default()));
+        let mut filter = Filter::default();
+        let fillers = (0x1240_u32..0x1250).map(|tag| tag << 16 | 0x0401);
+        let (a, b) = (0x1234_0401_u32, 0x1235_0802);
+        // a hash of table 7 for each slot, its tag in bits 35 to 50 and 0x2a at the bottom
+        let hash = |slot: u32| (7u64 << 51) | u64::from(slot >> 16) << 35 | 0x2a;
+        for slot in fillers.clone().chain([a, b]) {
+            assert_eq!(want(hash(slot)), slot_pos(slot));
+            tables[7].insert(slot_pos(slot), slot, slot_pos);
+            filter.add(hash(slot));
+        }
+        for slot in [a, b] {
+            assert!(
+                !tables[7].in_home(slot_pos(slot), slot),
+                "{slot:x} lies past its home"
+            );
+        }
+        tables[7].remove(slot_pos(a), a);
+        filter.removed(7, a, &tables[7]);
+        let fillers_gone = fillers.clone().all(|slot| {
+            tables[7].remove(slot_pos(slot), slot);
+            filter.removed(7, slot, &tables[7]);
+            true
+        });
+        assert!(fillers_gone);
+        assert!(
+            filter.holds(key(hash(b))),
+            "b, past its home chunk, keeps the word"
+        );
+        assert_eq!(filter.words_without_slots(&tables), 0);
+        tables[7].remove(slot_pos(b), b);
+        filter.removed(7, b, &tables[7]);
+        assert_eq!(filter.count(), 0);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_its_segments_and_a_written_shared_segment_is_copied() {
+        // names hashed into table 5 (twice, two words) and the last table
+        let (a, b, c) = (5u64 << 51 | 1, 5u64 << 51 | 0x8000 << 35 | 2, u64::MAX);
+        let mut filter = Filter::default();
+        let empty = filter.clone();
+        filter.add(a);
+        let set = SET as usize;
+        // the snapshot that shared the filter before the write sees none of it
+        assert_eq!((empty.count(), empty.bytes()), (0, WORDS * 8));
+        assert_eq!(filter.bytes(), 2 * WORDS * 8);
+        // a segment already written, then shared, is copied again on the next write
+        let shared = filter.clone();
+        filter.add(b);
+        filter.add(c);
+        assert_eq!((shared.count(), filter.count()), (set, 3 * set));
+        assert!(shared.holds(key(a)));
+        assert!(!shared.holds(key(b)));
+        assert!(filter.holds(key(b)));
+        assert!(filter.holds(key(c)));
+        assert!(empty.addresses_hold() && shared.addresses_hold() && filter.addresses_hold());
+        // equal bits are equal filters, whichever segments hold them
+        let mut again = Filter::default();
+        for h in [a, b, c] {
+            again.add(h);
+        }
+        assert_eq!(again, filter);
+        assert_ne!(again, shared);
+        assert!(format!("{filter:?}").len() < 100, "Debug prints no bits");
     }
 }
