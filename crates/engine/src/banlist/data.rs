@@ -58,7 +58,7 @@ pub struct IndexData {
     /// The summary of the names whose `summary::name_hash` falls in each summary table
     /// (`summary_of`; as many as there are, by type: a lookup needs no bounds check).
     pub(super) summary: Box<[Chunks; SUMMARIES]>,
-    /// The sites filter: three bits for each slot of the summary (see `filter`), what a
+    /// The sites filter: three bits for each name the summary counts (see `filter`), what a
     /// page of lookups reads of a clean site.
     pub(super) filter: Filter,
     pub(super) ids: Vec<Arc<Table<u64>>>,

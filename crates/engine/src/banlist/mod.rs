@@ -27,8 +27,9 @@
 //! stops at the first with nothing below it on the host's way, so a clean site costs one
 //! hash and one probe, and goes to the key tables only for names whose summary holds
 //! something. The sites filter (`filter`) keeps a word for each summary table and top of a
-//! tag, in which each slot sets three bits picked by the rest of its tag, so that a page of
-//! lookups answers most clean sites with one word, before any summary probe. A page of lookups (`page`) takes each
+//! tag, in which each name counted sets three bits picked by hash bits the summary does not
+//! keep, so that a page of lookups answers most clean sites with one word, before any
+//! summary probe. A page of lookups (`page`) takes each
 //! step for all its URLs in turn, prefetching, so that their cache misses overlap; a walk
 //! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
 //! something go on to the key tables. A key's probe stops at its first row when the

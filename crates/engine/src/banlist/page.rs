@@ -9,8 +9,9 @@
 //! Most of a page is clean: a clean site ends at its bits in the sites filter (`filter`:
 //! one word of a flat array, where a summary probe reads its table's header and a chunk),
 //! with no more state than its hash; the filter's words are prefetched for the whole page
-//! first, then tested. A site whose bits are all set (a clean one's 4.4 % of the time at
-//! 10 M entries) has its summary chunk prefetched and read. The other walks down the URLs'
+//! first, then tested. A site whose bits are all set (a clean one's when other names set
+//! all three, about once in fifty at 10 M entries) has its summary chunk prefetched and
+//! read. The other walks down the URLs'
 //! names run in one small loop while the names they read hold nothing but `BELOW` (a clean
 //! host below a busy site ends at the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
