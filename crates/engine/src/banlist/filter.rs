@@ -19,7 +19,10 @@
 //! tells). Otherwise the bits of the names that went stay set until the index is made
 //! again (a store builds a new one when it starts, and on each Redis resync): a lookup of
 //! such a name goes on to its summary probe, which answers as before. Each removal leaves
-//! at most three such bits, of 2^27. The filter is thus a superset of what the
+//! at most three such bits, but they add up while a word keeps some live name: once the
+//! entries have turned over (as many removed as are held), about 8 % of clean sites would
+//! pass, as many as with one bit a slot, until the index is made again. Nothing is ever
+//! missed; only the filter's saving shrinks. The filter is thus a superset of what the
 //! summary holds, never missing a name it counts (the model tests check every lookup
 //! against the model, and every word set against the summary's slots).
 //!
@@ -53,7 +56,7 @@ const SEGMENT_BITS: u32 = 8;
 pub const SEGMENTS: usize = 1 << SEGMENT_BITS;
 /// `u64` words of a segment (64 KiB).
 const WORDS: usize = 1 << (WORD_BITS - SEGMENT_BITS);
-/// Bits a slot sets in its word.
+/// Bits a name sets in its word.
 const SET: u32 = 3;
 
 /// The bits of its word that a name sets, by its hash's low 8 bits: `SET` distinct bits
@@ -187,8 +190,8 @@ impl std::fmt::Debug for Filter {
 }
 
 impl Filter {
-    /// Whether every bit of `key` (of [`key`]) is set: the name it was found for may have a
-    /// summary slot. Not set: it has none.
+    /// Whether every bit of `key` (of [`key`]) is set: the name it was found for may be
+    /// counted in the summary. Not set: it is not (nothing is at it or below it).
     #[inline(always)]
     pub fn holds(&self, key: Key) -> bool {
         holds_in(*self.word_ref(key), key)

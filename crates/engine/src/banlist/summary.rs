@@ -200,8 +200,8 @@ impl Counts {
 }
 
 /// Where in a name's hash its slot's position is: the 32 bits just below those that pick
-/// its summary table (`summary_of`), so that the table and the tag, which make the slot's
-/// word and bits in the sites filter, are the hash's top bits, found in one shift
+/// its summary table (`summary_of`), so that the table and the top of the tag, which make
+/// the name's word in the sites filter, are the hash's top bits, found in one shift
 /// (`filter::key`).
 const POSITION_SHIFT: u32 = 64 - SUMMARY_BITS - 32;
 
@@ -301,7 +301,7 @@ pub enum SlotChange {
 /// Count one more (`delta > 0`) or one fewer entry of `field` at the name hashed `hash`;
 /// `child`: for `BELOW`, the `child_bit` of the label below the name that the entry lies
 /// under (a count added sets it; 0 for the other fields). Says whether the name's slot
-/// came or went (the sites filter follows the slots).
+/// came or went (the sites filter clears a word when its last slot goes).
 pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32) -> SlotChange {
     debug_assert!(child & !CHILDREN == 0);
     let want = pos(hash);
