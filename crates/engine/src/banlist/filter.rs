@@ -128,6 +128,16 @@ fn word_of(table: usize, slot: u32) -> usize {
     (table << WORD_TAG_BITS) | (slot >> (32 - WORD_TAG_BITS)) as usize
 }
 
+/// Whether `chunks` holds a slot whose tag has the top bits of position `first` (whose
+/// low tag bits are 0): a probe for each such tag, up to 256.
+fn any_slot_from(chunks: &Chunks, first: u32) -> bool {
+    let apart = POSITION.trailing_zeros();
+    (0..1u32 << (32 - WORD_TAG_BITS - apart))
+        .map(|low| first | low << apart)
+        // position 0 is no tag (an empty slot's)
+        .any(|pos| pos != 0 && chunks.find(pos, POSITION).is_some())
+}
+
 /// The filter's key of the name hashed `hash`.
 #[inline(always)]
 pub fn key(hash: u64) -> Key {
@@ -228,9 +238,9 @@ impl Filter {
     }
 
     /// A slot `slot` was taken out of summary table `table`, which is `chunks` now: its word
-    /// is cleared when no slot of the table with the same top tag bits is left (a probe
-    /// for each such tag tells, up to 256), and kept as it is otherwise (the names that went
-    /// keep their bits until the index is made again; see the module's doc).
+    /// is cleared when no slot of the table with the same top tag bits is left, and kept as
+    /// it is otherwise (the names that went keep their bits until the index is made again;
+    /// see the module's doc).
     pub fn removed(&mut self, table: usize, slot: u32, chunks: &Chunks) {
         let word = Key {
             word: word_of(table, slot),
@@ -239,14 +249,8 @@ impl Filter {
         if *self.word_ref(word) == 0 {
             return;
         }
-        // the position of the first tag with these top bits, and how far apart tags are
         let first = slot >> (32 - WORD_TAG_BITS) << (32 - WORD_TAG_BITS);
-        let apart = POSITION.trailing_zeros();
-        let left = (0..1u32 << (32 - WORD_TAG_BITS - apart))
-            .map(|low| first | low << apart)
-            // position 0 is no tag (an empty slot's)
-            .any(|pos| pos != 0 && chunks.find(pos, POSITION).is_some());
-        if !left {
+        if !any_slot_from(chunks, first) {
             *self.word_mut(word) = 0;
         }
     }
@@ -255,7 +259,6 @@ impl Filter {
     /// none, when a word is cleared with the last such slot (the model tests' check).
     #[cfg(test)]
     pub fn words_without_slots(&self, tables: &[Chunks; super::SUMMARIES]) -> usize {
-        let apart = POSITION.trailing_zeros();
         let zero = zero();
         let mut without = 0;
         for (s, segment) in self.segments.iter().enumerate() {
@@ -269,10 +272,7 @@ impl Filter {
                 let word = s << (WORD_BITS - SEGMENT_BITS) | at;
                 let table = word >> WORD_TAG_BITS;
                 let first = ((word & ((1 << WORD_TAG_BITS) - 1)) as u32) << (32 - WORD_TAG_BITS);
-                let any = (0..1u32 << (32 - WORD_TAG_BITS - apart))
-                    .map(|low| first | low << apart)
-                    .any(|pos| pos != 0 && tables[table].find(pos, POSITION).is_some());
-                without += usize::from(!any);
+                without += usize::from(!any_slot_from(&tables[table], first));
             }
         }
         without
