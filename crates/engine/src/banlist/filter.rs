@@ -210,8 +210,14 @@ impl Filter {
     /// The word that holds `key` (a page of lookups prefetches it first).
     #[inline(always)]
     pub fn word_ref(&self, key: Key) -> &u64 {
-        debug_assert!(key.word >> WORD_BITS == 0);
-        let (s, at) = place(key.word);
+        self.word(key.word)
+    }
+
+    /// Word `word` of all of them.
+    #[inline(always)]
+    fn word(&self, word: usize) -> &u64 {
+        debug_assert!(word >> WORD_BITS == 0);
+        let (s, at) = place(word);
         let segment = self.words[s];
         // SAFETY: `words[s]` is `first_word(&segments[s])` (set with it, in `Default` and
         // `segment_mut`), a segment of `WORDS` words that this filter holds while `self` is
@@ -220,10 +226,10 @@ impl Filter {
         unsafe { &*segment.add(at) }
     }
 
-    /// The word that holds `key`, to write: its segment is copied first if a snapshot
-    /// shares it, and the directory then follows the copy.
-    fn word_mut(&mut self, key: Key) -> &mut u64 {
-        let (s, at) = place(key.word);
+    /// Word `word`, to write: its segment is copied first if a snapshot shares it, and the
+    /// directory then follows the copy.
+    fn word_mut(&mut self, word: usize) -> &mut u64 {
+        let (s, at) = place(word);
         unique(&mut self.segments[s]);
         self.words[s] = first_word(&self.segments[s]);
         &mut unique(&mut self.segments[s])[at]
@@ -233,7 +239,7 @@ impl Filter {
     pub fn add(&mut self, hash: u64) {
         let key = key(hash);
         if !self.holds(key) {
-            *self.word_mut(key) |= key.mask;
+            *self.word_mut(key.word) |= key.mask;
         }
     }
 
@@ -242,11 +248,8 @@ impl Filter {
     /// it is otherwise (the names that went keep their bits until the index is made again;
     /// see the module's doc).
     pub fn removed(&mut self, table: usize, slot: u32, chunks: &Chunks) {
-        let word = Key {
-            word: word_of(table, slot),
-            mask: 0,
-        };
-        if *self.word_ref(word) == 0 {
+        let word = word_of(table, slot);
+        if *self.word(word) == 0 {
             return;
         }
         let first = slot >> (32 - WORD_TAG_BITS) << (32 - WORD_TAG_BITS);

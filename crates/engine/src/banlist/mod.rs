@@ -29,8 +29,8 @@
 //! something. The sites filter (`filter`) keeps a word for each summary table and top of a
 //! tag, in which each name counted sets three bits picked by hash bits the summary does not
 //! keep, so that a page of lookups answers most clean sites with one word, before any
-//! summary probe. A page of lookups (`page`) takes each
-//! step for all its URLs in turn, prefetching, so that their cache misses overlap; a walk
+//! summary probe. A page of lookups (`page`) takes each step for all its URLs in turn,
+//! prefetching, so that their cache misses overlap; a walk
 //! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
 //! something go on to the key tables. A key's probe stops at its first row when the
 //! summary counts one entry there (a count never falls short).

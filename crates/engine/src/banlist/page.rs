@@ -11,8 +11,8 @@
 //! with no more state than its hash; the filter's words are prefetched for the whole page
 //! first, then tested. A site whose bits are all set (a clean one's when other names set
 //! all three, about once in fifty at 10 M entries) has its summary chunk prefetched and
-//! read. The other walks down the URLs'
-//! names run in one small loop while the names they read hold nothing but `BELOW` (a clean
+//! read. The other walks down the URLs' names run in one small loop while the names they
+//! read hold nothing but `BELOW` (a clean
 //! host below a busy site ends at the site's slot, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
 //! (the first key, and `HostSummary` for a walk that goes on past what it found), in a
@@ -135,8 +135,8 @@ impl IndexData {
 
     /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
     /// its bits in the sites filter read: a clean site with one of them clear (most of a
-    /// page) ends there. The others' summary chunks are prefetched, then each read: a site with
-    /// no slot ends there too, and the rest take the site's step of their walk down their
+    /// page) ends there. The others' summary chunks are prefetched, then each read: a site
+    /// with no slot ends there too, and the rest take the site's step of their walk down their
     /// names as it is read (`Walk::at_site`). Those that go on step while the names they
     /// read hold nothing but `BELOW`; a URL whose walk finds something goes on in
     /// `lookup_group`, a `GROUP` at a time. The block's first item is item `base` of the

@@ -290,8 +290,8 @@ pub fn prefetch(table: &Chunks, hash: u64) {
 /// What a [`bump`] did to the name's slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotChange {
-    /// The name had no slot and now has this one.
-    Added(u32),
+    /// The name had no slot and now has one.
+    Added,
     /// The name's slot, this one, is gone.
     Removed(u32),
     /// The slot is still there, or still not.
@@ -314,7 +314,7 @@ pub fn bump(table: &mut Chunks, hash: u64, field: Field, delta: i32, child: u32)
     match old {
         None if after.0 != 0 => {
             table.insert(want, want | after.0, slot_pos);
-            SlotChange::Added(want | after.0)
+            SlotChange::Added
         }
         Some(old) if after.0 == 0 => {
             table.remove(want, old);
