@@ -12,8 +12,8 @@
 //! first, then tested. A site whose bits are all set (a clean one's when other names set
 //! all three, about once in fifty at 10 M entries) has its summary chunk prefetched and
 //! read. The other walks down the URLs' names run in one small loop while the names they
-//! read hold nothing but `BELOW` (a clean
-//! host below a busy site ends at the site's slot, or after one probe more).
+//! read hold nothing but `BELOW` (a clean host below a busy site ends at the site's slot,
+//! or at the filter's bits of the name below it, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
 //! (the first key, and `HostSummary` for a walk that goes on past what it found), in a
 //! group of up to [`GROUP`] such URLs. The first key
@@ -38,6 +38,8 @@ use super::{hash_str, shard_of, summary_of, tag_of, Scope};
 const BLOCK: usize = 64;
 /// URLs whose walk found something, looked up further together (their state is larger).
 const GROUP: usize = 8;
+/// The room a page with hits reserves first: 1 KiB, an allocator's small size.
+const HITS: usize = 16;
 
 /// A walk past its site's step: the item, the walk, the counts its last step read, and the
 /// lookup of its next slot.
@@ -197,6 +199,12 @@ impl IndexData {
                 SiteStep::Ends => continue,
                 SiteStep::Below(dot) => {
                     walk.descend(host(item), self.labels, dot);
+                    // a name the filter does not hold is counted nowhere: a step there would
+                    // read nothing and end the walk (a `cdn.` host below a site whose `www.`
+                    // host is banned ends here, without a probe of its own slot)
+                    if walk.ends_at_nothing() && !self.filter.holds(filter::key(walk.hash)) {
+                        continue;
+                    }
                     walking |= bit;
                     let probe = Probe::new(&tables[summary_of(walk.hash)], walk.hash);
                     probe.prefetch();
@@ -245,9 +253,12 @@ impl IndexData {
             }
         }
         if found != 0 {
-            // room for a hit of each of the block's items: one allocation for most pages
-            // with hits (the next block's room is most often left over), none for a clean one
-            out.reserve(block.len());
+            // room for a hit of each walk that found something: at least `HITS` the first
+            // time, which most pages' hits fit in, so that a page with hits allocates once,
+            // small (a clean page allocates nothing)
+            let want = found.count_ones() as usize;
+            let least = if out.capacity() == 0 { HITS } else { 0 };
+            out.reserve(want.max(least));
         }
         let first = out.len();
         while found != 0 {
