@@ -74,6 +74,9 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
         m.banlist_version.set(store.version)
         for scope, n in store.index.counts.items():
             m.banlist_scope_entries.labels(scope).set(n)
+        sites_filter = store.index.filter_state
+        m.banlist_filter_gone.set(sites_filter["gone"])
+        m.banlist_filter_refreshes.set(sites_filter["refreshed"])
         states = sync_states(service)
         banlist = states["banlist"]
         m.banlist_staleness.set(banlist.staleness_seconds)

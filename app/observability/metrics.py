@@ -194,6 +194,14 @@ class Metrics:
         self.banlist_scope_entries = Gauge("rearrange_banlist_entries_by_scope",
                                            "Banlist entries held, by scope", ["scope"],
                                            registry=r, multiprocess_mode="livemostrecent")
+        self.banlist_filter_gone = Gauge(
+            "rearrange_banlist_filter_gone_ratio",
+            "Banlist names gone since the sites filter was made, per name held (it is made "
+            "again at 0.25)", registry=r, multiprocess_mode="livemax")
+        self.banlist_filter_refreshes = Gauge(
+            "rearrange_banlist_filter_refreshes",
+            "Times the banlist index served made its sites filter again",
+            registry=r, multiprocess_mode="livemax")
         self.banlist_epoch = Gauge(
             "rearrange_banlist_epoch_timestamp_seconds",
             "Creation time of the banlist history served (0 for the embedded store)",

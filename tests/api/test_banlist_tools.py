@@ -157,3 +157,21 @@ def test_embedded_store_has_nothing_to_reseed(client):
     assert r.status_code == 409 and "embedded" in r.json()["problem"]
     ready = client.get("/readyz").json()
     assert ready["banlist_store"] == "embedded" and ready["banlist_in_sync"] is True
+
+
+def test_metrics_show_the_names_gone_since_the_sites_filter_was_made(client):
+    # each host a site of its own: one name each in the index's summary
+    ids = [client.post("/v1/banlist/entries", headers=AUTH,
+                       json={"scope": "host", "value": f"g{i}.com", "reason": "r"}
+                       ).json()["entry"]["id"] for i in range(4)]
+    metrics = client.get("/metrics").text
+    assert "rearrange_banlist_filter_gone_ratio 0.0" in metrics
+    assert "rearrange_banlist_filter_refreshes 0.0" in metrics
+    client.request("DELETE", f"/v1/banlist/entries/{ids[0]}", headers=AUTH,
+                   json={"reason": "appeal granted"})
+    # one name gone, three held; far from the 4,096 gone that make the filter again
+    metrics = client.get("/metrics").text
+    assert "rearrange_banlist_filter_gone_ratio 0.3333333333333333" in metrics
+    assert "rearrange_banlist_filter_refreshes 0.0" in metrics
+    assert client.app.state.service.store.index.filter_state == {
+        "gone": 1 / 3, "refreshed": 0}

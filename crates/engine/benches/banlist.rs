@@ -29,7 +29,9 @@
 //!    so neither the index's memory nor the page's strings are in cache); then the first
 //!    warm page's clean URLs and its hits apart.
 //! 3. writes: a batch of one change (an add, then its removal) against the built index,
-//!    and an empty index's making, medians: what a replica spends on each change.
+//!    and an empty index's making, medians: what a replica spends on each change; and
+//!    the sites filter made again from every entry's names, once (what its thread spends
+//!    when a quarter of the names have gone since it was made).
 //!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
@@ -546,6 +548,12 @@ fn writes(index: &BanIndex, n: usize, rounds: usize) {
             .expect("a known id");
         remove.push(t.elapsed().as_nanos());
     }
+    // the sites filter made again from every entry's names (on a thread of its own, once
+    // a quarter of the names counted have gone since it was made)
+    let snap = index.snapshot();
+    let t = Instant::now();
+    black_box(snap.fresh_filter());
+    let refresh = t.elapsed().as_secs_f64();
     let mut empty: Vec<u128> = (0..rounds)
         .map(|_| {
             let t = Instant::now();
@@ -554,7 +562,7 @@ fn writes(index: &BanIndex, n: usize, rounds: usize) {
         })
         .collect();
     println!(
-        "[3] writes against {n} entries ({rounds} rounds, medians): one add {:.0} us, one remove {:.0} us; an empty index {:.0} us",
+        "[3] writes against {n} entries ({rounds} rounds, medians): one add {:.0} us, one remove {:.0} us; an empty index {:.0} us; the sites filter made again {refresh:.2} s",
         median(&mut add),
         median(&mut remove),
         median(&mut empty)

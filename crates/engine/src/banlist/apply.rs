@@ -4,9 +4,10 @@
 //! published snapshot, it is copied; already copied in this batch (or never published, as
 //! in a build), it is changed in place.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
+use super::filter::{Filter, FilterEvent};
 use super::names::labels;
 use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
 use super::summary::{self, Field, SlotChange};
@@ -46,11 +47,34 @@ pub enum Change {
     Group(String, Vec<String>),
 }
 
-/// What a writer keeps beside the snapshots: the meta interner.
+/// What a writer keeps beside the snapshots: the meta interner, and the sites filter being
+/// made again aside, if it is.
 #[derive(Debug, Default)]
 pub struct Writer {
     metas: hashbrown::HashTable<u32>,
+    refresh: Option<Refresh>,
+    /// Times no thread could be started to make one.
+    pub unstarted: u64,
+    /// `REFRESH_LEAST` unless a test sets fewer.
+    least: Option<usize>,
 }
+
+/// A sites filter being made from a snapshot on a thread of its own, and what the batches
+/// published since told the filter (`FilterEvent`), in order: told to the new one before
+/// it is published, so that it misses no name counted since its snapshot.
+#[derive(Debug)]
+struct Refresh {
+    made: mpsc::Receiver<Filter>,
+    log: Vec<FilterEvent>,
+}
+
+/// Slots gone since the filter was made, as a share of those held, past which it is made
+/// again: a quarter. At 10 M entries a quarter of the names gone leaves about a fifth more
+/// bits set than the names held set, and a clean site's three bits all set about 1.6 times
+/// as often (`filter`).
+const REFRESH_SHARE: usize = 4;
+/// And at least this many (a small index is not made again for every few removals).
+const REFRESH_LEAST: usize = 4096;
 
 fn meta_hash(m: &Meta) -> u64 {
     use std::hash::BuildHasher;
@@ -70,6 +94,111 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// Whether the filter of `data` has had enough slots go since it was made to be made
+    /// again.
+    fn wants_refresh(&self, data: &IndexData) -> bool {
+        let least = self.least.unwrap_or(REFRESH_LEAST);
+        data.gone >= least && data.gone * REFRESH_SHARE >= data.slots
+    }
+
+    /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`.
+    #[cfg(test)]
+    pub fn refresh_past(&mut self, least: usize) {
+        self.least = Some(least);
+    }
+
+    /// A copy of the published snapshot `current` to apply a batch to; while a filter is
+    /// being made again, it notes what the batch tells the filter.
+    pub fn copy(&self, current: &IndexData) -> IndexData {
+        let mut data = current.clone();
+        data.filter_log = self.refresh.as_ref().map(|_| Vec::new());
+        data
+    }
+
+    /// Before a batch's copy is published: what it told the filter kept for the filter
+    /// being made again, and that filter, once made and told all that the batches since
+    /// its snapshot told the old one, put in its place. True when a filter should be made
+    /// again from the snapshot about to be published ([`Writer::refresh_from`]).
+    pub fn before_publish(&mut self, data: &mut IndexData) -> bool {
+        let Some(refresh) = &mut self.refresh else {
+            return self.wants_refresh(data);
+        };
+        refresh
+            .log
+            .extend(data.filter_log.take().unwrap_or_default());
+        match refresh.made.try_recv() {
+            Ok(filter) => {
+                let log = std::mem::take(&mut refresh.log);
+                self.refresh = None;
+                self.put(data, filter, log);
+                false
+            }
+            Err(mpsc::TryRecvError::Empty) => false,
+            // the thread ended without a filter (it panicked): made again from the next
+            // snapshot
+            Err(mpsc::TryRecvError::Disconnected) => {
+                self.refresh = None;
+                self.wants_refresh(data)
+            }
+        }
+    }
+
+    /// `filter`, made from an earlier snapshot, told `log` (what every batch since told
+    /// the filter) and put in place of `data`'s: it then holds every name counted now,
+    /// and its words without a slot are cleared, as the old one's are. The slots gone
+    /// since that snapshot may have left bits set; they are what `gone` counts now.
+    fn put(&mut self, data: &mut IndexData, mut filter: Filter, log: Vec<FilterEvent>) {
+        let mut gone = 0;
+        for event in log {
+            match event {
+                FilterEvent::Added(h) => filter.add(h),
+                FilterEvent::Removed(table, slot) => {
+                    filter.removed(table, slot, &data.summary[table]);
+                    gone += 1;
+                }
+            }
+        }
+        data.filter = filter;
+        data.gone = gone;
+        data.refreshed += 1;
+    }
+
+    /// Make the filter again from `snapshot` (just published) on a thread of its own; the
+    /// batches after it note what they tell the filter until it is put in place. When no
+    /// thread can be started (counted in `unstarted`), the next batch tries again.
+    pub fn refresh_from(&mut self, snapshot: Arc<IndexData>) {
+        let (tx, made) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("banlist-filter".into())
+            .spawn(move || {
+                // fails only when the writer has gone: nobody waits for the filter then
+                let _ = tx.send(snapshot.fresh_filter());
+            });
+        match spawned {
+            Ok(_) => {
+                self.refresh = Some(Refresh {
+                    made,
+                    log: Vec::new(),
+                })
+            }
+            Err(_) => self.unstarted += 1,
+        }
+    }
+
+    /// Wait for the filter being made again, if one is, and put it in place of `data`'s
+    /// (what `before_publish` does once it is made): the tests' and the bench's way to
+    /// see it done.
+    pub fn finish_refresh(&mut self, data: &mut IndexData) {
+        let Some(refresh) = self.refresh.take() else {
+            return;
+        };
+        let mut log = refresh.log;
+        log.extend(data.filter_log.take().unwrap_or_default());
+        if let Ok(filter) = refresh.made.recv() {
+            self.put(data, filter, log);
+        }
     }
 
     /// Give back the spare capacity of the shards this batch copied (after a large batch:
@@ -223,17 +352,56 @@ fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
 
 impl IndexData {
     /// `summary::bump` at the name hashed `h`, the sites filter following the name and
-    /// its slot.
+    /// its slot (and told in `filter_log` too while a filter is made again aside).
     pub(super) fn bump_summary(&mut self, h: u64, field: Field, delta: i32, child: u32) {
         let table = summary_of(h);
         let change = summary::bump(&mut self.summary[table], h, field, delta, child);
+        let mut told = |event| {
+            if let Some(log) = &mut self.filter_log {
+                log.push(event);
+            }
+        };
         if delta > 0 {
             // a name sharing another's slot sets its own bits too (`filter`)
             self.filter.add(h);
+            told(FilterEvent::Added(h));
         }
-        if let SlotChange::Removed(slot) = change {
-            self.filter.removed(table, slot, &self.summary[table]);
+        match change {
+            SlotChange::Added => self.slots += 1,
+            SlotChange::Removed(slot) => {
+                self.filter.removed(table, slot, &self.summary[table]);
+                told(FilterEvent::Removed(table, slot));
+                self.slots -= 1;
+                self.gone += 1;
+            }
+            SlotChange::Kept => {}
         }
+    }
+
+    /// A sites filter made from the names counted now, as a build of the index would make
+    /// it: each entry's names (`summarize`'s) and each org member's, without the bits that
+    /// names gone since the filter was made may have left (`Filter::removed`).
+    pub fn fresh_filter(&self) -> Filter {
+        let mut filter = Filter::default();
+        let mut add = |name: &str| {
+            filter.add(summary::name_hash(name));
+            for (at, _) in summary::parents_and_children(name) {
+                filter.add(summary::name_hash(&name[at..]));
+            }
+        };
+        for shard in &self.shards {
+            for row in 0..shard.len() as u32 {
+                let scope = shard.scope(row);
+                if let Some((name, _)) = summarized(scope, scope.key_of(shard.value(row))) {
+                    add(name);
+                }
+            }
+        }
+        // a member domain is listed while a group holds it (`set_group`)
+        for domain in self.groups.members.keys() {
+            add(domain);
+        }
+        filter
     }
 }
 

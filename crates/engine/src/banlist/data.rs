@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::chunks::Chunks;
-use super::filter::{self, Filter};
+use super::filter::{self, Filter, FilterEvent};
 use super::names::{path_of, prefix_keys, prefix_order, suffixes, url_key, url_path, UrlPath};
 use super::shard::{RowData, RowRef, Shard};
 use super::summary::{self, Counts, HostSummary};
@@ -61,6 +61,15 @@ pub struct IndexData {
     /// The sites filter: three bits for each name the summary counts (see `filter`), what a
     /// page of lookups reads of a clean site.
     pub(super) filter: Filter,
+    /// Names the summary counts (its slots), and how many slots went since the filter was
+    /// made (each may leave bits set: `filter`): what tells the writer to make it again.
+    pub(super) slots: usize,
+    pub(super) gone: usize,
+    /// Times the filter was made again (since the index was made).
+    pub(super) refreshed: u64,
+    /// While a filter is being made again aside, what this batch told the filter (the
+    /// writer's; a published snapshot holds None).
+    pub(super) filter_log: Option<Vec<FilterEvent>>,
     pub(super) ids: Vec<Arc<Table<u64>>>,
     pub(super) metas: Vec<Arc<Vec<Meta>>>,
     pub(super) metas_len: usize,
@@ -79,6 +88,10 @@ impl Default for IndexData {
             shards: vec![Arc::default(); SHARDS],
             summary: Box::new(std::array::from_fn(|_| Chunks::default())),
             filter: Filter::default(),
+            slots: 0,
+            gone: 0,
+            refreshed: 0,
+            filter_log: None,
             ids: vec![Arc::default(); SHARDS],
             metas: Vec::new(),
             metas_len: 0,

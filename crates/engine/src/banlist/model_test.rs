@@ -199,6 +199,21 @@ fn agree(data: &IndexData, model: &Model, urls: &[(String, String)]) {
 
 #[test]
 fn lookups_agree_with_a_scan_of_the_entries() {
+    agree_over_random_batches(None);
+}
+
+#[test]
+fn lookups_agree_while_the_sites_filter_is_made_again_aside() {
+    // a filter made again from nearly every batch's snapshot, on its thread, while the
+    // next batches are applied and told to it: put in by a batch when it is ready, or
+    // waited for
+    agree_over_random_batches(Some(2));
+}
+
+/// `agree` after each of many random batches; `refresh`: the writer makes the sites filter
+/// again once that many slots have gone (and a quarter of those held).
+fn agree_over_random_batches(refresh: Option<usize>) {
+    let mut refreshed = 0;
     for seed in 1..=12u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let hosts = hosts(&mut rng);
@@ -211,6 +226,9 @@ fn lookups_agree_with_a_scan_of_the_entries() {
             })
             .collect();
         let index = BanIndex::empty();
+        if let Some(least) = refresh {
+            index.with_writer(|w| w.refresh_past(least));
+        }
         let mut model = Model::default();
         // few ids on few names: names collect many entries (their counts saturate) and
         // lose them again
@@ -239,8 +257,72 @@ fn lookups_agree_with_a_scan_of_the_entries() {
                 // the snapshot a reader held answers as it did before the batch
                 agree(&before, &earlier, &urls);
             }
+            if refresh.is_some() && round % 5 == 4 {
+                // a filter made again and told what came since holds every name counted
+                // now, and sets no word without a slot
+                index.finish_refresh().expect("the writer");
+                let data = index.snapshot();
+                agree(&data, &model, &urls);
+                assert!(data.filter.contains(&data.fresh_filter()), "seed {seed}");
+                assert_eq!(data.filter.words_without_slots(&data.summary), 0);
+            }
         }
+        refreshed += index.snapshot().refreshed;
     }
+    if refresh.is_some() {
+        assert!(refreshed >= 12, "filters made again: {refreshed}");
+    } else {
+        assert_eq!(refreshed, 0);
+    }
+}
+
+fn domain(i: usize) -> Change {
+    Change::Add(NewEntry {
+        id: i.to_string(),
+        scope: Scope::Domain,
+        value: format!("s{i}.example"),
+        reason: "r".into(),
+        actor: "a".into(),
+        created: 0.0,
+        expires: None,
+        regions: Vec::new(),
+    })
+}
+
+#[test]
+fn the_sites_filter_is_made_again_once_a_quarter_of_its_names_have_gone() {
+    let removals = |ids: std::ops::Range<usize>| ids.map(|i| Change::Remove(i.to_string()));
+    let refreshed = |index: &BanIndex| {
+        // (what a batch now would find: a filter being made is waited for first)
+        index.finish_refresh().expect("the writer");
+        index.snapshot().refreshed
+    };
+    // a quarter of the names, but fewer than `REFRESH_LEAST`; then that many
+    let index = BanIndex::empty();
+    index.apply_iter((0..8000).map(domain)).expect("a build");
+    index.apply_iter(removals(0..4095)).expect("removals");
+    assert_eq!((index.snapshot().gone, refreshed(&index)), (4095, 0));
+    index.apply_iter(removals(4095..4096)).expect("a removal");
+    // what comes while the filter is made is told to it too
+    index.apply_iter((8000..8010).map(domain)).expect("adds");
+    assert_eq!(refreshed(&index), 1);
+    let data = index.snapshot();
+    // exactly the filter of the names counted now: nothing went since its snapshot
+    assert!(data.filter == data.fresh_filter());
+    assert_eq!((data.gone, data.slots), (0, 3914));
+    for i in (4096..8010).step_by(7) {
+        let host = format!("www.s{i}.example");
+        let hit = data.lookup(&format!("https://{host}/"), &host, None, 1.0);
+        assert_eq!(hit.map(|h| h.id), Some(i as u64));
+    }
+    // more than `REFRESH_LEAST`, but less than a quarter of the names held; then a quarter
+    let index = BanIndex::empty();
+    index.apply_iter((0..30_000).map(domain)).expect("a build");
+    index.apply_iter(removals(0..5000)).expect("removals");
+    assert_eq!((index.snapshot().gone, refreshed(&index)), (5000, 0));
+    index.apply_iter(removals(5000..6000)).expect("removals");
+    assert_eq!(refreshed(&index), 1);
+    assert_eq!(index.snapshot().gone, 0);
 }
 
 #[test]

@@ -44,10 +44,39 @@ impl BanIndex {
             .writer
             .lock()
             .map_err(|_| "the banlist writer panicked".to_string())?;
-        let mut data = IndexData::clone(&self.current.load());
+        let mut data = writer.copy(&self.current.load());
         writer.apply(&mut data, changes)?;
-        self.current.store(Arc::new(data));
+        self.publish(&mut writer, data);
         Ok(())
+    }
+
+    /// Publish a batch's copy: readers take it from the next request on. A filter made
+    /// again aside is put in first when it is ready, and one is started from this copy
+    /// when enough names have gone since the filter was made (`Writer::before_publish`).
+    fn publish(&self, writer: &mut Writer, mut data: IndexData) {
+        let refresh = writer.before_publish(&mut data);
+        self.current.store(Arc::new(data));
+        if refresh {
+            writer.refresh_from(self.current.load_full());
+        }
+    }
+
+    /// Wait for a filter being made again and publish it (tests and benches).
+    pub fn finish_refresh(&self) -> Result<(), String> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| "the banlist writer panicked".to_string())?;
+        let mut data = writer.copy(&self.current.load());
+        writer.finish_refresh(&mut data);
+        self.publish(&mut writer, data);
+        Ok(())
+    }
+
+    /// The writer, for a test to set or read.
+    #[cfg(test)]
+    pub(super) fn with_writer<R>(&self, f: impl FnOnce(&mut Writer) -> R) -> R {
+        f(&mut self.writer.lock().expect("the writer"))
     }
 
     // Waits detached from the interpreter: a writer holding the lock may need it back.
@@ -66,7 +95,7 @@ impl BanIndex {
             .writer
             .lock()
             .map_err(|_| "the banlist writer panicked".to_string())?;
-        let mut data = IndexData::clone(&self.current.load());
+        let mut data = writer.copy(&self.current.load());
         let mut changes = changes.into_iter().peekable();
         let mut total = 0;
         while changes.peek().is_some() {
@@ -77,7 +106,7 @@ impl BanIndex {
         if total >= LARGE {
             Writer::settle(&mut data);
         }
-        self.current.store(Arc::new(data));
+        self.publish(&mut writer, data);
         Ok(())
     }
 
@@ -89,11 +118,11 @@ impl BanIndex {
 
     fn apply_py(&self, py: Python<'_>, changes: Vec<Change>) -> PyResult<()> {
         let mut writer = self.lock(py)?;
-        let mut data = IndexData::clone(&self.current.load());
+        let mut data = writer.copy(&self.current.load());
         writer
             .apply(&mut data, changes)
             .map_err(PyValueError::new_err)?;
-        self.current.store(Arc::new(data));
+        self.publish(&mut writer, data);
         Ok(())
     }
 
@@ -105,7 +134,7 @@ impl BanIndex {
         parse: fn(&Bound<'_, PyAny>) -> PyResult<Change>,
     ) -> PyResult<()> {
         let mut writer = self.lock(py)?;
-        let mut data = IndexData::clone(&self.current.load());
+        let mut data = writer.copy(&self.current.load());
         let mut chunk = Vec::with_capacity(CHUNK);
         let mut total = 0;
         for item in changes.try_iter()? {
@@ -124,7 +153,7 @@ impl BanIndex {
         if total >= LARGE {
             py.detach(|| Writer::settle(&mut data));
         }
-        self.current.store(Arc::new(data));
+        self.publish(&mut writer, data);
         Ok(())
     }
 }
@@ -245,6 +274,21 @@ impl BanIndex {
         Ok(index)
     }
 
+    /// The sites filter's state: `gone`, the summary's slots gone since the filter was
+    /// made per slot held (it is made again aside at a quarter), and `refreshed`, the
+    /// times it was made again since the index was made (a snapshot's: no lock waited for).
+    #[getter]
+    fn filter_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (gone, slots, refreshed) = {
+            let data = self.current.load();
+            (data.gone, data.slots, data.refreshed)
+        };
+        let out = PyDict::new(py);
+        out.set_item("gone", gone as f64 / slots.max(1) as f64)?;
+        out.set_item("refreshed", refreshed)?;
+        Ok(out)
+    }
+
     /// Org group name -> its member domains (a copy).
     #[getter]
     fn groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -288,16 +332,16 @@ impl BanIndex {
 
     /// Drop an entry by id; returns it, or None if it was not there.
     fn remove<'py>(&self, py: Python<'py>, entry_id: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let _writer = self.lock(py)?;
+        let mut writer = self.lock(py)?;
         let base = self.current.load_full();
         let Some(at) = base.find(entry_id) else {
             return Ok(None);
         };
         let entry = make_entry(py, &base, at)?;
-        let mut data = IndexData::clone(&base);
+        let mut data = writer.copy(&base);
         drop(base);
         apply::remove(&mut data, entry_id);
-        self.current.store(Arc::new(data));
+        self.publish(&mut writer, data);
         Ok(Some(entry))
     }
 
