@@ -128,6 +128,12 @@ impl Writer {
         refresh
             .log
             .extend(data.filter_log.take().unwrap_or_default());
+        if refresh.log.len() > data.slots.max(REFRESH_LEAST) {
+            // more told since its snapshot than names held (a large stream applied
+            // meanwhile): the log is not kept growing; one is made from this snapshot
+            self.refresh = None;
+            return self.wants_refresh(data);
+        }
         match refresh.made.try_recv() {
             Ok(filter) => {
                 let log = std::mem::take(&mut refresh.log);
@@ -500,6 +506,15 @@ fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
             joined.push(domain);
         }
     }
+    // a member kept by the new definition is counted as it was, not taken out and put back
+    // (which would count its slot as gone, and the sites filter would be made again sooner)
+    let kept: Vec<Box<str>> = left
+        .iter()
+        .filter(|d| joined.contains(d))
+        .cloned()
+        .collect();
+    left.retain(|d| !kept.contains(d));
+    joined.retain(|d| !kept.contains(d));
     for domain in left {
         summarize(data, &domain, summary::MEMBER, -1);
     }

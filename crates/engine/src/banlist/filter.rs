@@ -26,7 +26,11 @@
 //! of its own from the snapshot just published: about 1.3 s at 10 M entries. The batches
 //! applied meanwhile note what they tell the filter ([`FilterEvent`]), and the new filter
 //! is told all of it before the first batch after it is made publishes it
-//! (`apply::Writer`). A store's start and each Redis resync build a new index, with a new
+//! (`apply::Writer`; with no batch after it, the old one serves on). A batch that brings
+//! the log past the names held drops the filter being made and starts one from itself.
+//! What is counted is summary slots: a re-added entry's name counts as gone when its slot
+//! went with the entry, and a name sharing a slot is not counted. A store's start and each
+//! Redis resync build a new index, with a new
 //! filter, as well. Nothing is ever missed; only the filter's saving shrinks between two
 //! makings. The filter is thus a superset of what the summary holds, never missing a name
 //! it counts (the model tests check every lookup against the model, and every word set

@@ -362,3 +362,20 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
     let hit = data.lookup("http://a.evil.com/", "a.evil.com", None, 1.0);
     assert_eq!(hit.map(|h| h.id), Some(1));
 }
+
+#[test]
+fn a_group_redefined_takes_out_only_the_members_it_drops() {
+    let index = BanIndex::empty();
+    let group = |members: &[&str]| {
+        Change::Group("g".into(), members.iter().map(|m| m.to_string()).collect())
+    };
+    index
+        .apply_iter([group(&["a.example", "b.example"])])
+        .expect("a group");
+    assert_eq!((index.snapshot().slots, index.snapshot().gone), (2, 0));
+    // a.example is kept as it was: only b.example's slot goes
+    index
+        .apply_iter([group(&["a.example", "c.example"])])
+        .expect("a group");
+    assert_eq!((index.snapshot().slots, index.snapshot().gone), (2, 1));
+}
