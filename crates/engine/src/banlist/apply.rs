@@ -121,7 +121,9 @@ impl Writer {
     /// being made again, and that filter, once made and told all that the batches since
     /// its snapshot told the old one, put in its place. True when a filter should be made
     /// again from the snapshot about to be published ([`Writer::refresh_from`]).
-    pub fn before_publish(&mut self, data: &mut IndexData) -> bool {
+    /// `wait`: wait for the filter being made rather than publish without it (tests and
+    /// benches, `BanIndex::finish_refresh`).
+    pub fn before_publish(&mut self, data: &mut IndexData, wait: bool) -> bool {
         let Some(refresh) = &mut self.refresh else {
             return self.wants_refresh(data);
         };
@@ -134,7 +136,15 @@ impl Writer {
             self.refresh = None;
             return self.wants_refresh(data);
         }
-        match refresh.made.try_recv() {
+        let made = if wait {
+            refresh
+                .made
+                .recv()
+                .map_err(|_| mpsc::TryRecvError::Disconnected)
+        } else {
+            refresh.made.try_recv()
+        };
+        match made {
             Ok(filter) => {
                 let log = std::mem::take(&mut refresh.log);
                 self.refresh = None;
@@ -190,20 +200,6 @@ impl Writer {
                 })
             }
             Err(_) => self.unstarted += 1,
-        }
-    }
-
-    /// Wait for the filter being made again, if one is, and put it in place of `data`'s
-    /// (what `before_publish` does once it is made): the tests' and the bench's way to
-    /// see it done.
-    pub fn finish_refresh(&mut self, data: &mut IndexData) {
-        let Some(refresh) = self.refresh.take() else {
-            return;
-        };
-        let mut log = refresh.log;
-        log.extend(data.filter_log.take().unwrap_or_default());
-        if let Ok(filter) = refresh.made.recv() {
-            self.put(data, filter, log);
         }
     }
 
@@ -345,14 +341,19 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
     }
 }
 
+/// The names an entry at `name` is counted at: `name` itself (None), then each parent with
+/// the `child_bit` of the label below it on the way to `name`.
+fn counted_names(name: &str) -> impl Iterator<Item = (&str, Option<u32>)> {
+    std::iter::once((name, None)).chain(
+        summary::parents_and_children(name).map(move |(at, child)| (&name[at..], Some(child))),
+    )
+}
+
 /// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
-    let mut bump = |name: &str, field: Field, child: u32| {
-        data.bump_summary(summary::name_hash(name), field, delta, child);
-    };
-    bump(name, field, 0);
-    for (at, child) in summary::parents_and_children(name) {
-        bump(&name[at..], summary::BELOW, child);
+    for (at, child) in counted_names(name) {
+        let (field, child) = child.map_or((field, 0), |child| (summary::BELOW, child));
+        data.bump_summary(summary::name_hash(at), field, delta, child);
     }
 }
 
@@ -390,9 +391,8 @@ impl IndexData {
     pub fn fresh_filter(&self) -> Filter {
         let mut filter = Filter::default();
         let mut add = |name: &str| {
-            filter.add(summary::name_hash(name));
-            for (at, _) in summary::parents_and_children(name) {
-                filter.add(summary::name_hash(&name[at..]));
+            for (at, _) in counted_names(name) {
+                filter.add(summary::name_hash(at));
             }
         };
         for shard in &self.shards {
@@ -486,15 +486,18 @@ fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
             Vec::new()
         }
     };
-    for domain in old {
-        if let Some(names) = groups.members.get_mut(&domain) {
+    // a member the new definition keeps stays as it is counted, not taken out and put back
+    // (its slot would count as gone, and the sites filter be made again sooner)
+    let kept: hashbrown::HashSet<Box<str>> = members.iter().cloned().collect();
+    for domain in old.iter().filter(|d| !kept.contains(*d)) {
+        if let Some(names) = groups.members.get_mut(domain) {
             let had = names.len();
             names.retain(|n| *n != name);
             if names.len() < had {
                 left.push(domain.clone());
             }
             if names.is_empty() {
-                groups.members.remove(&domain);
+                groups.members.remove(domain);
             }
         }
     }
@@ -506,15 +509,6 @@ fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
             joined.push(domain);
         }
     }
-    // a member kept by the new definition is counted as it was, not taken out and put back
-    // (which would count its slot as gone, and the sites filter would be made again sooner)
-    let kept: Vec<Box<str>> = left
-        .iter()
-        .filter(|d| joined.contains(d))
-        .cloned()
-        .collect();
-    left.retain(|d| !kept.contains(d));
-    joined.retain(|d| !kept.contains(d));
     for domain in left {
         summarize(data, &domain, summary::MEMBER, -1);
     }

@@ -53,8 +53,13 @@ impl BanIndex {
     /// Publish a batch's copy: readers take it from the next request on. A filter made
     /// again aside is put in first when it is ready, and one is started from this copy
     /// when enough names have gone since the filter was made (`Writer::before_publish`).
-    fn publish(&self, writer: &mut Writer, mut data: IndexData) {
-        let refresh = writer.before_publish(&mut data);
+    fn publish(&self, writer: &mut Writer, data: IndexData) {
+        self.publish_waiting(writer, data, false);
+    }
+
+    /// `publish`; `wait`: once the filter being made again is made (`finish_refresh`).
+    fn publish_waiting(&self, writer: &mut Writer, mut data: IndexData, wait: bool) {
+        let refresh = writer.before_publish(&mut data, wait);
         self.current.store(Arc::new(data));
         if refresh {
             writer.refresh_from(self.current.load_full());
@@ -67,9 +72,8 @@ impl BanIndex {
             .writer
             .lock()
             .map_err(|_| "the banlist writer panicked".to_string())?;
-        let mut data = writer.copy(&self.current.load());
-        writer.finish_refresh(&mut data);
-        self.publish(&mut writer, data);
+        let data = writer.copy(&self.current.load());
+        self.publish_waiting(&mut writer, data, true);
         Ok(())
     }
 
