@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -29,6 +30,7 @@ from app.api.observe import BodyLimit, ResponseCounter
 from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.embedded.store import EmbeddedStore
+from app.banlist.index import FilterKeeper
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.store import RedisStore
 from app.config.replica import ConfigReplica
@@ -234,10 +236,13 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
     """
     if poll_seconds <= 0:
         return
+    keep_filters = functools.partial(_keep_filters,
+                                     {"banlist": FilterKeeper(), "quarantine": FilterKeeper()})
     while True:
         await asyncio.sleep(poll_seconds)
         for task, step in (("config", _poll_config), ("sweep", _sweep),
-                           ("sanctions", _check_sanctions), ("gauges", _refresh_gauges)):
+                           ("sanctions", _check_sanctions), ("banlist_filter", keep_filters),
+                           ("gauges", _refresh_gauges)):
             try:
                 await step(service)
             except Exception:
@@ -261,6 +266,15 @@ async def _sweep(service: Rearranger) -> None:
         expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
+
+
+async def _keep_filters(keepers: dict[str, FilterKeeper], service: Rearranger) -> None:
+    """Publish each banlist index's sites filter made again aside once it is made, and log
+    a failure to make one (`FilterKeeper`). Never waits: a batch holding the index's writer
+    publishes the filter itself."""
+    keepers["banlist"].poll("banlist", service.store.index)
+    if service.quarantine is not None:
+        keepers["quarantine"].poll("quarantine", service.quarantine.index)
 
 
 async def _refresh_gauges(service: Rearranger) -> None:

@@ -77,6 +77,7 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
         sites_filter = store.index.filter_state
         m.banlist_filter_gone.set(sites_filter["gone"])
         m.banlist_filter_refreshes.set(sites_filter["refreshed"])
+        m.banlist_filter_refresh_failures.set(sites_filter["failures"])
         states = sync_states(service)
         banlist = states["banlist"]
         m.banlist_staleness.set(banlist.staleness_seconds)

@@ -202,6 +202,11 @@ class Metrics:
             "rearrange_banlist_filter_refreshes",
             "Times the banlist index served made its sites filter again",
             registry=r, multiprocess_mode="livemax")
+        self.banlist_filter_refresh_failures = Gauge(
+            "rearrange_banlist_filter_refresh_failures",
+            "Times the banlist index served failed to make its sites filter again (each "
+            "logged with its cause; the next batch of changes tries again)",
+            registry=r, multiprocess_mode="livemax")
         self.banlist_epoch = Gauge(
             "rearrange_banlist_epoch_timestamp_seconds",
             "Creation time of the banlist history served (0 for the embedded store)",

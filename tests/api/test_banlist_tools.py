@@ -1,8 +1,12 @@
 """T&S tooling over HTTP: bulk import/export, org groups, token roles, lookup explanations."""
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
 
+from app.banlist.index import FilterKeeper
 from app.config.settings import Settings
 from tests.conftest import AUTH
 
@@ -173,5 +177,48 @@ def test_metrics_show_the_names_gone_since_the_sites_filter_was_made(client):
     metrics = client.get("/metrics").text
     assert "rearrange_banlist_filter_gone_ratio 0.3333333333333333" in metrics
     assert "rearrange_banlist_filter_refreshes 0.0" in metrics
+    assert "rearrange_banlist_filter_refresh_failures 0.0" in metrics
     assert client.app.state.service.store.index.filter_state == {
-        "gone": 1 / 3, "refreshed": 0}
+        "gone": 1 / 3, "refreshed": 0, "failures": 0, "failure": None}
+
+
+def _poll_until(keeper, index, done, what: str):
+    """`keeper.poll` until `done(state)`: the filter is made on a thread of its own."""
+    for _ in range(6000):
+        state = keeper.poll("banlist", index)
+        if done(state):
+            return state
+        time.sleep(0.01)
+    raise AssertionError(f"no {what} in a minute: {index.filter_state}")
+
+
+def test_a_failed_remaking_of_the_sites_filter_is_counted_logged_once_and_tried_again(
+        client, caplog):
+    index = client.app.state.service.store.index
+    # the next making of the filter fails (its thread panics), and it is made again once
+    # two names have gone, not 4,096
+    index._fail_next_refresh(2)
+    ids = [client.post("/v1/banlist/entries", headers=AUTH,
+                       json={"scope": "host", "value": f"f{i}.com", "reason": "r"}
+                       ).json()["entry"]["id"] for i in range(4)]
+    for entry_id in ids[:2]:
+        client.request("DELETE", f"/v1/banlist/entries/{entry_id}", headers=AUTH,
+                       json={"reason": "appeal granted"})
+    keeper = FilterKeeper()  # what the housekeeping polls
+    with caplog.at_level(logging.WARNING, logger="app.banlist.index"):
+        state = _poll_until(keeper, index, lambda s: s["failures"] == 1, "failure")
+        assert "ended without one" in state["failure"]
+        # the failed making's publish started another; no batch needed to publish it
+        state = _poll_until(keeper, index, lambda s: s["refreshed"] == 1, "filter made")
+        assert state["gone"] == 0.0 and state["failures"] == 1
+    warned = [r.getMessage() for r in caplog.records if r.name == "app.banlist.index"]
+    assert len(warned) == 1, warned  # logged once, with its cause
+    assert "could not be made again (1 time(s))" in warned[0]
+    assert "ended without one" in warned[0]
+    metrics = client.get("/metrics").text
+    assert "rearrange_banlist_filter_refresh_failures 1.0" in metrics
+    assert "rearrange_banlist_filter_refreshes 1.0" in metrics
+    # the lookups answer as ever
+    for host, banned in (("f0.com", False), ("f3.com", True)):
+        r = client.get("/v1/banlist/lookup", params={"url": f"http://{host}/x"})
+        assert r.json()["banned"] is banned, host

@@ -53,10 +53,13 @@ pub enum Change {
 pub struct Writer {
     metas: hashbrown::HashTable<u32>,
     refresh: Option<Refresh>,
-    /// Times no thread could be started to make one.
-    pub unstarted: u64,
+    /// Why the last refresh failed (no thread could be started, or it ended without a
+    /// filter), until the index takes it to count and show (`take_failure`).
+    failure: Option<String>,
     /// `REFRESH_LEAST` unless a test sets fewer.
     least: Option<usize>,
+    /// The next refresh thread panics (`panic_next_refresh`: the tests' failed refresh).
+    panic_next: bool,
 }
 
 /// A sites filter being made from a snapshot on a thread of its own, and what the batches
@@ -65,6 +68,8 @@ pub struct Writer {
 #[derive(Debug)]
 struct Refresh {
     made: mpsc::Receiver<Filter>,
+    /// The filter, once taken from `made` by `filter_ready` ahead of a publish.
+    ready: Option<Filter>,
     log: Vec<FilterEvent>,
 }
 
@@ -103,10 +108,38 @@ impl Writer {
         data.gone >= least && data.gone * REFRESH_SHARE >= data.slots
     }
 
-    /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`.
-    #[cfg(test)]
+    /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`
+    /// (tests).
     pub fn refresh_past(&mut self, least: usize) {
         self.least = Some(least);
+    }
+
+    /// The next refresh thread panics: what a failed refresh does, for the tests (Rust's
+    /// and, through `BanIndex._fail_next_refresh`, Python's).
+    pub fn panic_next_refresh(&mut self) {
+        self.panic_next = true;
+    }
+
+    /// Why the last refresh failed, once: the index counts it and keeps the cause.
+    pub fn take_failure(&mut self) -> Option<String> {
+        self.failure.take()
+    }
+
+    /// Whether the filter being made again is made and waits for a publish (taken from
+    /// its thread now, so that the next publish puts it in without waiting).
+    pub fn filter_ready(&mut self) -> bool {
+        let Some(refresh) = &mut self.refresh else {
+            return false;
+        };
+        if refresh.ready.is_none() {
+            match refresh.made.try_recv() {
+                Ok(filter) => refresh.ready = Some(filter),
+                Err(mpsc::TryRecvError::Empty) => return false,
+                // its thread ended without one: the next publish notes the failure
+                Err(mpsc::TryRecvError::Disconnected) => return true,
+            }
+        }
+        true
     }
 
     /// A copy of the published snapshot `current` to apply a batch to; while a filter is
@@ -136,13 +169,13 @@ impl Writer {
             self.refresh = None;
             return self.wants_refresh(data);
         }
-        let made = if wait {
-            refresh
+        let made = match refresh.ready.take() {
+            Some(filter) => Ok(filter),
+            None if wait => refresh
                 .made
                 .recv()
-                .map_err(|_| mpsc::TryRecvError::Disconnected)
-        } else {
-            refresh.made.try_recv()
+                .map_err(|_| mpsc::TryRecvError::Disconnected),
+            None => refresh.made.try_recv(),
         };
         match made {
             Ok(filter) => {
@@ -152,10 +185,12 @@ impl Writer {
                 false
             }
             Err(mpsc::TryRecvError::Empty) => false,
-            // the thread ended without a filter (it panicked): made again from the next
-            // snapshot
+            // the thread ended without a filter (it panicked): made again from this
+            // snapshot, the failure counted and its cause shown
             Err(mpsc::TryRecvError::Disconnected) => {
                 self.refresh = None;
+                self.failure =
+                    Some("the thread making the sites filter again ended without one".into());
                 self.wants_refresh(data)
             }
         }
@@ -183,12 +218,16 @@ impl Writer {
 
     /// Make the filter again from `snapshot` (just published) on a thread of its own; the
     /// batches after it note what they tell the filter until it is put in place. When no
-    /// thread can be started (counted in `unstarted`), the next batch tries again.
+    /// thread can be started (a failure, `take_failure`), the next batch tries again.
     pub fn refresh_from(&mut self, snapshot: Arc<IndexData>) {
         let (tx, made) = mpsc::channel();
+        let panics = std::mem::take(&mut self.panic_next);
         let spawned = std::thread::Builder::new()
             .name("banlist-filter".into())
             .spawn(move || {
+                if panics {
+                    panic!("the refresh a test asked to fail");
+                }
                 // fails only when the writer has gone: nobody waits for the filter then
                 let _ = tx.send(snapshot.fresh_filter());
             });
@@ -196,10 +235,15 @@ impl Writer {
             Ok(_) => {
                 self.refresh = Some(Refresh {
                     made,
+                    ready: None,
                     log: Vec::new(),
                 })
             }
-            Err(_) => self.unstarted += 1,
+            Err(e) => {
+                self.failure = Some(format!(
+                    "no thread could be started to make the sites filter again: {e}"
+                ))
+            }
         }
     }
 

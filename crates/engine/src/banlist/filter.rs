@@ -25,8 +25,11 @@
 //! quarter of the names held have gone since it was made (and at least 4,096), on a thread
 //! of its own from the snapshot just published: about 1.3 s at 10 M entries. The batches
 //! applied meanwhile note what they tell the filter ([`FilterEvent`]), and the new filter
-//! is told all of it before the first batch after it is made publishes it
-//! (`apply::Writer`; with no batch after it, the old one serves on). A batch that brings
+//! is told all of it before the first batch after it is made publishes it, or the
+//! service's housekeeping does (`BanIndex::publish_ready_filter`), whichever comes first
+//! (`apply::Writer`). A making that fails (no thread, or one that panicked) is counted and
+//! its cause kept for the service to show and log (`BanIndex::refresh_failures`); the old
+//! filter serves on and the next batch tries again. A batch that brings
 //! the log past the names held drops the filter being made and starts one from itself.
 //! What is counted is summary slots: a re-added entry's name counts as gone when its slot
 //! went with the entry, and a name sharing a slot is not counted. A store's start and each

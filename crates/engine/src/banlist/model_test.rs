@@ -325,6 +325,69 @@ fn the_sites_filter_is_made_again_once_a_quarter_of_its_names_have_gone() {
     assert_eq!(index.snapshot().gone, 0);
 }
 
+/// `publish_ready_filter` until it publishes (its thread has ended), for up to a minute.
+fn publish_when_made(index: &BanIndex) {
+    for _ in 0..60_000 {
+        if index.publish_ready_filter() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("no sites filter was made in a minute");
+}
+
+#[test]
+fn a_filter_made_again_is_published_without_waiting_for_a_batch() {
+    let index = BanIndex::empty();
+    index.with_writer(|w| w.refresh_past(2));
+    index.apply_iter((0..40).map(domain)).expect("a build");
+    // nothing is being made: nothing to publish
+    assert!(!index.publish_ready_filter());
+    index
+        .apply_iter((0..10).map(|i| Change::Remove(i.to_string())))
+        .expect("removals");
+    assert_eq!(index.snapshot().refreshed, 0);
+    // no batch comes: the housekeeping's call publishes it once it is made
+    publish_when_made(&index);
+    let data = index.snapshot();
+    assert_eq!((data.refreshed, data.gone), (1, 0));
+    assert!(data.filter == data.fresh_filter());
+    assert!(!index.publish_ready_filter());
+    assert_eq!(index.refresh_failures().0, 0);
+}
+
+#[test]
+fn a_refresh_that_fails_is_counted_with_its_cause_and_tried_again() {
+    let index = BanIndex::empty();
+    index.with_writer(|w| {
+        w.refresh_past(2);
+        w.panic_next_refresh();
+    });
+    index.apply_iter((0..40).map(domain)).expect("a build");
+    index
+        .apply_iter((0..10).map(|i| Change::Remove(i.to_string())))
+        .expect("removals");
+    assert_eq!(index.refresh_failures(), (0, None));
+    // its thread panics: the publish that finds it ended counts the failure, and starts
+    // another from its own snapshot, which is made
+    publish_when_made(&index);
+    let (failures, cause) = index.refresh_failures();
+    assert_eq!(failures, 1);
+    assert!(cause.expect("a cause").contains("ended without one"));
+    assert_eq!(index.snapshot().refreshed, 0);
+    publish_when_made(&index);
+    let data = index.snapshot();
+    assert_eq!((data.refreshed, data.gone), (1, 0));
+    assert!(data.filter == data.fresh_filter());
+    // the count stays; the lookups answer as ever
+    assert_eq!(index.refresh_failures().0, 1);
+    for i in 0..40 {
+        let host = format!("s{i}.example");
+        let hit = data.lookup(&format!("https://{host}/"), &host, None, 1.0);
+        assert_eq!(hit.map(|h| h.id), (i >= 10).then_some(i as u64), "{host}");
+    }
+}
+
 #[test]
 fn a_forged_summary_slot_is_verified_like_any_other() {
     let index = BanIndex::empty();

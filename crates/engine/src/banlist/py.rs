@@ -3,9 +3,10 @@
 //! Entries cross as `app.banlist.model.Entry` objects (made on demand, for a hit or an
 //! iteration: the index holds none), matches of `explain` as `model.Match`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::{MutexExt, PyOnceLock};
@@ -29,6 +30,10 @@ static MATCH: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub struct BanIndex {
     current: ArcSwap<IndexData>,
     writer: Mutex<Writer>,
+    /// Times the sites filter could not be made again (`Writer::take_failure`), and why
+    /// the last time: read by a scrape without the writer's lock.
+    refresh_failures: AtomicU64,
+    refresh_failure: ArcSwapOption<String>,
 }
 
 impl BanIndex {
@@ -64,6 +69,34 @@ impl BanIndex {
         if refresh {
             writer.refresh_from(self.current.load_full());
         }
+        if let Some(cause) = writer.take_failure() {
+            self.refresh_failure.store(Some(Arc::new(cause)));
+            self.refresh_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Publish the sites filter made again aside once it is made, without waiting for a
+    /// batch to bring it (an index that stops changing would serve the old one on): what
+    /// the service's housekeeping calls each poll. Nothing when a batch holds the writer
+    /// (it publishes the filter itself) or none is ready; true when one was published.
+    pub fn publish_ready_filter(&self) -> bool {
+        let Ok(mut writer) = self.writer.try_lock() else {
+            return false;
+        };
+        if !writer.filter_ready() {
+            return false;
+        }
+        let data = writer.copy(&self.current.load());
+        self.publish(&mut writer, data);
+        true
+    }
+
+    /// The sites filter's failures to be made again: how many, and why the last one.
+    pub fn refresh_failures(&self) -> (u64, Option<Arc<String>>) {
+        (
+            self.refresh_failures.load(Ordering::Relaxed),
+            self.refresh_failure.load_full(),
+        )
     }
 
     /// Wait for a filter being made again and publish it (tests and benches).
@@ -89,6 +122,8 @@ impl BanIndex {
         BanIndex {
             current: ArcSwap::from_pointee(IndexData::default()),
             writer: Mutex::default(),
+            refresh_failures: AtomicU64::new(0),
+            refresh_failure: ArcSwapOption::empty(),
         }
     }
 
@@ -261,10 +296,7 @@ impl BanIndex {
         entries: Option<&Bound<'_, PyAny>>,
         groups: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let index = BanIndex {
-            current: ArcSwap::from_pointee(IndexData::default()),
-            writer: Mutex::default(),
-        };
+        let index = BanIndex::empty();
         if let Some(groups) = groups {
             let changes = groups
                 .iter()
@@ -279,18 +311,40 @@ impl BanIndex {
     }
 
     /// The sites filter's state: `gone`, the summary's slots gone since the filter was
-    /// made per slot held (it is made again aside at a quarter), and `refreshed`, the
-    /// times it was made again since the index was made (a snapshot's: no lock waited for).
+    /// made per slot held (it is made again aside at a quarter); `refreshed`, the times it
+    /// was made again since the index was made (a snapshot's); `failures`, the times that
+    /// failed (the next batch tries again), and `failure`, why the last time (or None).
+    /// No lock is waited for.
     #[getter]
     fn filter_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let (gone, slots, refreshed) = {
             let data = self.current.load();
             (data.gone, data.slots, data.refreshed)
         };
+        let (failures, failure) = self.refresh_failures();
         let out = PyDict::new(py);
         out.set_item("gone", gone as f64 / slots.max(1) as f64)?;
         out.set_item("refreshed", refreshed)?;
+        out.set_item("failures", failures)?;
+        out.set_item("failure", failure.as_deref())?;
         Ok(out)
+    }
+
+    /// Publish the sites filter made again aside if it is made (`publish_ready_filter`):
+    /// True when one was.
+    #[pyo3(name = "publish_ready_filter")]
+    fn publish_ready_filter_py(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.publish_ready_filter())
+    }
+
+    /// Make the next refresh of the sites filter fail (its thread panics), and the filter
+    /// be made again past `least` slots gone rather than 4,096: the tests' way to a failed
+    /// refresh. Not for production use.
+    fn _fail_next_refresh(&self, py: Python<'_>, least: usize) -> PyResult<()> {
+        let mut writer = self.lock(py)?;
+        writer.panic_next_refresh();
+        writer.refresh_past(least);
+        Ok(())
     }
 
     /// Org group name -> its member domains (a copy).
