@@ -227,9 +227,9 @@ def configure_logging(level: str) -> None:
 
 
 async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
-    """Hot-reload the config on file change, sweep expired bans, check sanction states and
-    refresh this worker's gauges (another worker may answer the next scrape), once a poll
-    interval.
+    """Hot-reload the config on file change, sweep expired bans, check sanction states,
+    publish a banlist sites filter made again aside, and refresh this worker's gauges
+    (another worker may answer the next scrape), once a poll interval.
 
     One failing step is logged and counted, and the loop goes on: a task that died here
     would silently stop both hot reload and TTL sweeps until the next restart.
@@ -270,11 +270,14 @@ async def _sweep(service: Rearranger) -> None:
 
 async def _keep_filters(keepers: dict[str, FilterKeeper], service: Rearranger) -> None:
     """Publish each banlist index's sites filter made again aside once it is made, and log
-    a failure to make one (`FilterKeeper`). Never waits: a batch holding the index's writer
-    publishes the filter itself."""
-    keepers["banlist"].poll("banlist", service.store.index)
+    a failure to make one (`FilterKeeper`), in a thread: publishing tells the new filter
+    what the batches since its snapshot changed. Never waits for the index's writer: a
+    batch holding it publishes the filter itself."""
+    indexes = [("banlist", service.store.index)]
     if service.quarantine is not None:
-        keepers["quarantine"].poll("quarantine", service.quarantine.index)
+        indexes.append(("quarantine", service.quarantine.index))
+    for name, index in indexes:
+        await asyncio.to_thread(keepers[name].poll, name, index)
 
 
 async def _refresh_gauges(service: Rearranger) -> None:

@@ -34,23 +34,22 @@ class FilterState(TypedDict):
 class FilterKeeper:
     """Once a poll: publish a sites filter made again aside as soon as it is made (an index
     that stops changing would otherwise serve the old one until its next batch), and log
-    each failure to make one with its cause, once (the index counts them; the next batch
+    each failure to make one with its cause, once (the index counts them; its next batch
     of changes tries again)."""
 
     def __init__(self) -> None:
-        self._seen: tuple[int, int] = (0, 0)  # (id of the index, failures logged)
+        self._seen: tuple[int, int] = (0, 0)  # (serial of the index, failures logged)
 
     def poll(self, name: str, index: BanIndex) -> FilterState:
         index.publish_ready_filter()
         state = index.filter_state
-        known, logged = self._seen
-        if known != id(index) or state["failures"] < logged:
-            logged = 0  # a new index (a resync): its count starts again
+        serial, logged = self._seen
+        if serial != index.serial:
+            logged = 0  # a new index (a resync's): its count starts again
         if state["failures"] > logged:
             log.warning("%s: the sites filter could not be made again (%d time(s)): %s; "
                         "the old filter serves on (lookups stay right, a clean site is "
                         "probed more often) and the next batch of changes tries again",
                         name, state["failures"], state["failure"])
-        self._seen = (id(index), state["failures"])
+        self._seen = (index.serial, state["failures"])
         return state
-

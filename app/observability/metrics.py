@@ -204,9 +204,9 @@ class Metrics:
             registry=r, multiprocess_mode="livemax")
         self.banlist_filter_refresh_failures = Gauge(
             "rearrange_banlist_filter_refresh_failures",
-            "Times the banlist index served failed to make its sites filter again (each "
-            "logged with its cause; the next batch of changes tries again)",
-            registry=r, multiprocess_mode="livemax")
+            "Times a banlist index served (the banlist's, the quarantine's) failed to make "
+            "its sites filter again (each logged with its cause; its next batch of changes "
+            "tries again)", ["index"], registry=r, multiprocess_mode="livemax")
         self.banlist_epoch = Gauge(
             "rearrange_banlist_epoch_timestamp_seconds",
             "Creation time of the banlist history served (0 for the embedded store)",

@@ -67,10 +67,60 @@ pub struct Writer {
 /// it is published, so that it misses no name counted since its snapshot.
 #[derive(Debug)]
 struct Refresh {
-    made: mpsc::Receiver<Filter>,
-    /// The filter, once taken from `made` by `filter_ready` ahead of a publish.
-    ready: Option<Filter>,
+    /// The filter, or why there is none (the thread's panic, caught).
+    made: mpsc::Receiver<Made>,
+    /// What `made` gave, once taken by `filter_ready` ahead of a publish.
+    ready: Option<Made>,
     log: Vec<FilterEvent>,
+}
+
+/// Who publishes a copy ([`Writer::before_publish`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publisher {
+    /// A batch of changes.
+    Batch,
+    /// A batch that waits for the filter being made first (tests and benches,
+    /// `BanIndex::finish_refresh`).
+    Waiting,
+    /// The housekeeping, for a filter made (`BanIndex::publish_ready_filter`): a failed
+    /// one is made again by the next batch, not by the next poll.
+    Housekeeping,
+}
+
+/// What a refresh thread ends with: the filter, or the cause of its failure.
+type Made = Result<Filter, String>;
+
+/// The cause noted when a refresh thread ended without a word (its panic did not unwind).
+const ENDED: &str = "the thread making the sites filter again ended without one";
+
+impl Refresh {
+    /// What its thread ended with, if it has ended: `wait`s for it when asked to.
+    fn made(&mut self, wait: bool) -> Option<Made> {
+        if let Some(made) = self.ready.take() {
+            return Some(made);
+        }
+        let got = if wait {
+            self.made
+                .recv()
+                .map_err(|_| mpsc::TryRecvError::Disconnected)
+        } else {
+            self.made.try_recv()
+        };
+        match got {
+            Ok(made) => Some(made),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(ENDED.into())),
+        }
+    }
+}
+
+/// A caught panic's message.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Slots gone since the filter was made, as a share of those held, past which it is made
@@ -108,8 +158,8 @@ impl Writer {
         data.gone >= least && data.gone * REFRESH_SHARE >= data.slots
     }
 
-    /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`
-    /// (tests).
+    /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`,
+    /// from now on (the tests', and `BanIndex._fail_next_refresh`'s).
     pub fn refresh_past(&mut self, least: usize) {
         self.least = Some(least);
     }
@@ -127,19 +177,13 @@ impl Writer {
 
     /// Whether the filter being made again is made and waits for a publish (taken from
     /// its thread now, so that the next publish puts it in without waiting).
+    /// (A refresh that failed is ready too: the publish notes the failure.)
     pub fn filter_ready(&mut self) -> bool {
         let Some(refresh) = &mut self.refresh else {
             return false;
         };
-        if refresh.ready.is_none() {
-            match refresh.made.try_recv() {
-                Ok(filter) => refresh.ready = Some(filter),
-                Err(mpsc::TryRecvError::Empty) => return false,
-                // its thread ended without one: the next publish notes the failure
-                Err(mpsc::TryRecvError::Disconnected) => return true,
-            }
-        }
-        true
+        refresh.ready = refresh.made(false);
+        refresh.ready.is_some()
     }
 
     /// A copy of the published snapshot `current` to apply a batch to; while a filter is
@@ -154,9 +198,10 @@ impl Writer {
     /// being made again, and that filter, once made and told all that the batches since
     /// its snapshot told the old one, put in its place. True when a filter should be made
     /// again from the snapshot about to be published ([`Writer::refresh_from`]).
-    /// `wait`: wait for the filter being made rather than publish without it (tests and
-    /// benches, `BanIndex::finish_refresh`).
-    pub fn before_publish(&mut self, data: &mut IndexData, wait: bool) -> bool {
+    /// `by` says who publishes: whether to wait for the filter being made, and whether a
+    /// failed one is started again now.
+    pub fn before_publish(&mut self, data: &mut IndexData, by: Publisher) -> bool {
+        let wait = by == Publisher::Waiting;
         let Some(refresh) = &mut self.refresh else {
             return self.wants_refresh(data);
         };
@@ -166,32 +211,29 @@ impl Writer {
         if refresh.log.len() > data.slots.max(REFRESH_LEAST) {
             // more told since its snapshot than names held (a large stream applied
             // meanwhile): the log is not kept growing; one is made from this snapshot
+            // (a failure its thread already reported is still counted)
+            if let Some(Err(cause)) = refresh.made(false) {
+                self.failure = Some(cause);
+            }
             self.refresh = None;
             return self.wants_refresh(data);
         }
-        let made = match refresh.ready.take() {
-            Some(filter) => Ok(filter),
-            None if wait => refresh
-                .made
-                .recv()
-                .map_err(|_| mpsc::TryRecvError::Disconnected),
-            None => refresh.made.try_recv(),
-        };
-        match made {
-            Ok(filter) => {
+        match refresh.made(wait) {
+            Some(Ok(filter)) => {
                 let log = std::mem::take(&mut refresh.log);
                 self.refresh = None;
                 self.put(data, filter, log);
                 false
             }
-            Err(mpsc::TryRecvError::Empty) => false,
-            // the thread ended without a filter (it panicked): made again from this
-            // snapshot, the failure counted and its cause shown
-            Err(mpsc::TryRecvError::Disconnected) => {
+            None => false,
+            // the thread failed (it panicked): the failure counted and its cause shown,
+            // and the filter made again from a batch's snapshot, this one's if it is one
+            // (a failure that repeats costs a thread a batch, not one each housekeeping
+            // poll)
+            Some(Err(cause)) => {
                 self.refresh = None;
-                self.failure =
-                    Some("the thread making the sites filter again ended without one".into());
-                self.wants_refresh(data)
+                self.failure = Some(cause);
+                by != Publisher::Housekeeping && self.wants_refresh(data)
             }
         }
     }
@@ -225,11 +267,20 @@ impl Writer {
         let spawned = std::thread::Builder::new()
             .name("banlist-filter".into())
             .spawn(move || {
-                if panics {
-                    panic!("the refresh a test asked to fail");
-                }
+                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if panics {
+                        panic!("the refresh a test asked to fail");
+                    }
+                    snapshot.fresh_filter()
+                }))
+                .map_err(|payload| {
+                    format!(
+                        "making the sites filter again panicked: {}",
+                        panic_text(&*payload)
+                    )
+                });
                 // fails only when the writer has gone: nobody waits for the filter then
-                let _ = tx.send(snapshot.fresh_filter());
+                let _ = tx.send(made);
             });
         match spawned {
             Ok(_) => {

@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::{MutexExt, PyOnceLock};
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple, PyType};
 
-use super::apply::{self, Change, NewEntry, Writer};
+use super::apply::{self, Change, NewEntry, Publisher, Writer};
 use super::data::IndexData;
 use super::shard::RowRef;
 use super::{Scope, SCOPES};
@@ -31,10 +31,22 @@ pub struct BanIndex {
     current: ArcSwap<IndexData>,
     writer: Mutex<Writer>,
     /// Times the sites filter could not be made again (`Writer::take_failure`), and why
-    /// the last time: read by a scrape without the writer's lock.
-    refresh_failures: AtomicU64,
-    refresh_failure: ArcSwapOption<String>,
+    /// the last time, swapped together: read by a scrape without the writer's lock.
+    refresh_failures: ArcSwap<Failures>,
+    /// This index's number among those the process made: a new one (a resync's) is told
+    /// from the one it replaces, whose count of failures it does not carry.
+    serial: u64,
 }
+
+/// A `BanIndex`'s failures to make its sites filter again.
+#[derive(Debug, Default)]
+struct Failures {
+    count: u64,
+    last: Option<String>,
+}
+
+/// The next `BanIndex::serial`.
+static SERIALS: AtomicU64 = AtomicU64::new(1);
 
 impl BanIndex {
     /// The current snapshot: a request matches its whole page against one.
@@ -59,19 +71,23 @@ impl BanIndex {
     /// again aside is put in first when it is ready, and one is started from this copy
     /// when enough names have gone since the filter was made (`Writer::before_publish`).
     fn publish(&self, writer: &mut Writer, data: IndexData) {
-        self.publish_waiting(writer, data, false);
+        self.publish_by(writer, data, Publisher::Batch);
     }
 
-    /// `publish`; `wait`: once the filter being made again is made (`finish_refresh`).
-    fn publish_waiting(&self, writer: &mut Writer, mut data: IndexData, wait: bool) {
-        let refresh = writer.before_publish(&mut data, wait);
+    /// `publish`, by a batch or another (`Writer::before_publish`).
+    fn publish_by(&self, writer: &mut Writer, mut data: IndexData, by: Publisher) {
+        let refresh = writer.before_publish(&mut data, by);
         self.current.store(Arc::new(data));
         if refresh {
             writer.refresh_from(self.current.load_full());
         }
         if let Some(cause) = writer.take_failure() {
-            self.refresh_failure.store(Some(Arc::new(cause)));
-            self.refresh_failures.fetch_add(1, Ordering::Relaxed);
+            // under the writer's lock: no other store between the load and this one
+            let count = self.refresh_failures.load().count + 1;
+            self.refresh_failures.store(Arc::new(Failures {
+                count,
+                last: Some(cause),
+            }));
         }
     }
 
@@ -87,16 +103,14 @@ impl BanIndex {
             return false;
         }
         let data = writer.copy(&self.current.load());
-        self.publish(&mut writer, data);
+        self.publish_by(&mut writer, data, Publisher::Housekeeping);
         true
     }
 
     /// The sites filter's failures to be made again: how many, and why the last one.
-    pub fn refresh_failures(&self) -> (u64, Option<Arc<String>>) {
-        (
-            self.refresh_failures.load(Ordering::Relaxed),
-            self.refresh_failure.load_full(),
-        )
+    pub fn refresh_failures(&self) -> (u64, Option<String>) {
+        let failures = self.refresh_failures.load();
+        (failures.count, failures.last.clone())
     }
 
     /// Wait for a filter being made again and publish it (tests and benches).
@@ -106,7 +120,7 @@ impl BanIndex {
             .lock()
             .map_err(|_| "the banlist writer panicked".to_string())?;
         let data = writer.copy(&self.current.load());
-        self.publish_waiting(&mut writer, data, true);
+        self.publish_by(&mut writer, data, Publisher::Waiting);
         Ok(())
     }
 
@@ -122,8 +136,8 @@ impl BanIndex {
         BanIndex {
             current: ArcSwap::from_pointee(IndexData::default()),
             writer: Mutex::default(),
-            refresh_failures: AtomicU64::new(0),
-            refresh_failure: ArcSwapOption::empty(),
+            refresh_failures: ArcSwap::default(),
+            serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -326,8 +340,15 @@ impl BanIndex {
         out.set_item("gone", gone as f64 / slots.max(1) as f64)?;
         out.set_item("refreshed", refreshed)?;
         out.set_item("failures", failures)?;
-        out.set_item("failure", failure.as_deref())?;
+        out.set_item("failure", failure)?;
         Ok(out)
+    }
+
+    /// This index's number among those the process made (a resync's new index has
+    /// another): what tells a new index's counts from the old one's.
+    #[getter]
+    fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Publish the sites filter made again aside if it is made (`publish_ready_filter`):
@@ -338,8 +359,8 @@ impl BanIndex {
     }
 
     /// Make the next refresh of the sites filter fail (its thread panics), and the filter
-    /// be made again past `least` slots gone rather than 4,096: the tests' way to a failed
-    /// refresh. Not for production use.
+    /// be made again past `least` slots gone rather than 4,096 from now on: the tests' way
+    /// to a failed refresh. Not for production use.
     fn _fail_next_refresh(&self, py: Python<'_>, least: usize) -> PyResult<()> {
         let mut writer = self.lock(py)?;
         writer.panic_next_refresh();
