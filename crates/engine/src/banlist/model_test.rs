@@ -360,8 +360,9 @@ fn a_filter_made_again_is_published_without_waiting_for_a_batch() {
     assert_eq!(index.refresh_failures().0, 0);
 }
 
-#[test]
-fn a_refresh_that_fails_is_counted_with_its_cause_and_tried_again() {
+/// An index of 40 domains, 10 of them removed, whose filter is being made again (past 2
+/// slots gone) by a thread that panics.
+fn failing_refresh() -> BanIndex {
     let index = BanIndex::empty();
     index.with_writer(|w| {
         w.refresh_past(2);
@@ -371,6 +372,12 @@ fn a_refresh_that_fails_is_counted_with_its_cause_and_tried_again() {
     index
         .apply_iter((0..10).map(|i| Change::Remove(i.to_string())))
         .expect("removals");
+    index
+}
+
+#[test]
+fn a_refresh_that_fails_is_counted_with_its_cause_and_tried_again() {
+    let index = failing_refresh();
     assert_eq!(index.refresh_failures(), (0, None));
     // its thread panics: the publish that finds it ended counts the failure, with the
     // panic's message
@@ -404,15 +411,7 @@ fn a_refresh_that_fails_is_counted_with_its_cause_and_tried_again() {
 
 #[test]
 fn a_batch_that_finds_a_refresh_failed_makes_it_again_at_once() {
-    let index = BanIndex::empty();
-    index.with_writer(|w| {
-        w.refresh_past(2);
-        w.panic_next_refresh();
-    });
-    index.apply_iter((0..40).map(domain)).expect("a build");
-    index
-        .apply_iter((0..10).map(|i| Change::Remove(i.to_string())))
-        .expect("removals");
+    let index = failing_refresh();
     // the thread has ended (taken, not yet published) before any poll came
     for _ in 0..60_000 {
         if index.with_writer(|w| w.filter_ready()) {
