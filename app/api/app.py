@@ -273,10 +273,7 @@ async def _keep_filters(keepers: dict[str, FilterKeeper], service: Rearranger) -
     a failure to make one (`FilterKeeper`), in a thread: publishing tells the new filter
     what the batches since its snapshot changed. Never waits for the index's writer: a
     batch holding it publishes the filter itself."""
-    indexes = [("banlist", service.store.index)]
-    if service.quarantine is not None:
-        indexes.append(("quarantine", service.quarantine.index))
-    for name, index in indexes:
+    for name, index in service.ban_indexes():
         await asyncio.to_thread(keepers[name].poll, name, index)
 
 

@@ -77,10 +77,8 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
         sites_filter = store.index.filter_state
         m.banlist_filter_gone.set(sites_filter["gone"])
         m.banlist_filter_refreshes.set(sites_filter["refreshed"])
-        m.banlist_filter_refresh_failures.labels("banlist").set(sites_filter["failures"])
-        if service.quarantine is not None:
-            quarantine = service.quarantine.index.filter_state
-            m.banlist_filter_refresh_failures.labels("quarantine").set(quarantine["failures"])
+        for name, index in service.ban_indexes():
+            m.banlist_filter_refresh_failures.labels(name).set(index.filter_state["failures"])
         states = sync_states(service)
         banlist = states["banlist"]
         m.banlist_staleness.set(banlist.staleness_seconds)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.banlist.base import BanStore
+from app.banlist.index import BanIndex
 from app.banlist.redis.policy import EvictionPolicy
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
@@ -77,6 +78,14 @@ class Rearranger:
         self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH
         # Tests only: the engine's deadline passes after this many clock reads (None: time).
         self.deadline_reads: int | None = None
+
+    def ban_indexes(self) -> list[tuple[str, BanIndex]]:
+        """The banlist indexes served, by name: the banlist's and, with sanctions, the
+        quarantine's (what the housekeeping and the gauges go over)."""
+        indexes = [("banlist", self.store.index)]
+        if self.quarantine is not None:
+            indexes.append(("quarantine", self.quarantine.index))
+        return indexes
 
     def rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
                forced_by: str | None = None, arrived: float | None = None,

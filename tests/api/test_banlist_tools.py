@@ -184,14 +184,20 @@ def test_metrics_show_the_names_gone_since_the_sites_filter_was_made(client):
         "gone": 1 / 3, "refreshed": 0, "failures": 0, "failure": None}
 
 
-def _poll_until(keeper, index, done, what: str):
-    """`keeper.poll` until `done(state)`: the filter is made on a thread of its own."""
+def _until(read, done, what: str):
+    """`read()` until `done` of what it gives, for up to a minute: the filter is made on a
+    thread of its own."""
     for _ in range(6000):
-        state = keeper.poll("banlist", index)
+        state = read()
         if done(state):
             return state
         time.sleep(0.01)
-    raise AssertionError(f"no {what} in a minute: {index.filter_state}")
+    raise AssertionError(f"no {what} in a minute: {state}")
+
+
+def _poll_until(keeper, index, done, what: str):
+    """`keeper.poll` (the housekeeping's call) until `done(state)`."""
+    return _until(lambda: keeper.poll("banlist", index), done, what)
 
 
 def test_a_failed_remaking_of_the_sites_filter_is_counted_logged_once_and_tried_again(
@@ -245,11 +251,7 @@ def test_the_housekeeping_publishes_a_filter_made_again_with_no_batch_after_it(s
                            json=delete)
         # the failed making is noted by a poll, the third removal made it again, and a
         # poll publishes that one: no batch comes after it
-        for _ in range(6000):
-            state = index.filter_state
-            if state["refreshed"] == 1 and state["failures"] == 1:
-                break
-            time.sleep(0.01)
-        assert index.filter_state["refreshed"] == 1, index.filter_state
+        _until(lambda: index.filter_state,
+               lambda s: s["refreshed"] == 1 and s["failures"] == 1, "filter published")
         metrics = client.get("/metrics").text
         assert 'rearrange_banlist_filter_refresh_failures{index="banlist"} 1.0' in metrics
