@@ -246,7 +246,9 @@ impl Writer {
         let mut gone = 0;
         for event in log {
             match event {
-                FilterEvent::Added(h) => filter.add(h),
+                FilterEvent::Added(_) | FilterEvent::Covers(_) | FilterEvent::Below(..) => {
+                    filter.tell(event)
+                }
                 FilterEvent::Removed(table, slot) => {
                     filter.removed(table, slot, &data.summary[table]);
                     gone += 1;
@@ -437,8 +439,8 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
 }
 
 /// The names an entry at `name` is counted at: `name` itself (None), then each parent with
-/// the `child_bit` of the label below it on the way to `name`.
-fn counted_names(name: &str) -> impl Iterator<Item = (&str, Option<u32>)> {
+/// the `child_pair` of the label below it on the way to `name`.
+fn counted_names(name: &str) -> impl Iterator<Item = (&str, Option<u16>)> {
     std::iter::once((name, None)).chain(
         summary::parents_and_children(name).map(move |(at, child)| (&name[at..], Some(child))),
     )
@@ -447,16 +449,19 @@ fn counted_names(name: &str) -> impl Iterator<Item = (&str, Option<u32>)> {
 /// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
     for (at, child) in counted_names(name) {
-        let (field, child) = child.map_or((field, 0), |child| (summary::BELOW, child));
+        let field = child.map_or(field, |_| summary::BELOW);
         data.bump_summary(summary::name_hash(at), field, delta, child);
     }
 }
 
 impl IndexData {
     /// `summary::bump` at the name hashed `h`, the sites filter following the name and
-    /// its slot (and told in `filter_log` too while a filter is made again aside).
-    pub(super) fn bump_summary(&mut self, h: u64, field: Field, delta: i32, child: u32) {
+    /// its slot (and told in `filter_log` too while a filter is made again aside); `below`:
+    /// for `BELOW`, the `child_pair` of the label below the name that the entry lies under
+    /// (None for the other fields).
+    pub(super) fn bump_summary(&mut self, h: u64, field: Field, delta: i32, below: Option<u16>) {
         let table = summary_of(h);
+        let child = below.map_or(0, summary::pair_bit);
         let change = summary::bump(&mut self.summary[table], h, field, delta, child);
         let mut told = |event| {
             if let Some(log) = &mut self.filter_log {
@@ -464,9 +469,15 @@ impl IndexData {
             }
         };
         if delta > 0 {
-            // a name sharing another's slot sets its own bits too (`filter`)
-            self.filter.add(h);
-            told(FilterEvent::Added(h));
+            // a name sharing another's slot sets its own bits too (`filter`), and those of a
+            // domain entry or member, or of the label below it that an entry lies under
+            let event = match below {
+                Some(pair) => FilterEvent::Below(h, pair),
+                None if field.covers_below() => FilterEvent::Covers(h),
+                None => FilterEvent::Added(h),
+            };
+            self.filter.tell(event);
+            told(event);
         }
         match change {
             SlotChange::Added => self.slots += 1,
@@ -485,22 +496,27 @@ impl IndexData {
     /// names gone since the filter was made may have left (`Filter::removed`).
     pub fn fresh_filter(&self) -> Filter {
         let mut filter = Filter::default();
-        let mut add = |name: &str| {
-            for (at, _) in counted_names(name) {
-                filter.add(summary::name_hash(at));
+        let mut add = |name: &str, field: Field| {
+            for (at, child) in counted_names(name) {
+                let h = summary::name_hash(at);
+                match child {
+                    Some(pair) => filter.add_below(h, pair),
+                    None if field.covers_below() => filter.add_cover(h),
+                    None => filter.add(h),
+                }
             }
         };
         for shard in &self.shards {
             for row in 0..shard.len() as u32 {
                 let scope = shard.scope(row);
-                if let Some((name, _)) = summarized(scope, scope.key_of(shard.value(row))) {
-                    add(name);
+                if let Some((name, field)) = summarized(scope, scope.key_of(shard.value(row))) {
+                    add(name, field);
                 }
             }
         }
         // a member domain is listed while a group holds it (`set_group`)
         for domain in self.groups.members.keys() {
-            add(domain);
+            add(domain, summary::MEMBER);
         }
         filter
     }

@@ -4,6 +4,20 @@
 //! one word, not a summary probe: a site goes on to its probe only when all three of its
 //! bits are set.
 //!
+//! A name's word says a little more, for the hosts below it: a name with a domain entry
+//! or an org member also sets three bits of its cover ([`covers_held`]), and a name with
+//! something below it three bits of each label just below it on the way there (its
+//! `summary::child_pair`, mixed with the name's hash: [`child_held`]). A host below its
+//! site (`www.`, `cdn.`) whose site's bits are all set goes on only if the cover's bits
+//! are set, or its own label's are ([`step_held`]): a `cdn.` host below a site whose
+//! `www.` host is banned, a fifth of the banlist bench's page, ends at the word it has
+//! already read, where it used to read the site's summary slot and test the slot's
+//! filter of labels below, which lets one label in four through. A site with no cover
+//! bits has no domain entry or member (a filter never misses), so its step can only go
+//! below it: a page of lookups goes straight to the host's name below the site, without
+//! the site's probe. The test of the cover and the label is made only for the sites whose
+//! three bits are set, so a clean page pays nothing for it but the filter's fuller words.
+//!
 //! A clean site's summary probe reads two cache lines (its table's header in the summary's
 //! vector of tables, then the chunk) and compares a chunk of tags; the filter is one flat
 //! array of words read through a directory that stays in the first-level cache, so a clean
@@ -40,10 +54,11 @@
 //! against the summary's slots, with filters made again aside between random batches).
 //!
 //! Three bits a name, not one: at 10 M entries (13 M names in 2 M words) a word has about
-//! six names and a quarter of its bits set, so a clean site's three bits are all set about
-//! once in fifty, where one bit a slot in the same 16 MiB let 9.1 % of clean sites go on
-//! (each costs a summary probe and a mispredicted branch or two, more than the filter's
-//! whole test).
+//! six names and, with the cover's and the labels' bits, 35 % of its bits set (a quarter
+//! without them), so a clean site's three bits are all set about once in twenty-three;
+//! a clean host below its site then most often ends at the cover's and the label's test.
+//! One bit a slot in the same 16 MiB let 9.1 % of clean sites go on (each costs a summary
+//! probe and a mispredicted branch or two, more than the filter's whole test).
 //!
 //! 2^21 words (16 MiB) at most, in [`SEGMENTS`] segments of 64 KiB that a snapshot shares
 //! and a batch copies on its first write to each, as the summary's tables are. A segment
@@ -54,7 +69,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::chunks::Chunks;
-use super::summary::POSITION;
+use super::summary::{self, POSITION};
 use super::{unique, SUMMARY_BITS};
 
 /// Tag bits of a slot that pick its word (the top ones of the 16 a slot keeps).
@@ -124,6 +139,10 @@ fn zero() -> Segment {
 pub enum FilterEvent {
     /// `Filter::add` of the name hashed so.
     Added(u64),
+    /// `Filter::add_cover` of the name hashed so.
+    Covers(u64),
+    /// `Filter::add_below` of the name hashed so, with the label below it.
+    Below(u64, u16),
     /// `Filter::removed` of this slot of this table.
     Removed(usize, u32),
 }
@@ -178,6 +197,63 @@ pub fn key(hash: u64) -> Key {
 #[inline(always)]
 pub fn holds_in(word: u64, key: Key) -> bool {
     word & key.mask == key.mask
+}
+
+/// The bits a domain entry or an org member at the name hashed `hash` sets in its word
+/// besides those of [`key`] (which every name counted sets): drawn by other bits of the
+/// hash, so that a lookup of a host below a name with none turns away most often.
+#[inline(always)]
+fn cover_mask(hash: u64) -> u64 {
+    MASKS[((hash >> 8) & 0xff) as usize]
+}
+
+/// The bits that something below the name hashed `hash` under the label whose
+/// `summary::child_pair` is `pair` sets in its word besides those of [`key`]: the label's
+/// end mixed with yet other bits of the hash, so that a host below a busy name on a label
+/// nothing lies under (a `cdn.` host below a site whose `www.` host is banned) is most
+/// often turned away.
+#[inline(always)]
+fn child_mask(hash: u64, pair: u16) -> u64 {
+    let mixed = (u32::from(pair) | 1 << 16).wrapping_mul(0x9E37_79B1) ^ hash as u32;
+    MASKS[(mixed >> 24) as usize]
+}
+
+/// Whether a walk's step at the name hashed `hash`, starting at `at` in `host` (0: the
+/// host itself), may find something or go on, by `word` (the name's, of `key(hash)`):
+/// the name is counted ([`holds_in`] its key), and it is the host, or below it
+/// ([`passes_held`]) a domain entry or member may be at it or something below it under the
+/// host's label. Not held: the step reads nothing it would act on
+/// (`summary::Walk::at_site`, `Walk::take`), so the walk ends there clean.
+#[inline(always)]
+pub fn step_held(word: u64, hash: u64, host: &[u8], at: usize) -> bool {
+    holds_in(word, key(hash)) && (at == 0 || passes_held(word, hash, host, at))
+}
+
+/// The test of [`step_held`] for a name that is not the host (`at > 0`) and whose key's
+/// bits are set: whether its word `word` holds the bits of a domain entry or member at it
+/// ([`covers_held`]), or those of something below it under the host's label just before
+/// it ([`child_held`]).
+#[inline(always)]
+pub fn passes_held(word: u64, hash: u64, host: &[u8], at: usize) -> bool {
+    covers_held(word, hash) || child_held(word, hash, host, at)
+}
+
+/// Whether the word `word` of the name hashed `hash` holds the bits of a domain entry or
+/// member at the name. Not held: none is, and a walk's step there can only go below it.
+#[inline(always)]
+pub fn covers_held(word: u64, hash: u64) -> bool {
+    let cover = cover_mask(hash);
+    word & cover == cover
+}
+
+/// Whether the word `word` of the name hashed `hash`, starting at `at` in `host` (`at >
+/// 0`), holds the bits of something below the name under the host's label just before it
+/// (read only here: a page of lookups asks it for the few names whose key's bits are all
+/// set and that no domain entry or member may be at).
+#[inline(always)]
+pub fn child_held(word: u64, hash: u64, host: &[u8], at: usize) -> bool {
+    let child = child_mask(hash, summary::child_pair_at(host, at));
+    word & child == child
 }
 
 /// The filter (see the module's doc).
@@ -258,9 +334,50 @@ impl Filter {
         &mut unique(&mut self.segments[s])[at]
     }
 
-    /// The name hashed `hash` was counted in the summary: its bits are set.
+    /// [`step_held`] of the name hashed `hash` starting at `at` in `host`.
+    #[inline(always)]
+    pub fn holds_step(&self, hash: u64, host: &[u8], at: usize) -> bool {
+        step_held(*self.word_ref(key(hash)), hash, host, at)
+    }
+
+    /// An entry was counted in the summary at the name hashed `hash`: its key's bits are
+    /// set.
     pub fn add(&mut self, hash: u64) {
+        self.set(key(hash));
+    }
+
+    /// A domain entry or an org member was counted at the name hashed `hash`: its key's
+    /// bits and those of a name that covers what lies below it are set.
+    pub fn add_cover(&mut self, hash: u64) {
         let key = key(hash);
+        self.set(Key {
+            word: key.word,
+            mask: key.mask | cover_mask(hash),
+        });
+    }
+
+    /// An entry below the name hashed `hash` was counted there (`BELOW`), under the label
+    /// whose `summary::child_pair` is `pair`: its key's bits and that label's are set.
+    pub fn add_below(&mut self, hash: u64, pair: u16) {
+        let key = key(hash);
+        self.set(Key {
+            word: key.word,
+            mask: key.mask | child_mask(hash, pair),
+        });
+    }
+
+    /// What a batch told the filter of a name counted (`add`, `add_cover`, `add_below`); a
+    /// slot taken out is told with its table (`removed`).
+    pub fn tell(&mut self, event: FilterEvent) {
+        match event {
+            FilterEvent::Added(hash) => self.add(hash),
+            FilterEvent::Covers(hash) => self.add_cover(hash),
+            FilterEvent::Below(hash, pair) => self.add_below(hash, pair),
+            FilterEvent::Removed(..) => {}
+        }
+    }
+
+    fn set(&mut self, key: Key) {
         if !self.holds(key) {
             *self.word_mut(key.word) |= key.mask;
         }
@@ -361,9 +478,139 @@ mod tests {
     use std::collections::HashMap;
 
     use super::super::data::IndexData;
-    use super::super::summary::{name_hash, slot_pos, want, DOMAIN, HOST};
-    use super::super::{summary_of, SUMMARIES};
+    use super::super::names::suffixes;
+    use super::super::summary::{name_hash, slot_pos, want, HostSummary, DOMAIN, HOST};
+    use super::super::{summary_of, BanIndex, Change, NewEntry, Scope, SUMMARIES};
     use super::*;
+
+    /// An index holding `entries` (scope, value), made as a store's batch makes it.
+    fn index_of(entries: &[(Scope, &str)]) -> Arc<IndexData> {
+        let index = BanIndex::empty();
+        let changes = entries.iter().enumerate().map(|(i, &(scope, value))| {
+            Change::Add(NewEntry {
+                id: (i + 1).to_string(),
+                scope,
+                value: value.into(),
+                reason: "r".into(),
+                actor: "a".into(),
+                created: 0.0,
+                expires: None,
+                regions: vec![],
+            })
+        });
+        index
+            .apply_iter(changes.collect::<Vec<_>>())
+            .expect("applies");
+        index.snapshot()
+    }
+
+    #[test]
+    fn a_host_below_a_busy_site_goes_on_only_where_something_may_cover_it() {
+        let data = index_of(&[
+            (Scope::Host, "www.banned.com"),
+            (Scope::Domain, "covered.com"),
+            (Scope::Url, "listed.com/p"),
+        ]);
+        // the step at a host's site (where it starts in the host: past its first label)
+        let held = |host: &str, site: &str| {
+            let at = host.len() - site.len();
+            data.filter.holds_step(name_hash(site), host.as_bytes(), at)
+        };
+        // www.banned.com is banned: its site counts something below it under `www`, and
+        // a host on another label ends at the site's word
+        assert!(held("www.banned.com", "banned.com"));
+        for label in ["cdn", "img", "static", "api", "m", "news"] {
+            let host = format!("{label}.banned.com");
+            assert!(!held(&host, "banned.com"), "{host}");
+        }
+        // a domain entry covers its name and every host below it
+        for host in ["covered.com", "cdn.covered.com", "www.covered.com"] {
+            assert!(held(host, "covered.com"), "{host}");
+        }
+        // a url entry is at its host only
+        assert!(held("listed.com", "listed.com"));
+        assert!(!held("www.listed.com", "listed.com"));
+    }
+
+    #[test]
+    fn a_walks_step_that_may_find_something_is_held() {
+        // random entries over a small universe of names; every name of every host that
+        // a walk may step at (its site and each name below it) is held where something
+        // there may matter to the host: anything at the host itself, a domain entry at a
+        // name above it, or an entry below such a name under the host's own label there
+        const LABELS: [&str; 9] = ["a", "b", "www", "cdn", "co", "uk", "", "1", "xn--p1ai"];
+        let mut rng = crate::testing::Xorshift(0x5EED);
+        let mut checked = 0;
+        for round in 0..60 {
+            let hosts: Vec<String> = (0..30)
+                .map(|_| {
+                    let labels = 1 + rng.next() as usize % 6;
+                    let host: Vec<&str> = (0..labels).map(|_| *rng.pick(&LABELS)).collect();
+                    host.join(".")
+                })
+                .collect();
+            let mut entries: Vec<(Scope, String)> = Vec::new();
+            for _ in 0..1 + rng.next() % 8 {
+                let host = rng.pick(&hosts).clone();
+                let names = suffixes(&host, usize::MAX);
+                let name = names
+                    .get(rng.next() as usize % names.len().max(1))
+                    .map_or(host.clone(), |n| n.to_string());
+                entries.push(match rng.next() % 4 {
+                    0 => (Scope::Domain, name),
+                    1 => (Scope::Host, host),
+                    2 => (Scope::Url, format!("{host}/p")),
+                    _ => (Scope::Prefix, format!("{host}/p/")),
+                });
+            }
+            let listed: Vec<(Scope, &str)> =
+                entries.iter().map(|(s, v)| (*s, v.as_str())).collect();
+            let data = index_of(&listed);
+            // each entry's name (a url's or a prefix's host) and whether it covers below
+            let named: Vec<(&str, bool)> = entries
+                .iter()
+                .map(|(scope, value)| {
+                    let name = value.split('/').next().unwrap_or(value);
+                    (name, *scope == Scope::Domain)
+                })
+                .collect();
+            for host in &hosts {
+                let site = HostSummary::site(host).0;
+                // the names a walk steps at: from the site down to the host
+                let starts = std::iter::once(0)
+                    .chain(host.match_indices('.').map(|(dot, _)| dot + 1))
+                    .filter(|&at| at <= site);
+                for at in starts {
+                    let name = &host[at..];
+                    let matters = named.iter().any(|&(entry, covers)| {
+                        if entry == name {
+                            return at == 0 || covers;
+                        }
+                        // an entry below the name, under the host's label just above it
+                        let Some(head) = entry.strip_suffix(name) else {
+                            return false;
+                        };
+                        let Some(head) = head.strip_suffix('.') else {
+                            return false;
+                        };
+                        if name.is_empty() && !entry.ends_with('.') {
+                            return false;
+                        }
+                        let label = head.rsplit('.').next().unwrap_or(head);
+                        at != 0
+                            && summary::child_pair(label.as_bytes())
+                                == summary::child_pair_at(host.as_bytes(), at)
+                    });
+                    if matters {
+                        checked += 1;
+                        let held = data.filter.holds_step(name_hash(name), host.as_bytes(), at);
+                        assert!(held, "round {round}: {host} at {at}, {entries:?}");
+                    }
+                }
+            }
+        }
+        assert!(checked > 200, "{checked}");
+    }
 
     #[test]
     fn a_names_word_is_its_slots_word() {
@@ -420,13 +667,13 @@ mod tests {
             .expect("a pair");
         let (h1, h2) = (name_hash(&first), name_hash(&second));
         let mut data = IndexData::default();
-        data.bump_summary(h1, HOST, 1, 0);
+        data.bump_summary(h1, HOST, 1, None);
         assert!(data.filter.holds(key(h1)));
         assert!(
             !data.filter.holds(key(h2)),
             "{second} shares {first}'s slot, not its bits"
         );
-        data.bump_summary(h2, DOMAIN, 1, 0);
+        data.bump_summary(h2, DOMAIN, 1, None);
         assert!(data.filter.holds(key(h1)) && data.filter.holds(key(h2)));
     }
 
@@ -448,17 +695,17 @@ mod tests {
         let hashes = names[&word].clone();
         let mut data = IndexData::default();
         for &h in &hashes {
-            data.bump_summary(h, HOST, 1, 0);
+            data.bump_summary(h, HOST, 1, None);
         }
         let all = hashes.iter().fold(0, |m, &h| m | key(h).mask);
         let bits = |data: &IndexData| *data.filter.word_ref(key(hashes[0]));
         assert_eq!(bits(&data), all);
-        data.bump_summary(hashes[0], HOST, -1, 0);
-        data.bump_summary(hashes[1], HOST, -1, 0);
+        data.bump_summary(hashes[0], HOST, -1, None);
+        data.bump_summary(hashes[1], HOST, -1, None);
         assert_eq!(bits(&data), all, "a slot is left: the bits stay");
         assert!(data.filter.holds(key(hashes[2])));
         assert_eq!(data.filter.words_without_slots(&data.summary), 0);
-        data.bump_summary(hashes[2], HOST, -1, 0);
+        data.bump_summary(hashes[2], HOST, -1, None);
         assert_eq!(bits(&data), 0, "the last slot went");
         assert_eq!(data.filter.count(), 0);
     }

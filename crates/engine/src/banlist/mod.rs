@@ -29,7 +29,9 @@
 //! something. The sites filter (`filter`) keeps a word for each summary table and top of a
 //! tag, in which each name counted sets three bits picked by hash bits the summary does not
 //! keep, so that a page of lookups answers most clean sites with one word, before any
-//! summary probe. A page of lookups (`page`) takes each step for all its URLs in turn,
+//! summary probe; a name with a domain entry or member, or with something below it under a
+//! label, sets three bits more for each, so that most hosts below a busy site (a `cdn.`
+//! host below a site whose `www.` host is banned) end at that word too. A page of lookups (`page`) takes each step for all its URLs in turn,
 //! prefetching, so that their cache misses overlap; a walk
 //! that finds nothing ends in the page's first loops, and only the URLs whose walk finds
 //! something go on to the key tables. A key's probe stops at its first row when the

@@ -446,17 +446,21 @@ fn a_forged_summary_slot_is_verified_like_any_other() {
         })])
         .expect("applies");
     let mut data = IndexData::clone(&index.snapshot());
-    // clean.com's slot claims everything: a domain entry, members, entries below it
+    // clean.com's slot claims everything: a domain entry, members, entries below it on the
+    // way to each host asked
     let h = super::summary::name_hash("clean.com");
     for field in [
         super::summary::DOMAIN,
         super::summary::MEMBER,
-        super::summary::BELOW,
         super::summary::URL,
         super::summary::PREFIX,
         super::summary::HOST,
     ] {
-        data.bump_summary(h, field, 1, super::summary::EVERY_CHILD);
+        data.bump_summary(h, field, 1, None);
+    }
+    for label in ["www", "b"] {
+        let pair = super::summary::child_pair(label.as_bytes());
+        data.bump_summary(h, super::summary::BELOW, 1, Some(pair));
     }
     for host in ["clean.com", "www.clean.com", "a.b.clean.com"] {
         let url = format!("http://{host}/p/x");

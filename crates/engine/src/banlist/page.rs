@@ -9,11 +9,15 @@
 //! Most of a page is clean: a clean site ends at its bits in the sites filter (`filter`:
 //! one word of a flat array, where a summary probe reads its table's header and a chunk),
 //! with no more state than its hash; the filter's words are prefetched for the whole page
-//! first, then tested. A site whose bits are all set (a clean one's when other names set
-//! all three, about once in fifty at 10 M entries) has its summary chunk prefetched and
-//! read. The other walks down the URLs' names run in one small loop while the names they
-//! read hold nothing but `BELOW` (a clean host below a busy site ends at the site's slot,
-//! or at the filter's bits of the name below it, or after one probe more).
+//! first, then tested. A host below a site whose bits are all set (a clean one's when
+//! other names set all three, about once in twenty-three at 10 M entries) goes on only if
+//! the word holds the bits of a domain entry or member at the site, or of something below
+//! it under the host's own label (`filter::step_held`: a `cdn.` host below a site whose
+//! `www.` host is banned ends there). A site that may hold a domain entry or member, or
+//! is the host, has its summary chunk prefetched and read; one that holds none goes
+//! straight below it. The other walks down the URLs' names run in one small loop while
+//! the names they read hold nothing but `BELOW` (a clean host below a busy site ends at
+//! the filter's bits of the name below it, or after one probe more).
 //! Only a URL whose walk finds something goes on, with the larger state of a whole lookup
 //! (the first key, and `HostSummary` for a walk that goes on past what it found), in a
 //! group of up to [`GROUP`] such URLs. The first key
@@ -29,7 +33,7 @@ use std::mem::MaybeUninit;
 
 use super::data::{First, Hit, IndexData};
 use super::filter;
-use super::names::{first_short_prefix, prefix_order, url_key, url_path, UrlPath};
+use super::names::{first_short_prefix, last_dot, prefix_order, url_key, url_path, UrlPath};
 use super::shard::Shard;
 use super::summary::{self, Counts, HostSummary, Probe, SiteStep, Walk, DOMAIN, HOST, PREFIX, URL};
 use super::{hash_str, shard_of, summary_of, tag_of, Scope};
@@ -137,9 +141,12 @@ impl IndexData {
 
     /// `lookup_page` of up to `BLOCK` items, on the stack. Every URL's site is hashed and
     /// its bits in the sites filter read: a clean site with one of them clear (most of a
-    /// page) ends there. The others' summary chunks are prefetched, then each read: a site
-    /// with no slot ends there too, and the rest take the site's step of their walk down their
-    /// names as it is read (`Walk::at_site`). Those that go on step while the names they
+    /// page) ends there, and so does a host below its site when the word holds neither a
+    /// domain entry or member at the site nor something below it under the host's label.
+    /// The others' summary chunks are prefetched, then each read: a site with no slot ends
+    /// there too, and the rest take the site's step of their walk down their names as it
+    /// is read (`Walk::at_site`); a site the filter says holds no domain entry or member is
+    /// not read, its step going below it. Those that go on step while the names they
     /// read hold nothing but `BELOW`; a URL whose walk finds something goes on in
     /// `lookup_group`, a `GROUP` at a time. The block's first item is item `base` of the
     /// page; the hits are pushed to `out`.
@@ -169,15 +176,26 @@ impl IndexData {
         for (i, &(hash, _, word)) in hashed.as_mut().iter().enumerate() {
             held |= u64::from(filter::holds_in(*word, filter::key(hash))) << i;
         }
-        // the sites the filter holds, with their items, in item order, their summary
-        // chunks prefetched
-        let mut probes = Stack::<(u8, Probe)>::new();
+        // the sites the filter holds, with their items, in item order, and their summary
+        // lookups, prefetched: below its site, a host's walk goes on only where a domain
+        // entry or member may be at the site or something below it under the host's label
+        // (a `cdn.` host below a site whose `www.` host is banned, most often, ends here),
+        // and a site that no domain entry or member may be at is not probed (its step can
+        // only go below it: None)
+        let mut probes = Stack::<(u8, Option<Probe>)>::new();
         while held != 0 {
             let i = held.trailing_zeros() as usize;
             held &= held - 1;
-            let hash = hashed.as_mut()[i].0;
-            let probe = Probe::new(&tables[summary_of(hash)], hash);
-            probe.prefetch();
+            let (hash, at, word) = hashed.as_mut()[i];
+            let probe = if at == 0 || filter::covers_held(*word, hash) {
+                let probe = Probe::new(&tables[summary_of(hash)], hash);
+                probe.prefetch();
+                Some(probe)
+            } else if filter::child_held(*word, hash, host(i).as_bytes(), at) {
+                None
+            } else {
+                continue;
+            };
             probes.push((i as u8, probe));
         }
         // what each of those sites' slots holds and what the site's step does: the walks
@@ -191,18 +209,30 @@ impl IndexData {
             let item = usize::from(i);
             let (hash, at, _) = hashed.as_mut()[item];
             // the slot is read from the chunk found and prefetched for it (a site with no
-            // slot reads no counts, and its step ends there)
-            let c = site_probe.counts(&tables[summary_of(hash)]);
+            // slot reads no counts, and its step ends there); a site not probed goes below
+            let (c, step) = match site_probe {
+                Some(probe) => {
+                    let c = probe.counts(&tables[summary_of(hash)]);
+                    (c, Walk::at_site(host(item), at, c))
+                }
+                None => {
+                    let dot = last_dot(host(item).as_bytes(), at - 1);
+                    (Counts::default(), SiteStep::Below(dot))
+                }
+            };
             let mut walk = Walk::new(at, hash);
             let bit = 1 << walks.len();
-            let probe = match Walk::at_site(host(item), at, c) {
+            let probe = match step {
                 SiteStep::Ends => continue,
                 SiteStep::Below(dot) => {
                     walk.descend(host(item), self.labels, dot);
-                    // a name the filter does not hold is counted nowhere: a step there would
-                    // read nothing and end the walk (a `cdn.` host below a site whose `www.`
-                    // host is banned ends here, without a probe of its own slot)
-                    if walk.ends_at_nothing() && !self.filter.holds(filter::key(walk.hash)) {
+                    // a step at a name the filter does not hold would read nothing it acts
+                    // on and end the walk (`filter::step_held`)
+                    if walk.ends_at_nothing()
+                        && !self
+                            .filter
+                            .holds_step(walk.hash, host(item).as_bytes(), walk.at)
+                    {
                         continue;
                     }
                     walking |= bit;
@@ -212,7 +242,7 @@ impl IndexData {
                 }
                 SiteStep::Notes => {
                     found |= bit;
-                    site_probe
+                    site_probe.unwrap_or_default()
                 }
             };
             walks.push(Live {

@@ -36,6 +36,15 @@ pub struct Field {
     shift: u32,
 }
 
+impl Field {
+    /// Whether entries of this field at a name cover the names below it too (a domain
+    /// entry, an org member).
+    #[inline]
+    pub fn covers_below(self) -> bool {
+        self.shift == DOMAIN.shift || self.shift == MEMBER.shift
+    }
+}
+
 /// Host entries with this value.
 pub const HOST: Field = Field { shift: 0 };
 /// Domain entries with this value.
@@ -65,25 +74,39 @@ const CHILDREN: u32 = COUNTS & !((1 << FIELD_BITS) - 1);
 pub const EVERY_CHILD: u32 = CHILDREN;
 
 /// The bit of the filter of labels below a name that `label` sets (the label just below
-/// the name on the way to a name below it that holds something): its last two bytes (0
-/// for each it is too short to have), mixed. Only the end of the label counts, so that a
-/// walk reads the bit from the bytes just before a name's dot ([`child_bit_at`]) without
-/// finding where the label starts.
-#[inline(always)]
+/// the name on the way to a name below it that holds something): its [`child_pair`],
+/// mixed. Only the end of the label counts, so that a walk reads the bit from the bytes
+/// just before a name's dot ([`child_bit_at`]) without finding where the label starts.
+#[cfg(test)]
 pub fn child_bit(label: &[u8]) -> u32 {
+    pair_bit(child_pair(label))
+}
+
+/// [`child_bit`] of the label of `host` just before the name starting at `at` (just past
+/// a dot, `at > 0`).
+#[inline(always)]
+pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
+    pair_bit(child_pair_at(host, at))
+}
+
+/// The end of a label as the index tells labels below a name apart: its last byte, and
+/// the one before it above that (0 for each it is too short to have). The filter of labels
+/// below a slot keeps two bits of it ([`child_bit`]), the sites filter more (`filter`).
+#[inline(always)]
+pub fn child_pair(label: &[u8]) -> u16 {
     let (last, before) = match label {
         [.., before, last] => (*last, *before),
         [last] => (*last, 0),
         [] => (0, 0),
     };
-    mix_child(last, before)
+    u16::from(last) | u16::from(before) << 8
 }
 
-/// [`child_bit`] of the label of `host` just before the name starting at `at` (just past
+/// [`child_pair`] of the label of `host` just before the name starting at `at` (just past
 /// a dot, `at > 0`): read from the two bytes before that dot, a dot among them (or the
 /// host's start) ending the label.
 #[inline(always)]
-pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
+pub fn child_pair_at(host: &[u8], at: usize) -> u16 {
     debug_assert!(at > 0 && host.get(at - 1) == Some(&b'.'));
     // the host before that dot: its last two bytes, a dot among them ending the label
     let head = host.get(..at.saturating_sub(1)).unwrap_or_default();
@@ -93,17 +116,16 @@ pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
         [] => (b'.', b'.'),
     };
     match (last, before) {
-        (b'.', _) => mix_child(0, 0),
-        (last, b'.') => mix_child(last, 0),
-        (last, before) => mix_child(last, before),
+        (b'.', _) => 0,
+        (last, b'.') => u16::from(last),
+        (last, before) => u16::from(last) | u16::from(before) << 8,
     }
 }
 
-/// The filter bit of a label ending in `before`, `last` (a dot's byte never is either).
+/// The filter bit of a label whose [`child_pair`] is `pair`.
 #[inline(always)]
-fn mix_child(last: u8, before: u8) -> u32 {
-    let x = u32::from(last) | u32::from(before) << 8;
-    1 << (FIELD_BITS + (x.wrapping_mul(0x9E37_79B9) >> 30))
+pub fn pair_bit(pair: u16) -> u32 {
+    1 << (FIELD_BITS + (u32::from(pair).wrapping_mul(0x9E37_79B9) >> 30))
 }
 
 /// The place of the second highest bit set in `dots`, if two are.
@@ -348,15 +370,15 @@ pub fn parents(name: &str) -> impl Iterator<Item = usize> + '_ {
     Dots::of(name).skip(1).take(DEEP - 1).map(|dot| dot + 1)
 }
 
-/// `parents`, each with the `child_bit` of the label of `name` just below it.
-pub fn parents_and_children(name: &str) -> impl Iterator<Item = (usize, u32)> + '_ {
+/// `parents`, each with the `child_pair` of the label of `name` just below it.
+pub fn parents_and_children(name: &str) -> impl Iterator<Item = (usize, u16)> + '_ {
     parents(name).map(move |at| {
         let bytes = &name.as_bytes()[..at - 1];
         let label = bytes
             .iter()
             .rposition(|&b| b == b'.')
             .map_or(0, |dot| dot + 1);
-        (at, child_bit(&bytes[label..]))
+        (at, child_pair(&bytes[label..]))
     })
 }
 
@@ -659,7 +681,7 @@ mod tests {
         for &(name, field) in names {
             bump(&mut t, name_hash(name), field, 1, 0);
             for (at, child) in parents_and_children(name) {
-                bump(&mut t, name_hash(&name[at..]), BELOW, 1, child);
+                bump(&mut t, name_hash(&name[at..]), BELOW, 1, pair_bit(child));
             }
         }
         t
@@ -942,7 +964,8 @@ mod tests {
         ];
         for name in names {
             for (at, child) in parents_and_children(name) {
-                assert_eq!(child_bit_at(name.as_bytes(), at), child, "{name} at {at}");
+                assert_eq!(child_pair_at(name.as_bytes(), at), child, "{name} at {at}");
+                assert_eq!(child_bit_at(name.as_bytes(), at), pair_bit(child));
             }
         }
         // the label's end decides: the same last two bytes, the same bit
