@@ -3,6 +3,7 @@
 //! Everything one `/v1/rerank` touches lives here; the control plane (config, stores,
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
+mod alloc;
 pub mod banlist;
 pub mod contract;
 pub mod doc;
@@ -32,7 +33,7 @@ use pyo3::prelude::*;
 /// thousand small strings, and glibc's malloc spent about a quarter of a body's decoding
 /// on them (its free-list consolidation above all); the Python side keeps its own.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 /// The Python module `app._engine`.
 #[pymodule]
