@@ -287,8 +287,12 @@ impl IndexData {
             // time, which most pages' hits fit in, so that a page with hits allocates once,
             // small (a clean page allocates nothing)
             let want = found.count_ones() as usize;
-            let least = if out.capacity() == 0 { HITS } else { 0 };
-            out.reserve(want.max(least));
+            if out.capacity() == 0 {
+                // allocated as it is made: `reserve` would go through the vector's growth
+                *out = Vec::with_capacity(want.max(HITS));
+            } else {
+                out.reserve(want);
+            }
         }
         let first = out.len();
         while found != 0 {
