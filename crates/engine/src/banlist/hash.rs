@@ -50,8 +50,8 @@ fn spread(len: usize) -> u64 {
     (len as u64).wrapping_mul(S2)
 }
 
-/// The hash of `bytes`: one folded multiply for up to 16 bytes, two in a row for up to 32,
-/// one more per 16 bytes past that.
+/// The hash of `bytes`: one folded multiply for up to 16 bytes, two side by side for up to
+/// 32, one more in a row per 16 bytes past that.
 ///
 /// A lookup's first step hashes every URL's site, and its next read waits for the hash: the
 /// multiplies in a row are most of that wait. rapidhash folds the two words of a short
@@ -82,8 +82,11 @@ pub fn hash(bytes: &[u8]) -> u64 {
     // 32 bytes, most sites and hosts, takes its one round with no loop)
     let mut seed = SEED ^ spread(len);
     if len <= 32 {
-        seed = mix(word(bytes, 0) ^ S2, word(bytes, 8) ^ seed);
-        return mix(seed ^ word(bytes, len - 16) ^ S1, word(bytes, len - 8) ^ S0);
+        // the first 16 bytes and the last 16 (overlapping below 32) folded apart, side by
+        // side: one multiply in a row, as for a short name
+        let head = mix(word(bytes, 0) ^ S2, word(bytes, 8) ^ seed);
+        let tail = mix(word(bytes, len - 16) ^ S1, word(bytes, len - 8) ^ S0);
+        return head ^ tail;
     }
     let mut at = 0;
     while len - at > 16 {
