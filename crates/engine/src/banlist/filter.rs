@@ -480,24 +480,16 @@ mod tests {
     use super::super::data::IndexData;
     use super::super::names::suffixes;
     use super::super::summary::{name_hash, slot_pos, want, HostSummary, DOMAIN, HOST};
-    use super::super::{summary_of, BanIndex, Change, NewEntry, Scope, SUMMARIES};
+    use super::super::{added, summary_of, BanIndex, Scope, SUMMARIES};
     use super::*;
 
     /// An index holding `entries` (scope, value), made as a store's batch makes it.
     fn index_of(entries: &[(Scope, &str)]) -> Arc<IndexData> {
         let index = BanIndex::empty();
-        let changes = entries.iter().enumerate().map(|(i, &(scope, value))| {
-            Change::Add(NewEntry {
-                id: (i + 1).to_string(),
-                scope,
-                value: value.into(),
-                reason: "r".into(),
-                actor: "a".into(),
-                created: 0.0,
-                expires: None,
-                regions: vec![],
-            })
-        });
+        let changes = entries
+            .iter()
+            .enumerate()
+            .map(|(i, &(scope, value))| added(&(i + 1).to_string(), scope, value));
         index
             .apply_iter(changes.collect::<Vec<_>>())
             .expect("applies");

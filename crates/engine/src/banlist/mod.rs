@@ -215,6 +215,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// A change that adds a plain entry (reason `r`, actor `a`, no expiry, in every region):
+/// what the tests add.
+#[cfg(test)]
+pub(crate) fn added(id: &str, scope: Scope, value: &str) -> Change {
+    Change::Add(NewEntry {
+        id: id.into(),
+        scope,
+        value: value.into(),
+        reason: "r".into(),
+        actor: "a".into(),
+        created: 0.0,
+        expires: None,
+        regions: Vec::new(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -572,21 +572,8 @@ pub(crate) fn spread_in_order(hits: Vec<(usize, Hit<'_>)>, len: usize) -> Vec<Op
 
 #[cfg(test)]
 mod tests {
-    use super::super::{BanIndex, Change, NewEntry};
+    use super::super::{added as add, BanIndex, Change};
     use super::*;
-
-    fn add(id: &str, scope: Scope, value: &str) -> Change {
-        Change::Add(NewEntry {
-            id: id.into(),
-            scope,
-            value: value.into(),
-            reason: "r".into(),
-            actor: "a".into(),
-            created: 0.0,
-            expires: None,
-            regions: Vec::new(),
-        })
-    }
 
     /// The ids of the entries a page of (canonical, host) pairs hits, in item order, once it
     /// has checked that each answer is the one a lookup of that URL alone gives.
