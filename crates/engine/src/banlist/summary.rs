@@ -8,7 +8,7 @@
 //! part), prefix entries under it, org groups holding it as a member, and everything of
 //! those at names below it (`BELOW`: counted at each parent of a name, up to [`DEEP`]
 //! labels); and above the counts, a 4-bit filter of the labels just below the name that
-//! those names below it lie under ([`child_bit`]), so that a walk stops at a busy site
+//! those names below it lie under ([`pair_bit`]), so that a walk stops at a busy site
 //! when the host's own label below it is not one of them (a `cdn.` host below a site
 //! whose `www.` host is banned, most often, ends at the site's slot). The filter's bits
 //! are cleared with `BELOW`'s count, and only then. The name lives in summary table
@@ -82,8 +82,8 @@ pub fn child_bit(label: &[u8]) -> u32 {
     pair_bit(child_pair(label))
 }
 
-/// [`child_bit`] of the label of `host` just before the name starting at `at` (just past
-/// a dot, `at > 0`).
+/// The filter bit ([`pair_bit`]) of the label of `host` just before the name starting at
+/// `at` (just past a dot, `at > 0`).
 #[inline(always)]
 pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
     pair_bit(child_pair_at(host, at))
@@ -91,7 +91,7 @@ pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
 
 /// The end of a label as the index tells labels below a name apart: its last byte, and
 /// the one before it above that (0 for each it is too short to have). The filter of labels
-/// below a slot keeps two bits of it ([`child_bit`]), the sites filter more (`filter`).
+/// below a slot keeps two bits of it ([`pair_bit`]), the sites filter more (`filter`).
 #[inline(always)]
 pub fn child_pair(label: &[u8]) -> u16 {
     let (last, before) = match label {
