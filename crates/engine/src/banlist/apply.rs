@@ -7,7 +7,7 @@
 use std::sync::{mpsc, Arc};
 
 use super::data::{id_hash, id_ref, id_slot, numeric_id, IndexData, Meta, NAMED};
-use super::filter::{Filter, FilterEvent};
+use super::filter::{self, Filter, FilterEvent};
 use super::names::labels;
 use super::shard::{key_slot, slot_tag, RowData, RowRef, MAX_METAS};
 use super::summary::{self, Field, SlotChange};
@@ -246,9 +246,7 @@ impl Writer {
         let mut gone = 0;
         for event in log {
             match event {
-                FilterEvent::Added(_) | FilterEvent::Covers(_) | FilterEvent::Below(..) => {
-                    filter.tell(event)
-                }
+                FilterEvent::Set(key) => filter.set(key),
                 FilterEvent::Removed(table, slot) => {
                     filter.removed(table, slot, &data.summary[table]);
                     gone += 1;
@@ -438,18 +436,19 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
     }
 }
 
-/// The names an entry at `name` is counted at: `name` itself (None), then each parent with
-/// the `child_pair` of the label below it on the way to `name`.
-fn counted_names(name: &str) -> impl Iterator<Item = (&str, Option<u16>)> {
-    std::iter::once((name, None)).chain(
-        summary::parents_and_children(name).map(move |(at, child)| (&name[at..], Some(child))),
+/// The names an entry of `field` at `name` is counted at, and as what: `name` itself as
+/// `field` (None), then each parent in `BELOW` with the `child_pair` of the label below it
+/// on the way to `name`.
+fn counted_names(name: &str, field: Field) -> impl Iterator<Item = (&str, Field, Option<u16>)> {
+    std::iter::once((name, field, None)).chain(
+        summary::parents_and_children(name)
+            .map(move |(at, child)| (&name[at..], summary::BELOW, Some(child))),
     )
 }
 
 /// Count an entry (`delta` 1) or drop it (-1) at `name`, and in `BELOW` at its parents.
 fn summarize(data: &mut IndexData, name: &str, field: Field, delta: i32) {
-    for (at, child) in counted_names(name) {
-        let field = child.map_or(field, |_| summary::BELOW);
+    for (at, field, child) in counted_names(name, field) {
         data.bump_summary(summary::name_hash(at), field, delta, child);
     }
 }
@@ -471,13 +470,9 @@ impl IndexData {
         if delta > 0 {
             // a name sharing another's slot sets its own bits too (`filter`), and those of a
             // domain entry or member, or of the label below it that an entry lies under
-            let event = match below {
-                Some(pair) => FilterEvent::Below(h, pair),
-                None if field.covers_below() => FilterEvent::Covers(h),
-                None => FilterEvent::Added(h),
-            };
-            self.filter.tell(event);
-            told(event);
+            let key = filter::counted_key(h, field, below);
+            self.filter.set(key);
+            told(FilterEvent::Set(key));
         }
         match change {
             SlotChange::Added => self.slots += 1,
@@ -497,13 +492,8 @@ impl IndexData {
     pub fn fresh_filter(&self) -> Filter {
         let mut filter = Filter::default();
         let mut add = |name: &str, field: Field| {
-            for (at, child) in counted_names(name) {
-                let h = summary::name_hash(at);
-                match child {
-                    Some(pair) => filter.add_below(h, pair),
-                    None if field.covers_below() => filter.add_cover(h),
-                    None => filter.add(h),
-                }
+            for (at, field, child) in counted_names(name, field) {
+                filter.set(filter::counted_key(summary::name_hash(at), field, child));
             }
         };
         for shard in &self.shards {

@@ -69,7 +69,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::chunks::Chunks;
-use super::summary::{self, POSITION};
+use super::summary::{self, Field, POSITION};
 use super::{unique, SUMMARY_BITS};
 
 /// Tag bits of a slot that pick its word (the top ones of the 16 a slot keeps).
@@ -137,12 +137,8 @@ fn zero() -> Segment {
 /// earlier snapshot, and told to that one before it is published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FilterEvent {
-    /// `Filter::add` of the name hashed so.
-    Added(u64),
-    /// `Filter::add_cover` of the name hashed so.
-    Covers(u64),
-    /// `Filter::add_below` of the name hashed so, with the label below it.
-    Below(u64, u16),
+    /// `Filter::set` of these bits: a name counted ([`counted_key`]).
+    Set(Key),
     /// `Filter::removed` of this slot of this table.
     Removed(usize, u32),
 }
@@ -189,6 +185,24 @@ pub fn key(hash: u64) -> Key {
     Key {
         word: (hash >> (64 - WORD_BITS)) as usize,
         mask: MASKS[(hash & 0xff) as usize],
+    }
+}
+
+/// The bits a name counted in the summary sets: its key's (every name counted), and for
+/// a domain entry or an org member at it those of its cover, or for an entry below it
+/// (`BELOW`, `below` the `summary::child_pair` of the label below the name that the entry
+/// lies under) those of that label.
+#[inline]
+pub fn counted_key(hash: u64, field: Field, below: Option<u16>) -> Key {
+    let own = key(hash);
+    let more = match below {
+        Some(pair) => child_mask(hash, pair),
+        None if field.covers_below() => cover_mask(hash),
+        None => 0,
+    };
+    Key {
+        word: own.word,
+        mask: own.mask | more,
     }
 }
 
@@ -340,44 +354,8 @@ impl Filter {
         step_held(*self.word_ref(key(hash)), hash, host, at)
     }
 
-    /// An entry was counted in the summary at the name hashed `hash`: its key's bits are
-    /// set.
-    pub fn add(&mut self, hash: u64) {
-        self.set(key(hash));
-    }
-
-    /// A domain entry or an org member was counted at the name hashed `hash`: its key's
-    /// bits and those of a name that covers what lies below it are set.
-    pub fn add_cover(&mut self, hash: u64) {
-        let key = key(hash);
-        self.set(Key {
-            word: key.word,
-            mask: key.mask | cover_mask(hash),
-        });
-    }
-
-    /// An entry below the name hashed `hash` was counted there (`BELOW`), under the label
-    /// whose `summary::child_pair` is `pair`: its key's bits and that label's are set.
-    pub fn add_below(&mut self, hash: u64, pair: u16) {
-        let key = key(hash);
-        self.set(Key {
-            word: key.word,
-            mask: key.mask | child_mask(hash, pair),
-        });
-    }
-
-    /// What a batch told the filter of a name counted (`add`, `add_cover`, `add_below`); a
-    /// slot taken out is told with its table (`removed`).
-    pub fn tell(&mut self, event: FilterEvent) {
-        match event {
-            FilterEvent::Added(hash) => self.add(hash),
-            FilterEvent::Covers(hash) => self.add_cover(hash),
-            FilterEvent::Below(hash, pair) => self.add_below(hash, pair),
-            FilterEvent::Removed(..) => {}
-        }
-    }
-
-    fn set(&mut self, key: Key) {
+    /// Set the bits of `key` (a name counted: [`counted_key`]).
+    pub fn set(&mut self, key: Key) {
         if !self.holds(key) {
             *self.word_mut(key.word) |= key.mask;
         }
@@ -717,7 +695,7 @@ mod tests {
         for slot in fillers.clone().chain([a, b]) {
             assert_eq!(want(hash(slot)), slot_pos(slot));
             tables[7].insert(slot_pos(slot), slot, slot_pos);
-            filter.add(hash(slot));
+            filter.set(key(hash(slot)));
         }
         for slot in [a, b] {
             assert!(
@@ -749,15 +727,15 @@ mod tests {
         let (a, b, c) = (5u64 << 51 | 1, 5u64 << 51 | 0x8000 << 35 | 2, u64::MAX);
         let mut filter = Filter::default();
         let empty = filter.clone();
-        filter.add(a);
+        filter.set(key(a));
         let set = SET as usize;
         // the snapshot that shared the filter before the write sees none of it
         assert_eq!((empty.count(), empty.bytes()), (0, WORDS * 8));
         assert_eq!(filter.bytes(), 2 * WORDS * 8);
         // a segment already written, then shared, is copied again on the next write
         let shared = filter.clone();
-        filter.add(b);
-        filter.add(c);
+        filter.set(key(b));
+        filter.set(key(c));
         assert_eq!((shared.count(), filter.count()), (set, 3 * set));
         assert!(shared.holds(key(a)));
         assert!(!shared.holds(key(b)));
@@ -767,7 +745,7 @@ mod tests {
         // equal bits are equal filters, whichever segments hold them
         let mut again = Filter::default();
         for h in [a, b, c] {
-            again.add(h);
+            again.set(key(h));
         }
         assert_eq!(again, filter);
         assert_ne!(again, shared);
