@@ -165,12 +165,7 @@ impl IndexData {
         // each item's site (its hash, where it starts) and its word of the filter, prefetched
         // now and tested in the next pass
         let mut hashed = Stack::<(u64, usize, &u64)>::new();
-        hashed.fill(block, |item| {
-            let (at, hash) = HostSummary::site(url(item).1);
-            let word = self.filter.word_ref(filter::key(hash));
-            super::prefetch(word);
-            (hash, at, word)
-        });
+        self.hash_sites(block, url, &mut hashed);
         // bit i: item i's site's bits in the filter are set (its site may have a summary slot)
         let mut held: u64 = 0;
         for (i, &(hash, _, word)) in hashed.as_mut().iter().enumerate() {
@@ -308,6 +303,25 @@ impl IndexData {
         for (i, _) in &mut out[first..] {
             *i += base;
         }
+    }
+
+    /// The first pass of `lookup_block`: each item's site, hashed, and its word of the
+    /// sites filter, prefetched, held in `hashed`. Out of line, so that its loop (a page's
+    /// most run code) has the registers to itself: inside `lookup_block` its constants and
+    /// bounds were reloaded from the stack for every item.
+    #[inline(never)]
+    fn hash_sites<'a, T>(
+        &'a self,
+        block: &[T],
+        url: &impl Fn(&T) -> (&str, &str),
+        hashed: &mut Stack<(u64, usize, &'a u64)>,
+    ) {
+        hashed.fill(block, |item| {
+            let (at, hash) = HostSummary::site(url(item).1);
+            let word = self.filter.word_ref(filter::key(hash));
+            super::prefetch(word);
+            (hash, at, word)
+        });
     }
 
     /// The rest of the lookup of the walks of `live` whose bit is set in `group` (at most
