@@ -432,13 +432,18 @@ impl HostSummary {
     fn site_start(host: &str) -> usize {
         let bytes = host.as_bytes();
         let len = bytes.len();
+        if len < 8 {
+            return Self::start(host);
+        }
+        // (the last byte is tested before the dots' compare, read where it lies: tested
+        // after it, it was taken from the compare's vector through the stack)
+        if may_be_address(bytes[len - 1]) && is_address(host) {
+            return 0;
+        }
         // bit t: byte len - 16 + t is a dot (len - 32 + t, of `tail_dots`)
         let Some(dots) = last16_dots(bytes) else {
             return Self::start(host);
         };
-        if may_be_address(bytes[len - 1]) && is_address(host) {
-            return 0;
-        }
         if let Some(t) = before_last(dots) {
             // just past the dot before the last one
             return len + t - 15;
