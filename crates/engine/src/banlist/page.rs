@@ -92,10 +92,17 @@ impl<T: Copy, const N: usize> Bounded<T, N> {
     /// stack is filled where it lies, not built and moved (it is `N` places large).
     #[inline(always)]
     fn fill<U>(&mut self, items: &[U], mut f: impl FnMut(&U) -> T) {
-        for (slot, item) in self.items.iter_mut().zip(items) {
-            slot.write(f(item));
+        let items = &items[..items.len().min(N)];
+        let mut slot = self.items.as_mut_ptr();
+        for item in items {
+            // SAFETY: `items` holds at most `N` items, so `slot` is one of the `N` places of
+            // `self.items` (it moves on once per item).
+            unsafe {
+                (*slot).write(f(item));
+                slot = slot.add(1);
+            }
         }
-        self.len = items.len().min(N);
+        self.len = items.len();
     }
 
     #[inline(always)]
