@@ -174,9 +174,10 @@ impl IndexData {
         let mut hashed = Stack::<(u64, usize, &u64)>::new();
         self.hash_sites(block, url, &mut hashed);
         // bit i: item i's site's bits in the filter are set (its site may have a summary slot)
+        // (from the last item down, each shifting in its bit: no shift by a variable)
         let mut held: u64 = 0;
-        for (i, &(hash, _, word)) in hashed.as_mut().iter().enumerate() {
-            held |= u64::from(filter::holds_in(*word, filter::key(hash))) << i;
+        for &(hash, _, word) in hashed.as_mut().iter().rev() {
+            held = held << 1 | u64::from(filter::holds_in(*word, filter::key(hash)));
         }
         // the sites the filter holds, with their items, in item order, and their summary
         // lookups, prefetched: below its site, a host's walk goes on only where a domain
