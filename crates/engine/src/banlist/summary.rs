@@ -140,9 +140,9 @@ fn before_last(dots: u32) -> Option<usize> {
 }
 
 /// Whether a host ending in `last` may be an address: an IPv6 one ends in `]`, an IPv4 one
-/// in a digit, and a canonical host name almost always in a lowercase letter, which no
-/// address ends in. One compare in a clean site's first step: the letters are the bytes
-/// from `a` up (the host's last byte is read from memory, not from the compare's vector).
+/// in a digit, both below `a`, and a canonical host name almost always ends in a lowercase
+/// letter (or a byte of a non-ASCII one), from `a` up. One compare in a clean site's first
+/// step; [`is_address`] decides for the rest.
 #[inline(always)]
 fn may_be_address(last: u8) -> bool {
     last < b'a'
