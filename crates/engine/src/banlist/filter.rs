@@ -234,22 +234,14 @@ fn child_mask(hash: u64, pair: u16) -> u64 {
 
 /// Whether a walk's step at the name hashed `hash`, starting at `at` in `host` (0: the
 /// host itself), may find something or go on, by `word` (the name's, of `key(hash)`):
-/// the name is counted ([`holds_in`] its key), and it is the host, or below it
-/// ([`passes_held`]) a domain entry or member may be at it or something below it under the
-/// host's label. Not held: the step reads nothing it would act on
-/// (`summary::Walk::at_site`, `Walk::take`), so the walk ends there clean.
+/// the name is counted ([`holds_in`] its key), and it is the host, or below it a domain
+/// entry or member may be at it ([`covers_held`]) or something below it under the host's
+/// label just before it ([`child_held`]). Not held: the step reads nothing it would act
+/// on (`summary::Walk::at_site`, `Walk::take`), so the walk ends there clean.
 #[inline(always)]
 pub fn step_held(word: u64, hash: u64, host: &[u8], at: usize) -> bool {
-    holds_in(word, key(hash)) && (at == 0 || passes_held(word, hash, host, at))
-}
-
-/// The test of [`step_held`] for a name that is not the host (`at > 0`) and whose key's
-/// bits are set: whether its word `word` holds the bits of a domain entry or member at it
-/// ([`covers_held`]), or those of something below it under the host's label just before
-/// it ([`child_held`]).
-#[inline(always)]
-pub fn passes_held(word: u64, hash: u64, host: &[u8], at: usize) -> bool {
-    covers_held(word, hash) || child_held(word, hash, host, at)
+    holds_in(word, key(hash))
+        && (at == 0 || covers_held(word, hash) || child_held(word, hash, host, at))
 }
 
 /// Whether the word `word` of the name hashed `hash` holds the bits of a domain entry or

@@ -94,11 +94,16 @@ pub fn child_bit_at(host: &[u8], at: usize) -> u32 {
 /// below a slot keeps two bits of it ([`pair_bit`]), the sites filter more (`filter`).
 #[inline(always)]
 pub fn child_pair(label: &[u8]) -> u16 {
-    let (last, before) = match label {
-        [.., before, last] => (*last, *before),
-        [last] => (*last, 0),
-        [] => (0, 0),
-    };
+    match label {
+        [.., before, last] => pair(*last, *before),
+        [last] => pair(*last, 0),
+        [] => 0,
+    }
+}
+
+/// A label's end as [`child_pair`] keeps it: its last byte, the one before it above that.
+#[inline(always)]
+fn pair(last: u8, before: u8) -> u16 {
     u16::from(last) | u16::from(before) << 8
 }
 
@@ -117,8 +122,8 @@ pub fn child_pair_at(host: &[u8], at: usize) -> u16 {
     };
     match (last, before) {
         (b'.', _) => 0,
-        (last, b'.') => u16::from(last),
-        (last, before) => u16::from(last) | u16::from(before) << 8,
+        (last, b'.') => pair(last, 0),
+        (last, before) => pair(last, before),
     }
 }
 
@@ -442,9 +447,7 @@ impl HostSummary {
             return 0;
         }
         // bit t: byte len - 16 + t is a dot (len - 32 + t, of `tail_dots`)
-        let Some(dots) = last16_dots(bytes) else {
-            return Self::start(host);
-        };
+        let dots = last16_dots(bytes);
         if let Some(t) = before_last(dots) {
             // just past the dot before the last one
             return len + t - 15;
