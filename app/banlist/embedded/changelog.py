@@ -133,7 +133,11 @@ class ChangeLog:
                     for change in batch:
                         if (change["seq"] - 1) % STRIDE == 0:
                             self.marks.append(offset)
-                        marked = first < end and not standalone
+                        # a group definition stands alone: replay can undo an unfinished
+                        # transaction's adds, not a definition (the index keeps every group
+                        # it was told of). A crash mid-import thus keeps the import's groups;
+                        # the import sent again finds them held, which is a no-op.
+                        marked = first < end and not standalone and change["op"] != "group"
                         line = orjson.dumps({**change, TXN: end} if marked else change)
                         lines.append(line + b"\n")
                         offset += len(line) + 1

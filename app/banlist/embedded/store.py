@@ -111,8 +111,9 @@ class EmbeddedStore(StoreBase):
 
     def put_import(self, groups: Sequence[GroupSpec], specs: list[EntrySpec], actor: str
                    ) -> tuple[list[str], list[tuple[Entry, bool]]]:
-        """`put_many` with the org groups an import defines, committed in the same
-        transaction before the entries (which may name them); returns the names of the
+        """`put_many` with the org groups an import defines, written in the same write
+        before the entries (which may name them; a crash that leaves the entries' transaction
+        unfinished keeps the groups, changelog.py); returns the names of the
         groups it defined (one held with the same members is a no-op, one held with other
         members a 409 before anything is written) and the entries as put_many does."""
         self._writable()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.api.errors import status_of
+from app.banlist.base import GroupSpec
 from app.banlist.embedded import changelog
 from app.banlist.embedded import store as store_module
 from app.banlist.embedded.store import EmbeddedStore, EntrySpec
@@ -123,6 +124,28 @@ def test_an_unfinished_transaction_at_the_tail_is_dropped_whole(tmp_path):
     again = EmbeddedStore(path)
     added = again.add_many(specs(2, "new"), "tns")
     assert [e.id for e in added] == ["2", "3"] and EmbeddedStore(path).version == 3
+
+
+def test_an_import_that_defines_groups_is_replayed_and_a_crash_keeps_its_groups(tmp_path):
+    path = tmp_path / "b.jsonl"
+    store = EmbeddedStore(path)
+    names, _ = store.put_import([GroupSpec("acme", ("acme.com", "acme.net"), "one owner")],
+                                [EntrySpec("org", "acme", "farm"),
+                                 EntrySpec("host", "x.example", "r")], "tns")
+    assert names == ["acme"]
+    store.close()
+    again = EmbeddedStore(path)  # a group inside the import used to stop the replay
+    assert again.version == 3 and again.index.groups == {"acme": ("acme.com", "acme.net")}
+    assert sorted(e.value for e in again.active()) == ["acme", "x.example"]
+    again.close()
+    text = path.read_bytes()
+    path.write_bytes(text[:-1])  # the entries' transaction never finished: a crash
+    crashed = EmbeddedStore(path)
+    assert crashed.version == 1 and crashed.index.groups == {"acme": ("acme.com", "acme.net")}
+    assert list(crashed.active()) == []
+    names, done = crashed.put_import([GroupSpec("acme", ("acme.com", "acme.net"), "again")],
+                                     [EntrySpec("org", "acme", "farm")], "tns")
+    assert names == [] and [e.id for e, _ in done] == ["2"]  # the group held: a no-op
 
 
 def test_a_log_out_of_order_or_with_a_transaction_cut_in_the_middle_is_refused(tmp_path):
