@@ -29,7 +29,10 @@ class FieldError(RearrangeError):
     """Bad input: names the field (a JSON path such as `documents[3].score`) and the problem.
 
     `extra` holds more fields for the error body (say, a write id). The subclasses below
-    say why the input is refused when it is not simply invalid."""
+    say why the input is refused when it is not simply invalid; `code`, when a subclass
+    sets one, is the body's `error` (CONTRACT.md names some, as `not_durable`)."""
+
+    code: str | None = None
 
     def __init__(self, field: str, problem: str, extra: dict[str, Any] | None = None) -> None:
         super().__init__(f"{field}: {problem}")
@@ -79,6 +82,13 @@ class BanlistTooLarge(BanlistError, TooLarge):
 
 class BanlistUnavailable(BanlistError, Unavailable):
     """Redis or the change log failed or refuses writes; `problem` says what was done."""
+
+
+class BanlistNotDurable(BanlistUnavailable):
+    """A write no Redis replica confirmed in time (`WAIT`): it may be on the primary alone,
+    where a failover would lose it. A retry of an add is safe."""
+
+    code = "not_durable"
 
 
 class ConfigError(RearrangeError):

@@ -62,9 +62,11 @@ def redis_server(tmp_path: Path):
 
 
 def app_on(redis_server, settings: Settings, name: str) -> TestClient:
-    """A TestClient of a Redis-backed replica named `name` (its own local snapshot file)."""
+    """A TestClient of a Redis-backed replica named `name` (its own local snapshot file);
+    `redis_server` is a server of the suite's (RedisServer, SentinelSet) or a URL."""
+    url = redis_server if isinstance(redis_server, str) else redis_server.url
     return TestClient(create_app(settings.model_copy(update={
-        "redis_url": redis_server.url, "banlist_block_seconds": 0.3,
+        "redis_url": url, "banlist_block_seconds": 0.3,
         "banlist_snapshot_path": settings.banlist_path.with_name(f"{name}.snapshot.json")})))
 
 

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from app.phases import Phase
 from tests.reference.pipeline import Context, Doc
@@ -58,3 +60,12 @@ def answers(url: str, timeout: float) -> bool:
         except httpx.TransportError:
             time.sleep(0.1)
     return False
+
+
+def until(cond: Callable[[], object], seconds: float = 10.0) -> None:
+    """Wait until `cond()` is true; fail the test after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {seconds} s")
+        time.sleep(0.05)

@@ -31,6 +31,7 @@ from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.embedded.store import EmbeddedStore
 from app.banlist.index import FilterKeeper
+from app.banlist.redis.durable import Durability
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.store import RedisStore
 from app.config.replica import ConfigReplica
@@ -53,7 +54,9 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
     """Everything a request needs, built from settings (also used by `rearrange run`)."""
     metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
     policy = EvictionPolicy(metrics) if settings.redis_url else None
-    store = build_store(settings, metrics, policy=policy)
+    durability = (Durability(metrics, settings.redis_wait_replicas, settings.redis_wait_ms)
+                  if settings.redis_url else None)
+    store = build_store(settings, metrics, policy=policy, durability=durability)
     store.start()
     if policy is not None and policy.problem:  # checked on the first connect, in start()
         store.close()
@@ -81,19 +84,22 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
                                   lambda reason: metrics.capture_dropped.labels(reason).inc(),
                                   metrics.capture_written.inc)
     service.redis_policy = policy
-    service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy)
+    service.quarantine, service.sanctions = _sanctions(settings, store, metrics, policy,
+                                                       durability)
     return service
 
 
 def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
-               policy: EvictionPolicy | None) -> tuple[BanStore, Sanctions]:
+               policy: EvictionPolicy | None,
+               durability: Durability | None) -> tuple[BanStore, Sanctions]:
     """The quarantine list (a store like the banlist, replicated the same way) and the
     state machine that feeds both; host states live beside them (Redis or a local file)."""
-    quarantine = build_store(settings, metrics, list_name="quarantine", policy=policy)
+    quarantine = build_store(settings, metrics, list_name="quarantine", policy=policy,
+                             durability=durability)
     quarantine.start()
     if isinstance(banlist, RedisStore):
         states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
-                                         metrics, banlist.policy)
+                                         metrics, banlist.policy, banlist.durability)
         states.check()  # learn the epoch Redis holds now, so a later loss is noticed
     else:
         beside = settings.banlist_path
@@ -106,12 +112,14 @@ def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
 
 
 def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist",
-                policy: EvictionPolicy | None = None) -> BanStore:
+                policy: EvictionPolicy | None = None,
+                durability: Durability | None = None) -> BanStore:
     """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
 
     `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
     snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
-    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share.
+    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share;
+    `durability`: how many replicas their writes wait for (both built from settings if None).
     """
     own = list_name == "banlist"
     if not settings.redis_url:
@@ -126,7 +134,8 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
                       retention_seconds=settings.banlist_retention_seconds,
                       block_seconds=settings.banlist_block_seconds,
                       snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
-                      policy=policy)
+                      policy=policy, durability=durability or Durability(
+                          metrics, settings.redis_wait_replicas, settings.redis_wait_ms))
 
 
 class RearrangeApp(FastAPI):

@@ -1,4 +1,5 @@
-"""The banlist admin API: add, remove, look up, list, history, bulk import/export, org groups.
+"""The banlist admin API: add, edit, remove, look up, list, history, bulk import/export, org
+groups.
 
 Routes that write or read Redis, or walk the whole list (listing, export), are plain `def`
 (run in the thread pool), so neither a Redis round trip nor an O(entries) pass blocks the
@@ -20,7 +21,7 @@ from app.api.deps import Actor, Reader, Service, Store, known_query
 from app.api.openapi import WRITES, refusals
 from app.banlist import bulk, canon, graveyard, history
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
-from app.banlist.bodies import BanIn, GroupIn, UnbanIn
+from app.banlist.bodies import BanIn, EditIn, GroupIn, UnbanIn
 from app.errors import Conflict, FieldError, Unavailable
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
@@ -44,6 +45,21 @@ def add_entry(body: BanIn, store: Store, actor: Actor) -> Any:
         return JSONResponse({"entry": entry.as_dict(), "existing": True,
                              "banlist_version": store.version})
     return {"entry": entry.as_dict(), "banlist_version": store.version}
+
+
+@router.patch("/entries/{entry_id}", responses=refusals({
+    **WRITES, 404: "no active entry with this id",
+    409: "the new regions would make it the same ban as another active entry (`field`: "
+         "regions, `identical_to` its id), or " + WRITES[409],
+    422: "a blank reason, both ttl_seconds and expires_at, an expiry in the past or a bad "
+         "region: `field` names it"}))
+def edit_entry(entry_id: str, body: EditIn, store: Store, actor: Actor) -> dict[str, Any]:
+    """Extend, shorten or lift the expiry of an active entry (`expires_at: null` makes it
+    permanent), or change its regions: in place, the id kept; the change log records who
+    changed what (`before`, `after`) and why. Returns the entry, whether it `changed` (an
+    edit that changes nothing records nothing) and the version."""
+    entry, changed = store.edit(entry_id, body.edit(time.time()), actor)
+    return {"entry": entry.as_dict(), "changed": changed, "banlist_version": store.version}
 
 
 @router.delete("/entries/{entry_id}", responses=refusals({

@@ -205,7 +205,8 @@ class ErrorBody(Struct):
     `documents[3].score`, a query parameter, `body`, `Authorization`), `problem` says why.
     Some routes add fields (`errors`, `refused`, `serving`, `write_id`: docs/api.md)."""
 
-    error: Annotated[str, Meta(description="invalid_request (4xx) or error (5xx)")]
+    error: Annotated[str, Meta(description="invalid_request (4xx) or error (5xx); not_durable "
+                               "(503) for a write no Redis replica confirmed in time")]
     field: str | None
     problem: str
 

@@ -5,7 +5,7 @@ one error body every route, the body cap (app/api/observe.py) and `/v1/rerank`'s
 The core's errors (app/errors.py) carry no status; `STATUS` gives each class its status,
 found along the error's class hierarchy (a subclass not listed answers its base's). The
 body is `{"error", "field", "problem", …}`: `error` is `invalid_request` for a 4xx and
-`error` for a 5xx.
+`error` for a 5xx, unless the error carries a code CONTRACT.md names (`not_durable`).
 """
 from __future__ import annotations
 
@@ -59,10 +59,12 @@ def status_of(exc: BaseException) -> int:
     return 500
 
 
-def body(status: int, field: str | None, problem: str | None, **extra: Any) -> bytes:
+def body(status: int, field: str | None, problem: str | None, code: str | None = None,
+         **extra: Any) -> bytes:
     """Every refusal's body, `{"error", "field", "problem", …}`, as JSON bytes, byte for
-    byte as JSONResponse would render it (for raw ASGI answers too)."""
-    doc = {"error": "invalid_request" if status < 500 else "error", "field": field,
+    byte as JSONResponse would render it (for raw ASGI answers too); `code` is `error`'s
+    value when the contract names one (else `invalid_request` for a 4xx, `error` for a 5xx)."""
+    doc = {"error": code or ("invalid_request" if status < 500 else "error"), "field": field,
            "problem": problem, **extra}
     return json.dumps(doc, ensure_ascii=False, allow_nan=False, indent=None,
                       separators=(",", ":")).encode()
@@ -89,7 +91,7 @@ def refusal(exc: Exception) -> Refusal:
     """The status, body and headers of an exception of `MAPPED`."""
     if isinstance(exc, FieldError):
         status = status_of(exc)
-        return Refusal(status, body(status, exc.field, exc.problem, **exc.extra),
+        return Refusal(status, body(status, exc.field, exc.problem, code=exc.code, **exc.extra),
                        CLOSE if isinstance(exc, BodyRefused) else {})
     if isinstance(exc, redis.RedisError):  # a store that needed Redis: nothing changed
         status = status_of(exc)

@@ -46,8 +46,10 @@ async def readyz(service: Service) -> JSONResponse:
     draining = service.draining
     states = sync_states(service)
     loaded = all(s.details.get("loaded", True) for s in states.values())
+    # a copy lacking changes Redis lost, while another replica holds them, serves no traffic
+    complete = all(s.missing is None for s in states.values())
     body: dict[str, Any] = {
-        "ready": not draining and loaded,
+        "ready": not draining and loaded and complete,
         "config_version": service.config.engine.version,
         "banlist_version": service.store.version,
         "banlist_entries": len(service.store),
@@ -81,6 +83,7 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
             m.banlist_filter_refresh_failures.labels(name).set(index.filter_state["failures"])
         states = sync_states(service)
         banlist = states["banlist"]
+        m.banlist_digest.version = lambda: banlist.details.get("digest")
         m.banlist_staleness.set(banlist.staleness_seconds)
         m.banlist_epoch.set(banlist.epoch / 1000)  # Redis's epoch is in milliseconds
         m.banlist_in_sync.set(1 if banlist.in_sync else 0)

@@ -29,6 +29,18 @@ class EntrySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class EntryEdit:
+    """What a writer asks to change of an active entry (app/banlist/edits.py): its expiry
+    (`sets_expiry`; `expires_at` None makes it permanent) and its regions (None: as they
+    are; empty: everywhere), and why. The id, scope, value, reason and actor stay."""
+
+    reason: str
+    sets_expiry: bool = False
+    expires_at: float | None = None
+    regions: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     """A validated spec: the entry minus the id and creation time, which the commit assigns."""
 
@@ -216,6 +228,9 @@ class SyncState:
     diverged: str | None = None  # why the source of truth was refused (went backwards)
     problem: str | None = None  # the last connection/replication problem
     details: dict[str, Any] = field(default_factory=dict)
+    # changes the source lost that other replicas hold and that are not back yet: this
+    # copy lacks them, so it is not ready (app/banlist/redis/recovery.py)
+    missing: str | None = None
 
     def as_dict(self, name: str = "banlist") -> dict[str, Any]:
         """The /readyz fields of this copy, each named `<name>_…` (`banlist_in_sync`, …)."""
@@ -223,7 +238,7 @@ class SyncState:
         fields = {"store": self.store, "in_sync": self.in_sync,
                   "staleness_seconds": None if staleness == float("inf") else round(staleness, 3),
                   "epoch": self.epoch, "diverged": self.diverged, "problem": self.problem,
-                  **self.details}
+                  "missing": self.missing, **self.details}
         return {f"{name}_{key}": value for key, value in fields.items()}
 
 
@@ -252,6 +267,8 @@ class BanStore(Protocol):
                    ) -> tuple[list[str], list[tuple[Entry, bool]]]: ...
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry: ...
+
+    def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]: ...
 
     def define_group(self, name: str, domains: list[str], actor: str,
                      reason: str) -> dict[str, Any]: ...
@@ -288,7 +305,8 @@ class BanStore(Protocol):
 
 
 # One change as BanIndex.apply takes it: ("add", Entry), ("remove", id) or
-# ("group", name, domains).
+# ("group", name, domains). An `edit` is an add of the same id: the index replaces the
+# entry it held under that id.
 IndexChange = tuple[Any, ...]
 
 
@@ -296,7 +314,7 @@ def index_change(change: Mapping[str, Any]) -> IndexChange | None:
     """A logged change (the shape of `GET /v1/banlist/changes`, which both stores write) as
     the index applies it; None for one that holds no entry (a seed or reseed mark)."""
     op = change["op"]
-    if op == "add":
+    if op in ("add", "edit"):
         return ("add", Entry.from_dict(change["entry"]))
     if op == "group":
         return ("group", change["name"], tuple(change["domains"]))

@@ -27,6 +27,14 @@ class StoreEvents(Protocol):
     def applied(self, lag_seconds: float) -> None:
         """A replica applied a change `lag_seconds` after Redis committed it."""
 
+    def recovered(self, structure: str, result: str, changes: int) -> None:
+        """Redis lost `changes` changes a replica held: `reapplied` (written again), or
+        `operator` (they cannot be told exactly: left to a reseed, the fleet not ready)."""
+
+    def durability(self, structure: str, result: str, seconds: float) -> None:
+        """A write to Redis was acknowledged: confirmed by its replicas (WAIT) after
+        `seconds`, not_durable (none in time), or alone (the primary has no replica)."""
+
     def policy_checked(self, result: str) -> None:
         """Redis's maxmemory-policy was read: noeviction, evicting, or unknown (refused)."""
 

@@ -10,7 +10,7 @@ from typing import IO, Any
 from app.banlist.model import SCOPES, iso
 from app.cli.banlist_import import import_file
 from app.cli.client import Client, Refused
-from app.cli.exits import OK, REFUSED, calling
+from app.cli.exits import OK, REFUSED, USAGE, calling
 from app.cli.flags import (
     add_json_flag,
     add_progress_flags,
@@ -38,6 +38,17 @@ def add_parser(sub: Any) -> None:
     ttl.add_argument("--ttl", type=duration, metavar="DURATION",
                      help="until the ban lapses: seconds, or 90m, 36h, 7d, 2w")
     ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
+    ext = cmds.add_parser("extend", help="give an entry a new expiry (or none), in place")
+    ext.add_argument("id")
+    _expiry_flags(ext, required=True)
+    ext.add_argument("--reason", required=True, help="why (the change log records it)")
+    edit = cmds.add_parser("edit", help="change an entry's regions or expiry, in place")
+    edit.add_argument("id")
+    where = edit.add_mutually_exclusive_group()
+    where.add_argument("--regions", help="comma-separated region codes, in place of its own")
+    where.add_argument("--everywhere", action="store_true", help="no regions: everywhere")
+    _expiry_flags(edit, required=False)
+    edit.add_argument("--reason", required=True, help="why (the change log records it)")
     rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
     rm.add_argument("id")
     rm.add_argument("--reason", required=True)
@@ -89,6 +100,24 @@ def add_parser(sub: Any) -> None:
                           "changes this replica has not applied")
 
 
+def _expiry_flags(parser: Any, required: bool) -> None:
+    """--ttl, --until or --permanent: an entry's new expiry (`extend`, `edit`)."""
+    expiry = parser.add_mutually_exclusive_group(required=required)
+    expiry.add_argument("--ttl", type=duration, metavar="DURATION",
+                        help="lapses this long from now: seconds, or 90m, 36h, 7d, 2w")
+    expiry.add_argument("--until", type=_moment, metavar="TIME",
+                        help="lapses at this time: ISO 8601 with an offset, or a date")
+    expiry.add_argument("--permanent", action="store_true", help="never lapses")
+
+
+def _moment(text: str) -> str:
+    """A time to come as the service takes it (an ISO 8601 instant; no ages)."""
+    try:
+        return iso(parse_time(text, time.time(), ages=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _instant(text: str) -> str:
     """A time argument as the service takes it (an ISO 8601 instant; ages are the CLI's)."""
     try:
@@ -132,6 +161,32 @@ def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> 
         print(f"already banned by entry {got['entry']['id']}: nothing added", file=out)
     print(f"banlist version {got['banlist_version']}", file=out)
     return 0
+
+
+def _edit(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """`extend` and `edit`: PATCH the entry with what the flags give."""
+    body: dict[str, Any] = {"reason": args.reason}
+    if args.ttl is not None:
+        body["ttl_seconds"] = args.ttl
+    elif args.until is not None:
+        body["expires_at"] = args.until
+    elif args.permanent:
+        body["expires_at"] = None
+    if getattr(args, "everywhere", False):
+        body["regions"] = []
+    elif getattr(args, "regions", None) is not None:
+        body["regions"] = [r for r in args.regions.split(",") if r]
+    if len(body) == 1:
+        print("rearrange banlist edit: nothing to change: give --regions or --everywhere, "
+              "--ttl, --until or --permanent", file=err)
+        return USAGE
+    got = client.edit_entry(args.id, body)
+    table([got["entry"]], ["id", "scope", "value", "regions", "expires_at", "actor", "reason"],
+          out)
+    done = "changed" if got["changed"] else "already so: nothing changed"
+    print(f"entry {got['entry']['id']} {done}; banlist version {got['banlist_version']}",
+          file=out)
+    return OK
 
 
 def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
@@ -196,9 +251,19 @@ def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str])
                 if "entry" in c else f"group {c['name']}: {len(c['domains'])} domains"
                 if c["op"] == "group" else f"{c['entries']} entries"
                 if c["op"] == "seed" else f"entry {c.get('id', '-')}")
+        if c["op"] == "edit":
+            what += ": " + "; ".join(f"{k} {_shown(k, v)} -> {_shown(k, c['after'][k])}"
+                                     for k, v in c["before"].items())
         rows.append({**c, "what": what})
     table(rows, ["seq", "at", "op", "what", "actor", "reason"], out)
     return 0
+
+
+def _shown(field: str, value: Any) -> str:
+    """An edited field's value in the history table: no expiry, no regions said in words."""
+    if field == "regions":
+        return ",".join(value) or "everywhere"
+    return "permanent" if value is None else str(value)
 
 
 def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
@@ -255,6 +320,6 @@ def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     return OK
 
 
-_COMMANDS = {"add": _add, "remove": _remove, "lookup": _lookup, "list": _list,
-             "groups": _groups, "import": import_file, "export": _export, "history": _history,
-             "group": _group, "reseed": _reseed}
+_COMMANDS = {"add": _add, "extend": _edit, "edit": _edit, "remove": _remove, "lookup": _lookup,
+             "list": _list, "groups": _groups, "import": import_file, "export": _export,
+             "history": _history, "group": _group, "reseed": _reseed}

@@ -95,6 +95,9 @@ class Client:
         return self.json("DELETE", f"/v1/banlist/entries/{_segment(entry_id)}",
                          json={"reason": reason})
 
+    def edit_entry(self, entry_id: str, body: Json) -> Json:
+        return self.json("PATCH", f"/v1/banlist/entries/{_segment(entry_id)}", json=body)
+
     def lookup(self, url: str, region: str | None = None) -> Json:
         params = {"url": url, **({"region": region} if region else {})}
         return self.json("GET", "/v1/banlist/lookup", params=params)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.banlist.redis.client import check_url
 from app.errors import SettingsError
 
 
@@ -19,6 +20,10 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, validation_alias=AliasChoices("REDIS_URL", "REARRANGE_REDIS_URL")
     )
+    # Acknowledgements a Redis write waits for (app/banlist/redis/durable.py): "auto" (one
+    # while the primary has replicas), or a number (0: never wait); and for how long
+    redis_wait_replicas: int | None = None
+    redis_wait_ms: int = Field(default=1000, ge=1, le=4000)  # under the socket timeout (5 s)
     admin_tokens: str = ""
     banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
     audit_log: str | None = None
@@ -61,6 +66,22 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     host: str = "127.0.0.1"
     port: int = 8080
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value:
+            check_url(value)  # its ValueError names what is wrong; the start names REDIS_URL
+        return value or None
+
+    @field_validator("redis_wait_replicas", mode="before")
+    @classmethod
+    def _auto(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("auto", ""):
+            return None
+        if isinstance(value, str) and not value.strip().isdigit():
+            raise ValueError("is `auto` or a number of replicas (0: writes do not wait)")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -46,14 +46,18 @@ prometheus_client.disable_created_metrics()
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
 CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 # rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
-RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt")
+RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest")
 # rearrange_housekeeping_errors_total
 HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
 # What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
 # replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
 STRUCTURES = ("banlist", "quarantine", "sanctions")
-REFUSAL_CAUSES = ("lost", "backward", "fork")
+REFUSAL_CAUSES = ("lost", "backward", "fork", "digest")
 POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
+# A write's WAIT (app/banlist/redis/durable.py): rearrange_redis_writes_total{result}
+DURABILITY_RESULTS = ("confirmed", "not_durable", "alone")
+# Changes Redis lost that a replica held (app/banlist/redis/recovery.py)
+RECOVERY_RESULTS = ("reapplied", "operator")
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
@@ -91,25 +95,33 @@ class _Srm:
         yield family
 
 
-class _ConfigInfo:
-    """`rearrange_config_info{version="…"} 1`: the config version served.
+class _Info:
+    """An info series, `name{label="…"} 1`: the config version served
+    (`rearrange_config_info{version}`), the banlist's content digest
+    (`rearrange_banlist_digest_info{digest}`).
 
     One process: read at scrape time (one series, never none or two mid-swap). Several
     workers: each sets its version's series to 1 in its gauge file (the old one to 0, left
     out of the scrape) at each refresh, so a scrape shows each version some worker serves.
     """
 
-    def __init__(self, gauge: Gauge | None) -> None:
-        self.version: Callable[[], str | None] = lambda: None  # by config_version_of
-        self.gauge = gauge
+    def __init__(self, name: str, help_text: str, label: str) -> None:
+        self.name, self.help, self.label = name, help_text, label
+        self.version: Callable[[], str | None] = lambda: None  # what the series names now
+        self.gauge: Gauge | None = None
         self._published: str | None = None
 
+    def worker_gauge(self, registry: CollectorRegistry) -> Gauge:
+        """The gauge a worker of several writes its value to (one series per value)."""
+        self.gauge = Gauge(self.name, self.help, [self.label], registry=registry,
+                           multiprocess_mode="livemax")
+        return self.gauge
+
     def describe(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily("rearrange_config_info", "", labels=["version"])
+        yield GaugeMetricFamily(self.name, "", labels=[self.label])
 
     def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily("rearrange_config_info",
-                                   "The config version served (always 1)", labels=["version"])
+        family = GaugeMetricFamily(self.name, self.help, labels=[self.label])
         version = self.version()
         if version is not None:
             family.add_metric([version], 1)
@@ -154,15 +166,16 @@ class Metrics:
                                else _engine.EngineMetrics(multiprocess_dir))
         self._init_engine(self.engine_metrics)
         self._init_common()
-        info = None
+        infos = (self.config_version, self.banlist_digest)
         if multiprocess_dir is None:
-            self.registry.register(self.config_version)
+            for series in infos:
+                self.registry.register(series)
             standard_collectors(self.registry)
         else:
-            info = Gauge("rearrange_config_info", "The config version served (always 1)",
-                         ["version"], registry=self._own, multiprocess_mode="livemax")
-            self.registry.register(Workers(multiprocess_dir, drop_zero=["rearrange_config_info"]))
-        self.config_version.gauge = info
+            for series in infos:
+                series.worker_gauge(self._own)
+            self.registry.register(Workers(multiprocess_dir,
+                                           drop_zero=[series.name for series in infos]))
         self._worker_cpu = None if multiprocess_dir is None else Gauge(
             CPU_FAMILY, "This worker's CPU seconds (summed into process_cpu_seconds_total)",
             registry=self._own, multiprocess_mode="all")
@@ -243,7 +256,11 @@ class Metrics:
         self.config_info = Gauge("rearrange_config_loaded_timestamp_seconds",
                                  "When the config in use was loaded", registry=r,
                                  multiprocess_mode="livemax")
-        self.config_version = _ConfigInfo(None)
+        self.config_version = _Info("rearrange_config_info",
+                                    "The config version served (always 1)", "version")
+        self.banlist_digest = _Info(
+            "rearrange_banlist_digest_info", "The content digest of the banlist this replica "
+            "holds (always 1; the same on every replica holding the same content)", "digest")
         self.config_redis_errors = Counter(
             "rearrange_config_redis_errors_total",
             "Failed Redis round trips of config sharing: a change not published, or the "
@@ -319,9 +336,29 @@ class Metrics:
         self.redis_evicting = Gauge(
             "rearrange_redis_evicting", "1 while Redis's maxmemory-policy is not noeviction "
             "(writes to Redis suspended; alert)", registry=r, multiprocess_mode="livemax")
+        self.redis_writes = Counter(
+            "rearrange_redis_writes_total", "Writes to Redis by how they were acknowledged: "
+            "confirmed (a replica holds it, WAIT), not_durable (answered 503: no replica "
+            "confirmed it in time; alert), alone (the primary has no replica)",
+            ["structure", "result"], registry=r)
+        self.redis_wait = Histogram(
+            "rearrange_redis_wait_seconds", "How long a write waited for its replicas' "
+            "acknowledgement (WAIT)", ["structure"], buckets=LAG_BUCKETS, registry=r)
+        self.redis_recoveries = Counter(
+            "rearrange_redis_recoveries_total", "Losses of changes a replica held and Redis "
+            "lost (a failover from a lagging replica, a restored backup): reapplied (written "
+            "again by the replica), operator (left to a reseed; replicas not ready; alert)",
+            ["structure", "result"], registry=r)
+        self.redis_recovered_changes = Counter(
+            "rearrange_redis_recovered_changes_total", "Changes Redis lost that a replica "
+            "wrote again", ["structure"], registry=r)
         for structure in STRUCTURES:
+            for result in RECOVERY_RESULTS:
+                self.redis_recoveries.labels(structure, result)
             for cause in REFUSAL_CAUSES:
                 self.redis_refusals.labels(structure, cause)
+            for result in DURABILITY_RESULTS:
+                self.redis_writes.labels(structure, result)
         for result in POLICY_RESULTS:
             self.redis_policy_checks.labels(result)
 
@@ -369,6 +406,15 @@ class Metrics:
     def applied(self, lag_seconds: float) -> None:
         self.banlist_lag.observe(lag_seconds)
 
+    def recovered(self, structure: str, result: str, changes: int) -> None:
+        self.redis_recoveries.labels(structure, result).inc()
+        self.redis_recovered_changes.labels(structure).inc(changes)
+
+    def durability(self, structure: str, result: str, seconds: float) -> None:
+        self.redis_writes.labels(structure, result).inc()
+        if result != "alone":
+            self.redis_wait.labels(structure).observe(seconds)
+
     def policy_checked(self, result: str) -> None:
         self.redis_policy_checks.labels(result).inc()
         self.redis_evicting.set(1 if result == "evicting" else 0)
@@ -404,6 +450,7 @@ class Metrics:
         the gauges of a worker that is not scraped stay fresh in its files."""
         readings(self)
         self.config_version.refresh()
+        self.banlist_digest.refresh()
         for files in self._cache_files.values():
             files.sync()
         if self._worker_cpu is not None:

@@ -15,6 +15,7 @@ import redis
 from app.banlist.base import SyncState, require_reason
 from app.banlist.events import StoreEvents
 from app.banlist.redis.client import TextRedis
+from app.banlist.redis.durable import Durability
 from app.banlist.redis.policy import EvictionPolicy
 from app.errors import BanlistConflict, BanlistUnavailable, RearrangeError
 from app.sanctions.machine import HostState, Transition
@@ -130,10 +131,13 @@ class RedisStates:
     """
 
     def __init__(self, client: TextRedis, prefix: str, events: StoreEvents,
-                 policy: EvictionPolicy, clock: Callable[[], float] = time.time) -> None:
+                 policy: EvictionPolicy, durability: Durability,
+                 clock: Callable[[], float] = time.time) -> None:
         self.client = client
         base = f"{prefix}{{sanctions}}:"
         self.key, self.epoch_key, self.reseed_key = base + "hosts", base + "epoch", base + "reseed"
+        self.durable_key = base + "durable"  # what a write's WAIT writes after it
+        self.durability = durability
         self.events = events
         self.policy = policy
         self.clock = clock
@@ -186,6 +190,7 @@ class RedisStates:
                 if created:
                     self.epoch = created
                 self._keep(key, text)
+            self.durability.confirm(self.client, self.durable_key, "sanctions")
             return result
 
     def __iter__(self) -> Iterator[HostState]:
@@ -317,6 +322,7 @@ class RedisStates:
                                          f"Redis unreachable, not reseeded: {exc}") from exc
         with self._lock:
             self.diverged, self.confirmed_at = None, self.clock()
+        self.durability.confirm(self.client, self.durable_key, "sanctions")
         log.warning("sanctions: %s reseeded Redis with %d host states (epoch %s, replacing %s): "
                     "%s", actor, len(copy), epoch, current or "none", why)
         return {"hosts": len(copy), "epoch": int(epoch), "replaced": {

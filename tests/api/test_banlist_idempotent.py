@@ -21,23 +21,6 @@ from tests.conftest import AUTH, app_on
 DUP = {"scope": "host", "value": "dup.example", "reason": "malware"}
 
 
-@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])
-def api(request, settings, tmp_path):
-    """(a, b): two clients of one banlist (on the embedded store both are the same one)."""
-    if request.param == "embedded":
-        with TestClient(create_app(settings)) as c:
-            yield c, c
-        return
-    from tests.redis_server import RedisServer
-
-    server = RedisServer(tmp_path / "redis").start()
-    try:
-        with app_on(server, settings, "a") as a, app_on(server, settings, "b") as b:
-            yield a, b
-    finally:
-        server.kill()
-
-
 def until(cond, timeout=5.0):
     deadline = time.monotonic() + timeout
     while not cond():

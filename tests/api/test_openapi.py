@@ -62,7 +62,8 @@ def test_the_bearer_scheme_is_on_the_routes_that_take_a_token(doc):
     for label, op in operations(doc):
         names = [p["name"].lower() for p in op.get("parameters", [])]
         assert "authorization" not in names, label  # the scheme says it, not a parameter
-        write = label.split()[0] in ("POST", "PUT", "DELETE") and label != "POST /v1/rerank"
+        write = label.split()[0] in ("POST", "PUT", "PATCH", "DELETE") and \
+            label != "POST /v1/rerank"
         if write or any(part in label for part in ADMIN):
             assert op["security"] == [{"bearer": []}], label
             assert "401" in op["responses"], label
@@ -95,6 +96,20 @@ def test_a_405_allows_every_method_of_the_path(client):
     r = client.request("OPTIONS", "/v1/banlist/entries")
     assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
     assert r.json()["error"] == "invalid_request"
+    r = client.put("/v1/banlist/entries/1", headers=AUTH, json={})
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE, PATCH"
+
+
+def test_the_edit_of_an_entry_is_documented_with_its_body_and_refusals(doc):
+    op = doc["paths"]["/v1/banlist/entries/{entry_id}"]["patch"]
+    assert set(op["responses"]) == {"200", "400", "401", "403", "404", "408", "409", "413",
+                                    "422", "503"}
+    assert "regions" in op["responses"]["409"]["description"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    schema = doc["components"]["schemas"][body["$ref"].rpartition("/")[2]]
+    assert schema["required"] == ["reason"] and schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {"reason", "regions", "ttl_seconds", "expires_at"}
+    assert {"type": "null"} in schema["properties"]["expires_at"]["anyOf"]  # null: permanent
 
 
 def test_a_body_fastapi_cannot_decode_names_the_body(client):

@@ -23,11 +23,18 @@ from tests.conftest import ROOT
     ({"REARRANGE_DEADLINE_MS": "abc"},
      "rearrange: not starting: REARRANGE_DEADLINE_MS: Input should be a valid number, unable to "
      "parse string as a number (got 'abc')"),
+    ({"REDIS_URL": "redis+sentinel://127.0.0.1:26379"},
+     "rearrange: not starting: REDIS_URL: Value error, names no service: "
+     "redis+sentinel://HOST:PORT[,…]/SERVICE[/DB] (got 'redis+sentinel://127.0.0.1:26379')"),
+    ({"REARRANGE_REDIS_WAIT_REPLICAS": "some"},
+     "rearrange: not starting: REARRANGE_REDIS_WAIT_REPLICAS: Value error, is `auto` or a "
+     "number of replicas (0: writes do not wait) (got 'some')"),
 ])
 def test_a_bad_environment_is_one_line_and_exit_2(tmp_path, env, line):
     base = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
             "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml")}
     base.pop("REDIS_URL", None)
+    base.pop("REARRANGE_REDIS_WAIT_REPLICAS", None)
     run = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())],
                          env={**base, **env}, capture_output=True, text=True, timeout=60,
                          cwd=ROOT)

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from app.banlist import history
+from app.banlist import digest, history
 from app.banlist.base import (
+    EntryEdit,
     EntrySpec,
     GroupSpec,
     StoreBase,
@@ -27,6 +28,7 @@ from app.banlist.base import (
     require_reason,
     validate_all,
 )
+from app.banlist.edits import edit_change, editable, revise
 from app.banlist.embedded.changelog import ChangeLog
 from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
@@ -65,6 +67,7 @@ class EmbeddedStore(StoreBase):
         self._release = weakref.finalize(self, held.close) if held is not None else None
         self.version = 0
         self.index = BanIndex()
+        self.digest = 0  # of the index's content (app/banlist/digest.py)
         self.changelog = ChangeLog(path) if path is not None else None
         self._tail: deque[dict[str, Any]] = deque(maxlen=tail if path is not None else None)
         # Removals and expiries logged before they carried their entry: a filtered read of
@@ -97,7 +100,12 @@ class EmbeddedStore(StoreBase):
 
     def sync_state(self) -> SyncState:
         """The embedded store is its own source of truth: always in sync."""
-        return SyncState("embedded")
+        return SyncState("embedded", details={"digest": digest.hex_of(self.digest)})
+
+    def _change_index(self, batch: list[tuple[Any, ...]]) -> None:
+        """Every change to the index goes here, with the digest of what it then holds."""
+        self.digest = digest.applied(self.index, self.digest, batch)
+        self.index.apply(batch)
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
         raise BanlistConflict("banlist", "the embedded store has no Redis to reseed")
@@ -147,8 +155,8 @@ class EmbeddedStore(StoreBase):
         count = len(defined) + len(entries)
         with self._publishing(self._write(batches(), count)):  # durable, then applied
             # one batch: a request sees all of it or none
-            self.index.apply(itertools.chain((("group", g.name, g.domains) for g in defined),
-                                             (("add", e) for e in entries)))
+            self._change_index([*(("group", g.name, g.domains) for g in defined),
+                         *(("add", e) for e in entries)])
         return [g.name for g in defined], todo.resolve(entries)
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -163,7 +171,7 @@ class EmbeddedStore(StoreBase):
                       "domains": list(members), "actor": actor, "reason": why,
                       "at": iso(self.clock())}
             with self._publishing(self._commit(change)):
-                self.index.set_group(key, members)
+                self._change_index([("group", key, members)])
         return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
@@ -178,9 +186,26 @@ class EmbeddedStore(StoreBase):
                       "entry": entry.as_dict(), "actor": actor, "reason": reason,
                       "at": iso(self.clock())}
             with self._publishing(self._commit(change)):
-                self.index.remove(entry_id)
+                self._change_index([("remove", entry_id)])
             self.graveyard.bury([(entry, change)])
         return entry
+
+    def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
+        """Change an active entry's expiry or regions in place (edits.revise); the entry
+        and whether it changed (an edit that changes nothing logs nothing)."""
+        self._writable()
+        with self._lock:
+            now = self.clock()
+            entry = editable(self.index.get(entry_id), entry_id, edit, now)
+            after = revise(entry, edit, self.index, now)
+            if after is None:
+                return entry, False
+            change = {"seq": self.version + 1, "op": "edit",
+                      **edit_change(entry.as_dict(), after.as_dict()), "actor": actor,
+                      "reason": edit.reason.strip(), "at": iso(now)}
+            with self._publishing(self._commit(change)):
+                self._change_index([("add", after)])  # in place of the entry of that id
+        return after, True
 
     def sweep(self) -> int:
         """Drop expired entries, logging each expiry as a change; returns how many.
@@ -199,7 +224,7 @@ class EmbeddedStore(StoreBase):
                             "reason": "ttl elapsed", "at": iso(now)}
                            for n, entry in enumerate(expired, 1)]
                 with self._publishing(self._commit(*changes, standalone=True)):
-                    self.index.apply([("remove", entry.id) for entry in expired])
+                    self._change_index([("remove", entry.id) for entry in expired])
                 self.graveyard.bury(list(zip(expired, changes, strict=True)))
         return len(expired)
 
@@ -331,7 +356,7 @@ class EmbeddedStore(StoreBase):
 
     def _flush(self) -> None:
         if self._pending:
-            self.index.apply(self._pending)
+            self._change_index(self._pending)
             self.graveyard.bury(self._buried)
             self._pending, self._pending_adds, self._buried = [], {}, []
 

@@ -18,7 +18,7 @@ from typing import Any
 from app.banlist.redis.client import TextRedis
 
 # The fields that make a change what it is (the stream id is only where it was written)
-CONTENT = ("epoch", "op", "key", "payload", "actor", "reason", "base")
+CONTENT = ("epoch", "op", "key", "payload", "actor", "reason", "base", "previous")
 
 
 def excess(length: int, first: list[Any], last: list[Any]) -> int:

@@ -13,6 +13,9 @@ class Keys:
         self.entries, self.groups = base + "entries", base + "groups"
         self.seq, self.epoch, self.stream = base + "seq", base + "epoch", base + "stream"
         self.stage_entries, self.stage_groups = base + "reseed:entries", base + "reseed:groups"
+        self.durable = base + "durable"  # what a write's WAIT writes after it (durable.py)
+        self.lost = base + "lost"  # replicas holding changes Redis lost (recovery.py)
+        self.digest = base + "digest"  # the entries' and groups' digest (digest.py)
         self.base = base
 
     def outcome(self, write_id: str) -> str:

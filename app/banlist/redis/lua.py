@@ -1,8 +1,40 @@
 """The Lua scripts every Redis write goes through: state, sequence and changelog in one step.
 
-Keys (one hash tag, so a cluster keeps them on one slot): entries, groups, seq, epoch, stream.
+Keys (one hash tag, so a cluster keeps them on one slot): entries, groups, seq, epoch, stream,
+and last the content digest (app/banlist/digest.py), which each script keeps equal to what
+the entries and groups hold, in the same step: 32 hex digits, the XOR of one hash per entry
+and per group. A Redis written before the digest existed holds none; the scripts leave it
+unset there (it cannot be updated without a starting value) until a replica computes it
+from Redis's own content (RedisStore.ensure_digest).
 """
 from __future__ import annotations
+
+# The digest's helpers, shared by the scripts: `toggle` XORs a SHA-1 (its first 128 bits, as
+# digest.py hashes) into the digest held in `digest`, a table {value = hex or false}.
+DIGEST = r"""
+local function xor_hex(d, h)
+  local out = {}
+  for k = 0, 3 do
+    local a = tonumber(string.sub(d, k * 8 + 1, k * 8 + 8), 16)
+    local b = tonumber(string.sub(h, k * 8 + 1, k * 8 + 8), 16)
+    out[k + 1] = bit.tohex(bit.bxor(a, b), 8)
+  end
+  return table.concat(out)
+end
+local function entry_hash(id, payload)
+  return redis.sha1hex('e\n' .. id .. '\n' .. payload)
+end
+local function group_hash(name, payload)
+  local domains = cjson.decode(payload)
+  table.sort(domains)
+  local text = 'g\n' .. name .. '\n'
+  for _, d in ipairs(domains) do text = text .. d .. '\n' end
+  return redis.sha1hex(text)
+end
+local function toggle(digest, h)
+  if digest.value then digest.value = xor_hex(digest.value, h) end
+end
+"""
 
 # A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, and this
 # write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet, '!fresh' = a
@@ -11,10 +43,15 @@ from __future__ import annotations
 # it decided which adds are new ('' = the write does not depend on the list; else the script
 # refuses with REARRANGE_CONFLICT when a change since then added one of the same bans,
 # defined a group this write defines, or replaced the list, so two replicas cannot both add
-# it), then six per change: op, key, payload, actor, reason, group-that-must-exist (held in
-# Redis, or defined by a `group` change of this write). Returns {epoch, seq of each change (0 when
-# an expiry found the entry already gone)}. A remove or expire logs the entry it deletes as
-# its payload: the history says what was lifted after the add has left the stream.
+# it), then six per change: op, key, payload, actor, reason, and a sixth that depends on
+# the op: for an add, the group that must exist (held in Redis, or defined by a `group`
+# change of this write); for an edit, the entry's payload the edit was decided on (refused
+# with REARRANGE_CONFLICT when Redis holds another, REARRANGE_NOTFOUND when none); for an
+# expire, the expiry the sweeper saw (an entry edited since is not expired). Returns {epoch,
+# seq of each change (0 when an expiry found the entry already gone, or edited)}. A remove
+# or expire logs the entry it deletes as its payload: the history says what was lifted
+# after the add has left the stream; an edit logs the new payload and, as `previous`, the
+# one it replaced.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
@@ -24,6 +61,7 @@ from __future__ import annotations
 # fences the write off for good by setting 'aborted:…' first (outcomes.settle, and
 # outcomes.state for GET /v1/banlist/writes/{id}): any fence refuses the script forever.
 WRITE = r"""#!lua
+""" + DIGEST + r"""
 local done = redis.call('GET', KEYS[6])
 if done then
   if string.sub(done, 1, 8) == 'aborted:' then  -- fenced by its writer or by a status query
@@ -69,7 +107,9 @@ if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
   end
   local want = {}
   for i = 6, #ARGV, 6 do
-    if ARGV[i] == 'add' then want[ident(cjson.decode(ARGV[i + 2]))] = true end
+    if ARGV[i] == 'add' or ARGV[i] == 'edit' then
+      want[ident(cjson.decode(ARGV[i + 2]))] = true
+    end
   end
   for _, rec in ipairs(redis.call('XRANGE', KEYS[5], '(' .. ARGV[5], '+')) do
     local f, op, key, payload = rec[2], nil, nil, nil
@@ -78,7 +118,7 @@ if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
       elseif f[j] == 'payload' then payload = f[j + 1] end
     end
     if op == 'seed' or op == 'reseed' or (op == 'group' and defining[key])
-        or (op == 'add' and want[ident(cjson.decode(payload))]) then
+        or ((op == 'add' or op == 'edit') and want[ident(cjson.decode(payload))]) then
       return redis.error_reply('REARRANGE_CONFLICT an identical ban, a group this write ' ..
         'defines (or a whole new list) was committed since this write was decided on')
     end
@@ -91,11 +131,22 @@ for i = 6, #ARGV, 6 do
     return redis.error_reply('REARRANGE_NOGROUP no org group named ' .. group)
   elseif op == 'remove' and redis.call('HEXISTS', KEYS[1], key) == 0 then
     return redis.error_reply('REARRANGE_NOTFOUND no active entry ' .. key)
+  elseif op == 'edit' then
+    local held = redis.call('HGET', KEYS[1], key)
+    if not held then
+      return redis.error_reply('REARRANGE_NOTFOUND no active entry ' .. key)
+    elseif held ~= ARGV[i + 5] then
+      return redis.error_reply('REARRANGE_CONFLICT entry ' .. key .. ' changed since ' ..
+        'this edit was decided on')
+    end
   end
 end
+-- a new list starts at the empty digest; an old one without a digest keeps none
+local digest = {value = redis.call('GET', KEYS[7])}
 if not epoch then
   epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
   redis.call('SET', KEYS[4], epoch)
+  digest.value = string.rep('0', 32)
 end
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local out = {epoch}
@@ -108,25 +159,42 @@ for i = 6, #ARGV, 6 do
     seq = redis.call('INCR', KEYS[3])
     key = tostring(seq)
     redis.call('HSET', KEYS[1], key, payload)
+    toggle(digest, entry_hash(key, payload))
   elseif op == 'group' then
     seq = redis.call('INCR', KEYS[3])
+    local before = redis.call('HGET', KEYS[2], key)
+    if before then toggle(digest, group_hash(key, before)) end
     redis.call('HSET', KEYS[2], key, payload)
+    toggle(digest, group_hash(key, payload))
+  elseif op == 'edit' then
+    seq = redis.call('INCR', KEYS[3])
+    redis.call('HSET', KEYS[1], key, payload)
+    toggle(digest, entry_hash(key, ARGV[i + 5]))
+    toggle(digest, entry_hash(key, payload))
   else
     local old = redis.call('HGET', KEYS[1], key)
+    if old and op == 'expire' and ARGV[i + 5] ~= ''
+        and cjson.decode(old).expires_at ~= ARGV[i + 5] then
+      old = nil  -- edited since the sweeper saw it expire: extended, or made permanent
+    end
     if old then
       redis.call('HDEL', KEYS[1], key)
       seq = redis.call('INCR', KEYS[3])
       payload = old
+      toggle(digest, entry_hash(key, old))
     end
   end
   if seq ~= 0 then
+    local also = {}
+    if op == 'edit' then also = {'previous', ARGV[i + 5]} end
     redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,
-      'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason)
+      'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
     first, last = first or seq, seq
   end
   table.insert(out, seq)
   table.insert(seqs, seq)
 end
+if digest.value then redis.call('SET', KEYS[7], digest.value) end
 -- what a re-sent write answers: the range when every change took a seq, else each seq
 local outcome = {epoch = epoch, first = first, last = last}
 if not first or last - first + 1 ~= #seqs then outcome = {epoch = epoch, seqs = seqs} end
@@ -137,7 +205,8 @@ return out
 # Put a replica's copy back (after Redis lost it). The entries and groups were written to
 # the staging keys KEYS[6], KEYS[7]; this swaps them in, unless Redis moved on meanwhile.
 # ARGV: epoch, seq of the copy, what Redis held when the reseed was checked (epoch, seq),
-# actor, reason, the stream id of the copy's last change. The reseed is itself a change, so
+# actor, reason, the stream id of the copy's last change, the copy's digest (KEYS[8]). The
+# reseed is itself a change, so
 # every replica notices it: numbered past both the copy and Redis's own seq in that epoch
 # (a replica that followed changes written after a rewind must not see Redis go backwards),
 # and naming its `base`: a replica whose last change is that one holds the copy already.
@@ -157,6 +226,7 @@ if cur_epoch == ARGV[1] then seq = math.max(seq, tonumber(cur_seq)) end
 seq = seq + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
+redis.call('SET', KEYS[8], ARGV[8])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
   'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 return seq
@@ -166,7 +236,7 @@ return seq
 # The entries (ids 1..count) were written to the staging hash KEYS[6] meanwhile, invisible,
 # and the org groups they name to KEYS[7]; this swaps them in and logs one `seed` change at
 # seq count + 1, which every replica meets as a new epoch and answers with a full resync.
-# ARGV: count, actor, reason.
+# ARGV: count, actor, reason, the staged content's digest (KEYS[8]).
 SEED = r"""#!lua
 if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.error_reply('REARRANGE_NOTEMPTY Redis holds a banlist already: not seeded')
@@ -188,6 +258,7 @@ end
 local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)
+redis.call('SET', KEYS[8], ARGV[4])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
   'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
 return {epoch, seq}

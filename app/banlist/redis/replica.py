@@ -27,24 +27,30 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import redis
 
+from app.banlist import digest
 from app.banlist.base import IndexChange, SyncState, index_change
+from app.banlist.edits import edit_change
 from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
-from app.banlist.redis import forks, snapshot
-from app.banlist.redis.client import TextRedis
+from app.banlist.redis import forks, recovery, snapshot
+from app.banlist.redis.client import TextRedis, check_primary
+from app.banlist.redis.durable import Durability
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
+from app.errors import BanlistError
 
 log = logging.getLogger(__name__)
 PAGE = 5000
+DIGEST_RETRY = 600.0  # seconds between resyncs over a digest a resync did not mend
 
 
 def change_of(stream_id: str, f: dict[str, str]) -> dict[str, Any]:
@@ -65,6 +71,9 @@ def _what(f: dict[str, str]) -> dict[str, Any]:
         change.update(name=key, domains=orjson.loads(f["payload"]))
     elif op == "seed":
         change["entries"] = int(key)
+    elif op == "edit":  # the entry as it is now, and as it was
+        change.update(edit_change({"id": key, **orjson.loads(f["previous"])},
+                                  {"id": key, **orjson.loads(f["payload"])}))
     elif op != "reseed":
         change["id"] = key
         if f.get("payload"):  # the entry a remove or expire deleted (none before it said)
@@ -87,26 +96,42 @@ def _change(f: dict[str, str]) -> IndexChange | None:
     """A stream record as a change for `BanIndex.apply` (None: nothing to apply).
 
     "reseed" and "seed" never reach here: the replica answers them itself (a no-op or a
-    resync; a seed starts an epoch). A remove or expire is applied by its id alone."""
+    resync; a seed starts an epoch). A remove or expire is applied by its id alone, an
+    edit as an add of the same id (the index replaces the entry it held)."""
     if f["op"] in ("remove", "expire"):
         return ("remove", f["key"])
     return index_change(_what(f))
+
+
+def record_hash(f: dict[str, str], changes: digest.Changes) -> int:
+    """What one stream record does to the digest of the copy it applies to, hashed from
+    the record's own payloads (the bytes the write script hashed)."""
+    op, key = f["op"], f["key"]
+    if op in ("add", "edit"):
+        return changes.entry(key, digest.entry_hash(key, f["payload"]), f.get("previous"))
+    if op in ("remove", "expire"):  # a record written before removals carried the entry
+        return changes.entry(key, 0, f.get("payload") or None)  # has none: re-serialized
+    if op == "group":
+        return changes.group(key, orjson.loads(f["payload"]))
+    return 0
 
 
 class Replicator:
     """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
 
     def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
-                 events: StoreEvents, *, name: str, clock: Callable[[], float],
-                 block_seconds: float, snapshot_path: Path | None,
+                 durability: Durability, events: StoreEvents, *, name: str,
+                 clock: Callable[[], float], block_seconds: float, snapshot_path: Path | None,
                  snapshot_seconds: float) -> None:
         self.client, self.keys, self.policy, self.events = client, keys, policy, events
+        self.durability = durability  # learns of the primary's replicas each round
         self.name, self.clock = name, clock
         self.block_ms = int(block_seconds * 1000)
         self.snapshot_path = snapshot_path
         self.snapshot_seconds = snapshot_seconds
         self.lock = threading.RLock()  # applying changes, swapping the index, copying it
         self.index = BanIndex()
+        self.digest = 0  # of the index's content (digest.py), published with each batch
         self.version = 0
         self.epoch = 0
         self.stream_id = "0-0"
@@ -119,6 +144,17 @@ class Replicator:
         self._resync_cause: str | None = None
         self._excess: int | None = 0  # forks.excess when the changelog was last read through
         self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
+        # Changes Redis lost (recovery.py): the records applied last, this process's name in
+        # the loss marks, the marks Redis holds, and the writes that put a loss back
+        self.journal = recovery.Journal()
+        self.me = f"{recovery.replica_name()}/{name}/{uuid.uuid4().hex[:6]}"
+        self.marks: dict[str, str] = {}
+        self.pending: recovery.Lost | None = None  # taken Redis's copy, not written back yet
+        self.reapply: Callable[[recovery.Lost], int] | None = None  # the store's writes
+        self._marked = False  # this refusal is marked in Redis
+        self.differs: str | None = None  # why this copy's digest is not Redis's
+        self._mended_at: float | None = None  # when a resync last tried to mend that
+        self._digest_tried_at: float | None = None  # when Redis's digest was last computed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snap_seq = -1
@@ -128,7 +164,7 @@ class Replicator:
     def start(self) -> None:
         snap = snapshot.read(self.snapshot_path) if self.snapshot_path else None
         if snap is not None:
-            self._install(snap.index, snap.seq, snap.epoch, snap.stream_id)
+            self._install(snap.index, snap.seq, snap.epoch, snap.stream_id, snap.digest)
             self.synced_at, self._snap_seq = snap.synced_at, snap.seq
             log.info("%s: loaded local snapshot seq %d epoch %d (%d entries)",
                      self.name, snap.seq, snap.epoch, len(snap.index))
@@ -177,22 +213,35 @@ class Replicator:
     # ---- one round: check where Redis is, read what is new --------------------------------
     def poll(self, block: bool) -> None:
         checked = self.clock()
-        known = (self.epoch, self.version, self.stream_id)  # a writer may apply more meanwhile
+        with self.lock:  # a writer may apply more meanwhile: the copy as of now, with its digest
+            known = (self.epoch, self.version, self.stream_id)
+            content = self.digest
         pipe = self.client.pipeline(transaction=True)  # one moment: the count must add up
-        pipe.mget(self.keys.epoch, self.keys.seq)
+        pipe.execute_command("ROLE")
+        pipe.mget(self.keys.epoch, self.keys.seq, self.keys.digest)
         pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
         pipe.xlen(self.keys.stream)
         pipe.xrange(self.keys.stream, count=1)
         pipe.xrevrange(self.keys.stream, count=1)
-        (epoch_r, seq_r), mine, length, first, last = pipe.execute()
+        pipe.hgetall(self.keys.lost)
+        role, (epoch_r, seq_r, digest_r), mine, length, first, last, marks = pipe.execute()
+        check_primary(self.client, role)  # a demoted primary's copy is no source to follow
+        self.durability.observe(role)
         self.policy.watch(self.client, reconnected=not self.connected)
+        self.durability.watch(self.client, reconnected=not self.connected)
         self._check_changelog(forks.excess(length, first, last))
+        self.marks = marks
         refused = not self._accept(epoch_r, seq_r, mine, known)
+        if refused and self.diverged and not self.forked and self._recover(epoch_r):
+            return  # Redis's copy taken: the lost changes are written on the next round
+        if self.pending is not None and not refused:
+            self._reapply()
         if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
             self.connected, self.problem = True, None  # reachable, but refused
             if block:
                 self._stop.wait(self.block_ms / 1000)
             return
+        self._compare(epoch_r, seq_r, digest_r, known, content)
         if epoch_r is None:  # Redis and this replica both hold nothing yet
             self.loaded = True
             self._confirmed(checked)
@@ -211,6 +260,63 @@ class Replicator:
             self._apply_records(records, observe=True)
         if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
             self._confirmed(self.clock() if block and not records else checked)
+
+    def _compare(self, epoch_r: str | None, seq_r: str | None, digest_r: str | None,
+                 known: tuple[int, int, str], content: int) -> None:
+        """Redis's content digest against this copy's, when both are at the same seq (read in
+        one moment: most rounds). A difference resyncs; one a resync does not mend (Redis's
+        digest, or this copy, wrong in a way a reload does not fix) makes this replica not
+        ready until they agree, and it resyncs again at most every DIGEST_RETRY seconds."""
+        if epoch_r is None or int(epoch_r) != known[0] or int(seq_r or 0) != known[1]:
+            return  # another point of the history: compared on a later round
+        if digest_r is None:
+            self._init_digest()
+            return
+        ours = digest.hex_of(content)
+        if digest_r == ours:
+            if self.differs is not None:
+                log.warning("%s: this replica's content equals Redis's again (digest %s)",
+                            self.name, ours)
+            self.differs, self._mended_at = None, None
+            return
+        why = (f"this replica's content differs from Redis's at seq {known[1]}: digest "
+               f"{ours}, Redis's {digest_r}")
+        now = self.clock()
+        if self._mended_at is not None and now - self._mended_at < DIGEST_RETRY:
+            self.differs = why + " (still, after a resync)"
+            return
+        log.error("%s: %s; resyncing", self.name, why)
+        self.events.refused(self.name, "digest")
+        self.differs = why
+        self._mended_at = now
+        self._resync_cause = "digest"
+
+    def _init_digest(self) -> None:
+        """Compute Redis's digest from Redis's own content (a list written before digests
+        existed holds none, and the write scripts cannot start one), under WATCH: a write
+        meanwhile voids it, and a later round tries again (at most once a DIGEST_RETRY)."""
+        now = self.clock()
+        if self._digest_tried_at is not None and now - self._digest_tried_at < DIGEST_RETRY:
+            return
+        self._digest_tried_at = now
+        with self.client.pipeline() as pipe:
+            try:
+                pipe.watch(self.keys.seq, self.keys.epoch, self.keys.digest)
+                if pipe.get(self.keys.digest) is not None:
+                    return
+                content = digest.Digest.of((), {k: orjson.loads(v) for k, v in
+                                                pipe.hgetall(self.keys.groups).items()})
+                for key, stored in pipe.hscan_iter(self.keys.entries, count=PAGE):
+                    content.toggle(digest.entry_hash(key, stored))
+                pipe.multi()
+                pipe.set(self.keys.digest, content.hex)
+                pipe.execute()
+            except redis.WatchError:
+                log.info("%s: Redis's digest not set: the list changed while it was read; "
+                         "trying again later", self.name)
+                return
+        log.warning("%s: Redis held no content digest (written before digests): set it to "
+                    "%s from Redis's entries", self.name, content.hex)
 
     def _check_changelog(self, excess: int | None) -> None:
         """Read the changelog through when its record count changed shape (None: whatever
@@ -270,6 +376,7 @@ class Replicator:
         elif self.diverged and not (why := self._why_still_refused(mine, known, seq_r)):
             log.warning("%s: Redis caught up with this replica again; following it", self.name)
             self.diverged = None
+            self._unmark()
             return True
         elif not self.diverged:
             return True
@@ -345,6 +452,7 @@ class Replicator:
         last = _stream_pos(stream_id)
         batch: list[tuple[Any, ...]] = []
         lags: list[float] = []
+        content, changes = self.digest, digest.Changes(self.index)
         for sid, f in records:
             if _stream_pos(sid) <= last:
                 continue  # applied by a writer's catch-up while this XREAD was under way
@@ -358,6 +466,7 @@ class Replicator:
                     break
                 version, stream_id = seq, sid  # Redis now holds exactly our copy
                 last = _stream_pos(sid)
+                self.journal.add(seq, sid, f)
                 continue
             if seq <= version:  # a seq we applied: a replay of the same change, or a fork
                 if sid not in self.replays:
@@ -374,12 +483,15 @@ class Replicator:
             change = _change(f)
             if change is not None:
                 batch.append(change)
+                content ^= record_hash(f, changes)
+            self.journal.add(seq, sid, f)
             version, stream_id, epoch = seq, sid, rec_epoch
             last = _stream_pos(sid)
             if observe:
                 lags.append(now - int(sid.partition("-")[0]) / 1000)
         if batch:
             self.index.apply(batch)
+        self.digest = content
         self.version, self.stream_id, self.epoch = version, stream_id, epoch
         for lag in lags:
             self.events.applied(max(lag, 0.0))
@@ -399,6 +511,79 @@ class Replicator:
         except redis.RedisError as exc:
             self.failed(exc)
 
+    # ---- changes Redis lost (recovery.py) ---------------------------------------------------
+    def _recover(self, epoch_r: str | None) -> bool:
+        """Redis lost changes this copy holds: mark the loss in Redis, and when the journal
+        tells exactly which, take Redis's copy and leave them to be written again (True)."""
+        if self._marked:  # found out already: keep the mark (an adopt elsewhere drops it)
+            recovery.mark(self.client, self.keys.lost, self.me, self.epoch, self.version,
+                          self.diverged or "", None)
+            return False
+        lost = None
+        if epoch_r is not None and int(epoch_r) == self.epoch:
+            records = list(self.journal.records)
+            at = recovery.branch(self.client, self.keys.stream, records)
+            if at is not None and at >= 0:
+                lost = recovery.lost_changes(records[at + 1:], records[at][0], self.index,
+                                             self.clock())
+        why = self.diverged or ""
+        recovery.mark(self.client, self.keys.lost, self.me, self.epoch, self.version, why, lost)
+        self._marked = True
+        if lost is None or lost.unsupported or self.reapply is None:
+            reason = (lost.unsupported if lost is not None and lost.unsupported else
+                      "which changes were lost cannot be told from the last "
+                      f"{len(self.journal.records)} this replica applied")
+            log.error("%s: Redis lost changes this replica holds, and they cannot be written "
+                      "again by themselves (%s). Every replica that follows Redis reports not "
+                      "ready until `%s --reason …` is run against this replica (or Redis's "
+                      "copy is adopted on it: POST /v1/admin/%s/adopt, accepting the loss)",
+                      self.name, reason, self._reseed_command(), self.name)
+            self.events.recovered(self.name, "operator", 0)
+            return False
+        log.warning("%s: Redis lost %d change(s) this replica holds (seq %d to %d; %s); "
+                    "taking Redis's copy and writing them again: %s", self.name,
+                    lost.changes, lost.first_seq, lost.last_seq, why, lost.describe())
+        self.resync("recover", accept_backward=True)
+        self.pending = lost
+        return True
+
+    def _reapply(self) -> None:
+        """Write the changes Redis lost again (the store's writes, each confirmed by a Redis
+        replica); on failure they stay pending, and the mark with them, for the next round."""
+        lost, write = self.pending, self.reapply
+        if lost is None or write is None:
+            return
+        try:
+            unconfirmed = write(lost)
+        except (BanlistError, redis.RedisError) as exc:
+            log.warning("%s: the changes Redis lost are not written back yet (%s); trying "
+                        "again", self.name, exc)
+            return
+        self.pending = None
+        self._unmark()
+        self.events.recovered(self.name, "reapplied", lost.changes)
+        log.warning("%s: wrote back the %d change(s) Redis lost (seq %d to %d)%s", self.name,
+                    lost.changes, lost.first_seq, lost.last_seq,
+                    f"; {unconfirmed} write(s) not confirmed by a Redis replica yet"
+                    if unconfirmed else "")
+
+    def _unmark(self) -> None:
+        """Drop this replica's loss mark (it holds nothing Redis lacks any more)."""
+        if self._marked:
+            self.client.hdel(self.keys.lost, self.me)
+        self._marked = False
+
+    def dropped_marks(self, everyone: bool) -> None:
+        """An operator's repair: a reseed (Redis holds the copy again: every mark goes) or an
+        adopt on this replica (it accepts the loss: its mark goes)."""
+        self.pending = None
+        if everyone:
+            self.client.delete(self.keys.lost)
+            self._marked = False
+        else:
+            self._marked = True
+            self._unmark()
+
     # ---- full resync ----------------------------------------------------------------------
     def resync(self, cause: str, accept_backward: bool = False) -> None:
         """Load Redis's whole banlist aside, replay what changed meanwhile, swap it in."""
@@ -414,45 +599,56 @@ class Replicator:
                 return
             if epoch_r is None:
                 with self.lock:
-                    self._install(BanIndex(), 0, 0, "0-0")
+                    self._install(BanIndex(), 0, 0, "0-0", 0)
                 self._resynced(cause)
                 return
             groups = {k: tuple(orjson.loads(v))
                       for k, v in self.client.hgetall(self.keys.groups).items()}
-            new = BanIndex((Entry.from_dict({"id": key, **orjson.loads(payload)})
-                            for key, payload in self.client.hscan_iter(self.keys.entries,
-                                                                       count=PAGE)), groups)
+            content = digest.Digest.of((), groups)
+
+            def scan(content: digest.Digest = content) -> Iterator[Entry]:
+                for key, stored in self.client.hscan_iter(self.keys.entries, count=PAGE):
+                    content.toggle(digest.entry_hash(key, stored))
+                    yield Entry.from_dict({"id": key, **orjson.loads(stored)})
+
+            new = BanIndex(scan(), groups)
             epoch = int(epoch_r)
             scanned = (int(seq_r or 0), last[0][0] if last else "0-0")
-            at = self._replay(new, epoch, *scanned)  # changes committed while we scanned
+            # changes committed while we scanned
+            at = self._replay(new, content, epoch, *scanned)
             if at is None:
                 continue  # not just the next changes (trimmed past us, a reseed): again
             with self.lock:
-                at = self._replay(new, epoch, *at)  # and the last few, with writers held off
+                # and the last few, with writers held off
+                at = self._replay(new, content, epoch, *at)
                 if at is None:
                     continue
-                self._install(new, at[0], epoch, at[1])
+                self._install(new, at[0], epoch, at[1], content.value)
             self._resynced(cause)
             return
         raise redis.RedisError("the changelog kept moving past the resync; will retry")
 
-    def _replay(self, index: BanIndex, epoch: int, seq: int,
+    def _replay(self, index: BanIndex, content: digest.Digest, epoch: int, seq: int,
                 sid: str) -> tuple[int, str] | None:
         while True:
             page = self.client.xrange(self.keys.stream, min=f"({sid}", count=PAGE)
-            batch = []
+            batch, changes = [], digest.Changes(index)
             for rid, f in page:  # only the next change; a reseed, a rewind or a gap changed
                 if int(f["seq"]) != seq + 1 or int(f["epoch"]) != epoch or f["op"] == "reseed":
                     return None  # what was scanned: start over
                 if (change := _change(f)) is not None:
                     batch.append(change)
+                    content.toggle(record_hash(f, changes))
                 seq, sid = seq + 1, rid
             index.apply(batch)
             if len(page) < PAGE:
                 return seq, sid
 
-    def _install(self, index: BanIndex, seq: int, epoch: int, stream_id: str) -> None:
+    def _install(self, index: BanIndex, seq: int, epoch: int, stream_id: str,
+                 content: int) -> None:
         self.index = index  # one reference: a request sees the old list or the new one
+        self.digest = content
+        self.journal.clear()  # no record led here: a loss right after cannot be told
         self.version, self.epoch, self.stream_id = seq, epoch, stream_id
         self.loaded = True
 
@@ -476,7 +672,7 @@ class Replicator:
             return
         with self.lock:
             snap = snapshot.Snapshot(self.index, self.version, self.epoch, self.stream_id,
-                                     self.synced_at)
+                                     self.synced_at, self.digest)
             entries = self.index.frozen()  # a pinned copy, made one entry at a time
         try:
             snapshot.write(self.snapshot_path, snap, entries)
@@ -499,7 +695,11 @@ class Replicator:
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         diverged = self.forked or self.diverged
-        in_sync = (self.loaded and self.connected and diverged is None
+        # a copy that refuses Redis holds what Redis lost; any other lacks it while marked
+        missing = recovery.missing(self.marks) if self.diverged is None else None
+        missing = missing or self.differs
+        in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
-                         {"loaded": self.loaded, "stream_id": self.stream_id})
+                         {"loaded": self.loaded, "stream_id": self.stream_id,
+                          "digest": digest.hex_of(self.digest)}, missing)

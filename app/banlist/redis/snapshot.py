@@ -1,7 +1,9 @@
 """A replica's local snapshot file: its banlist copy, for a cold start while Redis is down.
 
-JSON lines: a header (format, sequence, stream id, epoch, groups), then one entry per
-line. Both directions stream, one entry at a time: a million entries written as one JSON
+JSON lines: a header (format, sequence, stream id, epoch, groups, the content digest),
+then one entry per line. The digest is computed again as the file is read, and a file whose
+content does not match its header's is refused (a torn or edited file) rather than served.
+Both directions stream, one entry at a time: a million entries written as one JSON
 document once cost ~1 GiB of transient objects per write (`python -m bench.memory
 --redis`), several times the index itself. Format 1 (one JSON document) is still read.
 """
@@ -16,6 +18,7 @@ from typing import IO, Any
 
 import orjson
 
+from app.banlist import digest
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 
@@ -33,6 +36,7 @@ class Snapshot:
     epoch: int
     stream_id: str
     synced_at: float  # when this copy was last known to equal Redis's
+    digest: int  # of the index's content (app/banlist/digest.py)
 
 
 def write(path: Path, snap: Snapshot, entries: Iterable[Entry]) -> None:
@@ -43,6 +47,7 @@ def write(path: Path, snap: Snapshot, entries: Iterable[Entry]) -> None:
     """
     head = {"format": FORMAT, "seq": snap.seq, "epoch": snap.epoch,
             "stream_id": snap.stream_id, "synced_at": snap.synced_at,
+            "digest": digest.hex_of(snap.digest),
             "groups": {k: list(v) for k, v in snap.index.groups.items()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -70,14 +75,26 @@ def read(path: Path) -> Snapshot | None:
                 return None
             groups = {k: tuple(v) for k, v in head["groups"].items()}
             rows = head["entries"] if head["format"] == _WHOLE else _lines(fh)
-            index = BanIndex((Entry.from_dict(e) for e in rows), groups)
+            content = digest.Digest.of((), groups)
+
+            def entries() -> Iterator[Entry]:
+                for row in rows:
+                    entry = Entry.from_dict(row)
+                    content.toggle(digest.of_entry(entry))
+                    yield entry
+
+            index = BanIndex(entries(), groups)
+        if head.get("digest") not in (None, content.hex):  # none: written before digests
+            log.error("banlist snapshot %s holds other content than its header says (digest "
+                      "%s, header %s): ignored", path, content.hex, head["digest"])
+            return None
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         log.error("banlist snapshot %s unreadable, ignored: %s", path, exc)
         return None
     return Snapshot(index, int(head["seq"]), int(head["epoch"]), str(head["stream_id"]),
-                    float(head["synced_at"]))
+                    float(head["synced_at"]), content.value)
 
 
 def _lines(fh: IO[bytes]) -> Iterator[dict[str, Any]]:

@@ -10,8 +10,10 @@ replica keeps serving its copy and says so. Requests only ever read `index` and 
 """
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import random
 import threading
 import time
 import uuid
@@ -22,8 +24,9 @@ from typing import Any, TypeVar
 import orjson
 import redis
 
-from app.banlist import history
+from app.banlist import digest, history
 from app.banlist.base import (
+    EntryEdit,
     EntrySpec,
     GroupSpec,
     StoreBase,
@@ -34,6 +37,7 @@ from app.banlist.base import (
     require_reason,
     validate_all,
 )
+from app.banlist.edits import editable, revise
 from app.banlist.events import StoreEvents
 from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
@@ -41,12 +45,15 @@ from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
 from app.banlist.redis.client import connect, reach
+from app.banlist.redis.durable import Durability
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
+from app.banlist.redis.recovery import Lost
 from app.banlist.redis.replica import Replicator, change_of
 from app.errors import (
     BanlistConflict,
     BanlistError,
+    BanlistNotDurable,
     BanlistNotFound,
     BanlistTooLarge,
     BanlistUnavailable,
@@ -67,7 +74,8 @@ class RedisStore(StoreBase):
                  prefix: str = "rearrange:", retention_seconds: float = 86400.0,
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
                  clock: Callable[[], float] = time.time, name: str = "banlist",
-                 policy: EvictionPolicy | None = None) -> None:
+                 policy: EvictionPolicy | None = None,
+                 durability: Durability | None = None) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
@@ -76,15 +84,18 @@ class RedisStore(StoreBase):
         self.clock = clock
         self.name = name  # "banlist", or "quarantine": in logs and metric labels
         self.policy = policy or EvictionPolicy(events)
+        self.durability = durability or Durability(events)
         self.retention_ms = int(retention_seconds * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
         self._seed = self.client.register_script(lua.SEED)
-        self.replica = Replicator(self.client, self.keys, self.policy, events, name=name,
+        self.replica = Replicator(self.client, self.keys, self.policy, self.durability,
+                                  events, name=name,
                                   clock=clock, block_seconds=block_seconds,
                                   snapshot_path=snapshot_path,
                                   snapshot_seconds=snapshot_seconds)
         self._index_lock = self.replica.lock
+        self.replica.reapply = self._write_back  # what Redis lost, written again (recovery.py)
         self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
         self._buried_to = "0-0"  # the stream record the graveyard has read up to
         self._bury_lock = threading.Lock()
@@ -145,6 +156,7 @@ class RedisStore(StoreBase):
                 defined = new_groups(groups, self.index.groups)
                 todo = plan(prepared, self.index, now)
             if not todo.fresh and not defined:
+                self._confirm()  # a retry of a write that was not confirmed: confirm it now
                 return [], todo.resolve([])
             args: list[Any] = []
             for g in defined:
@@ -179,15 +191,91 @@ class RedisStore(StoreBase):
         self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
         return entry
 
+    def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
+        """Change an active entry's expiry or regions in place (edits.revise); the entry
+        and whether it changed (an edit that changes nothing writes nothing).
+
+        Decided on the entry as Redis holds it and on this replica's copy once caught up
+        (for a ban the new regions would repeat); the script replaces the entry only if it
+        is still what was decided on and no identical ban was committed since, otherwise
+        the edit is decided again."""
+        why = require_reason(edit.reason, "an edit")
+        for attempt in range(DECIDE_TRIES):
+            if attempt:  # another writer edits the same entry: let one of the two go first
+                time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** attempt)))
+            self.replica.catch_up()
+            held = self._payload(entry_id)  # this replica may lag: Redis's own
+            now = self.clock()
+            entry = editable(None if held is None else Entry.from_dict(
+                {"id": entry_id, **orjson.loads(held)}), entry_id, edit, now)
+            with self.replica.lock:
+                decided_on = self.replica.stream_id
+                after = revise(entry, edit, self.index, now)
+            if after is None:
+                self._confirm()  # a retry of an edit that was not confirmed: confirm it now
+                return entry, False
+            payload = after.as_dict()
+            del payload["id"]
+            written = orjson.dumps(payload).decode()
+            try:
+                self._run(["edit", entry_id, written, actor, why, held], decided_on=decided_on)
+            except BanlistConflict as exc:
+                if exc.field == "conflict":
+                    continue
+                raise
+            # from the written form, so the caller sees exactly what every replica holds
+            return Entry.from_dict({"id": entry_id, **orjson.loads(written)}), True
+        raise BanlistUnavailable("banlist", f"entry {entry_id} changed under this edit "
+                                 f"{DECIDE_TRIES} times in a row; nothing was changed: send "
+                                 "it again")
+
     def _fetch(self, entry_id: str) -> Entry | None:
+        payload = self._payload(entry_id)
+        return None if payload is None else Entry.from_dict({"id": entry_id,
+                                                              **orjson.loads(payload)})
+
+    def _payload(self, entry_id: str) -> str | None:
+        """The entry as Redis holds it now (its JSON without the id), None if it has none."""
         try:
-            payload = self.client.hget(self.keys.entries, entry_id)
+            return self.client.hget(self.keys.entries, entry_id)
         except redis.RedisError as exc:
             self.replica.failed(exc, "write")
             raise BanlistUnavailable("banlist", f"Redis unreachable, the change was not made: "
                                      f"{exc}") from exc
-        return None if payload is None else Entry.from_dict({"id": entry_id,
-                                                              **orjson.loads(payload)})
+
+    def _write_back(self, lost: Lost) -> int:
+        """Write again what Redis lost and this replica holds (recovery.py): groups first
+        (entries may name them), then the adds (idempotent: a replica that wrote them back
+        first leaves nothing to do), the removals and edits of entries Redis still holds.
+
+        Returns how many of its writes no Redis replica confirmed yet: they are on the
+        primary, which is what the replicas that follow Redis need (right after a failover
+        the new primary's replica is often the old primary, still down); were the primary
+        lost again first, this replica would find them lost again and write them again."""
+        writes: list[Callable[[], object]] = []
+        for name, domains, actor, why in lost.groups:
+            if self.index.groups.get(name) != domains:
+                writes.append(functools.partial(self.define_group, name, list(domains), actor,
+                                                why))
+        specs = [EntrySpec(e.scope, e.value, e.reason, tuple(sorted(e.regions)), e.expires_at,
+                           actor=e.actor) for e in lost.adds]
+        for start in range(0, len(specs), MAX_SCRIPT):
+            writes.append(functools.partial(self.put_import, (), specs[start:start + MAX_SCRIPT],
+                                            "recovery"))
+        writes += [functools.partial(self.remove, entry_id, actor, why)
+                   for entry_id, actor, why in lost.removes]
+        writes += [functools.partial(self.edit, entry.id, EntryEdit(
+            why, True, entry.expires_at, tuple(sorted(entry.regions))), actor)
+            for entry, actor, why in lost.edits]
+        unconfirmed = 0
+        for write in writes:
+            try:
+                write()
+            except BanlistNotFound:
+                continue  # another replica removed it first
+            except BanlistNotDurable:
+                unconfirmed += 1
+        return unconfirmed
 
     def define_group(self, name: str, domains: list[str], actor: str,
                      reason: str) -> dict[str, Any]:
@@ -204,12 +292,12 @@ class RedisStore(StoreBase):
         if not self.replica.writable():
             return 0
         with self.replica.lock:
-            expired = [e.id for e in self.replica.index.expired(now)]
+            expired = [e.as_dict() for e in self.replica.index.expired(now)]
         done = 0
         for start in range(0, len(expired), BATCH):
             args: list[Any] = []
-            for entry_id in expired[start:start + BATCH]:
-                args += ["expire", entry_id, "", "system", "ttl elapsed", ""]
+            for e in expired[start:start + BATCH]:  # the expiry seen: an edit since keeps it
+                args += ["expire", e["id"], "", "system", "ttl elapsed", e["expires_at"]]
             try:
                 done += sum(1 for seq in self._run(args) if seq)
             except BanlistError as exc:
@@ -253,13 +341,14 @@ class RedisStore(StoreBase):
         # a seed file naming one ban twice seeds it once
         prepared = plan(validate_all(items, now, members), BanIndex(), now).fresh
         stage, stage_groups = self.keys.seed_stage(), self.keys.seed_stage()
+        content = digest.Digest.of((), members)
         try:
             for start in range(0, len(prepared), 5000):
                 mapping = {}
                 for n, p in enumerate(prepared[start:start + 5000], start + 1):
-                    payload = p.entry("", actor, now).as_dict()
-                    del payload["id"]
-                    mapping[str(n)] = orjson.dumps(payload).decode()
+                    stored = digest.payload(p.entry(str(n), actor, now))
+                    content.toggle(digest.entry_hash(str(n), stored))
+                    mapping[str(n)] = stored.decode()
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(stage, mapping=mapping)
                 pipe.expire(stage, STAGE_TTL)
@@ -270,8 +359,8 @@ class RedisStore(StoreBase):
                                                  for k, v in members.items()})
                 pipe.expire(stage_groups, STAGE_TTL)
                 pipe.execute()
-            self._seed(keys=[*self.keys.write(), stage, stage_groups],
-                       args=[len(prepared), actor, "seed"])
+            self._seed(keys=[*self.keys.write(), stage, stage_groups, self.keys.digest],
+                       args=[len(prepared), actor, "seed", content.hex])
         except redis.ResponseError as exc:
             self.client.delete(stage, stage_groups)
             if str(exc).startswith("REARRANGE_NOTEMPTY"):
@@ -283,6 +372,7 @@ class RedisStore(StoreBase):
                                      "nothing: a start that finds Redis still empty seeds "
                                      "again)") from exc
         self.replica.resync("seed")
+        self._confirm()
         return len(prepared)
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
@@ -310,24 +400,29 @@ class RedisStore(StoreBase):
             with rep.lock:
                 entries, groups = list(rep.index), dict(rep.index.groups)
                 epoch, seq, base = rep.epoch, rep.version, rep.stream_id
+            content = digest.Digest.of((), groups)
             self.client.delete(self.keys.stage_entries, self.keys.stage_groups)
             for start in range(0, len(entries), 5000):
                 mapping = {}
                 for e in entries[start:start + 5000]:
-                    payload = e.as_dict()
-                    mapping[payload.pop("id")] = orjson.dumps(payload).decode()
+                    stored = digest.payload(e)
+                    content.toggle(digest.entry_hash(e.id, stored))
+                    mapping[e.id] = stored.decode()
                 self.client.hset(self.keys.stage_entries, mapping=mapping)
             if groups:
                 self.client.hset(self.keys.stage_groups, mapping={
                     k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
             new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
-                                         self.keys.stage_groups],
-                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why, base])
+                                         self.keys.stage_groups, self.keys.digest],
+                                   args=[epoch, seq, cur_epoch, cur_seq, actor, why, base,
+                                         content.hex])
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
             self.events.redis_error("reseed")
             raise BanlistUnavailable("banlist", f"Redis unreachable, not reseeded: {exc}") from exc
+        self._confirm()
+        rep.dropped_marks(everyone=True)  # Redis holds this copy: nothing is missing now
         return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
                 "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
                                                   "seq": int(cur_seq)}}
@@ -335,6 +430,7 @@ class RedisStore(StoreBase):
     def adopt(self) -> dict[str, Any]:
         """Accept what Redis holds now, even if older than this replica's copy (operator call)."""
         self.replica.resync("adopt", accept_backward=True)
+        self.replica.dropped_marks(everyone=False)  # what only this copy held is let go
         return {"epoch": self.replica.epoch, "seq": self.version, "entries": len(self)}
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
@@ -399,7 +495,7 @@ class RedisStore(StoreBase):
                         continue
                     if self.graveyard.since is None:
                         self.graveyard.since = change["at"]
-                    if change["op"] == "add":
+                    if change["op"] in ("add", "edit"):
                         added[change["entry"]["id"]] = change["entry"]
                     elif change["op"] in history.ENDS:
                         entry = change.get("entry") or added.get(change["id"])
@@ -476,7 +572,8 @@ class RedisStore(StoreBase):
             raise BanlistUnavailable(
                 "banlist", f"Redis unreachable, the change was not made: {exc}") from exc
         try:
-            result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id)],
+            result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id),
+                                       self.keys.digest],
                                  args=[expected, self.retention_ms,
                                        max(1, self.retention_ms // 1000), attempt,
                                        decided_on or "", *args])
@@ -487,7 +584,17 @@ class RedisStore(StoreBase):
             result = outcomes.settle(self.client, self.keys.outcome(write_id), write_id,
                                      attempt, self.retention_ms, exc)
         rep.catch_up()  # read-your-writes: apply up to our own change before answering
+        self._confirm()
         return [int(s) for s in result[1:]]
+
+    def _confirm(self) -> None:
+        """Answer only once a Redis replica holds what was written (durable.py): else 503
+        not_durable (BanlistNotDurable)."""
+        try:
+            self.durability.confirm(self.client, self.keys.durable, self.name)
+        except BanlistError:
+            self.events.redis_error("write")
+            raise
 
 
 def _refusal(exc: redis.ResponseError) -> BanlistError:
@@ -500,6 +607,10 @@ def _refusal(exc: redis.ResponseError) -> BanlistError:
         return BanlistConflict("seed", text)
     if code == "REARRANGE_NOGROUP":
         return BanlistError("value", text + ": define it first")
+    if code == "NOREPLICAS":  # min-replicas-to-write: the primary refused it, nothing written
+        return BanlistNotDurable("banlist", f"Redis refused the write: {text} (its "
+                                 "min-replicas-to-write); nothing was changed: send it again "
+                                 "once its replicas are back")
     if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",
                 "REARRANGE_ABORTED"):
         kind = BanlistConflict if code == "REARRANGE_MOVED" else BanlistUnavailable

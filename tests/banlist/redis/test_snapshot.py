@@ -4,6 +4,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from app.banlist.digest import Digest
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.banlist.redis import snapshot
@@ -27,10 +28,15 @@ def make_index() -> BanIndex:
     return index
 
 
+def snap_of(index: BanIndex, seq: int) -> snapshot.Snapshot:
+    return snapshot.Snapshot(index, seq, 1, f"{seq}-0", float(seq),
+                             Digest.of(index, index.groups).value)
+
+
 def test_a_snapshot_round_trips_every_entry_and_group(tmp_path):
     index = make_index()
     path = tmp_path / "snap.json"
-    snap = snapshot.Snapshot(index, 42, 3, "1700-0", 1.7e9)
+    snap = snapshot.Snapshot(index, 42, 3, "1700-0", 1.7e9, Digest.of(index, index.groups).value)
     snapshot.write(path, snap, index.frozen())
     lines = path.read_bytes().splitlines()
     assert orjson.loads(lines[0])["format"] == 2 and len(lines) == 1 + len(index)
@@ -68,7 +74,7 @@ def test_the_old_single_document_format_is_still_read(tmp_path):
 def test_a_cut_off_snapshot_is_refused_not_half_loaded(tmp_path):
     index = make_index()
     path = tmp_path / "snap.json"
-    snapshot.write(path, snapshot.Snapshot(index, 1, 1, "1-0", 1.0), index.frozen())
+    snapshot.write(path, snap_of(index, 1), index.frozen())
     data = path.read_bytes()
     path.write_bytes(data[:-10])
     assert snapshot.read(path) is None
@@ -79,7 +85,7 @@ def test_a_cut_off_snapshot_is_refused_not_half_loaded(tmp_path):
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     index = make_index()
     path = tmp_path / "snap.json"
-    snapshot.write(path, snapshot.Snapshot(index, 1, 1, "1-0", 1.0), index.frozen())
+    snapshot.write(path, snap_of(index, 1), index.frozen())
     old = path.read_bytes()
 
     def broken():
@@ -87,5 +93,5 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        snapshot.write(path, snapshot.Snapshot(index, 2, 1, "2-0", 2.0), broken())
+        snapshot.write(path, snap_of(index, 2), broken())
     assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["snap.json"]

@@ -1,0 +1,115 @@
+"""Redis loses changes our replicas hold (app/banlist/redis/recovery.py): a Redis restored
+from an older copy of itself, acknowledged bans included. Replicas that can tell exactly
+what was lost write it again; one that cannot (restarted since, its journal empty) marks
+the loss in Redis, every replica following Redis reports not ready until a reseed, and
+the reseed brings everything back."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import AUTH, app_on
+from tests.helpers import until
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.redis
+
+
+def ban(client: TestClient, host: str) -> None:
+    r = client.post("/v1/banlist/entries", headers=AUTH,
+                    json={"scope": "domain", "value": host, "reason": "court order"})
+    assert r.status_code == 201, r.text
+
+
+def unban(client: TestClient, host: str) -> None:
+    entry = client.get("/v1/banlist/lookup", params={"url": f"https://{host}/"}).json()
+    r = client.request("DELETE", f"/v1/banlist/entries/{entry['matches'][0]['id']}",
+                       headers=AUTH, json={"reason": "appeal granted"})
+    assert r.status_code == 200, r.text
+
+
+def banned(client: TestClient, host: str) -> bool:
+    return client.get("/v1/banlist/lookup", params={"url": f"https://{host}/"}).json()["banned"]
+
+
+
+class Backup:
+    """A copy of a Redis's append-only files, taken while it is paused (a consistent cut)."""
+
+    def __init__(self, server: RedisServer, where: Path) -> None:
+        self.server, self.where = server, where
+        server.pause()
+        try:
+            shutil.copytree(server.dir / "appendonlydir", where)
+        finally:
+            server.resume()
+
+    def restore(self) -> None:
+        """The Redis killed, its files replaced by the copy, started again."""
+        self.server.kill()
+        shutil.rmtree(self.server.dir / "appendonlydir")
+        shutil.copytree(self.where, self.server.dir / "appendonlydir")
+        self.server.start()
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path):
+    server = RedisServer(tmp_path / "redis", appendonly=True).start()
+    yield server
+    server.kill()
+
+
+HOSTS = [f"site-{n}.example" for n in range(6)]
+
+
+def test_replicas_write_back_what_a_restored_redis_lost(aof_redis, settings, tmp_path):
+    with app_on(aof_redis, settings, "a") as a, app_on(aof_redis, settings, "b") as b:
+        for host in HOSTS[:3]:
+            ban(a, host)
+        backup = Backup(aof_redis, tmp_path / "backup")
+        for host in HOSTS[3:]:
+            ban(b, host)  # acknowledged: Redis has no replica, so it answers alone
+        unban(a, HOSTS[0])  # a removal Redis will lose too
+        backup.restore()
+        for ours in (a, b):
+            until(lambda ours=ours: ours.get("/readyz").json()["banlist_in_sync"])
+        for ours in (a, b):
+            assert not banned(ours, HOSTS[0])
+            assert all(banned(ours, host) for host in HOSTS[1:])
+            assert ours.get("/readyz").json()["banlist_missing"] is None
+        with app_on(aof_redis, settings, "late") as late:
+            assert late.get("/readyz").status_code == 200
+            assert not banned(late, HOSTS[0])
+            assert all(banned(late, host) for host in HOSTS[1:])
+        recovered = a.get("/metrics").text + b.get("/metrics").text
+        assert 'rearrange_redis_recoveries_total{result="reapplied",structure="banlist"} 1.0' \
+            in recovered
+
+
+def test_a_loss_no_replica_can_tell_keeps_followers_unready_until_a_reseed(
+        aof_redis, settings, tmp_path):
+    with app_on(aof_redis, settings, "a") as a:
+        for host in HOSTS[:3]:
+            ban(a, host)
+        backup = Backup(aof_redis, tmp_path / "backup")
+        for host in HOSTS[3:]:
+            ban(a, host)
+    backup.restore()  # and `a` restarts: its snapshot holds all six, its journal nothing
+    with app_on(aof_redis, settings, "a") as a:
+        assert "went backwards" in a.get("/readyz").json()["banlist_diverged"]
+        assert a.get("/readyz").status_code == 200  # it serves the whole copy it holds
+        assert all(banned(a, host) for host in HOSTS)
+        with app_on(aof_redis, settings, "late") as late:
+            until(lambda: late.get("/readyz").status_code == 503)
+            ready = late.get("/readyz").json()
+            assert ready["ready"] is False and ready["banlist_in_sync"] is False
+            assert "holds seq 6" in ready["banlist_missing"]
+            assert "rearrange banlist reseed" in ready["banlist_missing"]
+            r = a.post("/v1/admin/banlist/reseed", headers=AUTH,
+                       json={"reason": "restored Redis lost three court orders"})
+            assert r.status_code == 200, r.text
+            until(lambda: late.get("/readyz").status_code == 200)
+            assert all(banned(late, host) for host in HOSTS)
