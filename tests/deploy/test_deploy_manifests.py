@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 import tomllib
@@ -23,16 +24,14 @@ from urllib.parse import urlsplit
 import httpx
 import kubernetes_validate
 import pytest
-import redis
 import yaml
 
 from app.config.load import load_file
 from app.config.settings import Settings
-from bench.replicas import free_port, wait_ready
 from bench.replicas import start as start_replicas
 from bench.replicas import stop as stop_replicas
+from bench.replicas import wait_ready
 from tests.conftest import ROOT
-from tests.redis_server import REDIS_SERVER
 
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
@@ -287,78 +286,19 @@ def test_compose_host_ports_are_unique(compose):
     assert len(ports) == len(set(ports)), ports
 
 
-def test_compose_runs_three_replicas_on_redis_with_aof_and_a_replica(compose):
-    services = compose["services"]
+def test_compose_runs_three_replicas_with_the_rules_mounted(compose):
+    """Three replicas of the image, each with the rules as a directory (hot reload). Their
+    Redis, its Sentinels and REDIS_URL: tests/deploy/test_deploy_redis.py."""
     replicas = rearrange_services(compose)
     assert len(replicas) == 3
-    primaries = set()
     for name, service in replicas.items():
         assert "command" not in service and "entrypoint" not in service, \
             f"{name}: the image's CMD (the README's `rearrange serve`) starts it"
-        host = urlsplit(service["environment"]["REDIS_URL"]).hostname
-        assert host in services, f"{name}: REDIS_URL names no service"
-        primaries.add(host)
+        assert service["environment"]["REDIS_URL"], f"{name}: the staging stack runs on Redis"
         config_dir = service["environment"]["REARRANGE_CONFIG"].rsplit("/", 1)[0]
         sources = {target: source for source, target in bind_mounts(service)}
         assert config_dir in sources, "the rules are mounted as a directory (hot reload)"
         assert (COMPOSE_DIR / sources[config_dir] / "rules.yaml").is_file()
-    (primary,) = primaries
-    confs = {name: redis_conf(services[name]) for name in services
-             if services[name].get("image", "").startswith("redis:")}
-    assert confs[primary].get("appendonly") == "yes"
-    followers = [n for n, c in confs.items() if c.get("replicaof") == f"{primary} 6379"]
-    assert followers, "a Redis replica follows the primary"
-    assert all(confs[f].get("appendonly") == "yes" for f in followers)
-
-
-def redis_conf(service: dict[str, Any]) -> dict[str, str]:
-    conf_path = service["command"][-1]
-    for source, target in bind_mounts(service):
-        if target == conf_path:
-            lines = (COMPOSE_DIR / source).read_text().splitlines()
-            pairs = (line.split(None, 1) for line in lines if line.strip()
-                     and not line.startswith("#"))
-            return {key: value.strip() for key, value in pairs}
-    raise AssertionError(f"{conf_path} is not mounted")
-
-
-@pytest.mark.redis
-def test_every_redis_config_is_one_redis_server_accepts(compose, tmp_path):
-    """Parsing as text cannot catch what redis-server refuses (a comment after a value is
-    an argument to it): start each mounted config in a real server, on a free port."""
-    for name, service in compose["services"].items():
-        if not service.get("image", "").startswith("redis:"):
-            continue
-        conf_path = service["command"][-1]
-        (source,) = [s for s, t in bind_mounts(service) if t == conf_path]
-        data = tmp_path / name
-        data.mkdir()
-        # `dir /data` is applied as it is read (a chdir): point it here, change nothing else.
-        text, dirs = re.subn(r"^dir .*$", f"dir {data}", (COMPOSE_DIR / source).read_text(),
-                             flags=re.M)
-        assert dirs == 1, f"{source} sets its data directory once"
-        conf = tmp_path / f"{name}.conf"
-        conf.write_text(text)
-        port = free_port()
-        proc = subprocess.Popen(
-            [REDIS_SERVER, str(conf), "--port", str(port), "--bind", "127.0.0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            client = redis.Redis(port=port, socket_timeout=1)
-            deadline = time.monotonic() + 10
-            while proc.poll() is None and time.monotonic() < deadline:
-                try:
-                    assert client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            else:
-                output = proc.stdout.read() if proc.poll() is not None else "(no answer)"
-                raise AssertionError(f"redis-server refused {source}: {output.strip()}")
-        finally:
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
 
 
 def test_load_balancer_sends_to_every_replica(compose):
@@ -381,9 +321,41 @@ def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
     for rule_file in config["rule_files"]:
         assert rule_file in mounts, f"{rule_file} is not mounted into Prometheus"
         must_exist(COMPOSE_DIR / mounts[rule_file])
-    other = {t.split(":")[0] for j in jobs.values() for sc in j["static_configs"]
-             for t in sc["targets"]} - {"localhost"}
+    # Redis through the exporter's /scrape?target=: every node and Sentinel, by the address
+    # its service listens on, whichever is the primary
+    redis_job = jobs["redis"]
+    assert redis_job["metrics_path"] == "/scrape"
+    relabel = {r["target_label"]: r for r in redis_job["relabel_configs"]}
+    assert relabel["__param_target"]["source_labels"] == ["__address__"]
+    exporter = relabel["__address__"]["replacement"]
+    assert exporter.split(":")[0] in compose["services"], exporter
+    scraped = {t for sc in redis_job["static_configs"] for t in sc["targets"]}
+    listening = set()
+    for name, service in compose["services"].items():
+        if service.get("image", "").startswith("redis:"):
+            command = service["command"]
+            listening.add(f"redis://{name}:{26379 if '--sentinel' in command else 6379}")
+    assert scraped == listening
+    other = {t.split(":")[0] for j in jobs.values() if j is not redis_job
+             for sc in j["static_configs"] for t in sc["targets"]} - {"localhost"}
     assert other <= set(compose["services"]), other
+
+
+def test_promtool_accepts_the_prometheus_config(compose, tmp_path):
+    """What Prometheus itself would refuse (a relabel rule, a bad field): promtool reads a
+    copy whose rule files point at the repository's."""
+    tool = shutil.which("promtool")
+    assert tool, "promtool is not installed (.ci/run installs Debian's prometheus package)"
+    mounts = {t: s for s, t in bind_mounts(compose["services"]["prometheus"])}
+    text = (COMPOSE_DIR / mounts["/etc/prometheus/prometheus.yml"]).read_text()
+    for target, source in mounts.items():
+        if target.endswith((".yml", ".yaml")) and target != "/etc/prometheus/prometheus.yml":
+            text = text.replace(target, str((COMPOSE_DIR / source).resolve()))
+    copy_path = tmp_path / "prometheus.yml"
+    copy_path.write_text(text)
+    done = subprocess.run([tool, "check", "config", str(copy_path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_grafana_provisions_the_datasource_and_the_dashboard(compose):
@@ -555,28 +527,16 @@ def test_service_hpa_and_pdb_select_the_deployment():
     assert "replicas" not in m["Deployment"]["spec"]
 
 
-def test_secrets_and_redis_come_from_the_sentinel_chart_values():
+def test_secrets_come_from_kubernetes_secrets():
+    """Tokens and the Redis password are never in the repository. The Redis chart and the
+    Sentinel URL: tests/deploy/test_deploy_redis.py."""
     env = env_of(container())
-    assert env["REARRANGE_ADMIN_TOKENS"]["valueFrom"]["secretKeyRef"]["name"]
-    values = yaml.safe_load((K8S / "redis" / "values.yaml").read_text())
-    assert values["architecture"] == "replication"
-    assert values["sentinel"]["enabled"] is True
-    assert values["sentinel"]["service"]["createMaster"] is True
-    password = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    assert password["name"] == values["auth"]["existingSecret"]
-    assert password["key"] == values["auth"]["existingSecretPasswordKey"]
-    url = urlsplit(env["REDIS_URL"]["value"].replace("$(REDIS_PASSWORD)", "secret"))
-    assert url.hostname == f"{values['fullnameOverride']}-master"
-    conf = dict(line.split(None, 1) for line in values["commonConfiguration"].splitlines()
-                if line.strip() and not line.lstrip().startswith("#"))
-    assert conf["appendonly"] == "yes" and conf["appendfsync"] == "always"
-    assert conf["min-replicas-to-write"] == "1"  # as staging: a write is on two machines
-    # The -master Service needs RBAC to follow Sentinel (chart 20 refuses to install without)
-    assert values["rbac"]["create"] and values["serviceAccount"]["create"]
-    assert values["replica"]["automountServiceAccountToken"] is True
+    for name in ("REARRANGE_ADMIN_TOKENS", "REDIS_PASSWORD"):
+        assert "value" not in env[name], name
+        assert env[name]["valueFrom"]["secretKeyRef"]["name"], name
 
 
-@pytest.mark.parametrize("where", ["k8s", "staging"])
+@pytest.mark.parametrize("where", ["k8s", "primary.conf", "replica.conf"])
 def test_redis_never_evicts_and_has_a_cap_to_refuse_writes_at(where):
     """noeviction only acts at maxmemory; with none set Redis grows until it is killed."""
     if where == "k8s":
@@ -586,7 +546,7 @@ def test_redis_never_evicts_and_has_a_cap_to_refuse_writes_at(where):
         assert limit.endswith("Gi")
         limit_bytes = int(limit[:-2]) * 2**30
     else:
-        text = (DEPLOY / "redis" / "primary.conf").read_text()
+        text = (DEPLOY / "redis" / where).read_text()  # either may be the primary
         limit_bytes = None
     conf = dict(line.split(None, 1) for line in text.splitlines()
                 if line.strip() and not line.lstrip().startswith("#"))
