@@ -132,6 +132,7 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     prefix = settings.banlist_redis_prefix + ("" if own else f"{list_name}:")
     return RedisStore(settings.redis_url, metrics, snapshot, prefix=prefix,
                       retention_seconds=settings.banlist_retention_seconds,
+                      history_seconds=settings.banlist_history_days * 86400,
                       block_seconds=settings.banlist_block_seconds,
                       snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
                       policy=policy, durability=durability or Durability(

@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     banlist_snapshot_path: Path | None = Path("var/banlist.snapshot.json")
     banlist_redis_prefix: str = "rearrange:"
     banlist_retention_seconds: float = Field(default=86400.0, gt=0)
+    # How long the history (and lookup's former entries) lasts in Redis: a stream of its own
+    banlist_history_days: float = Field(default=365.0, gt=0)
     banlist_block_seconds: float = Field(default=1.0, gt=0, le=2.0)
     banlist_snapshot_seconds: float = Field(default=300.0, gt=0)  # serializing 1 M: ~1 s CPU
     max_documents: int = Field(default=1000, ge=1)

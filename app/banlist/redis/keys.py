@@ -16,6 +16,9 @@ class Keys:
         self.durable = base + "durable"  # what a write's WAIT writes after it (durable.py)
         self.lost = base + "lost"  # replicas holding changes Redis lost (recovery.py)
         self.digest = base + "digest"  # the entries' and groups' digest (digest.py)
+        # every change again, kept for REARRANGE_BANLIST_HISTORY_DAYS (the changelog `stream`
+        # is for replication and keeps a day): what history and former entries read
+        self.history = base + "history"
         self.base = base
 
     def outcome(self, write_id: str) -> str:

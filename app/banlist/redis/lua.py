@@ -36,22 +36,25 @@ local function toggle(digest, h)
 end
 """
 
-# A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, and this
-# write's outcome key. ARGV: expected epoch ('' = this writer holds no list yet, '!fresh' = a
-# seed, refused once any banlist exists), retention
-# ms, outcome TTL s, attempt id, the stream id of the last change the writer's copy held when
-# it decided which adds are new ('' = the write does not depend on the list; else the script
-# refuses with REARRANGE_CONFLICT when a change since then added one of the same bans,
-# defined a group this write defines, or replaced the list, so two replicas cannot both add
-# it), then six per change: op, key, payload, actor, reason, and a sixth that depends on
-# the op: for an add, the group that must exist (held in Redis, or defined by a `group`
-# change of this write); for an edit, the entry's payload the edit was decided on (refused
-# with REARRANGE_CONFLICT when Redis holds another, REARRANGE_NOTFOUND when none); for an
-# expire, the expiry the sweeper saw (an entry edited since is not expired). Returns {epoch,
-# seq of each change (0 when an expiry found the entry already gone, or edited)}. A remove
-# or expire logs the entry it deletes as its payload: the history says what was lifted
-# after the add has left the stream; an edit logs the new payload and, as `previous`, the
-# one it replaced.
+# A batch of changes, all or nothing. KEYS: entries, groups, seq, epoch, stream, this
+# write's outcome key, the digest, the history stream. ARGV: expected epoch ('' = this
+# writer holds no list yet, '!fresh' = a seed, refused once any banlist exists), retention
+# ms, outcome TTL s, attempt id, the stream id of the last change the writer's copy held
+# when it decided which adds are new ('' = the write does not depend on the list; else the
+# script refuses with REARRANGE_CONFLICT when a change since then added one of the same
+# bans, defined a group this write defines, or replaced the list, so two replicas cannot
+# both add it), the history's retention ms, then six per change: op, key, payload, actor,
+# reason, and a sixth that depends on the op: for an add, the group that must exist (held in
+# Redis, or defined by a `group` change of this write); for an edit, the entry's payload the
+# edit was decided on (refused with REARRANGE_CONFLICT when Redis holds another,
+# REARRANGE_NOTFOUND when none); for an expire, the expiry the sweeper saw (an entry edited
+# since is not expired). Returns {epoch, seq of each change (0 when an expiry found the
+# entry already gone, or edited)}. A remove or expire logs the entry it deletes as its
+# payload: the history says what was lifted after the add has left the stream; an edit logs
+# the new payload and, as `previous`, the one it replaced. Each change goes to the changelog
+# (replication: kept for the retention, a day by default) and, the same record, to the
+# history stream, kept for REARRANGE_BANLIST_HISTORY_DAYS: what `history` and lookup's
+# former entries read.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
@@ -98,7 +101,7 @@ elseif expected ~= '' and epoch ~= expected then
     ', this replica epoch ' .. expected .. ': refusing to write into another history')
 end
 local defining = {}  -- groups this write defines (an import's), before the adds naming them
-for i = 6, #ARGV, 6 do
+for i = 7, #ARGV, 6 do
   if ARGV[i] == 'group' then defining[ARGV[i + 1]] = true end
 end
 if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
@@ -106,7 +109,7 @@ if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
     return p.scope .. '\n' .. p.value .. '\n' .. table.concat(p.regions or {}, ',')
   end
   local want = {}
-  for i = 6, #ARGV, 6 do
+  for i = 7, #ARGV, 6 do
     if ARGV[i] == 'add' or ARGV[i] == 'edit' then
       want[ident(cjson.decode(ARGV[i + 2]))] = true
     end
@@ -124,7 +127,7 @@ if ARGV[5] ~= '' then  -- adds decided on the copy up to stream record ARGV[5]
     end
   end
 end
-for i = 6, #ARGV, 6 do
+for i = 7, #ARGV, 6 do
   local op, key, group = ARGV[i], ARGV[i + 1], ARGV[i + 5]
   if op == 'add' and group ~= '' and not defining[group]
       and redis.call('HEXISTS', KEYS[2], group) == 0 then
@@ -149,9 +152,10 @@ if not epoch then
   digest.value = string.rep('0', 32)
 end
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
+local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[6])))
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
-for i = 6, #ARGV, 6 do
+for i = 7, #ARGV, 6 do
   local op, key, payload, actor, reason =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local seq = 0
@@ -189,6 +193,8 @@ for i = 6, #ARGV, 6 do
     if op == 'edit' then also = {'previous', ARGV[i + 5]} end
     redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,
       'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
+    redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, '*', 'seq', seq, 'epoch', epoch,
+      'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
     first, last = first or seq, seq
   end
   table.insert(out, seq)
@@ -202,10 +208,27 @@ redis.call('SET', KEYS[6], cjson.encode(outcome), 'EX', ARGV[3])
 return out
 """
 
+# A history stream for a Redis written before there was one: the changelog's records copied
+# into it, once (none when it exists). KEYS: the changelog, the history. Returns how many.
+HISTORY = r"""
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local n, start = 0, '-'
+while true do
+  local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)
+  for _, rec in ipairs(page) do
+    redis.call('XADD', KEYS[2], rec[1], unpack(rec[2]))
+    n = n + 1
+  end
+  if #page < 1000 then return n end
+  start = '(' .. page[#page][1]
+end
+"""
+
 # Put a replica's copy back (after Redis lost it). The entries and groups were written to
 # the staging keys KEYS[6], KEYS[7]; this swaps them in, unless Redis moved on meanwhile.
 # ARGV: epoch, seq of the copy, what Redis held when the reseed was checked (epoch, seq),
-# actor, reason, the stream id of the copy's last change, the copy's digest (KEYS[8]). The
+# actor, reason, the stream id of the copy's last change, the copy's digest (KEYS[8]); its
+# record goes to the history stream (KEYS[9]) too, which a reseed does not rewrite. The
 # reseed is itself a change, so
 # every replica notices it: numbered past both the copy and Redis's own seq in that epoch
 # (a replica that followed changes written after a rewind must not see Redis go backwards),
@@ -227,7 +250,9 @@ seq = seq + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
 redis.call('SET', KEYS[8], ARGV[8])
-redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
+redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed',
+  'key', '', 'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
+redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
   'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 return seq
 """
@@ -236,7 +261,7 @@ return seq
 # The entries (ids 1..count) were written to the staging hash KEYS[6] meanwhile, invisible,
 # and the org groups they name to KEYS[7]; this swaps them in and logs one `seed` change at
 # seq count + 1, which every replica meets as a new epoch and answers with a full resync.
-# ARGV: count, actor, reason, the staged content's digest (KEYS[8]).
+# ARGV: count, actor, reason, the staged content's digest (KEYS[8]); KEYS[9]: the history.
 SEED = r"""#!lua
 if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.error_reply('REARRANGE_NOTEMPTY Redis holds a banlist already: not seeded')
@@ -259,7 +284,9 @@ local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)
 redis.call('SET', KEYS[8], ARGV[4])
-redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
+redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed',
+  'key', ARGV[1], 'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
+redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
   'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
 return {epoch, seq}
 """

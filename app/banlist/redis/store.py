@@ -75,7 +75,8 @@ class RedisStore(StoreBase):
                  block_seconds: float = 1.0, snapshot_seconds: float = 300.0,
                  clock: Callable[[], float] = time.time, name: str = "banlist",
                  policy: EvictionPolicy | None = None,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None,
+                 history_seconds: float = 365 * 86400.0) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
@@ -86,6 +87,7 @@ class RedisStore(StoreBase):
         self.policy = policy or EvictionPolicy(events)
         self.durability = durability or Durability(events)
         self.retention_ms = int(retention_seconds * 1000)
+        self.history_ms = int(max(history_seconds, retention_seconds) * 1000)
         self._write = self.client.register_script(lua.WRITE)
         self._reseed = self.client.register_script(lua.RESEED)
         self._seed = self.client.register_script(lua.SEED)
@@ -122,6 +124,13 @@ class RedisStore(StoreBase):
 
     def start(self) -> None:
         """Load the local snapshot, try one sync with Redis, then follow it in the background."""
+        try:  # a Redis written before the history stream: it starts from the changelog
+            if copied := self.client.register_script(lua.HISTORY)(
+                    keys=[self.keys.stream, self.keys.history]):
+                log.warning("%s: Redis had no history stream; started it with the %d changes "
+                            "of its changelog", self.name, copied)
+        except redis.RedisError as exc:  # unreachable: the replica's start says so
+            log.debug("history stream not checked: %s", exc)
         self.replica.start()
 
     def close(self) -> None:
@@ -359,7 +368,8 @@ class RedisStore(StoreBase):
                                                  for k, v in members.items()})
                 pipe.expire(stage_groups, STAGE_TTL)
                 pipe.execute()
-            self._seed(keys=[*self.keys.write(), stage, stage_groups, self.keys.digest],
+            self._seed(keys=[*self.keys.write(), stage, stage_groups, self.keys.digest,
+                             self.keys.history],
                        args=[len(prepared), actor, "seed", content.hex])
         except redis.ResponseError as exc:
             self.client.delete(stage, stage_groups)
@@ -413,7 +423,8 @@ class RedisStore(StoreBase):
                 self.client.hset(self.keys.stage_groups, mapping={
                     k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
             new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
-                                         self.keys.stage_groups, self.keys.digest],
+                                         self.keys.stage_groups, self.keys.digest,
+                                         self.keys.history],
                                    args=[epoch, seq, cur_epoch, cur_seq, actor, why, base,
                                          content.hex])
         except redis.ResponseError as exc:
@@ -475,15 +486,17 @@ class RedisStore(StoreBase):
         return self.graveyard.since
 
     def _bury_new(self) -> None:
-        """Bury the entries the stream's records since the last call ended (a remove or an
-        expire carries its entry; one written before it did, the add of this read)."""
+        """Bury the entries the history's records since the last call ended (a remove or an
+        expire carries its entry; one written before it did, the add of this read). The
+        first call reads back from the newest record until the graveyard is full: a year of
+        history need not be read through to fill it."""
         with self._bury_lock:
-            start = f"({self._buried_to}"
             if self._buried_to == "0-0":
-                start = "-"
+                self._bury_recent()
+            start = f"({self._buried_to}"
             added: dict[str, dict[str, Any]] = {}
             while True:
-                page = self.client.xrange(self.keys.stream, min=start, max="+", count=5000)
+                page = self.client.xrange(self.keys.history, min=start, max="+", count=5000)
                 gone = []
                 for sid, fields in page:
                     try:
@@ -508,13 +521,50 @@ class RedisStore(StoreBase):
                     return
                 start = f"({page[-1][0]}"
 
+    def _bury_recent(self) -> None:
+        """The newest ends of the history, newest first, until the graveyard holds as many
+        as it keeps or the history's start is reached; `_buried_to` is then the newest
+        record, and `since` when the oldest change read was made."""
+        gone: list[tuple[Entry, dict[str, Any]]] = []
+        bare: dict[str, dict[str, Any]] = {}  # ends that name only an id: their add is older
+        end, oldest = "+", None
+        while len(gone) < self.graveyard.cap:
+            page = self.client.xrevrange(self.keys.history, max=end, min="-", count=5000)
+            for sid, fields in page:
+                if self._buried_to == "0-0":
+                    self._buried_to = sid
+                try:
+                    change = change_of(sid, fields)
+                except (ValueError, KeyError, TypeError) as exc:  # read past it, once
+                    log.error("banlist: history record %s unreadable, left out of the former "
+                              "entries: %r", sid, exc)
+                    self.events.redis_error("history")
+                    continue
+                oldest = change["at"]
+                if change["op"] in history.ENDS:
+                    if change.get("entry"):
+                        gone.append((Entry.from_dict(change["entry"]), change))
+                    else:
+                        bare[change["id"]] = change
+                elif change["op"] == "add" and change["entry"]["id"] in bare:
+                    gone.append((Entry.from_dict(change["entry"]),
+                                 bare.pop(change["entry"]["id"])))
+            if len(page) < 5000:
+                break
+            end = f"({page[-1][0]}"
+        if self._buried_to == "0-0":
+            self._buried_to = "0-1"  # an empty history: read forward from its start next time
+        self.graveyard.since = oldest
+        gone.sort(key=lambda g: g[1]["seq"])
+        self.graveyard.bury(gone[-self.graveyard.cap:])
+
     def _records(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
         """The stream's changes in the filter's time range (stream ids are times), in order."""
         low = str(int(parse_iso(flt.start) * 1000)) if flt.start else "-"
         high = str(int(parse_iso(flt.until) * 1000)) if flt.until else "+"  # the ms itself:
         # the filter drops what is at or past `until`
         while True:
-            page = self.client.xrange(self.keys.stream, min=low, max=high, count=5000)
+            page = self.client.xrange(self.keys.history, min=low, max=high, count=5000)
             for sid, fields in page:
                 yield change_of(sid, fields)
             if len(page) < 5000:
@@ -573,10 +623,10 @@ class RedisStore(StoreBase):
                 "banlist", f"Redis unreachable, the change was not made: {exc}") from exc
         try:
             result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id),
-                                       self.keys.digest],
+                                       self.keys.digest, self.keys.history],
                                  args=[expected, self.retention_ms,
                                        max(1, self.retention_ms // 1000), attempt,
-                                       decided_on or "", *args])
+                                       decided_on or "", self.history_ms, *args])
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:

@@ -77,8 +77,10 @@ def test_a_refusal_inside_a_script_leaves_redis_as_it_was(replicas, redis_server
               '"created_at": "2024-01-01T00:00:00Z", "expires_at": null, "regions": []}'
     changes = ["add", "", payload, "t", "r", ""] * 2 + ["add", "", payload, "t", "r", "nogroup"]
     with pytest.raises(redis.ResponseError, match="REARRANGE_NOGROUP"):
-        a._write(keys=[*a.keys.write(), a.keys.outcome("0" * 32)],
-                 args=[str(a.replica.epoch), a.retention_ms, 60, "attempt", "", *changes])
+        a._write(keys=[*a.keys.write(), a.keys.outcome("0" * 32), a.keys.digest,
+                       a.keys.history],
+                 args=[str(a.replica.epoch), a.retention_ms, 60, "attempt", "", a.history_ms,
+                       *changes])
     with redis_server.client() as r:  # the two adds before the refused one were not made
         assert r.get(SEQ) == "1" and r.hlen(ENTRIES) == 1
         assert r.xlen("rearrange:{banlist}:stream") == 1
@@ -231,9 +233,9 @@ def test_a_status_query_fences_a_write_that_has_not_run_for_good(replicas, redis
               '"created_at": "2024-01-01T00:00:00Z", "expires_at": null, "regions": []}'
     # ... then the write arrives: refused, so the answer "not committed" stays true
     with pytest.raises(redis.ResponseError, match="REARRANGE_ABORTED"):
-        a._write(keys=[*a.keys.write(), key],
-                 args=[str(a.replica.epoch), a.retention_ms, 60, "another-attempt",
-                       "add", "", payload, "t", "r", ""])
+        a._write(keys=[*a.keys.write(), key, a.keys.digest, a.keys.history],
+                 args=[str(a.replica.epoch), a.retention_ms, 60, "another-attempt", "",
+                       a.history_ms, "add", "", payload, "t", "r", ""])
     with redis_server.client() as r:
         assert r.get(SEQ) == "1" and r.hlen(ENTRIES) == 1
     assert outcomes.state(a.client, key, write_id, 60_000)["committed"] is False

@@ -66,7 +66,7 @@ def test_an_unreadable_stream_record_is_left_out_and_counted(replicas, redis_ser
     gone = a.add(EntrySpec("domain", "example.com", "court order"), "legal")
     a.remove(gone.id, "appeals", "appeal granted")
     with redis_server.client() as r:  # a record no writer of ours would produce
-        r.xadd("rearrange:{banlist}:stream", {"seq": 3, "epoch": a.sync_state().epoch,
+        r.xadd("rearrange:{banlist}:history", {"seq": 3, "epoch": a.sync_state().epoch,
                                              "op": "remove", "key": "9", "payload": "{not json",
                                              "actor": "x", "reason": "x"})
     assert [f["id"] for f in a.former(*url("http://example.com/"))] == [gone.id]
@@ -75,3 +75,53 @@ def test_an_unreadable_stream_record_is_left_out_and_counted(replicas, redis_ser
     a.former(*url("http://example.com/"))  # read past it: not counted again
     assert a.events.registry.get_sample_value("rearrange_banlist_redis_errors_total",
                                                {"op": "history"}) == 1
+
+
+STREAM, HISTORY = "rearrange:{banlist}:stream", "rearrange:{banlist}:history"
+
+
+def test_history_and_former_entries_outlast_the_changelog_and_every_replica(replicas,
+                                                                           redis_server):
+    a = replicas("a")
+    gone = a.add(EntrySpec("domain", "example.com", "court order"), "legal")
+    a.remove(gone.id, "appeals", "appeal granted")
+    a.add(EntrySpec("host", "other.org", "spam"), "antispam")
+    with redis_server.client() as r:  # a quiet week: the changelog's retention took it all
+        r.xtrim(STREAM, maxlen=0, approximate=False)
+    a.close()
+    b = replicas("b")  # a replica started since: no copy, nothing read before
+    changes = b.history(ChangeFilter.of(host="example.com", now=time.time()))
+    assert [(c["op"], c["seq"], c["actor"]) for c in changes] == [
+        ("add", 1, "legal"), ("remove", 2, "appeals")]
+    (former,) = b.former(*url("https://www.example.com/"))
+    assert former["id"] == gone.id and former["ended"]["reason"] == "appeal granted"
+    assert b.history_since() == changes[0]["at"]
+
+
+def test_a_redis_without_a_history_starts_one_from_its_changelog(replicas, redis_server):
+    a = replicas("a")
+    gone = a.add(EntrySpec("domain", "example.com", "court order"), "legal")
+    a.remove(gone.id, "appeals", "appeal granted")
+    a.close()
+    with redis_server.client() as r:  # as a Redis written before the history stream
+        r.delete(HISTORY)
+    b = replicas("b")
+    with redis_server.client() as r:
+        assert [f["op"] for _, f in r.xrange(HISTORY)] == ["add", "remove"]
+        assert r.xrange(HISTORY) == r.xrange(STREAM)  # the same records, the same ids
+    b.add(EntrySpec("host", "next.example", "r"), "tns")
+    assert [c["seq"] for c in b.history(ChangeFilter.of(now=time.time()))] == [1, 2, 3]
+
+
+def test_the_first_lookup_reads_back_only_as_far_as_the_graveyard_keeps(replicas,
+                                                                        redis_server):
+    a = replicas("a")
+    a.graveyard.cap = 3
+    ids = [a.add(EntrySpec("host", f"h{n}.example", "r"), "tns").id for n in range(6)]
+    for entry_id in ids:
+        a.remove(entry_id, "tns", "appeal")
+    assert [f["value"] for f in a.former(*url("http://h5.example/"))] == ["h5.example"]
+    assert a.former(*url("http://h0.example/")) == []  # past the cap: dropped, the oldest first
+    assert len(a.graveyard) == 3
+    a.remove(a.add(EntrySpec("host", "h9.example", "r"), "tns").id, "tns", "appeal")
+    assert [f["value"] for f in a.former(*url("http://h9.example/"))] == ["h9.example"]
