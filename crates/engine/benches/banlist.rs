@@ -33,6 +33,14 @@
 //!    the sites filter made again from every entry's names, once (what its thread spends
 //!    when a quarter of the names have gone since it was made).
 //!
+//! 4. snapshot: the built index dumped (`BanIndex.dump`'s bytes), the dump loaded back into
+//!    a new index (`BanIndex.load`: read, the entries' digest, the tables made), and the
+//!    content digest taken of the built index, each once (the entries' creation times
+//!    differ, as a store's do); the dump's size per entry; and
+//!    the load's peak RSS (with the dump's bytes it reads) over the RSS of the index it
+//!    made. The loaded index's digest and its answers on the pages are checked against the
+//!    built one's. `--only-snapshot` skips 2 and 3; `--write-dump PATH` keeps the dump.
+//!
 //! `cargo bench --bench banlist -- --entries 10000000`
 //!
 //! Where one page's 100 sites land in the index (how many clean sites pass the sites
@@ -53,7 +61,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use foldhash::fast::FixedState;
-use rearrange_engine::banlist::{spread, BanIndex, Change, NewEntry, Scope};
+use rearrange_engine::banlist::{digest, dump, load, spread, BanIndex, Change, NewEntry, Scope};
 
 fn rss() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -201,20 +209,23 @@ impl Run {
         rounds: usize,
     ) -> Run {
         // the warm page of round r: each page for a run of rounds, so that it stays warm
-        let share = rounds.div_ceil(warm.len());
+        // (the rounds spread evenly, each page given one at least)
+        let rounds = rounds.max(warm.len());
+        let page_rounds =
+            |p: usize| (p * rounds).div_ceil(warm.len())..((p + 1) * rounds).div_ceil(warm.len());
         let mut times = interleaved(ways, rounds, |r, k| {
             // a page none of the ways has read for many rounds
-            [&warm[r / share][..], &cold[(3 * r + k) % cold.len()][..]]
+            [
+                &warm[r * warm.len() / rounds][..],
+                &cold[(3 * r + k) % cold.len()][..],
+            ]
         });
         // the cold page's ratio in each fifth of the run (before the medians sort the
         // times): how much it moves with what else the machine runs meanwhile
         let fifths = fifths(&times[0][1], &times[2][1]);
         // each warm page's median of each way, over the rounds it had
         let by_page: Vec<[f64; 3]> = (0..warm.len())
-            .map(|p| {
-                let rounds = p * share..((p + 1) * share).min(rounds);
-                [0, 1, 2].map(|w| median(&mut times[w][0][rounds.clone()].to_vec()))
-            })
+            .map(|p| [0, 1, 2].map(|w| median(&mut times[w][0][page_rounds(p)].to_vec())))
             .collect();
         let mean = |w: usize| by_page.iter().map(|m| m[w]).sum::<f64>() / by_page.len() as f64;
         let warm_ratios = by_page.iter().map(|m| m[0] / m[2]).collect();
@@ -335,7 +346,9 @@ fn main() {
             value,
             reason: "spam".into(),
             actor: "tns".into(),
-            created: 1.7e9,
+            // a creation time of its own (a quarter second apart, as a store's entries
+            // differ), which is what a dump writes and a digest hashes of each
+            created: 1.7e9 + i as f64 * 0.25,
             expires: None,
             regions: Vec::new(),
         })
@@ -432,6 +445,10 @@ fn main() {
         page(warm),
         100.0 * snap.filter_fill()
     );
+    if args.iter().any(|a| a == "--only-snapshot") {
+        snapshot(&index, n, &warms);
+        return;
+    }
     if let Some(way) = count_way {
         let class = value("--class").unwrap_or("all");
         let urls: Vec<Url> = warm
@@ -519,6 +536,127 @@ fn main() {
         );
     }
     writes(&index, n, rounds.min(200));
+    snapshot(&index, n, &warms);
+}
+
+/// The number after `--name` on the command line, or `default`.
+fn arg_of(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The peak RSS since `reset_peak` (VmHWM).
+fn peak_rss() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// Start the peak RSS over from the RSS now.
+fn reset_peak() {
+    // (Linux: "5" resets the peak RSS of the process to its RSS)
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The built index dumped, the dump loaded, the built index's digest taken (see the
+/// module's doc, 4).
+fn snapshot(index: &BanIndex, n: usize, pages: &[Vec<Url>]) {
+    let snap = index.snapshot();
+    let t = Instant::now();
+    let digest = digest::of_index(&snap);
+    let digest_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let bytes = match dump::dump(&snap, b"{\"bench\": true}") {
+        Ok(bytes) => bytes,
+        Err(problem) => {
+            eprintln!("dump failed: {problem}");
+            return;
+        }
+    };
+    let dump_s = t.elapsed().as_secs_f64();
+    // `--write-dump PATH`: the dump kept in a file, for a replica's start to be timed on it
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(path) = args
+        .iter()
+        .position(|a| a == "--write-dump")
+        .and_then(|i| args.get(i + 1))
+    {
+        if let Err(e) = std::fs::write(path, &bytes) {
+            eprintln!("--write-dump {path}: {e}");
+        }
+    }
+    // `--loads K`: K - 1 loads before the one measured (for a profiler)
+    for _ in 1..arg_of("--loads", 1) {
+        black_box(load::load(&bytes).map(|l| l.data.len()).ok());
+    }
+    let before = trimmed_rss();
+    reset_peak();
+    let t = Instant::now();
+    let loaded = match load::load(&bytes) {
+        Ok(loaded) => loaded,
+        Err(problem) => {
+            eprintln!("load failed: {problem}");
+            return;
+        }
+    };
+    let load_s = t.elapsed().as_secs_f64();
+    let peak = peak_rss();
+    let [read, ids, summary] = loaded.phases;
+    let same = loaded.digest == digest;
+    let again = BanIndex::of_data(loaded.data);
+    let after = trimmed_rss();
+    let own = after.saturating_sub(before).max(1);
+    // the load's peak over the RSS before it, with the dump's bytes it read (held before)
+    let ratio = (peak.saturating_sub(before) + bytes.len()) as f64 / own as f64;
+    let loaded = again.snapshot();
+    let now = 1.8e9;
+    for urls in pages {
+        let hits = |d: &rearrange_engine::banlist::IndexData| -> Vec<Option<String>> {
+            spread(d.lookup_page(urls, |(c, h)| (c, h), None, now), urls.len())
+                .into_iter()
+                .map(|hit| hit.map(|h| h.describe()))
+                .collect()
+        };
+        assert_eq!(
+            hits(&snap),
+            hits(&loaded),
+            "the loaded index answers as the built one"
+        );
+    }
+    // the pages asked of both, in turn: a loaded index's tables are those of a built one
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..201 {
+        for (k, d) in [&snap, &loaded].into_iter().enumerate() {
+            for urls in pages {
+                let t = Instant::now();
+                black_box(
+                    d.lookup_page(black_box(urls), |(c, h)| (c, h), None, now)
+                        .len(),
+                );
+                times[k].push(t.elapsed().as_nanos());
+            }
+        }
+    }
+    let [built_us, loaded_us] = times.map(|mut t| median(&mut t));
+    println!(
+        "[4] snapshot of {n} entries: dump {dump_s:.2} s ({:.1} B per entry); load {load_s:.2} s (shards read and digested {read:.2} s, id tables {ids:.2} s, summary and filter {summary:.2} s); digest {digest_s:.2} s ({}{})",
+        bytes.len() as f64 / n as f64,
+        digest::hex(digest),
+        if same { ", the load's the same" } else { ", THE LOAD'S DIFFERS" },
+    );
+    println!(
+        "    the loaded index: {:.1} B of RSS per entry; the load's peak with the dump {:.2}x that (goal <= 1.5x); lookup_page warm {loaded_us:.2} us (the built index {built_us:.2} us)",
+        own as f64 / n as f64,
+        ratio
+    );
 }
 
 /// A batch of one change against the built index (an add, then its removal: each copies

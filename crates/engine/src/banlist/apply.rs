@@ -137,6 +137,22 @@ fn meta_hash(m: &Meta) -> u64 {
 }
 
 impl Writer {
+    /// The writer of `data`, an index made whole aside (a load): its metas interned, so
+    /// that an entry added later with one of them shares it.
+    pub fn of_index(data: &IndexData) -> Writer {
+        let mut writer = Writer::default();
+        for i in 0..data.metas_len as u32 {
+            let meta = data.meta_at(i);
+            let h = meta_hash(meta);
+            if writer.metas.find(h, |&j| data.meta_at(j) == meta).is_none() {
+                writer
+                    .metas
+                    .insert_unique(h, i, |&j| meta_hash(data.meta_at(j)));
+            }
+        }
+        writer
+    }
+
     /// Apply `changes` in order to `data` (a copy of the published snapshot, or a new one).
     pub fn apply(&mut self, data: &mut IndexData, changes: Vec<Change>) -> Result<(), String> {
         for change in changes {
@@ -426,7 +442,7 @@ fn name_code(data: &mut IndexData, id: &str) -> u64 {
 
 /// The name an entry of `scope` keyed `key` is counted at in the summary, and as what
 /// (org entries are counted through their groups' members).
-fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
+pub(super) fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
     match scope {
         Scope::Url => Some((host_part(key), summary::URL)),
         Scope::Prefix => Some((host_part(key), summary::PREFIX)),
@@ -439,7 +455,10 @@ fn summarized(scope: Scope, key: &str) -> Option<(&str, Field)> {
 /// The names an entry of `field` at `name` is counted at, and as what: `name` itself as
 /// `field` (None), then each parent in `BELOW` with the `child_pair` of the label below it
 /// on the way to `name`.
-fn counted_names(name: &str, field: Field) -> impl Iterator<Item = (&str, Field, Option<u16>)> {
+pub(super) fn counted_names(
+    name: &str,
+    field: Field,
+) -> impl Iterator<Item = (&str, Field, Option<u16>)> {
     std::iter::once((name, field, None)).chain(
         summary::parents_and_children(name)
             .map(move |(at, child)| (&name[at..], summary::BELOW, Some(child))),
@@ -513,7 +532,7 @@ impl IndexData {
 }
 
 /// The position an id table's slot was placed by: its row's id's hash.
-fn id_pos(shards: &[Arc<super::shard::Shard>], slot: u64) -> u32 {
+pub(super) fn id_pos(shards: &[Arc<super::shard::Shard>], slot: u64) -> u32 {
     let at = id_ref(slot);
     id_hash(shards[at.shard as usize].id(at.row)) as u32
 }
@@ -573,7 +592,7 @@ fn remove_code(data: &mut IndexData, code: u64) -> bool {
     true
 }
 
-fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
+pub(super) fn set_group(data: &mut IndexData, name: String, domains: Vec<String>) {
     // the summary counts each (member domain, group) pair once
     let mut left: Vec<Box<str>> = Vec::new();
     let mut joined: Vec<Box<str>> = Vec::new();

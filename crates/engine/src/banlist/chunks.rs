@@ -210,6 +210,16 @@ impl Chunks {
             .any(|s| s == slot)
     }
 
+    /// An empty table with room for `n` slots below the fill it grows at (a load, which
+    /// knows about how many it will hold, places them without growing it).
+    pub fn with_capacity(n: usize) -> Self {
+        let size = (n * 8).div_ceil(SLOTS * MAX_FILL_EIGHTHS).max(1);
+        Chunks {
+            chunks: vec![Chunk::default(); size].into(),
+            filled: 0,
+        }
+    }
+
     /// Bytes held (none for the shared empty chunk).
     pub fn bytes(&self) -> usize {
         if self.filled == 0 && Arc::ptr_eq(&self.chunks, &none()) {

@@ -12,7 +12,7 @@ use super::{hash_str, shard_of, summary_of, tag_of, Scope, SCOPES, SHARDS, SUMMA
 
 /// Bit set in the id code of an id that is not a plain decimal number.
 pub const NAMED: u64 = 1 << 63;
-const META_CHUNK: usize = 1024;
+pub(super) const META_CHUNK: usize = 1024;
 
 /// What repeats across entries: interned once, a row holds its number.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

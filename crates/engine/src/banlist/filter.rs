@@ -82,6 +82,9 @@ pub const BITS: u32 = WORD_BITS + 6;
 const SEGMENT_BITS: u32 = 8;
 /// Segments: each covers `SUMMARIES / SEGMENTS` summary tables.
 pub const SEGMENTS: usize = 1 << SEGMENT_BITS;
+/// Summary tables whose words a segment holds: the filter's bits for the names of tables
+/// `s * TABLES_PER_SEGMENT ..` are all in segment `s`.
+pub const TABLES_PER_SEGMENT: usize = super::SUMMARIES / SEGMENTS;
 /// `u64` words of a segment (64 KiB).
 const WORDS: usize = 1 << (WORD_BITS - SEGMENT_BITS);
 /// Bits a name sets in its word.
@@ -148,6 +151,22 @@ pub enum FilterEvent {
 pub struct Key {
     word: usize,
     mask: u64,
+}
+
+impl Key {
+    /// The word's number among all the filter's words, and the bits: what a load sets in
+    /// the segments it makes (`Filter::put_segments`).
+    pub fn parts(self) -> (usize, u64) {
+        (self.word, self.mask)
+    }
+}
+
+/// The words of the summary tables of one segment.
+pub const SEGMENT_WORDS: usize = WORDS;
+
+/// `n` segments of zero words, each its own (for `Filter::put_segments`).
+pub fn fresh_segments(n: usize) -> Vec<Arc<[u64]>> {
+    (0..n).map(|_| Arc::from(vec![0u64; WORDS])).collect()
 }
 
 /// The segment and the word in it of the word `word`.
@@ -350,6 +369,24 @@ impl Filter {
     pub fn set(&mut self, key: Key) {
         if !self.holds(key) {
             *self.word_mut(key.word) |= key.mask;
+        }
+    }
+
+    /// Segments `first..` put in place of this filter's (a segment all zero stays the shared
+    /// zero one): a load makes the filter's segments on two threads, each those of its own
+    /// summary tables, writing their words in place (`fresh_segments`).
+    pub fn put_segments(&mut self, first: usize, segments: Vec<Arc<[u64]>>) {
+        for (k, segment) in segments.into_iter().enumerate() {
+            let s = first + k;
+            if s >= SEGMENTS {
+                return;
+            }
+            self.segments[s] = if segment.iter().all(|&w| w == 0) {
+                zero()
+            } else {
+                segment
+            };
+            self.words[s] = first_word(&self.segments[s]);
         }
     }
 

@@ -38,16 +38,23 @@
 //! summary counts one entry there (a count never falls short).
 
 mod apply;
+mod bulk;
 mod chunks;
 mod data;
+pub mod digest;
+pub mod dump;
 mod filter;
 mod hash;
+pub mod load;
 #[cfg(test)]
 mod model_test;
 mod names;
 mod page;
 mod py;
+mod read;
 mod shard;
+#[cfg(test)]
+mod snapshot_test;
 mod summary;
 mod table;
 
@@ -206,6 +213,32 @@ pub(crate) fn prefetch_at(at: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = at;
+}
+
+/// `first` here and `second` on a thread of its own, at once: the whole-index work (a load,
+/// a dump, a digest) is split in two, for the two cores a replica runs on. A panic of
+/// `second` goes on here; where no thread can be started, `second` runs here after `first`.
+pub(crate) fn both<R, S: Send>(
+    first: impl FnOnce() -> R,
+    second: impl FnOnce() -> S + Send,
+) -> (R, S) {
+    // (a thread that cannot be started drops what it was given: `second` is lent to it)
+    let lent = std::sync::Mutex::new(Some(second));
+    let take = || lent.lock().ok().and_then(|mut second| second.take());
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, || take().map(|f| f()));
+        let mine = first();
+        let theirs = spawned.ok().and_then(|other| {
+            other
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        });
+        match theirs.or_else(|| take().map(|f| f())) {
+            Some(theirs) => (mine, theirs),
+            // the thread took `second` and gave back its result, or never took it
+            None => unreachable!("`second` ran on neither thread"),
+        }
+    })
 }
 
 /// Registers the `BanIndex` class on the Python module.

@@ -8,13 +8,15 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::{MutexExt, PyOnceLock};
-use pyo3::types::{PyDict, PyFrozenSet, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyTuple, PyType};
 
 use super::apply::{self, Change, NewEntry, Publisher, Writer};
 use super::data::IndexData;
 use super::shard::RowRef;
+use super::{digest, dump, load};
 use super::{Scope, SCOPES};
 
 /// Entries parsed per chunk while building (bounds what a build holds besides the index).
@@ -128,6 +130,17 @@ impl BanIndex {
     #[cfg(test)]
     pub(super) fn with_writer<R>(&self, f: impl FnOnce(&mut Writer) -> R) -> R {
         f(&mut self.writer.lock().expect("the writer"))
+    }
+
+    /// An index holding `data`, made whole aside (a load).
+    pub fn of_data(data: IndexData) -> Self {
+        let writer = Writer::of_index(&data);
+        BanIndex {
+            current: ArcSwap::from_pointee(data),
+            writer: Mutex::new(writer),
+            refresh_failures: ArcSwap::default(),
+            serial: SERIALS.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     // Waits detached from the interpreter: a writer holding the lock may need it back.
@@ -570,6 +583,63 @@ impl BanIndex {
             .into_iter()
             .map(|m| cls.call1((make_entry(py, &data, m.at)?, m.expression)))
             .collect()
+    }
+
+    /// The whole index, entries and org groups, as of one snapshot, behind `meta` (the
+    /// caller's header), in the binary form `BanIndex.load` reads (`banlist::dump`).
+    /// Written with the interpreter released, straight into the `bytes` returned.
+    fn dump<'py>(&self, py: Python<'py>, meta: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let data = self.current.load_full();
+        let plan = py
+            .detach(|| dump::Plan::of(&data, meta.len()))
+            .map_err(PyValueError::new_err)?;
+        let len = plan.len();
+        // SAFETY: a NULL source asks CPython for a new bytes object of `len` bytes, not yet
+        // initialized (not touched with the interpreter held).
+        let raw =
+            unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as ffi::Py_ssize_t) };
+        // SAFETY: a new reference, or NULL with the error set.
+        let out = unsafe { Bound::from_owned_ptr_or_err(py, raw)? };
+        // SAFETY: `raw` is a bytes object (made above and held by `out`): its buffer of
+        // `len` bytes lives as long as it does.
+        let at = unsafe { ffi::PyBytes_AsString(raw) } as usize;
+        let written = py.detach(|| {
+            let buf = at as *mut u8;
+            // SAFETY: `buf` is the buffer of the bytes object `out` holds across this call,
+            // `len` bytes that no other code can see before it is returned: zeroed first,
+            // it is then an initialized slice that only this call writes.
+            let buf = unsafe {
+                std::ptr::write_bytes(buf, 0, len);
+                std::slice::from_raw_parts_mut(buf, len)
+            };
+            plan.write(meta, buf)
+        });
+        written.map_err(PyRuntimeError::new_err)?;
+        Ok(out.cast_into()?)
+    }
+
+    /// A dump (`dump`'s bytes) read back: the index, the dump's meta and the content
+    /// digest of what it holds (`digest`), all made with the interpreter released.
+    /// ValueError, naming what is wrong and at which byte, when the dump is malformed.
+    #[staticmethod]
+    fn load<'py>(
+        py: Python<'py>,
+        data: &[u8],
+    ) -> PyResult<(BanIndex, Bound<'py, PyBytes>, String)> {
+        let loaded = py
+            .detach(|| load::load(data))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let meta = PyBytes::new(py, loaded.meta);
+        let digest = digest::hex(loaded.digest);
+        Ok((BanIndex::of_data(loaded.data), meta, digest))
+    }
+
+    /// The content digest of the index (docs/banlist.md, "The content digest"): what
+    /// `app.banlist.digest.Digest.of(index, index.groups).hex` gives, 32 hex digits, made
+    /// on two threads with the interpreter released.
+    fn digest(&self, py: Python<'_>) -> String {
+        let data = self.current.load_full();
+        py.detach(|| digest::hex(digest::of_index(&data)))
     }
 
     /// Bytes the index's own structures hold (what `bench` reports beside RSS).

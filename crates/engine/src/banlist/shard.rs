@@ -179,6 +179,24 @@ impl Shard {
         (r.ord, r.expires, meta)
     }
 
+    /// An empty shard with room for `rows` rows and `arena` bytes of values, its key table
+    /// sized for `rows` (a load knows all three: nothing grows while it pushes).
+    pub fn with_capacity(rows: usize, arena: usize) -> Shard {
+        Shard {
+            arena: Vec::with_capacity(arena),
+            garbage: 0,
+            rows: Vec::with_capacity(rows),
+            expiring: 0,
+            keys: Table::with_capacity(rows),
+        }
+    }
+
+    /// Sets a row's id code (a load numbers the ids that are not numbers once every shard
+    /// is read).
+    pub fn set_id(&mut self, row: u32, id: u64) {
+        self.rows[row as usize].id = id;
+    }
+
     /// Sets a row's insertion order (renumbering, when the counter would overflow).
     pub fn set_ord(&mut self, row: u32, ord: u32) {
         self.rows[row as usize].ord = ord;

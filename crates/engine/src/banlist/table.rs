@@ -43,6 +43,15 @@ fn home(pos: u32, len: usize) -> usize {
 }
 
 impl<S: Slot> Table<S> {
+    /// An empty table of the size `fit` gives `n` slots: a load, which knows how many it
+    /// will hold, places them all without growing it.
+    pub fn with_capacity(n: usize) -> Self {
+        Table {
+            slots: vec![S::default(); fit_size(n)],
+            filled: 0,
+        }
+    }
+
     /// How many slots are filled.
     pub fn len(&self) -> usize {
         self.filled
@@ -145,11 +154,7 @@ impl<S: Slot> Table<S> {
     /// Size the table to what it holds (after a large batch), at a fill short of the one it
     /// grows at; nothing moves when it is already about that size.
     pub fn fit(&mut self, pos_of: impl Fn(S) -> u32) {
-        let size = if self.filled == 0 {
-            0
-        } else {
-            (self.filled * 16 / FIT_FILL_SIXTEENTHS + 1).max(MIN_SLOTS)
-        };
+        let size = fit_size(self.filled);
         if size != self.slots.len() {
             self.resize(size, &pos_of);
         }
@@ -175,6 +180,15 @@ impl<S: Slot> Table<S> {
         for slot in old.into_iter().filter(|&s| s != S::default()) {
             self.place(pos_of(slot), slot);
         }
+    }
+}
+
+/// The slots `fit` gives a table holding `filled`.
+fn fit_size(filled: usize) -> usize {
+    if filled == 0 {
+        0
+    } else {
+        (filled * 16 / FIT_FILL_SIXTEENTHS + 1).max(MIN_SLOTS)
     }
 }
 
