@@ -136,7 +136,9 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
                       block_seconds=settings.banlist_block_seconds,
                       snapshot_seconds=settings.banlist_snapshot_seconds, name=list_name,
                       policy=policy, durability=durability or Durability(
-                          metrics, settings.redis_wait_replicas, settings.redis_wait_ms))
+                          metrics, settings.redis_wait_replicas, settings.redis_wait_ms),
+                      # the quarantine list is small: it reads Redis
+                      bootstrap_url=settings.banlist_bootstrap_url if own else None)
 
 
 class RearrangeApp(FastAPI):

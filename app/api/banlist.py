@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api import errors
 from app.api.deps import Actor, Reader, Service, Store, known_query
 from app.api.openapi import WRITES, refusals
-from app.banlist import bulk, canon, graveyard, history
+from app.banlist import bulk, canon, digest, graveyard, history, snapshot
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.banlist.bodies import BanIn, EditIn, GroupIn, UnbanIn
 from app.errors import Conflict, FieldError, Unavailable
@@ -246,6 +246,24 @@ def export(store: Store, _: Reader,
     media = "application/x-ndjson" if format == "ndjson" else "text/csv"
     return StreamingResponse(bulk.export(groups, entries, format), media_type=media,
                              headers={"X-Banlist-Version": str(store.version)})
+
+
+@router.get("/snapshot", response_class=Response, responses={
+    200: {"description": "the whole banlist at one version (app/banlist/snapshot.py; the "
+                         "format: docs/banlist.md#snapshots). `ETag` is its content digest "
+                         "(banlist_digest), `X-Banlist-Version` its version",
+          "content": {snapshot.MEDIA_TYPE: {"schema": {"type": "string",
+                                                        "format": "binary"}}}},
+    304: {"description": "`If-None-Match` names the digest of the list held now"}})
+def get_snapshot(request: Request, store: Store, _: Reader) -> Response:
+    """The whole banlist at one version, as a replica started with
+    REARRANGE_BANLIST_BOOTSTRAP_URL loads it (instead of reading every entry from Redis)."""
+    snap, data = store.dump()
+    tag = f'"{digest.hex_of(snap.digest)}"'
+    headers = {"ETag": tag, "X-Banlist-Version": str(snap.seq), "Cache-Control": "no-cache"}
+    if tag in (t.strip() for t in request.headers.get("if-none-match", "").split(",")):
+        return Response(status_code=304, headers=headers)
+    return Response(data, media_type=snapshot.MEDIA_TYPE, headers=headers)
 
 
 @router.put("/groups/{name}", responses=refusals({

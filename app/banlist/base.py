@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from app.banlist.history import ENDS, ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
+from app.banlist.snapshot import Snapshot
 from app.errors import BanlistConflict, BanlistError
 
 
@@ -298,6 +299,10 @@ class BanStore(Protocol):
     def adopt(self) -> dict[str, Any]: ...
 
     def write_state(self, write_id: str) -> dict[str, Any]: ...
+
+    def dump(self) -> tuple[Snapshot, bytes]:
+        """The banlist at one version and its bytes (app/banlist/snapshot.py)."""
+        ...
 
     def start(self) -> None: ...
 

@@ -27,6 +27,10 @@ class StoreEvents(Protocol):
     def applied(self, lag_seconds: float) -> None:
         """A replica applied a change `lag_seconds` after Redis committed it."""
 
+    def bootstrapped(self, structure: str, result: str, seconds: float) -> None:
+        """A replica's first copy from a bootstrap snapshot: `loaded` (after `seconds`) or
+        `failed` (it loads Redis's copy instead)."""
+
     def recovered(self, structure: str, result: str, changes: int) -> None:
         """Redis lost `changes` changes a replica held: `reapplied` (written again), or
         `operator` (they cannot be told exactly: left to a reseed, the fleet not ready)."""

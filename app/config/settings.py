@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     # several processes (uvicorn workers) can serve the same frozen list
     banlist_read_only: bool = False
     banlist_snapshot_path: Path | None = Path("var/banlist.snapshot.json")
+    # With Redis: a starting replica's first copy, when it has no local snapshot: another
+    # replica's GET /v1/banlist/snapshot, or the same bytes from anywhere (bootstrap.py)
+    banlist_bootstrap_url: str | None = None
     banlist_redis_prefix: str = "rearrange:"
     banlist_retention_seconds: float = Field(default=86400.0, gt=0)
     # How long the history (and lookup's former entries) lasts in Redis: a stream of its own
@@ -91,7 +94,7 @@ class Settings(BaseSettings):
         return value.lower() if isinstance(value, str) else value
 
     @field_validator("audit_log", "banlist_seed", "banlist_snapshot_path", "capture_path",
-                     "metrics_dir",
+                     "metrics_dir", "banlist_bootstrap_url",
                      mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:

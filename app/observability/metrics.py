@@ -46,7 +46,8 @@ prometheus_client.disable_created_metrics()
 RELOAD_RESULTS = ("changed", "unchanged", "refused")  # rearrange_config_reloads_total
 CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 # rearrange_banlist_resyncs_total: the replica's causes and the operator's (seed, adopt)
-RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest")
+RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest",
+                 "bootstrap")
 # rearrange_housekeeping_errors_total
 HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
 # What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
@@ -58,6 +59,7 @@ POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy
 DURABILITY_RESULTS = ("confirmed", "not_durable", "alone")
 # Changes Redis lost that a replica held (app/banlist/redis/recovery.py)
 RECOVERY_RESULTS = ("reapplied", "operator")
+BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{result}
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
@@ -352,7 +354,16 @@ class Metrics:
         self.redis_recovered_changes = Counter(
             "rearrange_redis_recovered_changes_total", "Changes Redis lost that a replica "
             "wrote again", ["structure"], registry=r)
+        self.banlist_bootstraps = Counter(
+            "rearrange_banlist_bootstraps_total", "A replica's first copy from the bootstrap "
+            "snapshot (REARRANGE_BANLIST_BOOTSTRAP_URL): loaded, or failed (it loads Redis's "
+            "copy instead)", ["structure", "result"], registry=r)
+        self.banlist_bootstrap_seconds = Gauge(
+            "rearrange_banlist_bootstrap_seconds", "How long the last bootstrap snapshot took to "
+            "fetch, check and load", ["structure"], registry=r, multiprocess_mode="livemax")
         for structure in STRUCTURES:
+            for result in BOOTSTRAP_RESULTS:
+                self.banlist_bootstraps.labels(structure, result)
             for result in RECOVERY_RESULTS:
                 self.redis_recoveries.labels(structure, result)
             for cause in REFUSAL_CAUSES:
@@ -405,6 +416,11 @@ class Metrics:
 
     def applied(self, lag_seconds: float) -> None:
         self.banlist_lag.observe(lag_seconds)
+
+    def bootstrapped(self, structure: str, result: str, seconds: float) -> None:
+        self.banlist_bootstraps.labels(structure, result).inc()
+        if result == "loaded":
+            self.banlist_bootstrap_seconds.labels(structure).set(seconds)
 
     def recovered(self, structure: str, result: str, changes: int) -> None:
         self.redis_recoveries.labels(structure, result).inc()

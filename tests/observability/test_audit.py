@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from app.banlist.redis import snapshot
+from app.banlist import snapshot
 from app.observability.audit import AuditLog
 from tests.conftest import AUTH, ROOT, app_on
 from tests.sanctions.test_sanctions_redis import feed, until

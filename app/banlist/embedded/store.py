@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from app.banlist import digest, history
+from app.banlist import digest, history, snapshot
 from app.banlist.base import (
     EntryEdit,
     EntrySpec,
@@ -101,6 +101,13 @@ class EmbeddedStore(StoreBase):
     def sync_state(self) -> SyncState:
         """The embedded store is its own source of truth: always in sync."""
         return SyncState("embedded", details={"digest": digest.hex_of(self.digest)})
+
+    def dump(self) -> tuple[snapshot.Snapshot, bytes]:
+        """The list at its version and its bytes, made with writes held off (the store is its
+        own source: `synced_at` is now, epoch 0, no stream)."""
+        with self._lock:
+            snap = snapshot.Snapshot(self.index, self.version, 0, "", self.clock(), self.digest)
+            return snap, snapshot.encode(snap)
 
     def _change_index(self, batch: list[tuple[Any, ...]]) -> None:
         """Every change to the index goes here, with the digest of what it then holds."""

@@ -35,13 +35,13 @@ from typing import Any
 import orjson
 import redis
 
-from app.banlist import digest
+from app.banlist import digest, snapshot
 from app.banlist.base import IndexChange, SyncState, index_change
 from app.banlist.edits import edit_change
 from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
-from app.banlist.redis import forks, recovery, snapshot
+from app.banlist.redis import bootstrap, forks, recovery
 from app.banlist.redis.client import TextRedis, check_primary
 from app.banlist.redis.durable import Durability
 from app.banlist.redis.keys import Keys
@@ -79,6 +79,17 @@ def _what(f: dict[str, str]) -> dict[str, Any]:
         if f.get("payload"):  # the entry a remove or expire deleted (none before it said)
             change["entry"] = {"id": key, **orjson.loads(f["payload"])}
     return change
+
+
+def _continues(epoch_r: str | None, seq_r: str | None, mine: list[Any],
+               known: tuple[int, int, str]) -> bool:
+    """Whether Redis's history continues a copy at `known` (epoch, seq, stream id) that this
+    replica did not make (a bootstrap snapshot): the same epoch, Redis at or past its seq,
+    and its last record still there unless trimmed (a gap then resyncs, as ever)."""
+    epoch, version, sid = known
+    if epoch_r is None or int(epoch_r) != epoch or int(seq_r or 0) < version:
+        return False
+    return not mine or sid == "0-0" or mine[0][0] == sid
 
 
 def _stream_pos(stream_id: str) -> tuple[int, int]:
@@ -122,12 +133,15 @@ class Replicator:
     def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
                  durability: Durability, events: StoreEvents, *, name: str,
                  clock: Callable[[], float], block_seconds: float, snapshot_path: Path | None,
-                 snapshot_seconds: float) -> None:
+                 snapshot_seconds: float, bootstrap_url: str | None = None) -> None:
         self.client, self.keys, self.policy, self.events = client, keys, policy, events
         self.durability = durability  # learns of the primary's replicas each round
         self.name, self.clock = name, clock
         self.block_ms = int(block_seconds * 1000)
         self.snapshot_path = snapshot_path
+        self.bootstrap_url = bootstrap_url  # REARRANGE_BANLIST_BOOTSTRAP_URL (bootstrap.py)
+        # a bootstrap snapshot not yet seen continuing Redis's history: a head start only
+        self.provisional = False
         self.snapshot_seconds = snapshot_seconds
         self.lock = threading.RLock()  # applying changes, swapping the index, copying it
         self.index = BanIndex()
@@ -162,12 +176,18 @@ class Replicator:
 
     # ---- life cycle -----------------------------------------------------------------------
     def start(self) -> None:
+        """The local snapshot file, else the bootstrap URL's snapshot, then Redis: one round
+        now (from the snapshot's last record: the changes since), then the thread."""
         snap = snapshot.read(self.snapshot_path) if self.snapshot_path else None
+        if snap is not None:
+            log.info("%s: loaded local snapshot seq %d epoch %d (%d entries)",
+                     self.name, snap.seq, snap.epoch, len(snap.index))
+        elif self.bootstrap_url:
+            snap = bootstrap.fetch(self.bootstrap_url, self.name, self.events)
+            self.provisional = snap is not None
         if snap is not None:
             self._install(snap.index, snap.seq, snap.epoch, snap.stream_id, snap.digest)
             self.synced_at, self._snap_seq = snap.synced_at, snap.seq
-            log.info("%s: loaded local snapshot seq %d epoch %d (%d entries)",
-                     self.name, snap.seq, snap.epoch, len(snap.index))
         try:
             self.poll(block=False)
         except redis.RedisError as exc:
@@ -231,6 +251,15 @@ class Replicator:
         self.durability.watch(self.client, reconnected=not self.connected)
         self._check_changelog(forks.excess(length, first, last))
         self.marks = marks
+        if self.provisional:  # a bootstrap snapshot: followed only if Redis continues it
+            if not _continues(epoch_r, seq_r, mine, known):
+                log.warning("%s: the bootstrap snapshot (seq %d epoch %d) does not continue "
+                            "Redis's history (epoch %s seq %s); loading Redis's copy instead",
+                            self.name, known[1], known[0], epoch_r, seq_r)
+                self.provisional = False
+                self.resync("bootstrap", accept_backward=True)
+                return
+            self.provisional = False
         refused = not self._accept(epoch_r, seq_r, mine, known)
         if refused and self.diverged and not self.forked and self._recover(epoch_r):
             return  # Redis's copy taken: the lost changes are written on the next round
@@ -670,17 +699,30 @@ class Replicator:
         now = self.clock()
         if not force and now - self._snap_at < self.snapshot_seconds:
             return
-        with self.lock:
-            snap = snapshot.Snapshot(self.index, self.version, self.epoch, self.stream_id,
-                                     self.synced_at, self.digest)
-            entries = self.index.frozen()  # a pinned copy, made one entry at a time
+        snap, data = self.dump()
         try:
-            snapshot.write(self.snapshot_path, snap, entries)
+            snapshot.write(self.snapshot_path, data)
         except OSError as exc:
             log.error("%s: local snapshot %s not written: %s", self.name, self.snapshot_path,
                       exc)
             return
         self._snap_seq, self._snap_at = snap.seq, now
+
+    def dump(self) -> tuple[snapshot.Snapshot, bytes]:
+        """This copy at one version, and its bytes (snapshot.py). The dump runs without the
+        lock, so replication goes on meanwhile; when a change lands during it, it is made
+        again, and the third time with the lock held (writers wait for it)."""
+        for attempt in range(3):
+            with self.lock:
+                snap = snapshot.Snapshot(self.index, self.version, self.epoch, self.stream_id,
+                                         self.synced_at, self.digest)
+                if attempt == 2:
+                    return snap, snapshot.encode(snap)
+            data = snapshot.encode(snap)
+            with self.lock:
+                if self.index is snap.index and self.version == snap.seq:
+                    return snap, data
+        raise AssertionError("unreachable: the third dump holds the lock")
 
     def writable(self) -> bool:
         return (self.loaded and self.diverged is None and self.forked is None

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import orjson
 import redis
 
-from app.banlist import digest, history
+from app.banlist import digest, history, snapshot
 from app.banlist.base import (
     EntryEdit,
     EntrySpec,
@@ -76,7 +76,8 @@ class RedisStore(StoreBase):
                  clock: Callable[[], float] = time.time, name: str = "banlist",
                  policy: EvictionPolicy | None = None,
                  durability: Durability | None = None,
-                 history_seconds: float = 365 * 86400.0) -> None:
+                 history_seconds: float = 365 * 86400.0,
+                 bootstrap_url: str | None = None) -> None:
         if block_seconds > 2:
             raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
         self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
@@ -95,7 +96,8 @@ class RedisStore(StoreBase):
                                   events, name=name,
                                   clock=clock, block_seconds=block_seconds,
                                   snapshot_path=snapshot_path,
-                                  snapshot_seconds=snapshot_seconds)
+                                  snapshot_seconds=snapshot_seconds,
+                                  bootstrap_url=bootstrap_url)
         self._index_lock = self.replica.lock
         self.replica.reapply = self._write_back  # what Redis lost, written again (recovery.py)
         self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
@@ -121,6 +123,9 @@ class RedisStore(StoreBase):
 
     def sync_state(self) -> SyncState:
         return self.replica.state()
+
+    def dump(self) -> tuple[snapshot.Snapshot, bytes]:
+        return self.replica.dump()
 
     def start(self) -> None:
         """Load the local snapshot, try one sync with Redis, then follow it in the background."""
