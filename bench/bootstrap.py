@@ -35,7 +35,7 @@ from pathlib import Path
 
 import redis
 
-from bench.replicas import free_port
+from bench.replicas import redis_server
 
 KEYS = "rearrange:{banlist}:"
 EPOCH = "1700000000000"
@@ -123,19 +123,10 @@ def main() -> int:
         child(*args.child)
         return 0
     work = Path(tempfile.mkdtemp(prefix="rearrange-bootstrap-"))
-    port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                               "--appendonly", "no", "--dir", str(work)],
-                              stdout=subprocess.DEVNULL)
+    server, port = redis_server(work)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis(port=port, decode_responses=True)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
         t = time.perf_counter()
         digest = fill(client, args.entries)
         print(f"Redis filled with {args.entries:,} entries in {time.perf_counter() - t:.0f} s")

@@ -25,7 +25,6 @@ import json
 import multiprocessing
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 import redis
 
-from bench.replicas import free_port
+from bench.replicas import redis_server
 
 
 class Lags:
@@ -64,22 +63,6 @@ def followers(url: str, n: int, seconds: float, out: str) -> None:
     Path(out).write_text(json.dumps([lag for ev in events for lag in ev.lags]))
 
 
-def start(directory: Path, *args: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    directory.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                             "--appendonly", "no", "--dir", str(directory), *args],
-                            stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            return proc, port
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
-
-
 def cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
@@ -101,8 +84,8 @@ def main() -> int:
     if shutil.which("redis-server") is None:
         raise SystemExit("redis-server is not installed (apt-get install redis-server)")
     work = Path(tempfile.mkdtemp(prefix="rearrange-fleet-"))
-    primary, port = start(work / "primary")
-    replica, _ = start(work / "replica", "--replicaof", "127.0.0.1", str(port))
+    primary, port = redis_server(work / "primary")
+    replica, _ = redis_server(work / "replica", "--replicaof", "127.0.0.1", str(port))
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis(port=port)
     for _ in range(200):  # the Redis replica synced: writes can be confirmed

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import redis
 from app.banlist.base import EntrySpec
 from app.banlist.redis.store import RedisStore
 from app.observability.metrics import Metrics
-from bench.replicas import free_port
+from bench.replicas import redis_server
 
 
 def main() -> int:
@@ -34,18 +33,9 @@ def main() -> int:
     if shutil.which("redis-server") is None:
         raise SystemExit("redis-server is not installed (apt-get install redis-server)")
     work = Path(tempfile.mkdtemp(prefix="rearrange-history-"))
-    port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                               "--appendonly", "no", "--dir", str(work)],
-                              stdout=subprocess.DEVNULL)
+    server, port = redis_server(work)
     try:
         client = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
         store = RedisStore(f"redis://127.0.0.1:{port}/0", Metrics(), None)
         store.start()
         adds = args.changes * 10 // 11

@@ -33,6 +33,27 @@ def scratch_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
 
 
+def redis_server(directory: Path, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A redis-server of a benchmark's own on a free port (no persistence; `args`: more
+    options), answering PING; the caller kills it."""
+    import redis
+
+    port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                             "--appendonly", "no", "--dir", str(directory), *args],
+                            stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            return proc, port
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not answer PING")
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as s:

@@ -504,12 +504,7 @@ class RedisStore(StoreBase):
                 page = self.client.xrange(self.keys.history, min=start, max="+", count=5000)
                 gone = []
                 for sid, fields in page:
-                    try:
-                        change = change_of(sid, fields)
-                    except (ValueError, KeyError, TypeError) as exc:  # read past it, once
-                        log.error("banlist: stream record %s unreadable, left out of the "
-                                  "former entries: %r", sid, exc)
-                        self.events.redis_error("history")
+                    if (change := self._readable(sid, fields)) is None:
                         continue
                     if self.graveyard.since is None:
                         self.graveyard.since = change["at"]
@@ -526,6 +521,17 @@ class RedisStore(StoreBase):
                     return
                 start = f"({page[-1][0]}"
 
+    def _readable(self, sid: str, fields: dict[str, str]) -> dict[str, Any] | None:
+        """A history record as a change; None (logged, counted: read past it, once) when no
+        writer of ours could have written it."""
+        try:
+            return change_of(sid, fields)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("banlist: history record %s unreadable, left out of the former entries: "
+                      "%r", sid, exc)
+            self.events.redis_error("history")
+            return None
+
     def _bury_recent(self) -> None:
         """The newest ends of the history, newest first, until the graveyard holds as many
         as it keeps or the history's start is reached; `_buried_to` is then the newest
@@ -538,12 +544,7 @@ class RedisStore(StoreBase):
             for sid, fields in page:
                 if self._buried_to == "0-0":
                     self._buried_to = sid
-                try:
-                    change = change_of(sid, fields)
-                except (ValueError, KeyError, TypeError) as exc:  # read past it, once
-                    log.error("banlist: history record %s unreadable, left out of the former "
-                              "entries: %r", sid, exc)
-                    self.events.redis_error("history")
+                if (change := self._readable(sid, fields)) is None:
                     continue
                 oldest = change["at"]
                 if change["op"] in history.ENDS:
