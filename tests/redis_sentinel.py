@@ -5,7 +5,7 @@ promote the replica.
 Replication is cut the way a partition would cut it, not through a relay (Sentinel re-points
 a replica to the primary's real address, around any relay): the replica authenticates to
 its primary as an ACL user of its own, which `cut` switches off and disconnects, so the
-replica stays up, lagging, and cannot reconnect until `mend`.
+replica stays up, lagging, and cannot reconnect.
 """
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ class SentinelSet:
 
     def __init__(self, directory: Path, sentinels: int = 3, quorum: int = 2) -> None:
         user, secret = REPLICATOR
-        self.primary = RedisServer(directory / "primary", args=(
+        # append-only, so a primary killed and started again comes back with its own data
+        self.primary = RedisServer(directory / "primary", appendonly=True, args=(
             "--user", user, "on", f">{secret}", "~*", "&*", "+@all")).start()
         self.replica = RedisServer(directory / "replica", args=(
             "--replicaof", "127.0.0.1", str(self.primary.port),
@@ -82,11 +83,6 @@ class SentinelSet:
             c.client_kill_filter(user=REPLICATOR[0])
         self.wait_until(lambda: self.connected_replicas(self.primary) == 0,
                         "the primary to lose its replica")
-
-    def mend(self, server: RedisServer) -> None:
-        """The replica's user works again on `server` (replication resumes by itself)."""
-        with server.client() as c:
-            c.acl_setuser(REPLICATOR[0], enabled=True)
 
     def fail_over(self) -> RedisServer:
         """SIGKILL the primary and wait for Sentinel to promote the replica; returns it."""
