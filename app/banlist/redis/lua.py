@@ -24,9 +24,18 @@ end
 local function entry_hash(id, payload)
   return redis.sha1hex('e\n' .. id .. '\n' .. payload)
 end
+-- in byte order, as Python and Rust sort: Lua compares strings with strcoll, and Redis
+-- sets LC_COLLATE from its environment, where en_US puts example-shop.com after example.com
+local function bytewise(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
 local function group_hash(name, payload)
   local domains = cjson.decode(payload)
-  table.sort(domains)
+  table.sort(domains, bytewise)
   local text = 'g\n' .. name .. '\n'
   for _, d in ipairs(domains) do text = text .. d .. '\n' end
   return redis.sha1hex(text)

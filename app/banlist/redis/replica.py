@@ -265,6 +265,8 @@ class Replicator:
             return  # Redis's copy taken: the lost changes are written on the next round
         if self.pending is not None and not refused:
             self._reapply()
+        elif self._marked and self.pending is None and self.diverged is None:
+            self._unmark()  # a mark whose removal failed once: nothing is missing any more
         if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
             self.connected, self.problem = True, None  # reachable, but refused
             if block:
@@ -588,8 +590,8 @@ class Replicator:
             log.warning("%s: the changes Redis lost are not written back yet (%s); trying "
                         "again", self.name, exc)
             return
+        self._unmark()  # first: should Redis fail here, the next round drops it again
         self.pending = None
-        self._unmark()
         self.events.recovered(self.name, "reapplied", lost.changes)
         log.warning("%s: wrote back the %d change(s) Redis lost (seq %d to %d)%s", self.name,
                     lost.changes, lost.first_seq, lost.last_seq,

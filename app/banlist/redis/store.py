@@ -437,8 +437,8 @@ class RedisStore(StoreBase):
         except redis.RedisError as exc:
             self.events.redis_error("reseed")
             raise BanlistUnavailable("banlist", f"Redis unreachable, not reseeded: {exc}") from exc
-        self._confirm()
         rep.dropped_marks(everyone=True)  # Redis holds this copy: nothing is missing now
+        self._confirm()
         return {"entries": len(entries), "groups": len(groups), "epoch": epoch,
                 "seq": int(new_seq), "replaced": {"epoch": cur_epoch or None,
                                                   "seq": int(cur_seq)}}
