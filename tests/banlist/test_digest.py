@@ -35,10 +35,13 @@ def reference(entries: dict[str, str], groups: dict[str, str]) -> str:
 
 
 def of_redis(server) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
-    """The reference digest of what Redis holds, and the digest Redis's scripts kept."""
+    """The reference digest of what Redis holds, and the digest Redis's scripts kept (None:
+    none at the current seq; it is kept as `seq:hex`)."""
     with server.client() as c:
+        at, _, kept = (c.get(KEYS + "digest") or "").partition(":")
+        current = at == (c.get(KEYS + "seq") or "0")
         return (reference(c.hgetall(KEYS + "entries"), c.hgetall(KEYS + "groups")),
-                c.get(KEYS + "digest"))
+                kept if kept and current else None)
 
 
 
@@ -113,14 +116,15 @@ def test_a_replica_whose_content_differs_from_redis_is_not_ready_and_says_why(
         assert good == of_redis(redis_server)[0]
         assert f'rearrange_banlist_digest_info{{digest="{good}"}} 1.0' in c.get("/metrics").text
         with redis_server.client() as rc:  # Redis says its content is other than the replica's
-            rc.set(KEYS + "digest", "0" * 32)
+            seq = rc.get(KEYS + "seq")
+            rc.set(KEYS + "digest", f"{seq}:{'0' * 32}")
         until(lambda: c.get("/readyz").status_code == 503)
         ready = c.get("/readyz").json()
         assert ready["banlist_in_sync"] is False
         assert "content differs from Redis's" in ready["banlist_missing"]
         assert "after a resync" in ready["banlist_missing"]  # a resync did not mend it
         with redis_server.client() as rc:
-            rc.set(KEYS + "digest", good)
+            rc.set(KEYS + "digest", f"{seq}:{good}")
         until(lambda: c.get("/readyz").status_code == 200)
 
 
@@ -137,6 +141,26 @@ def test_a_redis_written_before_digests_gets_one_from_its_own_entries(redis_serv
     a.put_import((), [EntrySpec("host", "next.example", "r")], "tns")  # kept from then on
     expected, kept = of_redis(redis_server)
     assert kept == expected == a.sync_state().details["digest"]
+
+
+@pytest.mark.redis
+def test_a_writer_that_does_not_keep_the_digest_leaves_it_stale_not_wrong(redis_server,
+                                                                         replicas):
+    a = replicas("a")
+    a.put_import((), [EntrySpec("host", "h.example", "r")], "tns")
+    with redis_server.client() as c:  # an older release's write script: no digest kept
+        payload = ('{"scope":"host","value":"old.example","reason":"r","actor":"t",'
+                   '"created_at":"2026-12-01T00:00:00.000Z","expires_at":null,"regions":[]}')
+        seq = c.incr(KEYS + "seq")
+        c.hset(KEYS + "entries", str(seq), payload)
+        c.xadd(KEYS + "stream", {"seq": seq, "epoch": c.get(KEYS + "epoch"), "op": "add",
+                                 "key": str(seq), "payload": payload, "actor": "t",
+                                 "reason": "r"})
+    until(lambda: a.version == seq)
+    until(lambda: of_redis(redis_server)[1] is not None)
+    expected, kept = of_redis(redis_server)
+    assert kept == expected == a.sync_state().details["digest"]
+    assert a.sync_state().in_sync and a.sync_state().missing is None
 
 
 def test_the_embedded_store_keeps_the_digest_across_a_restart(tmp_path):

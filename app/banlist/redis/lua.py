@@ -2,10 +2,11 @@
 
 Keys (one hash tag, so a cluster keeps them on one slot): entries, groups, seq, epoch, stream,
 and last the content digest (app/banlist/digest.py), which each script keeps equal to what
-the entries and groups hold, in the same step: 32 hex digits, the XOR of one hash per entry
-and per group. A Redis written before the digest existed holds none; the scripts leave it
-unset there (it cannot be updated without a starting value) until a replica computes it
-from Redis's own content (RedisStore.ensure_digest).
+the entries and groups hold, in the same step: `seq:hex`, the XOR of one hash per entry and
+per group as of that seq. A Redis written before the digest existed holds none, and a
+writer that does not keep it leaves it at an old seq; the scripts carry only a digest at
+the current seq (none can be updated without a starting value) until a replica computes it
+again from Redis's own content (Replicator._init_digest).
 """
 from __future__ import annotations
 
@@ -153,8 +154,15 @@ for i = 7, #ARGV, 6 do
     end
   end
 end
--- a new list starts at the empty digest; an old one without a digest keeps none
-local digest = {value = redis.call('GET', KEYS[7])}
+-- the digest is kept as `seq:hex`, the seq it is the digest at: one that is not at the
+-- current seq was left behind by a writer that does not keep it (an older release, a
+-- hand edit) and is not carried on; a new list starts at the empty digest
+local digest = {value = false}
+local held_digest = redis.call('GET', KEYS[7])
+if held_digest then
+  local at, hex = string.match(held_digest, '^(%d+):(%x+)$')
+  if at and at == (redis.call('GET', KEYS[3]) or '0') then digest.value = hex end
+end
 if not epoch then
   epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
   redis.call('SET', KEYS[4], epoch)
@@ -209,7 +217,9 @@ for i = 7, #ARGV, 6 do
   table.insert(out, seq)
   table.insert(seqs, seq)
 end
-if digest.value then redis.call('SET', KEYS[7], digest.value) end
+if digest.value then
+  redis.call('SET', KEYS[7], (redis.call('GET', KEYS[3]) or '0') .. ':' .. digest.value)
+end
 -- what a re-sent write answers: the range when every change took a seq, else each seq
 local outcome = {epoch = epoch, first = first, last = last}
 if not first or last - first + 1 ~= #seqs then outcome = {epoch = epoch, seqs = seqs} end
@@ -258,7 +268,7 @@ if cur_epoch == ARGV[1] then seq = math.max(seq, tonumber(cur_seq)) end
 seq = seq + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
-redis.call('SET', KEYS[8], ARGV[8])
+redis.call('SET', KEYS[8], seq .. ':' .. ARGV[8])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed',
   'key', '', 'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
@@ -292,7 +302,7 @@ end
 local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)
-redis.call('SET', KEYS[8], ARGV[4])
+redis.call('SET', KEYS[8], seq .. ':' .. ARGV[4])
 redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed',
   'key', ARGV[1], 'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
 redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],

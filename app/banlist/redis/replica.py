@@ -300,8 +300,9 @@ class Replicator:
         ready until they agree, and it resyncs again at most every DIGEST_RETRY seconds."""
         if epoch_r is None or int(epoch_r) != known[0] or int(seq_r or 0) != known[1]:
             return  # another point of the history: compared on a later round
-        if digest_r is None:
-            self._init_digest()
+        at, _, digest_r = (digest_r or "").partition(":")
+        if not digest_r or at != (seq_r or "0"):  # none, or left behind by a writer that
+            self._init_digest()  # does not keep it (an older release, a hand edit)
             return
         ours = digest.hex_of(content)
         if digest_r == ours:
@@ -333,21 +334,24 @@ class Replicator:
         with self.client.pipeline() as pipe:
             try:
                 pipe.watch(self.keys.seq, self.keys.epoch, self.keys.digest)
-                if pipe.get(self.keys.digest) is not None:
+                seq = pipe.get(self.keys.seq) or "0"
+                at, _, held = (pipe.get(self.keys.digest) or "").partition(":")
+                if held and at == seq:  # set meanwhile, by a writer or another replica
                     return
                 content = digest.Digest.of((), {k: orjson.loads(v) for k, v in
                                                 pipe.hgetall(self.keys.groups).items()})
                 for key, stored in pipe.hscan_iter(self.keys.entries, count=PAGE):
                     content.toggle(digest.entry_hash(key, stored))
                 pipe.multi()
-                pipe.set(self.keys.digest, content.hex)
+                pipe.set(self.keys.digest, f"{seq}:{content.hex}")
                 pipe.execute()
             except redis.WatchError:
                 log.info("%s: Redis's digest not set: the list changed while it was read; "
                          "trying again later", self.name)
                 return
-        log.warning("%s: Redis held no content digest (written before digests): set it to "
-                    "%s from Redis's entries", self.name, content.hex)
+        log.warning("%s: Redis held no content digest at seq %s (none, or one a writer that "
+                    "does not keep it left behind): set it to %s from Redis's entries",
+                    self.name, seq, content.hex)
 
     def _check_changelog(self, excess: int | None) -> None:
         """Read the changelog through when its record count changed shape (None: whatever
