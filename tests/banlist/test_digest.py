@@ -53,14 +53,15 @@ def busy_day(store) -> None:  # type: ignore[no-untyped-def]
                      [EntrySpec("org", "acme", "farm"),
                       EntrySpec("host", "a.example", "r", ("RU",)),
                       EntrySpec("url", "https://b.example/x?y=1", "r",
-                                expires_at=time.time() + 0.5)],
+                                expires_at=time.time() + 1.0)],
                      "tns")
     store.edit(one.id, EntryEdit("appeal: only in Russia", regions=("RU",)), "tns")
     store.define_group("acme", ["acme.org", "acme.com"], "tns", "they moved")
     gone = store.put_import((), [EntrySpec("host", "gone.example", "r")], "tns")[1][0][0]
     store.remove(gone.id, "tns", "appeal granted")
-    time.sleep(0.6)
-    assert store.sweep() == 1
+    swept: list[int] = []
+    until(lambda: swept.append(store.sweep()) or sum(swept) == 1)  # once its expiry is past
+    assert sum(swept) == 1
 
 
 def _group(name: str, domains: list[str]):  # type: ignore[no-untyped-def]
