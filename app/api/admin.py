@@ -2,6 +2,7 @@
 of a list or the sanction states after Redis lost, rewound or forked it."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,8 @@ from app.errors import ConfigError, FieldError, NotFound
 from app.replay.capture import recent
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+log = logging.getLogger(__name__)
 
 
 @router.get("/config")
@@ -158,3 +161,16 @@ def adopt(structure: Structure, body: UnbanIn, service: Service,
           actor: Actor) -> dict[str, Any]:
     """Accept what Redis holds now on this replica, even if older than its copy."""
     return {"adopted": _held(service, structure).adopt(), "by": actor, "reason": body.reason}
+
+
+@router.delete("/{structure}/lost/{replica:path}", responses=refusals({
+    **WRITES, 404: "no such structure here, or that replica holds no loss mark",
+    409: "the embedded store, or this replica's own mark (adopt or reseed instead)"}))
+def forget_loss(structure: Structure, replica: str, body: UnbanIn, service: Service,
+                actor: Actor) -> dict[str, Any]:
+    """Forget the loss mark of a replica gone for good (`<structure>_missing` in /readyz
+    names it): the changes it held are accepted as lost, and the fleet ready again."""
+    forgotten = _held(service, structure).forget_loss(replica)
+    log.warning("%s: %s forgot the loss mark of %s (%s): %s", structure, actor, replica,
+                forgotten.get("why"), body.reason)
+    return {"forgotten": forgotten, "by": actor, "reason": body.reason}

@@ -99,8 +99,9 @@ def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
     quarantine.start()
     if isinstance(banlist, RedisStore):
         states: HostStates = RedisStates(banlist.client, settings.banlist_redis_prefix,
-                                         metrics, banlist.policy, banlist.durability)
-        states.check()  # learn the epoch Redis holds now, so a later loss is noticed
+                                         metrics, banlist.policy, banlist.durability,
+                                         block_seconds=settings.banlist_block_seconds)
+        states.start()  # follows Redis's epoch and writes from now on (follower.py)
     else:
         beside = settings.banlist_path
         states = FileStates(beside.with_name("sanctions.jsonl") if beside else None)
@@ -188,6 +189,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await task
             with contextlib.ExitStack() as closing:  # each closes even if one before fails
                 closing.callback(app.state.sanction_hosts.close)
+                if service.sanctions is not None:
+                    closing.callback(service.sanctions.states.close)
                 if service.quarantine is not None:  # callbacks run last-in, first-out
                     closing.callback(service.quarantine.close)
                 closing.callback(service.store.close)
@@ -253,7 +256,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
     while True:
         await asyncio.sleep(poll_seconds)
         for task, step in (("config", _poll_config), ("sweep", _sweep),
-                           ("sanctions", _check_sanctions), ("banlist_filter", keep_filters),
+                           ("banlist_filter", keep_filters),
                            ("gauges", _refresh_gauges)):
             try:
                 await step(service)
@@ -291,11 +294,6 @@ async def _keep_filters(keepers: dict[str, FilterKeeper], service: Rearranger) -
 
 async def _refresh_gauges(service: Rearranger) -> None:
     service.metrics.refresh(health.gauges(service))
-
-
-async def _check_sanctions(service: Rearranger) -> None:
-    if service.sanctions is not None:
-        await asyncio.to_thread(service.sanctions.states.check)  # Redis: one round trip
 
 
 def __getattr__(name: str) -> Any:

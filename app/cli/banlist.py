@@ -98,6 +98,12 @@ def add_parser(sub: Any) -> None:
     res.add_argument("--force", action="store_true",
                      help="overwrite Redis even if it holds another history (epoch) or "
                           "changes this replica has not applied")
+    fgt = cmds.add_parser("forget-loss", help="forget the loss mark of a replica gone for "
+                          "good (the changes it held are accepted as lost)")
+    fgt.add_argument("replica", help="the mark's name, as /readyz's *_missing gives it")
+    fgt.add_argument("--reason", required=True)
+    fgt.add_argument("--store", choices=["banlist", "quarantine", "sanctions"],
+                     default="banlist", help="whose mark (default banlist)")
 
 
 def _expiry_flags(parser: Any, required: bool) -> None:
@@ -287,6 +293,13 @@ def _reseed(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
     return 0
 
 
+def _forget_loss(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+    got = client.forget_loss(args.store, args.replica, args.reason)
+    print(f"forgot {args.replica}'s {args.store} loss mark ({got['forgotten'].get('why')}): "
+          "what it held is accepted as lost", file=out)
+    return 0
+
+
 def _list(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
     """Page through the entries (the service gives at most 1,000 a request)."""
     entries: list[dict[str, Any]] = []
@@ -322,4 +335,5 @@ def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 
 _COMMANDS = {"add": _add, "extend": _edit, "edit": _edit, "remove": _remove, "lookup": _lookup,
              "list": _list, "groups": _groups, "import": import_file, "export": _export,
-             "history": _history, "group": _group, "reseed": _reseed}
+             "history": _history, "group": _group, "reseed": _reseed,
+             "forget-loss": _forget_loss}

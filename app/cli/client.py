@@ -128,6 +128,10 @@ class Client:
         return self.json("POST", f"/v1/admin/{_segment(structure)}/reseed",
                          json={"reason": reason, "force": force})
 
+    def forget_loss(self, structure: str, replica: str, reason: str) -> Json:
+        return self.json("DELETE", f"/v1/admin/{_segment(structure)}/lost/{_segment(replica)}",
+                         json={"reason": reason})
+
     def sanction(self, host: str) -> Json:
         return self.json("GET", f"/v1/sanctions/{_segment(host)}")
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from typing import Any, TypeGuard, get_args
 
 import redis
 
 from app.banlist.redis.client import TextRedis
+from app.banlist.redis.follower import Follower
 from app.config.events import ConfigEvents
 from app.config.versions import HISTORY, ConfigHolder, How, Version
 from app.errors import ConfigError, Unavailable
@@ -51,44 +51,36 @@ def _is_how(how: str) -> TypeGuard[How]:
     return how in get_args(How)
 
 
-class ConfigReplica:
-    """Shares this replica's config changes through Redis and serves the others'."""
+class ConfigReplica(Follower):
+    """Shares this replica's config changes through Redis and serves the others'
+    (follower.py runs the rounds)."""
+
+    round_op = "follow"
 
     def __init__(self, client: TextRedis, prefix: str, holder: ConfigHolder,
                  events: ConfigEvents, block_seconds: float) -> None:
-        self.client, self.holder, self.events = client, holder, events
+        super().__init__(client, "config", block_seconds, events.config_redis_error)
+        self.holder, self.events = holder, events
         self.key = f"{prefix}{{config}}:versions"
-        self.block_ms = int(block_seconds * 1000)
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.replica = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.last_id = "0-0"  # the stream record of the config served here
         self.unpublished = True  # the config served here is a change Redis has not got
         self.joined = False  # in step with the stream since the last failure
-        self.connected = False
-        self.problem: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Join the stream (or serve the file until Redis answers), then follow it."""
         self.holder.sharing = self
-        try:
-            self._join()
-        except redis.RedisError as exc:
-            self._failed(exc, "follow")
-        self._thread = threading.Thread(target=self._run, name="config-replica", daemon=True)
-        self._thread.start()
+        self.follow()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.block_ms / 1000 + 6)
+        self.halt()
 
     # ---- Sharing, called under the holder's lock -------------------------------------------
     def publish(self, version: Version, required: bool) -> None:
         try:
             self._xadd(version)
         except redis.RedisError as exc:
-            self._failed(exc, "publish")
+            self.failed(exc, "publish")
             if required:
                 raise Unavailable("redis", f"Redis did not confirm the change ({exc}): it "
                                   "is not served here; if Redis recorded it anyway, every "
@@ -106,31 +98,26 @@ class ConfigReplica:
         return {"store": "redis", "key": self.key, "connected": self.connected,
                 "in_step": self.joined and not self.unpublished, "problem": self.problem}
 
-    # ---- following ---------------------------------------------------------------------------
-    def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            try:
-                if not self.joined:
-                    self._join()
-                got = self.client.xread({self.key: self.last_id}, count=HISTORY,
-                                        block=self.block_ms)
-                if got:
-                    with self.holder.lock:
-                        newer = [r for r in got[0][1] if _pos(r[0]) > _pos(self.last_id)]
-                        if newer:
-                            self._serve(*newer[-1])
-                self._reached()
-                backoff = 0.1
-            except redis.RedisError as exc:
-                self._failed(exc, "follow")
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
-            except Exception as exc:  # a thread that died would stop following for good
-                self.problem = f"config replication error: {exc!r}"
-                log.exception("config: replication round failed; retrying")
-                self.events.config_redis_error("follow")
-                self._stop.wait(1.0)
+    # ---- following (follower.py) -----------------------------------------------------------
+    def round(self, block: bool) -> None:
+        """Check that Redis is the primary; get in step if not yet (or since a failure);
+        then serve the newest record past the one served here."""
+        self.primary(self.client.execute_command("ROLE"))
+        if not self.joined:
+            self._join()
+            if not block:
+                return
+        got = self.client.xread({self.key: self.last_id}, count=HISTORY,
+                                block=self.block_ms if block else None)
+        if got:
+            with self.holder.lock:
+                newer = [r for r in got[0][1] if _pos(r[0]) > _pos(self.last_id)]
+                if newer:
+                    self._serve(*newer[-1])
+        self.reached()
+
+    def lost_contact(self) -> None:
+        self.joined = False  # back in touch, it joins again: Redis may have lost changes
 
     def _join(self) -> None:
         """Get in step with the stream: serve what is newer, or put back what it lacks.
@@ -157,7 +144,7 @@ class ConfigReplica:
                     continue  # another replica put its config back first: serve that
                 self.joined = True
                 break
-        self._reached()
+        self.reached()
 
     def _restore(self, current: Version, seen: str | None) -> bool:
         """Put the config served here back into a stream that lost it, unless the stream
@@ -168,7 +155,7 @@ class ConfigReplica:
             if (newest[0][0] if newest else None) != seen:
                 return False
             pipe.multi()
-            pipe.xadd(self.key, _fields(current, self.name), maxlen=HISTORY)
+            pipe.xadd(self.key, _fields(current, self.replica), maxlen=HISTORY)
             try:
                 (self.last_id,) = pipe.execute()
             except redis.WatchError:
@@ -194,18 +181,13 @@ class ConfigReplica:
                       self.holder.engine.version, exc)
 
     def _xadd(self, version: Version) -> None:
-        self.last_id = self.client.xadd(self.key, _fields(version, self.name), maxlen=HISTORY)
+        self.last_id = self.client.xadd(self.key, _fields(version, self.replica), maxlen=HISTORY)
         self.unpublished = False
 
-    def _reached(self) -> None:
-        if not self.connected and self.problem is not None:
-            log.warning("config: Redis answers again; following %s", self.key)
-        self.connected, self.problem = True, None
-
-    def _failed(self, exc: redis.RedisError, op: str) -> None:
+    def failed(self, exc: redis.RedisError, op: str = "follow") -> None:
         if self.connected or self.problem is None:
             log.warning("config: Redis unreachable, serving config %s and making file "
                         "changes here only: %s", self.holder.engine.version, exc)
-        self.connected, self.joined = False, False
-        self.problem = f"Redis unreachable: {exc}"
-        self.events.config_redis_error(op)
+            # logged here, with what is served: the follower's own line would repeat it
+            self.connected, self.problem = False, f"Redis unreachable: {exc}"
+        super().failed(exc, op)

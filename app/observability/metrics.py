@@ -269,8 +269,8 @@ class Metrics:
             "shared log not read (the config in use keeps serving)", ["op"], registry=r)
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
-            "Unexpected errors of the background tasks (config poll, TTL sweep, sanction "
-            "states check, gauge refresh), by task",
+            "Unexpected errors of the background tasks (config poll, TTL sweep, filter "
+            "rebuild, gauge refresh), by task",
             ["task"], registry=r)
         # Series that alerts take increase() of exist at 0 from the start: a series born at 1
         # has no earlier sample, so its first event (a refused reload) would never alert.

@@ -6,24 +6,30 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+import orjson
 import redis
 
 from app.banlist.base import SyncState, require_reason
 from app.banlist.events import StoreEvents
+from app.banlist.model import iso
+from app.banlist.redis import recovery
 from app.banlist.redis.client import TextRedis
 from app.banlist.redis.durable import Durability
+from app.banlist.redis.follower import Follower
 from app.banlist.redis.policy import EvictionPolicy
-from app.errors import BanlistConflict, BanlistUnavailable, RearrangeError
+from app.errors import BanlistConflict, BanlistNotFound, BanlistUnavailable, RearrangeError
 from app.sanctions.machine import HostState, Transition
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 HISTORY_LIMIT = 500  # transitions kept per host; older ones stay in the banlist change log
+JOURNAL = 10_000  # this replica's own last writes, kept to write again what Redis loses
 
 
 class HostStates(Protocol):
@@ -35,13 +41,17 @@ class HostStates(Protocol):
 
     def __iter__(self) -> Iterator[HostState]: ...
 
-    def check(self) -> None: ...
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
 
     def sync_state(self) -> SyncState: ...
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]: ...
 
     def adopt(self) -> dict[str, Any]: ...
+
+    def forget_loss(self, replica: str) -> dict[str, Any]: ...
 
 
 def to_dict(state: HostState) -> dict[str, Any]:
@@ -98,14 +108,21 @@ class FileStates:
     def __iter__(self) -> Iterator[HostState]:
         return iter(list(self._states.values()))
 
-    def check(self) -> None:
-        """The file is this process's own: nothing to check."""
+    def start(self) -> None:
+        """The file is this process's own: nothing to follow."""
+
+    def close(self) -> None:
+        """Every write is fsynced as it is made: nothing to flush."""
 
     def sync_state(self) -> SyncState:
         return SyncState("embedded")
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
         raise BanlistConflict("sanctions", "embedded sanction states have no Redis to reseed")
+
+    def forget_loss(self, replica: str) -> dict[str, Any]:
+        raise BanlistConflict("sanctions", "embedded sanction states have no Redis to lose "
+                              "writes")
 
     def adopt(self) -> dict[str, Any]:
         raise BanlistConflict("sanctions", "embedded sanction states have no Redis to adopt")
@@ -120,24 +137,50 @@ class FileStates:
             os.fsync(fh.fileno())
 
 
-class RedisStates:
-    """States in one Redis hash; updates are optimistic transactions (WATCH/MULTI) per host.
+class Written(NamedTuple):
+    """One of this replica's writes, as its journal keeps it: the changes-stream record that
+    numbers it, the host, and the host's JSON before and after (None: no state)."""
+
+    sid: str
+    key: str
+    before: str | None
+    after: str
+
+
+class RedisStates(Follower):
+    """States in one Redis hash; updates are optimistic transactions (WATCH/MULTI) per host,
+    each numbered by a record of a changes stream beside the hash; follower.py runs the
+    rounds that check where Redis is.
 
     Guarded as the lists are: the first update creates an epoch key beside the hash (ms of
     Redis's clock), this process remembers the epoch it follows, and a Redis whose epoch is
     gone (restarted empty, flushed) or another one is refused. Updates then answer 503 and
     reads come from this process's copy (the last full reading, plus what it read and wrote
     since) until an operator reseeds that copy into Redis or adopts what Redis holds.
+
+    Redis can also lose the last writes and keep its epoch (a failover to a Redis replica
+    that had not received them, a restore from an older copy). Every update adds a record to
+    `<prefix>{sanctions}:changes` (host and replica; kept to JOURNAL records), and this
+    process remembers the newest record it has seen there: when Redis no longer holds it,
+    writes were lost. This replica's own lost writes are in its journal (the host's JSON
+    before and after each): it marks the loss in `<prefix>{sanctions}:lost` (every replica
+    reports the sanction states not in sync while a mark is there), writes each again unless
+    a later write to that host superseded it, and drops its mark. When its journal does not
+    reach back far enough to tell, it refuses Redis's states as on an epoch change, and the
+    operator's repair is the same (reseed or adopt).
     """
+
+    round_op = "sanctions"
 
     def __init__(self, client: TextRedis, prefix: str, events: StoreEvents,
                  policy: EvictionPolicy, durability: Durability,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.client = client
+                 clock: Callable[[], float] = time.time, block_seconds: float = 1.0) -> None:
+        super().__init__(client, "sanctions", block_seconds, events.redis_error, durability)
         base = f"{prefix}{{sanctions}}:"
         self.key, self.epoch_key, self.reseed_key = base + "hosts", base + "epoch", base + "reseed"
+        self.changes_key, self.lost_key = base + "changes", base + "lost"
         self.durable_key = base + "durable"  # what a write's WAIT writes after it
-        self.durability = durability
+        self.durability: Durability = durability
         self.events = events
         self.policy = policy
         self.clock = clock
@@ -146,8 +189,63 @@ class RedisStates:
         self.read_at: float | None = None  # when the copy was last read whole
         self.confirmed_at = 0.0  # when Redis was last seen holding the epoch followed
         self.diverged: str | None = None
-        self.problem: str | None = None
-        self._lock = threading.Lock()  # the copy and the epoch, against concurrent updates
+        # the newest changes record seen in Redis; this replica's writes since its oldest
+        # record Redis may still lose; and the newest own write the journal let go of
+        self.seen: str | None = None
+        self.journal: deque[Written] = deque(maxlen=JOURNAL)
+        self.forgotten = "0-0"
+        self.me = f"{recovery.replica_name()}/sanctions/{id(self):x}"
+        self.marks: dict[str, str] = {}  # every replica's loss marks, read each round
+        self._marked = False
+        self._mark_doc: dict[str, Any] = {}
+        self.unknown_loss: str | None = None  # lost writes the journal cannot tell: refused
+        self._lock = threading.Lock()  # the copy, the epoch and the journal
+
+    # ---- life cycle (follower.py) ------------------------------------------------------------
+    def start(self) -> None:
+        """Learn the epoch and the newest write Redis holds now, then follow them."""
+        self.follow()
+
+    def close(self) -> None:
+        self.halt()
+
+    def round(self, block: bool) -> None:
+        """The primary, the epoch, the newest write and the loss marks, in one request;
+        writes Redis lost are put back (this replica's) or refused (when it cannot tell)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.execute_command("ROLE")
+        pipe.get(self.epoch_key)
+        pipe.hgetall(self.lost_key)
+        pipe.xrevrange(self.changes_key, max=self.seen or "+", min="-", count=1)
+        pipe.xrange(self.changes_key, count=1)
+        pipe.xrevrange(self.changes_key, count=1)
+        role, epoch_r, marks, mine, first, newest = pipe.execute()
+        self.primary(role)
+        self.policy.watch(self.client, reconnected=not self.connected)
+        self.durability.watch(self.client, reconnected=not self.connected)
+        self.marks = marks
+        if self._judge(self.client, epoch_r):
+            self._follow(mine, first, newest)
+        elif self._marked and self._mark_doc:
+            self._mark(**self._mark_doc)  # refreshed: other replicas see this one is alive
+        self.reached()
+        if block:
+            self.wait(self.block_ms / 1000)
+
+    def _follow(self, mine: list[Any], first: list[Any], newest: list[Any]) -> None:
+        """Move on to Redis's newest write, unless the one seen last is gone (a loss)."""
+        seen = self.seen
+        if seen is not None and (not mine or mine[0][0] != seen):
+            if first and _pos(first[0][0]) > _pos(seen):
+                log.info("sanctions: more than %d writes since this replica last looked: "
+                         "whether Redis lost any cannot be told", JOURNAL)
+            else:
+                self._recover(mine[0][0] if mine else "0-0")
+                return
+        if self._marked and self.diverged is None:
+            self._unmark()  # a mark whose removal failed once: nothing is missing any more
+        if newest:
+            self.seen = newest[0][0]
 
     # ---- reads and writes --------------------------------------------------------------------
     def get(self, key: str) -> HostState:
@@ -179,19 +277,35 @@ class RedisStates:
                     text = json.dumps(to_dict(new), ensure_ascii=False) if new != old else raw
                     if new != old:
                         pipe.hset(self.key, key, text)
-                    pipe.execute()
+                        self._number(pipe, key)
+                    done = pipe.execute()
                 except redis.WatchError:
                     continue  # another writer changed the hash: read again and retry
                 except redis.RedisError as exc:
-                    self._unreachable(exc)
+                    self.failed(exc, "sanctions")
                     raise
-            self._reached()
+            self.reached()
             with self._lock:
                 if created:
                     self.epoch = created
                 self._keep(key, text)
+                if new != old and text is not None:
+                    self._wrote(Written(done[-1], key, raw, text))
             self.durability.confirm(self.client, self.durable_key, "sanctions")
             return result
+
+    def _number(self, pipe: Any, key: str) -> None:
+        """The changes record of a write to `key`, queued in its transaction."""
+        pipe.xadd(self.changes_key, {"key": key, "by": self.me}, maxlen=JOURNAL,
+                  approximate=True)
+
+    def _wrote(self, written: Written) -> None:
+        """Journal one of this replica's writes (under the lock); it is the newest seen."""
+        if len(self.journal) == self.journal.maxlen:
+            self.forgotten = self.journal[0].sid
+        self.journal.append(written)
+        if self.seen is None or _pos(written.sid) > _pos(self.seen):
+            self.seen = written.sid
 
     def __iter__(self) -> Iterator[HostState]:
         """Every host's state: Redis's, read whole (the copy, while Redis's is refused)."""
@@ -202,13 +316,99 @@ class RedisStates:
         for raw in list(self.copy.values()):
             yield from_dict(json.loads(raw))
 
-    def check(self) -> None:
-        """One cheap round trip (the epoch), so a Redis that lost the states is noticed without
-        waiting for a write (the housekeeping loop calls it)."""
-        try:
-            self._round(lambda p: p.exists(self.key))
-        except redis.RedisError:
-            return  # counted and logged once by _round
+    # ---- writes Redis lost ----------------------------------------------------------------------
+    def _recover(self, branch: str) -> None:
+        """Redis no longer holds the newest write this replica saw: it holds its history up
+        to `branch` only. This replica's own writes after it are written again (each unless
+        a later write to its host superseded it); when the journal does not reach back to
+        the branch, Redis's states are refused instead (the operator's repair)."""
+        with self._lock:
+            lost = [w for w in self.journal if _pos(w.sid) > _pos(branch)]
+            blind = _pos(self.forgotten) > _pos(branch)
+        held = self._held([w.sid for w in lost])
+        lost = [w for w in lost if w.sid not in held]
+        why = (f"Redis lost sanction writes this replica saw (the newest it holds is {branch}, "
+               f"this replica saw {self.seen}): a failover to a lagging Redis replica, or a "
+               "restore from an older copy")
+        self._mark(why, len(lost), blind)
+        if blind:
+            why = (f"{why}; this replica's journal does not reach back to {branch}, so which "
+                   "of its writes were lost cannot be told")
+            with self._lock:
+                self.unknown_loss = why
+            self._refuse(why, "backward")
+            self.events.recovered("sanctions", "operator", 0)
+            return
+        log.warning("sanctions: %s; writing again the %d of them this replica made (the "
+                    "replica that made any other writes them again)", why, len(lost))
+        superseded = sum(0 if self._rewrite(w) else 1 for w in lost)
+        if lost:
+            self.durability.confirm(self.client, self.durable_key, "sanctions")
+        self.events.recovered("sanctions", "reapplied", len(lost) - superseded)
+        with self._lock:
+            self.journal = deque((w for w in self.journal if w not in lost),
+                                 maxlen=JOURNAL)
+            self.seen = None  # the next round moves on to Redis's newest write
+        self._unmark()
+        log.warning("sanctions: wrote back %d lost write(s)%s", len(lost) - superseded,
+                    f"; {superseded} superseded by a later write to the same host, not "
+                    "written" if superseded else "")
+
+    def _held(self, sids: list[str]) -> set[str]:
+        """Which of these changes records Redis still holds."""
+        pipe = self.client.pipeline(transaction=False)
+        for sid in sids:
+            pipe.xrange(self.changes_key, min=sid, max=sid, count=1)
+        return {sid for sid, got in zip(sids, pipe.execute(), strict=True) if got}
+
+    def _rewrite(self, w: Written) -> bool:
+        """Write a lost write again if the host still holds what it held before it (False:
+        a later write to the host, made after the loss, superseded it)."""
+        while True:
+            with self.client.pipeline() as pipe:
+                try:
+                    pipe.watch(self.key)
+                    if pipe.hget(self.key, w.key) != w.before:
+                        log.info("sanctions: a lost write to %s was superseded by a later "
+                                 "one; not written again", w.key)
+                        return False
+                    pipe.multi()
+                    pipe.hset(self.key, w.key, w.after)
+                    self._number(pipe, w.key)
+                    done = pipe.execute()
+                except redis.WatchError:
+                    continue
+            with self._lock:
+                self._keep(w.key, w.after)
+                self._wrote(w._replace(sid=done[-1]))
+            return True
+
+    def _mark(self, why: str, writes: int, blind: bool) -> None:
+        self._mark_doc = {"why": why, "writes": writes, "blind": blind}
+        doc = {"replica": self.me, "why": why, "writes": writes, "at": iso(self.clock()),
+               "repair": "rearrange banlist reseed --store sanctions --reason … against this "
+               "replica (or adopt Redis's states on it to accept the loss)" if blind else
+               "re-applying them"}
+        self.client.hset(self.lost_key, self.me, orjson.dumps(doc).decode())
+        self._marked = True
+
+    def forget_loss(self, replica: str) -> dict[str, Any]:
+        """An operator's repair for a holder gone for good: its mark goes, and the writes it
+        held are accepted as lost (BanlistNotFound when it holds no mark)."""
+        if replica == self.me:
+            raise BanlistConflict("replica", "that is this replica's own mark: adopt Redis's "
+                                  "states on it (POST /v1/admin/sanctions/adopt) or reseed")
+        doc = recovery.forget(self.client, self.lost_key, replica)
+        if doc is None:
+            raise BanlistNotFound("replica", f"no sanctions loss mark of {replica!r} "
+                                  "(/readyz's sanctions_missing names the marks)")
+        self.marks.pop(replica, None)
+        return doc
+
+    def _unmark(self) -> None:
+        if self._marked:
+            self.client.hdel(self.lost_key, self.me)
+        self._marked = False
 
     # ---- divergence ----------------------------------------------------------------------------
     def _round(self, read: Callable[[Any], Any]) -> Any:
@@ -220,15 +420,17 @@ class RedisStates:
             epoch_r, got = pipe.execute()
             ok = self._judge(self.client, epoch_r)
         except redis.RedisError as exc:
-            self._unreachable(exc)
+            self.failed(exc, "sanctions")
             raise
-        self._reached()
+        self.reached()
         return got if ok else _REFUSED
 
     def _judge(self, client: Any, epoch_r: str | None) -> bool:
         """True when Redis holds the history this process follows (taking the first it sees)."""
         with self._lock:
             if self.epoch is None or epoch_r == self.epoch:
+                if self.unknown_loss is not None:
+                    return False  # refused over lost writes: until a reseed or an adopt
                 self.epoch = self.epoch or epoch_r
                 if self.diverged:
                     log.warning("sanctions: Redis holds this replica's sanction states again")
@@ -239,6 +441,7 @@ class RedisStates:
                 log.warning("sanctions: Redis was reseeded over this replica's sanction states "
                             "(epoch %s → %s); following it", self.epoch, epoch_r)
                 self.epoch, self.diverged, self.confirmed_at = epoch_r, None, self.clock()
+                self.unknown_loss, self.seen = None, None
                 return True
             if epoch_r is None:
                 why, cause = (f"Redis holds no sanction states (restarted empty or flushed) but "
@@ -246,14 +449,19 @@ class RedisStates:
             else:
                 why, cause = (f"Redis holds another sanction-state history (epoch {epoch_r}) "
                               f"than this replica (epoch {self.epoch})"), "backward"
-            if why != self.diverged:
-                log.error("sanctions: refusing Redis's sanction states, answering from this "
-                          "replica's copy of %d hosts: %s. Run `rearrange banlist reseed "
-                          "--store sanctions` against the replica with the copy to keep, or "
-                          "adopt Redis's (POST /v1/admin/sanctions/adopt).", len(self.copy), why)
-                self.events.refused("sanctions", cause)
-                self.diverged = why
-            return False
+        self._refuse(why, cause)
+        return False
+
+    def _refuse(self, why: str, cause: str) -> None:
+        with self._lock:
+            if why == self.diverged:
+                return
+            self.diverged = why
+        log.error("sanctions: refusing Redis's sanction states, answering from this "
+                  "replica's copy of %d hosts: %s. Run `rearrange banlist reseed "
+                  "--store sanctions` against the replica with the copy to keep, or "
+                  "adopt Redis's (POST /v1/admin/sanctions/adopt).", len(self.copy), why)
+        self.events.refused("sanctions", cause)
 
     def why_refused(self) -> str:
         return (f"sanction writes are suspended: {self.diverged}; reseed this replica's copy "
@@ -265,24 +473,17 @@ class RedisStates:
         else:
             self.copy[key] = raw
 
-    def _reached(self) -> None:
-        if self.problem is not None:
-            log.warning("sanctions: Redis reachable again")
-        self.problem = None
-
-    def _unreachable(self, exc: redis.RedisError) -> None:
-        if self.problem is None:
-            log.warning("sanctions: Redis unreachable: %s", exc)
-        self.problem = f"Redis unreachable: {exc}"
-        self.events.redis_error("sanctions")
-
     def sync_state(self) -> SyncState:
         now = self.clock()
         staleness = now - self.confirmed_at if self.confirmed_at else float("inf")
         age = None if self.read_at is None else round(now - self.read_at, 3)
-        return SyncState("redis", self.diverged is None and self.problem is None, staleness,
-                         int(self.epoch or 0), self.diverged, self.problem,
-                         {"hosts": len(self.copy), "copy_age_seconds": age})
+        # another replica's mark: writes Redis lost that it holds and has not put back yet
+        missing = recovery.missing({k: v for k, v in self.marks.items() if k != self.me},
+                                   "sanctions", now)
+        in_sync = self.diverged is None and self.problem is None and missing is None
+        return SyncState("redis", in_sync, staleness, int(self.epoch or 0), self.diverged,
+                         self.problem, {"hosts": len(self.copy), "copy_age_seconds": age},
+                         missing)
 
     # ---- operator repairs ----------------------------------------------------------------------
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
@@ -304,6 +505,8 @@ class RedisStates:
                                           f"a loss?); pass force to overwrite it")
                 with self._lock:
                     copy, epoch = dict(self.copy), self.epoch
+                if current == epoch:  # writes lost within the epoch: a new one, so that
+                    epoch = _epoch(pipe.time())  # every replica follows the copy put back
                 pipe.multi()
                 pipe.delete(self.key)
                 items = list(copy.items())
@@ -317,11 +520,14 @@ class RedisStates:
                 raise BanlistConflict("sanctions", "Redis's sanction states changed while the "
                                       "copy was written: check again") from None
             except redis.RedisError as exc:
-                self._unreachable(exc)
+                self.failed(exc, "sanctions")
                 raise BanlistUnavailable("sanctions",
                                          f"Redis unreachable, not reseeded: {exc}") from exc
         with self._lock:
-            self.diverged, self.confirmed_at = None, self.clock()
+            self.epoch, self.diverged, self.confirmed_at = epoch, None, self.clock()
+            self.unknown_loss, self.seen = None, None
+        self.client.delete(self.lost_key)  # Redis holds this copy: nothing is missing now
+        self._marked = False
         self.durability.confirm(self.client, self.durable_key, "sanctions")
         log.warning("sanctions: %s reseeded Redis with %d host states (epoch %s, replacing %s): "
                     "%s", actor, len(copy), epoch, current or "none", why)
@@ -336,11 +542,13 @@ class RedisStates:
             pipe.hgetall(self.key)
             epoch_r, got = pipe.execute()
         except redis.RedisError as exc:
-            self._unreachable(exc)
+            self.failed(exc, "sanctions")
             raise BanlistUnavailable("sanctions", f"Redis unreachable, not adopted: {exc}") from exc
         with self._lock:
             self.epoch, self.copy, self.read_at = epoch_r, got, self.clock()
             self.diverged, self.confirmed_at = None, self.clock()
+            self.unknown_loss, self.seen = None, None
+        self._unmark()  # what only this copy held is let go
         log.warning("sanctions: adopted Redis's sanction states (epoch %s, %d hosts)",
                     epoch_r or "none", len(got))
         return {"epoch": int(epoch_r) if epoch_r else None, "hosts": len(got)}
@@ -350,6 +558,11 @@ def _epoch(time_reply: tuple[int, int]) -> str:
     """An epoch from Redis's clock, in ms, as the lists name theirs."""
     seconds, micros = time_reply
     return str(seconds * 1000 + micros // 1000)
+
+
+def _pos(stream_id: str) -> tuple[int, int]:
+    ms, _, n = stream_id.partition("-")
+    return int(ms), int(n or 0)
 
 
 _REFUSED = object()

@@ -120,6 +120,9 @@ class EmbeddedStore(StoreBase):
     def adopt(self) -> dict[str, Any]:
         raise BanlistConflict("banlist", "the embedded store has no Redis to adopt")
 
+    def forget_loss(self, replica: str) -> dict[str, Any]:
+        raise BanlistConflict("banlist", "the embedded store has no Redis to lose changes")
+
     def write_state(self, write_id: str) -> dict[str, Any]:
         raise BanlistNotFound("write_id", "the embedded store answers every write once it is "
                               "committed: it hands out no write ids")

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry, iso
+from app.banlist.model import Entry, iso, parse_iso
 from app.banlist.redis.client import TextRedis
 
 JOURNAL = 10_000  # stream records a replica remembers (about 0.5 KiB each)
@@ -184,10 +184,19 @@ def mark(client: TextRedis, key: str, name: str, epoch: int, version: int, why: 
     client.hset(key, name, orjson.dumps(doc).decode())
 
 
-def missing(marks: dict[str, str]) -> str | None:
-    """What /readyz says while any replica holds changes Redis lost (None: none does)."""
+STALE_MARK = 60.0  # seconds a holder has not refreshed its mark: it may be gone
+
+
+def missing(marks: dict[str, str], structure: str = "banlist",
+            now: float | None = None) -> str | None:
+    """What /readyz says while any replica holds changes Redis lost (None: none does).
+
+    A holder refreshes its mark every round while the loss stands; one not refreshed for
+    STALE_MARK seconds is said to be so, with the call that forgets it (its replica gone
+    for good, what it held is lost: an operator's decision, never taken by itself)."""
     if not marks:
         return None
+    now = time.time() if now is None else now
     parts = []
     for name, raw in sorted(marks.items()):
         try:
@@ -195,7 +204,27 @@ def missing(marks: dict[str, str]) -> str | None:
         except ValueError:
             parts.append(f"{name} (unreadable mark)")
             continue
-        parts.append(f"{name} holds seq {doc.get('seq')} (epoch {doc.get('epoch')}): "
-                     f"{doc.get('why')}; repair: {doc.get('repair')}")
+        held = (f"seq {doc['seq']} (epoch {doc.get('epoch')})" if "seq" in doc else
+                f"{doc.get('writes', 'some')} write(s)")
+        part = f"{name} holds {held}: {doc.get('why')}; repair: {doc.get('repair')}"
+        age = now - parse_iso(doc["at"]) if isinstance(doc.get("at"), str) else None
+        if age is not None and age > STALE_MARK:
+            part += (f" (its mark not refreshed for {age:.0f} s: if that replica is gone for "
+                     f"good, `rearrange banlist forget-loss {name} --store {structure} "
+                     "--reason …` accepts the loss)")
+        parts.append(part)
     return ("changes Redis lost are held by other replicas and are not back yet: "
             + "; ".join(parts))
+
+
+def forget(client: TextRedis, key: str, replica: str) -> dict[str, Any] | None:
+    """Drop one replica's loss mark (an operator accepting the loss: that replica is gone
+    for good); the mark as it was, None when it held none."""
+    pipe = client.pipeline(transaction=True)
+    pipe.hget(key, replica)
+    pipe.hdel(key, replica)
+    raw, _ = pipe.execute()
+    if raw is None:
+        return None
+    doc: dict[str, Any] = json.loads(raw)
+    return doc

@@ -42,11 +42,12 @@ from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
 from app.banlist.redis import bootstrap, forks, recovery
-from app.banlist.redis.client import TextRedis, check_primary
+from app.banlist.redis.client import TextRedis
 from app.banlist.redis.durable import Durability
+from app.banlist.redis.follower import Follower
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
-from app.errors import BanlistError
+from app.errors import BanlistConflict, BanlistError, BanlistNotFound
 
 log = logging.getLogger(__name__)
 PAGE = 5000
@@ -127,17 +128,17 @@ def record_hash(f: dict[str, str], changes: digest.Changes) -> int:
     return 0
 
 
-class Replicator:
+class Replicator(Follower):
     """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
 
     def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
                  durability: Durability, events: StoreEvents, *, name: str,
                  clock: Callable[[], float], block_seconds: float, snapshot_path: Path | None,
                  snapshot_seconds: float, bootstrap_url: str | None = None) -> None:
-        self.client, self.keys, self.policy, self.events = client, keys, policy, events
-        self.durability = durability  # learns of the primary's replicas each round
-        self.name, self.clock = name, clock
-        self.block_ms = int(block_seconds * 1000)
+        super().__init__(client, name, block_seconds, events.redis_error, durability)
+        self.keys, self.policy, self.events = keys, policy, events
+        self.durability: Durability = durability
+        self.clock = clock
         self.snapshot_path = snapshot_path
         self.bootstrap_url = bootstrap_url  # REARRANGE_BANLIST_BOOTSTRAP_URL (bootstrap.py)
         # a bootstrap snapshot not yet seen continuing Redis's history: a head start only
@@ -151,10 +152,8 @@ class Replicator:
         self.stream_id = "0-0"
         self.loaded = False  # holds a copy (from Redis or from the local snapshot)
         self.synced_at = 0.0  # wall time this copy was last confirmed equal to Redis's
-        self.connected = False
         self.diverged: str | None = None
         self.forked: str | None = None  # why Redis's changelog is not one history (forks.py)
-        self.problem: str | None = None
         self._resync_cause: str | None = None
         self._excess: int | None = 0  # forks.excess when the changelog was last read through
         self.replays: frozenset[str] = frozenset()  # records repeating one exactly: skipped
@@ -169,8 +168,6 @@ class Replicator:
         self.differs: str | None = None  # why this copy's digest is not Redis's
         self._mended_at: float | None = None  # when a resync last tried to mend that
         self._digest_tried_at: float | None = None  # when Redis's digest was last computed
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._snap_seq = -1
         self._snap_at = 0.0
 
@@ -188,50 +185,17 @@ class Replicator:
         if snap is not None:
             self._install(snap.index, snap.seq, snap.epoch, snap.stream_id, snap.digest)
             self.synced_at, self._snap_seq = snap.synced_at, snap.seq
-        try:
-            self.poll(block=False)
-        except redis.RedisError as exc:
-            self.failed(exc)
-        self._thread = threading.Thread(target=self._run, name=f"{self.name}-replica", daemon=True)
-        self._thread.start()
+        self.follow()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.block_ms / 1000 + 6)
+        self.halt()
         self._write_snapshot(force=True)
 
-    def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            try:
-                self.poll(block=True)
-                backoff = 0.1
-                self._write_snapshot()  # inside the try: a failed write must not end the thread
-            except redis.RedisError as exc:
-                self.failed(exc)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
-            except (ValueError, KeyError, TypeError) as exc:  # a malformed record in Redis
-                self.problem = f"unreadable {self.name} data in Redis: {exc!r}"
-                log.error("%s: %s", self.name, self.problem)
-                self._stop.wait(1.0)
-            except Exception as exc:  # a thread that died would stop this replica for good
-                self.problem = f"replication error: {exc!r}"
-                log.exception("%s: replication round failed; retrying", self.name)
-                self.events.redis_error("replicate")
-                self._stop.wait(1.0)
-
-    def failed(self, exc: redis.RedisError, op: str = "replicate") -> None:
-        if self.connected or self.problem is None:
-            log.warning("%s: Redis unreachable, serving the copy at seq %d: %s",
-                        self.name, self.version, exc)
-        self.connected = False
-        self.problem = f"Redis unreachable: {exc}"
-        self.events.redis_error(op)
+    def after_round(self) -> None:
+        self._write_snapshot()
 
     # ---- one round: check where Redis is, read what is new --------------------------------
-    def poll(self, block: bool) -> None:
+    def round(self, block: bool) -> None:
         checked = self.clock()
         with self.lock:  # a writer may apply more meanwhile: the copy as of now, with its digest
             known = (self.epoch, self.version, self.stream_id)
@@ -245,8 +209,7 @@ class Replicator:
         pipe.xrevrange(self.keys.stream, count=1)
         pipe.hgetall(self.keys.lost)
         role, (epoch_r, seq_r, digest_r), mine, length, first, last, marks = pipe.execute()
-        check_primary(self.client, role)  # a demoted primary's copy is no source to follow
-        self.durability.observe(role)
+        self.primary(role)  # a demoted primary's copy is no source to follow
         self.policy.watch(self.client, reconnected=not self.connected)
         self.durability.watch(self.client, reconnected=not self.connected)
         self._check_changelog(forks.excess(length, first, last))
@@ -268,9 +231,9 @@ class Replicator:
         elif self._marked and self.pending is None and self.diverged is None:
             self._unmark()  # a mark whose removal failed once: nothing is missing any more
         if refused or (self.forked and self.epoch):  # keep the copy held, apply nothing
-            self.connected, self.problem = True, None  # reachable, but refused
+            self.reached()  # reachable, but refused
             if block:
-                self._stop.wait(self.block_ms / 1000)
+                self.wait(self.block_ms / 1000)
             return
         self._compare(epoch_r, seq_r, digest_r, known, content)
         if epoch_r is None:  # Redis and this replica both hold nothing yet
@@ -278,7 +241,7 @@ class Replicator:
             self._confirmed(checked)
             if self._resync_cause:  # a stream without an epoch: nothing sane to follow
                 if block:
-                    self._stop.wait(self.block_ms / 1000)
+                    self.wait(self.block_ms / 1000)
                 return
             # else block on the stream itself: the very first change arrives at once
         elif self._resync_cause or not self.epoch:
@@ -381,7 +344,8 @@ class Replicator:
 
     def _confirmed(self, at: float) -> None:
         """This copy equalled Redis's at `at` (staleness counts from the last such moment)."""
-        self.synced_at, self.connected, self.problem = at, True, None
+        self.synced_at = at
+        self.reached()
 
     def _accept(self, epoch_r: str | None, seq_r: str | None, mine: list[Any],
                 known: tuple[int, int, str]) -> bool:
@@ -608,6 +572,19 @@ class Replicator:
             self.client.hdel(self.keys.lost, self.me)
         self._marked = False
 
+    def forget_loss(self, replica: str) -> dict[str, Any]:
+        """An operator's repair for a holder gone for good: its mark goes, and what it
+        held is accepted as lost (BanlistNotFound when it holds no mark)."""
+        if replica == self.me:
+            raise BanlistConflict("replica", "that is this replica's own mark: adopt Redis's "
+                                  f"copy on it (POST /v1/admin/{self.name}/adopt) or reseed")
+        doc = recovery.forget(self.client, self.keys.lost, replica)
+        if doc is None:
+            raise BanlistNotFound("replica", f"no {self.name} loss mark of {replica!r} "
+                                  f"(/readyz's {self.name}_missing names the marks)")
+        self.marks.pop(replica, None)
+        return doc
+
     def dropped_marks(self, everyone: bool) -> None:
         """An operator's repair: a reseed (Redis holds the copy again: every mark goes) or an
         adopt on this replica (it accepts the loss: its mark goes)."""
@@ -744,7 +721,8 @@ class Replicator:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         diverged = self.forked or self.diverged
         # a copy that refuses Redis holds what Redis lost; any other lacks it while marked
-        missing = recovery.missing(self.marks) if self.diverged is None else None
+        missing = (recovery.missing(self.marks, self.name, self.clock()) if self.diverged is None
+                   else None)
         missing = missing or self.differs
         in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)

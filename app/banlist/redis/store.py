@@ -449,6 +449,15 @@ class RedisStore(StoreBase):
         self.replica.dropped_marks(everyone=False)  # what only this copy held is let go
         return {"epoch": self.replica.epoch, "seq": self.version, "entries": len(self)}
 
+    def forget_loss(self, replica: str) -> dict[str, Any]:
+        """Drop the loss mark of a replica gone for good (Replicator.forget_loss)."""
+        try:
+            return self.replica.forget_loss(replica)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistUnavailable("banlist", f"Redis unreachable, nothing forgotten: "
+                                     f"{exc}") from exc
+
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
         """The changelog after `seq` (within the stream's retention window)."""
         try:

@@ -113,3 +113,32 @@ def test_a_loss_no_replica_can_tell_keeps_followers_unready_until_a_reseed(
             assert r.status_code == 200, r.text
             until(lambda: late.get("/readyz").status_code == 200)
             assert all(banned(late, host) for host in HOSTS)
+
+
+def test_the_mark_of_a_replica_gone_for_good_is_forgotten_by_an_operator(
+        aof_redis, settings, tmp_path, monkeypatch):
+    with app_on(aof_redis, settings, "a") as a:
+        for host in HOSTS[:3]:
+            ban(a, host)
+        backup = Backup(aof_redis, tmp_path / "backup")
+        for host in HOSTS[3:]:
+            ban(a, host)
+    backup.restore()
+    with app_on(aof_redis, settings, "a") as a:  # marks the loss it cannot tell, then dies
+        until(lambda: a.get("/readyz").json()["banlist_diverged"] is not None)
+    monkeypatch.setattr("app.banlist.redis.recovery.STALE_MARK", 0.0)  # no minute's wait
+    with app_on(aof_redis, settings, "late") as late:
+        until(lambda: late.get("/readyz").json()["banlist_missing"] is not None)
+        missing = late.get("/readyz").json()["banlist_missing"]
+        assert "not refreshed for" in missing and "forget-loss" in missing
+        (name,) = aof_redis.client().hkeys("rearrange:{banlist}:lost")
+        assert name in missing
+        gone = late.request("DELETE", f"/v1/admin/banlist/lost/{name}", headers=AUTH,
+                            json={"reason": "replica a was decommissioned"})
+        assert gone.status_code == 200, gone.text
+        assert gone.json()["forgotten"]["seq"] == 6
+        until(lambda: late.get("/readyz").status_code == 200)
+        assert not any(banned(late, host) for host in HOSTS[3:])  # accepted as lost
+        again = late.request("DELETE", f"/v1/admin/banlist/lost/{name}", headers=AUTH,
+                             json={"reason": "twice"})
+        assert again.status_code == 404 and again.json()["field"] == "replica"
