@@ -19,11 +19,20 @@ class Keys:
         # every change again, kept for REARRANGE_BANLIST_HISTORY_DAYS (the changelog `stream`
         # is for replication and keeps a day): what history and former entries read
         self.history = base + "history"
+        # when the first end went into the index of ends below (a Redis written before it
+        # has ends that are not in it): how far back that index reaches
+        self.ends_since = base + "ends-since"
         self.base = base
 
     def outcome(self, write_id: str) -> str:
         """Where a write script leaves its result (or a fence that it will never run)."""
         return f"{self.base}write:{write_id}"
+
+    def ends(self, name: str) -> str:
+        """The index of ends under `name` (a registrable domain, or `org:<group>`): a sorted
+        set of the history records that removed or expired an entry, scored by their time
+        in ms, kept for the history's window (app/banlist/redis/ends.py)."""
+        return f"{self.base}ends:{name}"
 
     def seed_stage(self) -> str:
         """A staging hash of its own for one seeder (two replicas may seed at once)."""

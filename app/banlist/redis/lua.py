@@ -66,6 +66,15 @@ end
 # history stream, kept for REARRANGE_BANLIST_HISTORY_DAYS: what `history` and lookup's
 # former entries read.
 #
+# The index of ends (app/banlist/redis/ends.py), when the writer gives it: KEYS[9] is the
+# index's start mark (set to the first indexed end's time, once), then one key per `remove`
+# or `expire` change, in the order of those changes (KEYS[10] for the first, and so on; an
+# expiry that finds the entry gone uses none of its key): the sorted set of the ended
+# entry's registrable domain or org group, to which the end's history record id is added,
+# scored by its time in ms. Each set written is trimmed to the history's window and expires
+# with it, so an idle domain's set goes away. A writer that gives only the eight keys
+# indexes nothing (as one of an older release).
+#
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
 # script up front when it is out of memory instead of failing a write halfway through.
@@ -172,6 +181,7 @@ local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[6])))
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
+local ends = 0  -- remove and expire changes met so far: KEYS[9 + ends] is the next one's set
 for i = 7, #ARGV, 6 do
   local op, key, payload, actor, reason =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -210,10 +220,19 @@ for i = 7, #ARGV, 6 do
     if op == 'edit' then also = {'previous', ARGV[i + 5]} end
     redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,
       'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
-    redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, '*', 'seq', seq, 'epoch', epoch,
-      'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
+    local hid = redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, '*', 'seq', seq,
+      'epoch', epoch, 'op', op, 'key', key, 'payload', payload, 'actor', actor,
+      'reason', reason, unpack(also))
+    if (op == 'remove' or op == 'expire') and KEYS[10 + ends] then
+      local ms, set = string.match(hid, '^(%d+)'), KEYS[10 + ends]
+      redis.call('SET', KEYS[9], ms, 'NX')
+      redis.call('ZADD', set, ms, hid)
+      redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. history_minid)
+      redis.call('PEXPIRE', set, ARGV[6])
+    end
     first, last = first or seq, seq
   end
+  if op == 'remove' or op == 'expire' then ends = ends + 1 end
   table.insert(out, seq)
   table.insert(seqs, seq)
 end

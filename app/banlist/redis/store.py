@@ -46,6 +46,7 @@ from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
 from app.banlist.redis.client import connect, reach
 from app.banlist.redis.durable import Durability
+from app.banlist.redis.ends import name_of
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.recovery import Lost
@@ -202,7 +203,9 @@ class RedisStore(StoreBase):
         entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
         if entry is None:
             raise BanlistNotFound("id", f"no active entry {entry_id!r}")
-        self._run(["remove", entry_id, "", actor, why, ""])  # the script checks again
+        # the script checks again
+        self._run(["remove", entry_id, "", actor, why, ""], ends=[name_of(entry.scope,
+                                                                          entry.value)])
         return entry
 
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
@@ -310,10 +313,12 @@ class RedisStore(StoreBase):
         done = 0
         for start in range(0, len(expired), BATCH):
             args: list[Any] = []
-            for e in expired[start:start + BATCH]:  # the expiry seen: an edit since keeps it
+            batch = expired[start:start + BATCH]
+            for e in batch:  # the expiry seen: an edit since keeps it
                 args += ["expire", e["id"], "", "system", "ttl elapsed", e["expires_at"]]
             try:
-                done += sum(1 for seq in self._run(args) if seq)
+                done += sum(1 for seq in self._run(args, ends=[
+                    name_of(e["scope"], e["value"]) for e in batch]) if seq)
             except BanlistError as exc:
                 log.warning("banlist sweep stopped: %s", exc.problem)
                 break
@@ -622,8 +627,10 @@ class RedisStore(StoreBase):
             raise BanlistUnavailable("banlist",
                                      f"Redis unreachable, cannot tell yet: {exc}") from exc
 
-    def _run(self, args: list[Any], fresh: bool = False,
-             decided_on: str | None = None) -> list[int]:
+    def _run(self, args: list[Any], fresh: bool = False, decided_on: str | None = None,
+             ends: Sequence[str] = ()) -> list[int]:
+        """Run the write script over `args` (six per change, lua.WRITE); `ends` names the
+        index set (ends.name_of) of each remove or expire among them, in their order."""
         rep = self.replica
         if not rep.writable():
             raise BanlistUnavailable("banlist", rep.why_not_writable())
@@ -637,8 +644,9 @@ class RedisStore(StoreBase):
             raise BanlistUnavailable(
                 "banlist", f"Redis unreachable, the change was not made: {exc}") from exc
         try:
+            indexed = [self.keys.ends_since, *map(self.keys.ends, ends)] if ends else []
             result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id),
-                                       self.keys.digest, self.keys.history],
+                                       self.keys.digest, self.keys.history, *indexed],
                                  args=[expected, self.retention_ms,
                                        max(1, self.retention_ms // 1000), attempt,
                                        decided_on or "", self.history_ms, *args])
