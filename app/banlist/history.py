@@ -70,10 +70,8 @@ class ChangeFilter:
         if self.host:
             # every entry about the host, a subdomain or a parent domain (never a public
             # suffix) names its registrable domain; an org entry names its group
-            orgs = [g for g, members in groups.items()
-                    if any(_related(m, self.host) for m in members)]
-            return sorted({registrable_domain(self.host).encode(), *(_json(g)[1:-1]
-                                                                    for g in orgs)})
+            return sorted({registrable_domain(self.host).encode(), *(
+                _json(g)[1:-1] for g in related_groups(self.host, groups))})
         if self.actor:
             return [b'"actor":' + _json(self.actor)]
         return None
@@ -161,6 +159,12 @@ def _spellings(value: str) -> frozenset[tuple[str, str]]:
         raise FieldError("query.value", f"{value[:80]!r} is not a value of any scope "
                          f"({', '.join(SCOPES)})")
     return frozenset(out)
+
+
+def related_groups(host: str, groups: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The org groups holding `host`, one of its parents or one of its subdomains: every
+    group an org entry about the host (or a relative) names."""
+    return [g for g, members in groups.items() if any(_related(m, host) for m in members)]
 
 
 def _related(name: str, host: str) -> bool:

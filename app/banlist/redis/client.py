@@ -72,6 +72,10 @@ class TextCommands(Protocol):
     def xread(self, streams: Mapping[str, str], count: int | None = None,
               block: int | None = None) -> list[tuple[str, list[Record]]]: ...
 
+    def zrevrangebyscore(self, name: str, max: float | str, min: float | str,
+                         start: int | None = None, num: int | None = None,
+                         withscores: bool = False) -> list[Any]: ...
+
     def config_get(self, pattern: str = "*") -> dict[str, str]: ...
 
 

@@ -46,7 +46,7 @@ from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
 from app.banlist.redis.client import connect, reach
 from app.banlist.redis.durable import Durability
-from app.banlist.redis.ends import name_of
+from app.banlist.redis.ends import Ends, name_of
 from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.recovery import Lost
@@ -103,6 +103,8 @@ class RedisStore(StoreBase):
         self.replica.reapply = self._write_back  # what Redis lost, written again (recovery.py)
         self.graveyard = Graveyard()  # what lookup shows as `former`, read off the stream
         self._buried_to = "0-0"  # the stream record the graveyard has read up to
+        self._whole = False  # the graveyard holds every end of the history stream
+        self.ends = Ends(self.client, self.keys, self.history_ms, clock)  # and past it
         self._bury_lock = threading.Lock()
 
     # ---- what the request path and the API read -------------------------------------------
@@ -203,9 +205,8 @@ class RedisStore(StoreBase):
         entry = self.index.get(entry_id) or self._fetch(entry_id)  # this replica may lag
         if entry is None:
             raise BanlistNotFound("id", f"no active entry {entry_id!r}")
-        # the script checks again
-        self._run(["remove", entry_id, "", actor, why, ""], ends=[name_of(entry.scope,
-                                                                          entry.value)])
+        self._run(["remove", entry_id, "", actor, why, ""],  # the script checks again
+                  ends=[name_of(entry.scope, entry.value)])
         return entry
 
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
@@ -494,15 +495,29 @@ class RedisStore(StoreBase):
                                                     self.index.groups, since, limit))
 
     def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
-        """Entries that matched this canonical URL once and are gone (Graveyard.former): those
-        ended within the stream's retention window when this process first looked, and every
-        one since. The stream is read on from where the last lookup stopped."""
+        """Entries that matched this canonical URL once and are gone (Graveyard.former): the
+        last FORMER_MAX ended, read off the history stream from where the last lookup
+        stopped; when more ended within the history's window, the older ones from the
+        index of ends (ends.py), at most ends.LIMIT of them."""
         self._reading(self._bury_new)
-        return self.graveyard.former(canonical, host, self.index)
+        found = self.graveyard.former(canonical, host, self.index)
+        if self._whole:
+            return found
+        with self.graveyard.lock:  # the oldest end it holds: it holds every newer one
+            oldest = next(iter(self.graveyard.ends.values()), None)
+        return found + self._reading(lambda: self.ends.former(
+            canonical, host, self.index, None if oldest is None else parse_iso(oldest.at),
+            self.graveyard.ends, self._readable))
 
     def history_since(self) -> str | None:
-        """When the oldest change `former` knows of was made (None: the stream held none)."""
-        return self.graveyard.since
+        """When the oldest change `former` knows of was made (None: the history held none):
+        the history's start while the graveyard holds all of it, else as far back as the
+        index of ends reaches (the history window's start, or its first end if later)."""
+        since = self.graveyard.since
+        if self._whole:
+            return since
+        reach = self._reading(self.ends.since)
+        return since if reach is None else min(reach, since or reach)
 
     def _bury_new(self) -> None:
         """Bury the entries the history's records since the last call ended (a remove or an
@@ -528,7 +543,9 @@ class RedisStore(StoreBase):
                         entry = change.get("entry") or added.get(change["id"])
                         if entry is not None:
                             gone.append((Entry.from_dict(entry), change))
+                held = len(self.graveyard)
                 self.graveyard.bury(gone)
+                self._whole &= len(self.graveyard) == held + len(gone)  # none dropped
                 if page:
                     self._buried_to = page[-1][0]
                 if len(page) < 5000:
@@ -552,7 +569,7 @@ class RedisStore(StoreBase):
         record, and `since` when the oldest change read was made."""
         gone: list[tuple[Entry, dict[str, Any]]] = []
         bare: dict[str, dict[str, Any]] = {}  # ends that name only an id: their add is older
-        end, oldest = "+", None
+        end, oldest, whole = "+", None, False
         while len(gone) < self.graveyard.cap:
             page = self.client.xrevrange(self.keys.history, max=end, min="-", count=5000)
             for sid, fields in page:
@@ -570,8 +587,10 @@ class RedisStore(StoreBase):
                     gone.append((Entry.from_dict(change["entry"]),
                                  bare.pop(change["entry"]["id"])))
             if len(page) < 5000:
+                whole = len(gone) <= self.graveyard.cap  # read back to the start, all kept
                 break
             end = f"({page[-1][0]}"
+        self._whole = whole
         if self._buried_to == "0-0":
             self._buried_to = "0-1"  # an empty history: read forward from its start next time
         self.graveyard.since = oldest

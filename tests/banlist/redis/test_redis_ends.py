@@ -1,13 +1,105 @@
-"""The index of ends in Redis (app/banlist/redis/ends.py), on a real redis-server: the
-sets trimmed to the history's window; the write script's keys past the eighth."""
+"""The index of ends in Redis (app/banlist/redis/ends.py), on a real redis-server: former
+entries past the graveyard's cap, after a restart, of org bans; the sets trimmed to the
+history's window; the write script's keys past the eighth."""
 from __future__ import annotations
 
 import time
 
+from app.banlist import canon
 from app.banlist.base import EntrySpec
 from app.banlist.model import iso
+from app.banlist.redis import ends
+from app.banlist.redis.store import RedisStore
 
 HISTORY = "rearrange:{banlist}:history"
+
+
+def url(text: str) -> tuple[str, str]:
+    canonical = canon.canonicalize(text)
+    return canonical, canon.split(canonical)[0]
+
+
+def churn(store: RedisStore, n: int) -> None:
+    """n bans added and removed: n ends newer than those before, more than the cap."""
+    for entry in store.add_many([EntrySpec("host", f"h{k}.example", "r") for k in range(n)],
+                                "tns"):
+        store.remove(entry.id, "tns", "appeal")
+
+
+def ended_long_ago(store: RedisStore) -> tuple[str, str]:
+    """A domain ban (in RU) and a url ban under it, both removed, then more ends than a
+    graveyard of 3 keeps; their ids."""
+    domain = store.add(EntrySpec("domain", "example.com", "court order", ("ru",)), "legal")
+    page = store.add(EntrySpec("url", "https://www.example.com/x", "dmca"), "tns")
+    store.remove(domain.id, "appeals", "appeal granted")
+    store.remove(page.id, "appeals", "licensed now")
+    churn(store, 5)
+    return domain.id, page.id
+
+
+def test_a_lookup_past_the_graveyards_cap_still_shows_an_old_former_entry(replicas):
+    a = replicas("a")
+    a.graveyard.cap = 3
+    domain, page = ended_long_ago(a)
+    gone = a.former(*url("https://www.example.com/x"))
+    assert [f["id"] for f in gone] == [page, domain]  # the newest ended first
+    assert domain not in a.graveyard.ends and page not in a.graveyard.ends
+    old = gone[1]
+    assert old["matched_by"] == "domain example.com (a parent of www.example.com)"
+    assert (old["ended"]["op"], old["ended"]["actor"]) == ("remove", "appeals")
+    assert old["was"] == (f"was banned in RU until {old['ended']['at']}, by legal, reason "
+                          "court order (removed by appeals: appeal granted)")
+    assert [f["id"] for f in a.former(*url("https://shop.example.com/"))] == [domain]
+    # an end the graveyard holds is answered once, by it
+    assert len(a.former(*url("http://h4.example/"))) == 1
+
+
+def test_a_restarted_replica_answers_them_too(replicas):
+    a = replicas("a")
+    domain, _ = ended_long_ago(a)
+    a.close()
+    b = replicas("b")  # a new store: it reads back from the newest end, up to its cap
+    b.graveyard.cap = 3
+    (old,) = b.former(*url("https://shop.example.com/"))
+    assert old["id"] == domain and old["was"].startswith("was banned in RU until ")
+
+
+def test_an_org_bans_former_entry(replicas, redis_server):
+    a = replicas("a")
+    a.graveyard.cap = 3
+    a.define_group("acme", ["acme.com", "acme-shop.net"], "tns", "one owner")
+    org = a.add(EntrySpec("org", "acme", "brand abuse"), "legal")
+    a.remove(org.id, "appeals", "settled")
+    churn(a, 5)
+    (old,) = a.former(*url("https://www.acme-shop.net/"))
+    assert old["id"] == org.id and old["ended"]["reason"] == "settled"
+    assert old["matched_by"].startswith("org acme")
+    with redis_server.client() as r:  # under the group's name, not a member domain's
+        assert r.zcard("rearrange:{banlist}:ends:org:acme") == 1
+        assert not r.exists("rearrange:{banlist}:ends:acme-shop.net")
+
+
+def test_history_since_is_where_the_index_reaches_once_the_graveyard_dropped(replicas):
+    a = replicas("a")
+    a.graveyard.cap = 3
+    first = a.add(EntrySpec("host", "first.example", "r"), "tns")
+    a.remove(first.id, "tns", "appeal")
+    assert a.former(*url("http://first.example/"))  # the graveyard holds the whole history
+    churn(a, 5)  # then drops its oldest ends
+    (old,) = a.former(*url("http://first.example/"))
+    assert first.id not in a.graveyard.ends and a.history_since() == old["ended"]["at"]
+
+
+def test_at_most_LIMIT_former_entries_come_from_the_index(replicas, monkeypatch):
+    monkeypatch.setattr(ends, "LIMIT", 2)
+    a = replicas("a")
+    a.graveyard.cap = 3
+    ids = [e.id for e in a.add_many([EntrySpec("prefix", f"example.com{path}", "r")
+                                     for path in ("/a/", "/a/b/", "/a/b/c/")], "tns")]
+    for entry_id in ids:
+        a.remove(entry_id, "tns", "appeal")
+    churn(a, 5)
+    assert [f["id"] for f in a.former(*url("http://example.com/a/b/c/d"))] == ids[:0:-1]
 
 
 def test_the_sets_are_trimmed_to_the_history_window_and_expire_with_it(replicas,
