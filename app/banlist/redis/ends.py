@@ -10,10 +10,11 @@ in ms, trimmed to the window on each write and expiring with it (app/banlist/red
 
 A lookup reads the sets of the host's registrable domain and of the org groups holding a
 domain related to it, newest first and only before what the graveyard holds; fetches those
-records (`XRANGE id id`, pipelined), and keeps the entries that match the URL as the
-graveyard does, in a small index of their own. At most SCAN ends are read and LIMIT
-former entries answered per lookup. Ends written by an older release have no record in
-the sets: the index reaches back to `Keys.ends_since`, when its first end was written.
+records (`XRANGE id id`, pipelined: Redis is held for one at a time, never for the lot),
+and keeps the entries that match the URL as the graveyard does, in a small index of their
+own. At most SCAN ends are read and LIMIT former entries answered per lookup. Ends written
+by an older release have no record in the sets: the index reaches back to
+`Keys.ends_since`, when its first end was written.
 """
 from __future__ import annotations
 
@@ -80,14 +81,14 @@ class Ends:
         pipe = self.client.pipeline(transaction=False)
         for _, sid in rows:
             pipe.xrange(self.keys.history, min=sid, max=sid)
+        records = [r for found in (pipe.execute() if rows else ()) for r in found
+                   if r[0] not in self._unreadable]  # none: deleted from the stream by hand
         entries: dict[str, tuple[Entry, Ended]] = {}
-        for records in pipe.execute() if rows else ():
-            for sid, fields in records:  # none: the record was deleted by hand
-                end = None if sid in self._unreadable else read(sid, fields)
-                if end is None:
-                    self._unreadable.add(sid)
-                if end is None or end["op"] not in ENDS or not end.get("entry"):
-                    continue
+        for sid, fields in records:
+            end = read(sid, fields)
+            if end is None:
+                self._unreadable.add(sid)
+            elif end["op"] in ENDS and _about(end.get("entry"), host):
                 entry = Entry.from_dict(end["entry"])
                 if entry.id in answered or entry.id in entries or live.get(entry.id) is not None:
                     continue
@@ -97,6 +98,17 @@ class Ends:
 
     def _window_start(self) -> int:
         return max(0, int(self.clock() * 1000) - self.history_ms)
+
+
+def _about(entry: Change | None, host: str) -> bool:
+    """Whether an ended entry may match URLs of `host` (what `_matching` then checks): an
+    org entry (its group is related), or one naming the host or, a domain entry, a parent."""
+    if not entry:
+        return False  # an end logged without its entry: not one this index records
+    scope, name = entry.get("scope"), str(entry.get("value", "")).split("/", 1)[0]
+    if scope == "org":
+        return True
+    return name == host or (scope == "domain" and host.endswith("." + name))
 
 
 def _matching(canonical: str, host: str, entries: Mapping[str, tuple[Entry, Ended]],
