@@ -64,16 +64,18 @@ def test_a_restarted_replica_answers_them_too(replicas):
     assert old["id"] == domain and old["was"].startswith("was banned in RU until ")
 
 
-def test_an_org_bans_former_entry(replicas, redis_server):
+def test_an_org_bans_former_entry_swept_when_it_expired(replicas, redis_server):
     a = replicas("a")
     a.graveyard.cap = 3
     a.define_group("acme", ["acme.com", "acme-shop.net"], "tns", "one owner")
-    org = a.add(EntrySpec("org", "acme", "brand abuse"), "legal")
-    a.remove(org.id, "appeals", "settled")
+    org = a.add(EntrySpec("org", "acme", "brand abuse", expires_at=time.time() + 0.2),
+                "legal")
+    time.sleep(0.25)
+    assert a.sweep() == 1
     churn(a, 5)
     (old,) = a.former(*url("https://www.acme-shop.net/"))
-    assert old["id"] == org.id and old["ended"]["reason"] == "settled"
-    assert old["matched_by"].startswith("org acme")
+    assert old["id"] == org.id and old["ended"]["op"] == "expire"
+    assert old["matched_by"].startswith("org acme") and old["was"].endswith("(expired)")
     with redis_server.client() as r:  # under the group's name, not a member domain's
         assert r.zcard("rearrange:{banlist}:ends:org:acme") == 1
         assert not r.exists("rearrange:{banlist}:ends:acme-shop.net")
