@@ -18,7 +18,6 @@ by an older release have no record in the sets: the index reaches back to
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
@@ -33,7 +32,6 @@ from app.domains import registrable_domain
 LIMIT = 100  # former entries one lookup answers from the index (the newest ended first)
 SCAN = 2_000  # ends one lookup reads from the sets (the newest first)
 
-log = logging.getLogger(__name__)
 Change = dict[str, Any]
 Reader = Callable[[str, dict[str, str]], Change | None]  # a history record as a change
 

@@ -181,7 +181,7 @@ local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[6])))
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
-local ends = 0  -- remove and expire changes met so far: KEYS[9 + ends] is the next one's set
+local ends = 0  -- remove and expire changes met so far: KEYS[10 + ends] is the next one's set
 for i = 7, #ARGV, 6 do
   local op, key, payload, actor, reason =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
