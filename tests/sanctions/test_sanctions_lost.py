@@ -11,12 +11,20 @@ import re
 
 import pytest
 
-from tests.banlist.redis.test_lost_changes import Backup, aof_redis  # noqa: F401 (fixture)
+from tests.banlist.redis.test_lost_changes import Backup
 from tests.conftest import AUTH, app_on
 from tests.helpers import until
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
 SPAM = {"Authorization": "Bearer spam-token"}
+
+
+@pytest.fixture
+def aof_redis(tmp_path):
+    server = RedisServer(tmp_path / "redis", appendonly=True).start()
+    yield server
+    server.kill()
 
 
 def feed(client, host: str, score: float, at: int) -> None:
