@@ -89,15 +89,21 @@ def test_replicas_write_back_what_a_restored_redis_lost(aof_redis, settings, tmp
             in recovered
 
 
-def test_a_loss_no_replica_can_tell_keeps_followers_unready_until_a_reseed(
-        aof_redis, settings, tmp_path):
+def lose_three_behind_a_restart(aof_redis, settings, tmp_path: Path) -> None:
+    """Replica `a` bans six hosts, Redis is restored to a copy taken after three, and `a`
+    is stopped: started again, its snapshot holds all six and its journal nothing."""
     with app_on(aof_redis, settings, "a") as a:
         for host in HOSTS[:3]:
             ban(a, host)
         backup = Backup(aof_redis, tmp_path / "backup")
         for host in HOSTS[3:]:
             ban(a, host)
-    backup.restore()  # and `a` restarts: its snapshot holds all six, its journal nothing
+    backup.restore()
+
+
+def test_a_loss_no_replica_can_tell_keeps_followers_unready_until_a_reseed(
+        aof_redis, settings, tmp_path):
+    lose_three_behind_a_restart(aof_redis, settings, tmp_path)
     with app_on(aof_redis, settings, "a") as a:
         assert "went backwards" in a.get("/readyz").json()["banlist_diverged"]
         assert a.get("/readyz").status_code == 200  # it serves the whole copy it holds
@@ -117,13 +123,7 @@ def test_a_loss_no_replica_can_tell_keeps_followers_unready_until_a_reseed(
 
 def test_the_mark_of_a_replica_gone_for_good_is_forgotten_by_an_operator(
         aof_redis, settings, tmp_path, monkeypatch):
-    with app_on(aof_redis, settings, "a") as a:
-        for host in HOSTS[:3]:
-            ban(a, host)
-        backup = Backup(aof_redis, tmp_path / "backup")
-        for host in HOSTS[3:]:
-            ban(a, host)
-    backup.restore()
+    lose_three_behind_a_restart(aof_redis, settings, tmp_path)
     with app_on(aof_redis, settings, "a") as a:  # marks the loss it cannot tell, then dies
         until(lambda: a.get("/readyz").json()["banlist_diverged"] is not None)
     monkeypatch.setattr("app.banlist.redis.recovery.STALE_MARK", 0.0)  # no minute's wait
