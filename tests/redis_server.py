@@ -90,16 +90,20 @@ class ServeProcess:
     """`rearrange serve` on a free port, as deployed (for multi-instance tests)."""
 
     def __init__(self, root: Path, workdir: Path, env: dict[str, str],
-                 args: tuple[str, ...] = ()) -> None:
+                 args: tuple[str, ...] = (), host: str = "127.0.0.1",
+                 wrap: tuple[str, ...] = ()) -> None:
+        """`host`: the address it listens on; `wrap`: what runs it (say, `ip netns exec`:
+        tests/netns.py's `Namespace.command`)."""
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://{host}:{self.port}"
         self.log = workdir / f"serve-{self.port}.log"
         # no drain on SIGTERM unless a test asks for one (the default's 5 s is a deploy's)
         full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_DRAIN_SECONDS": "0",
                 **env}
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), *args],
+                [*wrap, sys.executable, "-m", "app.cli", "serve", "--host", host,
+                 "--port", str(self.port), *args],
                 cwd=root, env=full, stderr=err)
         if answers(f"{self.base}/healthz", 60):  # a loaded shared machine starts slowly
             return
