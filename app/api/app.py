@@ -139,7 +139,9 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
                       policy=policy, durability=durability or Durability(
                           metrics, settings.redis_wait_replicas, settings.redis_wait_ms),
                       # the quarantine list is small: it reads Redis
-                      bootstrap_url=settings.banlist_bootstrap_url if own else None)
+                      bootstrap_url=settings.banlist_bootstrap_url if own else None,
+                      timeout_seconds=settings.redis_timeout_seconds,
+                      connect_timeout_seconds=settings.redis_connect_timeout_seconds)
 
 
 class RearrangeApp(FastAPI):

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.banlist.redis.client import check_url
+from app.banlist.redis.client import REPLY_MARGIN, check_url
 from app.errors import SettingsError
 
 
@@ -20,10 +20,15 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, validation_alias=AliasChoices("REDIS_URL", "REARRANGE_REDIS_URL")
     )
+    # How long a reply from Redis is waited for, and a new connection: a Redis cut off by
+    # the network answers nothing and refuses nothing, so only these notice it
+    # (app/banlist/redis/client.py); a blocking command's wait stays under the first
+    redis_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    redis_connect_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
     # Acknowledgements a Redis write waits for (app/banlist/redis/durable.py): "auto" (one
     # while the primary has replicas), or a number (0: never wait); and for how long
     redis_wait_replicas: int | None = None
-    redis_wait_ms: int = Field(default=1000, ge=1, le=4000)  # under the socket timeout (5 s)
+    redis_wait_ms: int = Field(default=1000, ge=1, le=4000)
     admin_tokens: str = ""
     banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
     audit_log: str | None = None
@@ -78,6 +83,19 @@ class Settings(BaseSettings):
         if value:
             check_url(value)  # its ValueError names what is wrong; the start names REDIS_URL
         return value or None
+
+    @field_validator("redis_wait_ms", "banlist_block_seconds")
+    @classmethod
+    def _under_timeout(cls, value: float, info: ValidationInfo) -> float:
+        """WAIT and XREAD BLOCK hold the reply back that long on purpose: a socket timeout
+        that ran out first would take every such wait for a Redis gone."""
+        timeout = info.data.get("redis_timeout_seconds")  # absent: refused itself
+        seconds = value / 1000 if info.field_name == "redis_wait_ms" else value
+        if timeout is not None and seconds + REPLY_MARGIN > timeout:
+            raise ValueError(f"waits {seconds:g} s for Redis's reply on purpose: it must stay "
+                             f"{REPLY_MARGIN:g} s under REARRANGE_REDIS_TIMEOUT_SECONDS "
+                             f"({timeout:g}); lower this or raise that")
+        return value
 
     @field_validator("redis_wait_replicas", mode="before")
     @classmethod

@@ -1,7 +1,9 @@
-"""Settings from the environment: token parsing never leaks a secret in its errors."""
+"""Settings from the environment: token parsing never leaks a secret in its errors, and a
+wait for Redis stays under its socket timeout."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from app.config.settings import Settings
 
@@ -10,3 +12,17 @@ def test_a_malformed_token_entry_is_named_by_its_actor_not_its_secret():
     with pytest.raises(ValueError) as info:
         Settings(admin_tokens="alice:s3cr3t-token:admin").tokens()
     assert "alice" in str(info.value) and "s3cr3t" not in str(info.value)
+
+
+@pytest.mark.parametrize(("wait", "field"), [
+    ({"redis_wait_ms": 1800}, "redis_wait_ms"),
+    ({"banlist_block_seconds": 1.6}, "banlist_block_seconds"),
+])
+def test_a_wait_for_redis_longer_than_its_socket_timeout_is_refused_by_name(wait, field):
+    """WAIT and XREAD BLOCK hold Redis's reply back on purpose: a socket timeout shorter
+    than that would take every such wait for a Redis gone."""
+    with pytest.raises(ValidationError) as info:
+        Settings(redis_timeout_seconds=2, **wait)
+    (error,) = info.value.errors()
+    assert error["loc"] == (field,) and "REARRANGE_REDIS_TIMEOUT_SECONDS (2)" in error["msg"]
+    Settings(redis_timeout_seconds=2.5, **wait)  # 0.5 s of margin: accepted

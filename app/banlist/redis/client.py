@@ -108,6 +108,11 @@ class TextRedis(TextCommands, Protocol):
     def connection_pool(self) -> redis.ConnectionPool: ...
 
 
+# What a blocking command (XREAD BLOCK, WAIT) leaves of the socket timeout for its reply
+# to come back: Settings refuses a block or a wait closer to the timeout than this
+REPLY_MARGIN = 0.5
+
+
 def reach(client: TextRedis) -> None:
     """Take a connection from the client's pool and give it back: the pool connects it now
     (or reconnects one Redis dropped), so that an unreachable Redis is known before a

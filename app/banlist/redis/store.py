@@ -44,7 +44,7 @@ from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
 from app.banlist.redis import lua, outcomes
-from app.banlist.redis.client import connect, reach
+from app.banlist.redis.client import REPLY_MARGIN, connect, reach
 from app.banlist.redis.durable import Durability
 from app.banlist.redis.ends import Ends, name_of
 from app.banlist.redis.keys import Keys
@@ -78,10 +78,15 @@ class RedisStore(StoreBase):
                  policy: EvictionPolicy | None = None,
                  durability: Durability | None = None,
                  history_seconds: float = 365 * 86400.0,
-                 bootstrap_url: str | None = None) -> None:
-        if block_seconds > 2:
-            raise BanlistError("block_seconds", "XREAD BLOCK must stay ≤ 2 s (socket timeout 5 s)")
-        self.client = connect(url, socket_timeout=5, socket_connect_timeout=2)
+                 bootstrap_url: str | None = None, timeout_seconds: float = 5.0,
+                 connect_timeout_seconds: float = 2.0) -> None:
+        if block_seconds > 2 or block_seconds + REPLY_MARGIN > timeout_seconds:
+            raise BanlistError("block_seconds", f"XREAD BLOCK must stay ≤ 2 s and {REPLY_MARGIN} "
+                               f"s under the socket timeout ({timeout_seconds} s)")
+        # Every command waits for its reply that long at most: a Redis behind a network
+        # partition answers nothing and refuses nothing (docs/banlist.md's failure table)
+        self.client = connect(url, socket_timeout=timeout_seconds,
+                              socket_connect_timeout=connect_timeout_seconds)
         self.keys = Keys(prefix)
         self.events = events  # where it reports (the service's Metrics listen)
         self.clock = clock
