@@ -114,11 +114,22 @@ REPLY_MARGIN = 0.5
 
 
 def reach(client: TextRedis) -> None:
-    """Take a connection from the client's pool and give it back: the pool connects it now
-    (or reconnects one Redis dropped), so that an unreachable Redis is known before a
-    command is sent: a write refused here was certainly never made."""
+    """PING Redis on a connection of the client's pool and give it back, so that an
+    unreachable Redis is known before a write is sent: a write refused here was certainly
+    never made.
+
+    Taking a connection is not enough: the pool connects a new one or reconnects one Redis
+    closed, but a connection idle in the pool across a network partition looks open (no
+    RST ever came), and a write sent on it goes into the void, its outcome unknown. The
+    PING fails on it within the socket timeout instead. The write then gets the same
+    connection back: the pool hands out the one returned last."""
     pool = client.connection_pool
-    pool.release(pool.get_connection())
+    connection = pool.get_connection()
+    try:
+        connection.send_command("PING")
+        connection.read_response()  # an error drops the connection (redis-py does)
+    finally:
+        pool.release(connection)
 
 
 SENTINEL_SCHEME = "redis+sentinel"
