@@ -21,7 +21,7 @@ from typing import Any, TypeGuard, get_args
 
 import redis
 
-from app.banlist.redis.client import TextRedis
+from app.banlist.redis.client import TextRedis, reach
 from app.banlist.redis.follower import Follower
 from app.config.events import ConfigEvents
 from app.config.versions import HISTORY, ConfigHolder, How, Version
@@ -77,6 +77,15 @@ class ConfigReplica(Follower):
 
     # ---- Sharing, called under the holder's lock -------------------------------------------
     def publish(self, version: Version, required: bool) -> None:
+        try:
+            reach(self.client)  # a partition found here leaves no doubt: nothing was sent
+        except redis.RedisError as exc:
+            self.failed(exc, "publish")
+            if required:
+                raise Unavailable("redis", f"Redis unreachable ({exc}): the change was not "
+                                  "published, and is not served here") from exc
+            self.unpublished = True
+            return
         try:
             self._xadd(version)
         except redis.RedisError as exc:
