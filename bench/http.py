@@ -179,16 +179,17 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int,
 
 
 @contextlib.contextmanager
-def revision_tree(rev: str, where: Path) -> Iterator[Path]:
+def revision_tree(rev: str, where: Path, build: bool = True) -> Iterator[Path]:
     """This repository at `rev`, checked out (detached) into `where`, removed afterwards.
 
     `python -m app.cli` run from that directory imports its `app`, not this checkout's; a
-    revision with the Rust engine gets its own build of it, in place in that tree.
+    revision with the Rust engine gets its own build of it, in place in that tree (unless
+    not `build`: a release build of the engine takes a minute and a half).
     """
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
                     str(where), rev], check=True)
     try:
-        if (where / "crates").is_dir():
+        if build and (where / "crates").is_dir():
             maturin = Path(sys.executable).with_name("maturin")
             subprocess.run([str(maturin), "develop", "--release", "--skip-install", "--quiet"],
                            cwd=where, check=True,
