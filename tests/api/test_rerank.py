@@ -76,6 +76,39 @@ def test_a_host_ban_holds_for_the_spellings_a_browser_resolves_to_it(client):
         "domain xn--i-7iq.ws banned (malware) [entry 1]"}
 
 
+def test_an_ip_ban_holds_for_a_special_scheme_followed_by_digits(client):
+    # Issue 45: `http:1572395042/` was read as the host `http` with a port, on the admin
+    # side as on the page; a browser opens http://93.184.216.34/.
+    r = client.post("/v1/banlist/entries", headers=AUTH,
+                    json={"scope": "host", "value": "http:1572395042/", "reason": "malware"})
+    assert r.status_code == 201 and r.json()["entry"]["value"] == "93.184.216.34"
+    body = page(4)
+    for d, url in zip(body["documents"], ["http:1572395042/", "http:013556154042/x",
+                                          "HTTPS:0x5db8d822", "http://good.example/"],
+                      strict=True):
+        d["url"] = url
+    out = client.post("/v1/rerank", json=body).json()
+    assert [d["id"] for d in out["documents"]] == ["d3"]
+    assert {d["reason"] for d in out["removed"]} == {
+        "host 93.184.216.34 banned (malware) [entry 1]"}
+
+
+def test_a_url_a_browser_opens_after_three_slashes_is_kept_unless_its_host_is_banned(client):
+    # Issue 45: these were removed as having no host; a browser opens good.example.
+    client.post("/v1/banlist/entries", headers=AUTH,
+                json={"scope": "domain", "value": "evil.example", "reason": "malware"})
+    body = page(4)
+    for d, url in zip(body["documents"], ["http:///good.example/", "http:\\\\\\good.example\\",
+                                          "https:////evil.example/", "/good.example/"],
+                      strict=True):
+        d["url"] = url
+    out = client.post("/v1/rerank", json=body).json()
+    assert [d["id"] for d in out["documents"]] == ["d0", "d1"]
+    assert [(d["id"], d["reason"]) for d in out["removed"]] == [
+        ("d2", "domain evil.example banned (malware) [entry 1]"),
+        ("d3", "URL cannot be opened: no host")]
+
+
 def test_experiment_assignment_in_response(client):
     out = client.post("/v1/rerank", json=page(2, unit={"user_id": "u-1"})).json()
     assert out["experiments"] == [{"experiment": "antispam_v7", "variant": "treatment",

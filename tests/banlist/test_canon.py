@@ -71,8 +71,17 @@ def test_canonicalize_bytes_vector(vector):
     assert canonicalize_bytes(bytes.fromhex(vector["input_hex"])) == vector["canonical"]
 
 
+# Where a vector and the browser disagree, the browser wins (CONTRACT.md: URLs are parsed
+# as the WHATWG URL Standard says): Safe Browsing refuses an empty authority, a browser
+# skips every slash before the host and opens blah (issue 45).
+THE_BROWSER_OPENS = {"http:///blah": "http://blah/"}
+
+
 @pytest.mark.parametrize("url", _cases("must_be_rejected"))
 def test_rejected_vector(url):
+    if url in THE_BROWSER_OPENS:
+        assert canonicalize(url) == THE_BROWSER_OPENS[url]
+        return
     with pytest.raises(InvalidURL):
         canonicalize(url)
 
@@ -140,7 +149,8 @@ def test_canonicalize_more(url, expected):
 @pytest.mark.parametrize(("url", "message"), [
     ("", "empty URL"),
     ("   #x", "empty URL"),
-    ("http:///a", "no host"),
+    ("/a", "no host"),
+    ("http:///", "no host"),
     ("http://.../", "no host"),
     ("mailto:someone@example.com", "expected '//'"),
     ("http://example.com:http/", "invalid port"),
@@ -273,7 +283,6 @@ def test_browser_valid_spellings_from_the_whatwg_test_data(url, host):
 
 
 @pytest.mark.parametrize("url", [
-    "http:///evil.example/",  # the Safe Browsing vectors refuse an empty authority
     "http://./",  # WHATWG's host "." is no name: no host once its dots are collapsed
 ])
 def test_what_a_browser_takes_and_the_canonical_form_still_refuses(url):

@@ -45,8 +45,10 @@ _CLEAN = re.compile(
 )
 
 # A ':' followed by digits and the end of the host is a port ("host.com:80/"),
-# not the end of a scheme.
-_SCHEME = re.compile(rb"([A-Za-z][A-Za-z0-9+.\-]*):(?!\d+(?:[/?]|\Z))")
+# not the end of a scheme; except after a WHATWG special scheme, which a browser always
+# reads as one ("http:80/" is http://0.0.0.80/).
+_SCHEME = re.compile(rb"((?i:https?|wss?|ftp)(?=:)"
+                     rb"|[A-Za-z][A-Za-z0-9+.\-]*(?=:(?!\d+(?:[/?]|\Z)))):")
 
 _NEEDS_ESCAPE = re.compile(rb"[\x00-\x20\x7f-\xff#%]")
 _ESCAPES = tuple(

@@ -13,9 +13,11 @@
 //!
 //! Where the browser gives no host (it would not open the URL, or it is not http(s),
 //! ws(s) or ftp), Safe Browsing's own algorithm decides; see `safe_browsing`. Nothing a
-//! browser opens is refused, except an empty authority (`http:///blah`), which the Safe
-//! Browsing vectors refuse and browsers skip over: a document with such a URL is removed
-//! by the banlist rule, so the refusal cannot let a ban be evaded.
+//! browser opens is refused: after a special scheme the ':' always ends the scheme
+//! (`http:1572395042/` is 93.184.216.34) and any run of slashes and backslashes comes
+//! before the host (`http:///blah` is blah, where the Safe Browsing vectors refuse it). A
+//! URL without a scheme is an http one, except a path (`/blah`): with no page to resolve
+//! it against it has no host, and the banlist rule removes its document.
 
 mod python;
 mod safe_browsing;
@@ -306,20 +308,20 @@ fn as_a_browser_opens(url: &str) -> Option<Result<(String, String), UrlError>> {
         Cow::Borrowed(text)
     };
     // Without a scheme (`www.example.com/`, `host:8080/`) a URL is an http one, as Safe
-    // Browsing and a browser's address bar both take it.
+    // Browsing and a browser's address bar both take it; but one that starts with a slash
+    // (`/blah`, `//blah`) is a path relative to a page we do not know: no host.
     let (candidate, colon): (Cow<str>, usize) = match safe_browsing::scheme_end(text.as_bytes()) {
         Some(colon) => (text, colon),
+        None if text.starts_with(['/', '\\']) => return Some(Err(UrlError::NoHost)),
         None => (Cow::Owned(format!("http://{text}")), 4),
     };
-    // A backslash is a slash only in a special scheme: `foo://\/` has the host `\`.
+    // A backslash is a slash only in a special scheme: `foo://\/` has the host `\`. After
+    // a special scheme the browser skips every slash before the host (`http:///h` is h).
     let special = safe_browsing::is_special(&candidate.as_bytes()[..colon]);
     let slashes = candidate.as_bytes()[colon + 1..]
         .iter()
         .take_while(|&&b| b == b'/' || (special && b == b'\\'))
         .count();
-    if slashes >= 3 {
-        return Some(Err(UrlError::NoHost)); // the empty authority of the module doc
-    }
     let candidate = without_drive_letters(&candidate, colon + 1 + slashes, special);
     let parsed = Url::parse(&candidate).ok()?;
     let scheme = parsed.scheme();

@@ -17,7 +17,7 @@ const SPECIAL: [&[u8]; 5] = [b"http", b"https", b"ws", b"wss", b"ftp"];
 /// Whether a scheme is one of WHATWG's special ones (file aside), where a backslash is a
 /// slash.
 pub fn is_special(scheme: &[u8]) -> bool {
-    SPECIAL.contains(&&*scheme.to_ascii_lowercase())
+    SPECIAL.iter().any(|s| s.eq_ignore_ascii_case(scheme))
 }
 
 /// Percent-unescape until no escape is left, in one pass.
@@ -241,8 +241,10 @@ pub fn canonicalize_raw(raw: &[u8]) -> Result<String, UrlError> {
     Ok(url)
 }
 
-/// Where the scheme's ':' is: `[A-Za-z][A-Za-z0-9+.-]*:`, unless digits and the end of
-/// the host follow it ("host.com:80/" has a port, not a scheme).
+/// Where the scheme's ':' is: `[A-Za-z][A-Za-z0-9+.-]*:`, unless the scheme is not a
+/// special one and digits and the end of the host follow it ("host.com:80/" has a port,
+/// not a scheme). After a special scheme the ':' always ends it, as in a browser:
+/// `http:1572395042/` is `http://93.184.216.34/`, not the host `http`.
 pub fn scheme_end(raw: &[u8]) -> Option<usize> {
     if !raw.first()?.is_ascii_alphabetic() {
         return None;
@@ -252,6 +254,9 @@ pub fn scheme_end(raw: &[u8]) -> Option<usize> {
         .position(|&b| !(b.is_ascii_alphanumeric() || b"+.-".contains(&b)))?;
     if raw[end] != b':' {
         return None;
+    }
+    if is_special(&raw[..end]) {
+        return Some(end);
     }
     let after = &raw[end + 1..];
     let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();

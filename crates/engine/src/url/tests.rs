@@ -112,8 +112,9 @@ fn refusals_name_the_problem() {
     for (url, message) in [
         ("", "empty URL"),
         ("   #x", "empty URL"),
-        ("http:///blah", "no host"),
         ("/blah", "no host"),
+        ("http:///", "no host"),
+        ("http:99999999999/", "expected '//' after 'http:'"),
         ("\u{1}//evil.example/", "no host"),
         ("\u{1}http://../", "no host"),
         ("http://.../", "no host"),
@@ -347,7 +348,29 @@ fn a_backslash_host_of_another_scheme_canonicalizes_to_itself() {
         let once = canon(url);
         assert_eq!(canon(&once), once, "{url:?}");
     }
-    assert_eq!(canonicalize("http://\\\\\\x/"), Err(UrlError::NoHost));
+    assert_eq!(canon("http://\\\\\\x/"), "http://x/");
+}
+
+#[test]
+fn a_special_scheme_and_its_colon_are_a_scheme_whatever_follows() {
+    // Issue 45: `scheme:digits` was read as the host `http` with a port, and three or more
+    // slashes as an empty authority; a browser opens all of these with the host below.
+    for (url, want) in [
+        ("http:1572395042/", "93.184.216.34"),
+        ("http:013556154042/", "93.184.216.34"),
+        ("HTTPS:0x5db8d822", "93.184.216.34"),
+        ("http:80/", "0.0.0.80"),
+        ("ftp:21/x", "0.0.0.21"),
+        ("http:///good.example/", "good.example"),
+        ("http:\\\\\\good.example\\", "good.example"),
+        ("https:/\\/good.example", "good.example"),
+        ("ws:////good.example:80/", "good.example"),
+    ] {
+        assert_eq!(host(url), want, "{url:?}");
+    }
+    // Not after another scheme: there `host:80` is a host and its port.
+    assert_eq!(host("localhost:8080/"), "localhost");
+    assert_eq!(host("foo:80/"), "foo");
 }
 
 #[test]
