@@ -13,13 +13,23 @@ The issue's target: the whole engine call for a 100-document page <= 1.5x (a), s
 should be well under 1x. Only the ratios within one run are comparable; nothing here
 asserts a time.
 
-Run from the repository root: `python -m bench.contract [--sizes 20,100,500] [--text]`.
+`--baseline PATH` adds (d), the same call on another build of the engine (another
+checkout's `app/_engine*.so`, loaded beside this one), so a change to the decoder is
+measured against the code before it in the same run: (c) and (d) are timed again in
+rounds of their own (so each follows the other as often: a call timed right after
+orjson's or the Python decoder's allocations runs slower), and (c) / (d) is the change's
+cost.
+
+Run from the repository root: `python -m bench.contract [--sizes 20,100,500] [--text]
+[--baseline ../main/app/_engine.cpython-311-x86_64-linux-gnu.so]`.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 from collections.abc import Sequence
+from types import ModuleType
 
 import orjson
 
@@ -32,7 +42,18 @@ MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 100_000
 
 
-def bench_size(n: int, args: argparse.Namespace) -> dict[str, Stats]:
+def load_engine(path: str) -> ModuleType:
+    """Another build of the engine, as a module of its own beside app._engine."""
+    spec = importlib.util.spec_from_file_location("baseline._engine", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"not an extension module: {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_size(n: int, args: argparse.Namespace,
+               baseline: ModuleType | None = None) -> dict[str, Stats]:
     body = orjson.dumps(make_serp(n, args.seed, "u-000000", args.text))
     _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)  # refuses nothing here
     measured = [
@@ -51,6 +72,15 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, Stats]:
     print(f"  {'':34} {'median µs':>10} {'p99 µs':>9} {'x (a)':>7}")
     for label, s in stats.items():
         print(f"  {label:34} {s.median_us:10.1f} {s.p99_us:9.1f} {s.median_us / base:7.2f}")
+    if baseline is not None:
+        pair = [Measured("(c) _engine.decode_check(body)",
+                         lambda: _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)),
+                Measured("(d) baseline decode_check(body)",
+                         lambda: baseline.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS))]
+        run_interleaved(pair, args.iterations, args.warmup)
+        c, d = (Stats.of(m.samples) for m in pair)
+        print(f"  alone: (c) {c.median_us:.1f} µs, (d) {d.median_us:.1f} µs, "
+              f"(c) / (d) {c.median_us / d.median_us:.3f}")
     return stats
 
 
@@ -61,13 +91,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--baseline", help="another build's app/_engine*.so, timed as (d)")
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    baseline = load_engine(args.baseline) if args.baseline else None
     for n in (int(s) for s in args.sizes.split(",")):
-        bench_size(n, args)
+        bench_size(n, args, baseline)
 
 
 if __name__ == "__main__":

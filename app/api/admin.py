@@ -14,6 +14,7 @@ from app.api import errors
 from app.api.contract import ReseedIn, RollbackIn, TryIn
 from app.api.deps import Actor, AdminReader, Service, known_query
 from app.api.openapi import WRITES, refusals, schema_ref
+from app.api.strict import StrictRoute
 from app.banlist.bodies import UnbanIn
 from app.config.load import load_bytes
 from app.config.spec import with_core
@@ -22,7 +23,7 @@ from app.engine.service import Rearranger
 from app.errors import ConfigError, FieldError, NotFound
 from app.replay.capture import recent
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"], route_class=StrictRoute)
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ def captures(service: Service, _: AdminReader,
     200: {"description": "the candidate's response to the request, with `explain`",
           "content": {"application/json": {"schema": schema_ref("RerankResponse")}}},
     **refusals({
-        400: "the request's body is not JSON",
+        400: "the body is not JSON, or one of its objects gives a key twice (`field` names "
+             "it: `request.documents[0].url`)",
         413: "a document's text or the page is over its limit (`field` under `request.`)",
         422: "the candidate is invalid (`field` is `config`, the problem names the place), "
              "or the request is (`field` is `request.` and its JSON path)"}),

@@ -19,12 +19,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api import errors
 from app.api.deps import Actor, Reader, Service, Store, known_query
 from app.api.openapi import WRITES, refusals
+from app.api.strict import StrictRoute
 from app.banlist import bulk, canon, digest, graveyard, history, snapshot
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.banlist.bodies import BanIn, EditIn, GroupIn, UnbanIn
 from app.errors import Conflict, FieldError, Unavailable
 
-router = APIRouter(prefix="/v1/banlist", tags=["banlist"])
+router = APIRouter(prefix="/v1/banlist", tags=["banlist"], route_class=StrictRoute)
 IMPORT_MAX_LINES = 10_000
 
 

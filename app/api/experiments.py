@@ -6,10 +6,11 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.api.deps import Service
+from app.api.strict import StrictRoute
 from app.config.load import describe
 from app.experiments.srm import document, srm
 
-router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
+router = APIRouter(prefix="/v1/experiments", tags=["experiments"], route_class=StrictRoute)
 
 
 @router.get("")

@@ -10,11 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import __version__
 from app.api.deps import Service
+from app.api.strict import StrictRoute
 from app.banlist.base import SyncState
 from app.engine.service import Rearranger
 from app.observability.metrics import Metrics
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=StrictRoute)
 
 
 @router.get("/healthz")

@@ -6,7 +6,9 @@ from importlib import resources
 
 from fastapi import APIRouter, HTTPException, Response
 
-router = APIRouter(tags=["inspector"])
+from app.api.strict import StrictRoute
+
+router = APIRouter(tags=["inspector"], route_class=StrictRoute)
 
 _FILES = {"index.html": "text/html; charset=utf-8",
           "inspector.js": "text/javascript; charset=utf-8",

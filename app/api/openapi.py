@@ -54,7 +54,8 @@ _BODY = {408: "the body did not arrive within REARRANGE_BODY_TIMEOUT_SECONDS",
 # Redis refused or could not be reached (nothing changed, or `write_id` says how to know)
 WRITES = {409: "this store takes no writes (a read-only embedded list), or Redis refused the "
                "change as conflicting", 503: "Redis is unreachable or refused the write"}
-_JSON_BODY = {400: "the body is not JSON (or not UTF-8)"}
+_JSON_BODY = {400: "the body is not JSON (or not UTF-8), or one of its objects gives a key "
+                   "twice (`field` names it: `problem` is `duplicate key`)"}
 _INVALID = {422: "a parameter or a field of the body is invalid: `field` names it"}
 
 

@@ -64,7 +64,8 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "the page after every phase",
           "content": {"application/json": {"schema": schema_ref("RerankResponse")}}},
     **refusals({
-        400: "the body is not JSON",
+        400: "the body is not JSON, or one of its objects gives a key twice (`field` names "
+             "it)",
         401: "the QA header without a token, or with an unknown one",
         403: "the QA header with a read-only token",
         408: "the body did not arrive within REARRANGE_BODY_TIMEOUT_SECONDS",

@@ -9,11 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import Actor, Reader
 from app.api.openapi import WRITES, refusals
+from app.api.strict import StrictRoute
 from app.banlist.model import normalize
 from app.errors import BanlistError, FieldError, Interrupted, Unavailable
 from app.sanctions.service import Sanctions
 
-router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"])
+router = APIRouter(prefix="/v1/sanctions", tags=["sanctions"], route_class=StrictRoute)
 MAX_BATCH = 10_000
 
 

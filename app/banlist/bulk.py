@@ -18,6 +18,8 @@ from app.banlist.base import EntrySpec, GroupSpec, prepare, require_reason
 from app.banlist.bodies import BanIn, GroupIn
 from app.banlist.model import SCOPES, Entry, group_domains, group_name
 from app.errors import BanlistError
+from app.strict_json import RepeatedKey
+from app.strict_json import loads as strict_loads
 
 FORMATS = ("ndjson", "csv")
 WRITABLE = ("scope", "value", "reason", "regions", "ttl_seconds", "expires_at")
@@ -67,8 +69,8 @@ def parse(body: bytes, fmt: str, now: float, groups: Mapping[str, tuple[str, ...
     for line, row in rows:
         out.lines += 1
         try:
-            if isinstance(row, str):
-                raise BanlistError("line", row)
+            if isinstance(row, BanlistError):
+                raise row
             if row.get("scope") == GROUP:
                 group = _group(row)
                 earlier = defined.get(group.name)
@@ -129,19 +131,22 @@ def read_file(path: Path, now: float | None = None) -> tuple[list[GroupSpec], li
     return [g for _, g in got.groups], [s for _, s in got.specs]
 
 
-def _ndjson(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
+def _ndjson(text: str) -> Iterator[tuple[int, dict[str, Any] | BanlistError]]:
     for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         try:
-            item = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield n, f"not JSON: {exc}"
+            item = strict_loads(raw)  # a key given twice is refused, as in any body
+        except RepeatedKey as exc:
+            yield n, BanlistError(exc.path, "duplicate key")
             continue
-        yield n, item if isinstance(item, dict) else "not a JSON object"
+        except ValueError as exc:
+            yield n, BanlistError("line", f"not JSON: {exc}")
+            continue
+        yield n, item if isinstance(item, dict) else BanlistError("line", "not a JSON object")
 
 
-def _csv(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
+def _csv(text: str) -> Iterator[tuple[int, dict[str, Any] | BanlistError]]:
     reader = csv.DictReader(io.StringIO(text), strict=True)
     try:
         header = reader.fieldnames or []
@@ -151,7 +156,7 @@ def _csv(text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
                                f"(got {', '.join(header) or 'nothing'})")
         for row in reader:
             if None in row:
-                yield reader.line_num, "more fields than the header names"
+                yield reader.line_num, BanlistError("line", "more fields than the header names")
                 continue
             yield reader.line_num, {k: v for k, v in row.items() if v not in ("", None)}
     except csv.Error as exc:

@@ -8,8 +8,7 @@ msgspec writes the reference's Struct, `attributes` included).
 
 Differences by design, said where they are checked:
 - Where the Python service could not name a map key (its path keeps msgspec's `[...]`:
-  a body over 1 MiB, a repeated key, a value json.loads reads differently), the engine
-  names it.
+  a body over 1 MiB, a value json.loads reads differently), the engine names it.
 - Nesting: msgspec stops at Python's recursion limit less its caller's frames; the engine
   at MAX_DEPTH (1000) levels. Depths between 800 and 1100 are not generated.
 - A minhash seed past u64: Python kept it (near_duplicates refused it later, if the
@@ -112,11 +111,16 @@ def spell_str(s: str, rnd: random.Random) -> str:
     return text
 
 
-REPEATS = {"any": [None, 1, "again", [2.5]], "unit": ["again"], "factors": [0.5, -3]}
+class Twice(dict):
+    """An object whose key `key` is given again, with `value`, somewhere after its first."""
+
+    def __init__(self, items: dict, key: str, value) -> None:
+        super().__init__(items)
+        self.key, self.value = key, value
 
 
-def dump(v, rnd: random.Random, repeats: str | None = None) -> str:
-    """JSON text of v, randomly spelled; in maps of kind `repeats` a key may come twice."""
+def dump(v, rnd: random.Random) -> str:
+    """JSON text of v, randomly spelled."""
     ws = (lambda: rnd.choice(["", "", " ", "\n  "])) if rnd.random() < 0.2 else (lambda: "")
     if v is None:
         return "null"
@@ -130,17 +134,13 @@ def dump(v, rnd: random.Random, repeats: str | None = None) -> str:
         return spell_str(v, rnd)
     if isinstance(v, Raw):
         return v.text
-    inner = "any" if repeats == "any" else None
     if isinstance(v, list):
-        return "[" + ",".join(ws() + dump(x, rnd, inner) + ws() for x in v) + "]"
+        return "[" + ",".join(ws() + dump(x, rnd) + ws() for x in v) + "]"
     items = list(v.items())
-    if repeats and items and rnd.random() < 0.3:  # a dict keeps the last value
-        k, _ = rnd.choice(items)
-        items.append((k, rnd.choice(REPEATS[repeats])))
-    parts = []
-    for k, x in items:
-        kind = inner or (k if k in ("unit", "factors") else "any" if k == "attributes" else None)
-        parts.append(f"{ws()}{spell_str(k, rnd)}{ws()}:{ws()}{dump(x, rnd, kind)}")
+    if isinstance(v, Twice):
+        first = next(i for i, (k, _) in enumerate(items) if k == v.key)
+        items.insert(rnd.randint(first + 1, len(items)), (v.key, v.value))
+    parts = [f"{ws()}{spell_str(k, rnd)}{ws()}:{ws()}{dump(x, rnd)}" for k, x in items]
     return "{" + ",".join(parts) + "}"
 
 
@@ -274,7 +274,8 @@ def corrupted(draw):
         body["documents"].append(draw(documents(0)))
     rnd = draw(st.randoms(use_true_random=False))
     kind = draw(st.sampled_from(["wrong type", "out of range", "missing", "unknown", "dup id",
-                                 "nan", "huge", "deep", "bad utf-8", "truncated"]))
+                                 "repeated key", "nan", "huge", "deep", "bad utf-8",
+                                 "truncated"]))
     spots = places(body)
     if kind == "wrong type":
         path, _ = draw(st.sampled_from(spots))
@@ -292,6 +293,15 @@ def corrupted(draw):
     elif kind == "unknown":
         dicts = [body] + [v for _, v in spots if isinstance(v, dict)]
         draw(st.sampled_from(dicts))[draw(st.sampled_from(["spamscore", "x", "Id"]))] = 1
+    elif kind == "repeated key":  # in any object: the body, a document, a map, attributes
+        objects = [([], body)] + [(p, v) for p, v in spots if isinstance(v, dict) and v]
+        path, obj = draw(st.sampled_from(objects))
+        key = draw(st.sampled_from(sorted(obj)))
+        twice = Twice(obj, key, draw(st.sampled_from([obj[key], None, 1, "again", [2.5]])))
+        if path:
+            put(body, path, twice)
+        else:
+            body = twice
     elif kind == "dup id":
         body["documents"].append(dict(body["documents"][0], url="http://dup.example/"))
         rnd.shuffle(body["documents"])
@@ -347,7 +357,7 @@ def test_corrupted_pages_are_refused_alike(case):
     b'{"documents":[],"unit":{"a":"1",}}', b'{"documents":[],"unit":{1:2}}',
     b'{"documents":[],"text":1e400}', b'{"documents":[{"id":"a","url":"u","score":-0}]}',
     b'{"documents":[],"\xff":1}', b'{"documents":[],"query":{"age_mode":"\xff"}}',
-    # a repeated field: the last value counts (an earlier bad one is refused first)
+    # a repeated key: refused where it stands (an earlier bad value is refused first)
     b'{"documents":[{"id":"a","id":"b","url":"u","score":1,"score":2}],"query":{"text":"x"},'
     b'"query":{}}',
     b'{"documents":[{"id":"a","url":"u","score":"x","score":2}]}',

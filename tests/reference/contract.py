@@ -27,7 +27,118 @@ _AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 
 
 def decode(body: bytes) -> RerankRequest:
-    """Decode and type-check a body; FieldError names the field (`documents[3].score`)."""
+    """Decode and type-check a body; FieldError names the field (`documents[3].score`).
+
+    A key an object gives twice is a 400 naming it (CONTRACT.md), unless msgspec refuses
+    something before it: the body up to that key is decoded alone, and any refusal but
+    its end (truncated) is the one named."""
+    repeat = first_repeated_key(body)
+    if repeat is None:
+        return _decode(body)
+    at, path = repeat
+    try:
+        _decode(body[:at])
+    except Malformed as exc:
+        if exc.problem != "not valid JSON: Input data was truncated":
+            raise
+    raise Malformed(path, "duplicate key")
+
+
+_WS = re.compile(rb"[ \t\n\r]*")
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\.)*"')
+_SCALAR = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
+
+
+class _Open:
+    """A container the scan is in: its path, and its keys so far (an object) or the index
+    of its element (an array)."""
+
+    def __init__(self, path: str, keys: set[str] | None) -> None:
+        self.path, self.keys, self.index = path, keys, 0
+
+
+def first_repeated_key(body: bytes) -> tuple[int, str] | None:
+    """(offset of its opening quote, JSON path) of the first key in the body that its
+    object gave before; None if there is none before the body ends or stops being JSON.
+    Keys compare as decoded (`"a"` and `"\\u0061"` are one key)."""
+    try:  # most bodies are JSON without a repeat: the C parser says so at once
+        json.loads(body, object_pairs_hook=_no_repeat)
+        return None
+    except (_Repeat, ValueError, RecursionError):
+        return _scan(body)
+
+
+class _Repeat(Exception):
+    pass
+
+
+def _no_repeat(pairs: list[tuple[str, Any]]) -> None:
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise _Repeat
+
+
+def _scan(body: bytes) -> tuple[int, str] | None:
+    """`first_repeated_key` by a scan with a stack, not a recursion: bodies nest thousands
+    deep."""
+    stack: list[_Open] = []
+    path, pos, state = "", 0, "value"
+    while True:
+        pos = _WS.match(body, pos).end()  # type: ignore[union-attr]
+        c = body[pos:pos + 1]
+        if state == "value":
+            if c in (b"{", b"["):
+                stack.append(_Open(path, set() if c == b"{" else None))
+                pos, state = pos + 1, "first"
+                continue
+            m = (_STRING if c == b'"' else _SCALAR).match(body, pos)
+            if m is None:
+                return None
+            pos, state = m.end(), "after"
+        elif state == "first":  # just inside a container: empty, or its first member
+            top = stack[-1]
+            if c == (b"}" if top.keys is not None else b"]"):
+                stack.pop()
+                pos, state = pos + 1, "after"
+            elif top.keys is not None:
+                state = "key"
+            else:
+                path, state = f"{top.path}[0]", "value"
+        elif state == "key":
+            top = stack[-1]
+            m = _STRING.match(body, pos)
+            if m is None or top.keys is None:
+                return None
+            try:
+                key = json.loads(m.group())
+            except ValueError:
+                return None
+            path = f"{top.path}.{key}".lstrip(".")
+            if key in top.keys:
+                return pos, path
+            top.keys.add(key)
+            pos = _WS.match(body, m.end()).end()  # type: ignore[union-attr]
+            if body[pos:pos + 1] != b":":
+                return None
+            pos, state = pos + 1, "value"
+        else:  # after a value: the next member, or the container's end
+            if not stack:
+                return None
+            top = stack[-1]
+            if c == b",":
+                pos += 1
+                if top.keys is not None:
+                    state = "key"
+                else:
+                    top.index += 1
+                    path, state = f"{top.path}[{top.index}]", "value"
+            elif c == (b"}" if top.keys is not None else b"]"):
+                stack.pop()
+                pos += 1
+            else:
+                return None
+
+
+def _decode(body: bytes) -> RerankRequest:
     try:
         return _DECODER.decode(body)
     except msgspec.ValidationError as exc:

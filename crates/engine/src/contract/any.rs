@@ -2,20 +2,19 @@
 //!
 //! The response carries `attributes` back, and today's bytes are msgspec's encoding of the
 //! Python value it decoded, not the text as sent: compact, floats respelled (`1E2` is
-//! `100.0`), escapes decoded (`\u00e9` is `é`, `\/` is `/`), `-0` is `0`, and an object
-//! with a repeated key keeps the first key's place and the last key's value, as a dict
-//! does. Writing that while scanning costs one pass and no tree.
+//! `100.0`), escapes decoded (`\u00e9` is `é`, `\/` is `/`), `-0` is `0`. An object that
+//! gives a key twice is refused (CONTRACT.md: no last one wins). Writing that while
+//! scanning costs one pass and no tree.
 
-use foldhash::{HashSet, HashSetExt};
+use foldhash::HashSet;
 
-use super::scan::{checked, Num, Path, Scanner, R};
+use super::scan::{checked, repeated, Num, Path, Scanner, R};
 use crate::json::{write_f64, write_str, write_u64};
 
-/// One member of an object being written: its key's and its whole span in the output.
+/// One member of an object being written: its key's span in the output.
 #[derive(Clone, Copy)]
 struct Member {
     key: (usize, usize),
-    end: usize,
 }
 
 /// Writes values of type Any; `members` is a stack shared by the objects being written.
@@ -81,9 +80,9 @@ impl AnyWriter {
     /// An object at `{`, keys as str (as `dict[str, Any]` decodes them).
     pub(crate) fn object(&mut self, s: &mut Scanner, out: &mut Vec<u8>, path: &Path) -> R<()> {
         s.open()?;
-        let start = out.len();
         out.push(b'{');
         let base = self.members.len();
+        let mut many = None;
         let mut first = true;
         while let Some((raw, ascii)) = s.next_key(&mut first)? {
             let key = checked(raw, ascii)?;
@@ -93,16 +92,13 @@ impl AnyWriter {
             let k0 = out.len();
             write_str(out, &key);
             let k1 = out.len();
+            if given_before(out, &self.members[base..], (k0, k1), &mut many) {
+                return Err(repeated(path, &key));
+            }
             s.colon()?;
             out.push(b':');
             self.value(s, out, &Path::Key(path, &key))?;
-            self.members.push(Member {
-                key: (k0, k1),
-                end: out.len(),
-            });
-        }
-        if has_repeats(out, &self.members[base..]) {
-            fold_repeats(out, start, &self.members[base..]);
+            self.members.push(Member { key: (k0, k1) });
         }
         self.members.truncate(base);
         out.push(b'}');
@@ -114,47 +110,28 @@ fn key<'o>(out: &'o [u8], m: &Member) -> &'o [u8] {
     &out[m.key.0..m.key.1]
 }
 
-/// Keys are written canonically, so two keys are equal exactly when their bytes are.
-fn has_repeats(out: &[u8], members: &[Member]) -> bool {
-    if members.len() < 2 {
-        return false;
-    }
-    if members.len() <= 16 {
-        return members
-            .iter()
-            .enumerate()
-            .any(|(i, a)| members[..i].iter().any(|b| key(out, a) == key(out, b)));
-    }
-    let mut seen = HashSet::with_capacity(members.len());
-    !members.iter().all(|m| seen.insert(key(out, m)))
-}
+/// Keys compared one by one up to this many, then through a hash set: a body's object of a
+/// million keys must not cost a million squared.
+const FEW_KEYS: usize = 16;
 
-/// Rewrite the object's members (after its `{` at `start`) as a dict holds them.
-#[cold]
-fn fold_repeats(out: &mut Vec<u8>, start: usize, members: &[Member]) {
-    let written = out[start..].to_vec();
-    let at = |p: usize| p - start;
-    let mut order: Vec<usize> = Vec::new(); // index of the first member of each key
-    let mut last: Vec<usize> = Vec::new(); // index of its last member
-    for (i, m) in members.iter().enumerate() {
-        let k = &written[at(m.key.0)..at(m.key.1)];
-        match order
-            .iter()
-            .position(|&j| &written[at(members[j].key.0)..at(members[j].key.1)] == k)
-        {
-            Some(slot) => last[slot] = i,
-            None => {
-                order.push(i);
-                last.push(i);
-            }
-        }
+/// Whether the key written at `at` is one of `members`' (this object's so far). Keys are
+/// written canonically, so two keys are equal exactly when their bytes are.
+fn given_before(
+    out: &[u8],
+    members: &[Member],
+    at: (usize, usize),
+    many: &mut Option<HashSet<Box<[u8]>>>,
+) -> bool {
+    let this = &out[at.0..at.1];
+    if let Some(keys) = many {
+        return !keys.insert(this.into());
     }
-    out.truncate(start + 1);
-    for (n, &i) in last.iter().enumerate() {
-        if n > 0 {
-            out.push(b',');
-        }
-        let m = &members[i];
-        out.extend_from_slice(&written[at(m.key.0)..at(m.end)]);
+    if members.iter().any(|m| key(out, m) == this) {
+        return true;
     }
+    if members.len() == FEW_KEYS {
+        let keys = members.iter().map(|m| key(out, m)).chain([this]);
+        *many = Some(keys.map(Box::from).collect());
+    }
+    false
 }

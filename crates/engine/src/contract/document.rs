@@ -1,7 +1,7 @@
 //! A document of the page, its minhash and its attributes, field by field.
 
-use super::fields::{missing, Fields, Oversize};
-use super::scan::{invalid, Key, Path, R};
+use super::fields::{missing, once, Fields, Oversize};
+use super::scan::{invalid, repeated, Key, Path, R};
 use super::{given, Document, Few, MinHashIn, Text};
 
 /// A document's fields in the contract's order, each as a compact body sends its key.
@@ -43,8 +43,25 @@ impl FieldOrder {
 
 /// The field of a key read in full (not guessed), or None for an unknown one.
 fn field_of(key: &[u8]) -> Option<usize> {
-    KEYS.iter().position(|k| &k[1..k.len() - 2] == key)
+    KEYS.iter().position(|k| name(k) == key)
 }
+
+/// A field's name: its key without the quotes and the colon.
+fn name(key: &[u8]) -> &[u8] {
+    &key[1..key.len() - 2]
+}
+
+/// The 400 for a field its document gives twice.
+#[cold]
+fn given_twice(path: &Path, field: usize) -> super::scan::Refusal {
+    repeated(
+        path,
+        std::str::from_utf8(name(KEYS[field])).unwrap_or_default(),
+    )
+}
+
+/// `minhash`'s keys.
+const MINHASH_KEYS: [&str; 4] = ["values", "shingles", "width", "seed"];
 
 impl<'a> Fields<'a> {
     pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document<'a>>, Vec<Oversize>)> {
@@ -71,19 +88,29 @@ impl<'a> Fields<'a> {
         let mut big = None;
         let mut first = true;
         let mut prev = START;
+        // The fields given so far, a bit each: a field given twice is refused at its key.
+        let mut seen = 0u16;
         loop {
             let guess = self.order.0[prev] as usize;
             let field = match self.s.next_key_or(&mut first, KEYS[guess])? {
                 None => break,
                 Some(Key::Guessed) => guess,
-                Some(Key::Read(key)) => {
-                    self.s.colon()?;
-                    match field_of(&key) {
-                        Some(f) => f,
-                        None => return Err(self.unknown(path, key)),
+                Some(Key::Read(key)) => match field_of(&key) {
+                    Some(f) if seen & (1 << f) != 0 => return Err(given_twice(path, f)),
+                    Some(f) => {
+                        self.s.colon()?;
+                        f
                     }
-                }
+                    None => {
+                        self.s.colon()?;
+                        return Err(self.unknown(path, key));
+                    }
+                },
             };
+            if seen & (1 << field) != 0 {
+                return Err(given_twice(path, field)); // a guessed key, given again
+            }
+            seen |= 1 << field;
             self.order.0[prev] = field as u8;
             prev = field;
             match field {
@@ -165,7 +192,9 @@ impl<'a> Fields<'a> {
         let (mut values, mut shingles, mut width, mut seed) = (None, None, None, None);
         let (mut big_value, mut big_seed) = (None, None);
         let mut first = true;
+        let mut seen = 0;
         while let Some((key, _)) = self.s.next_key(&mut first)? {
+            once(&mut seen, &MINHASH_KEYS, &key, path)?;
             self.s.colon()?;
             match &*key {
                 b"values" => {

@@ -5,12 +5,24 @@ use std::borrow::Cow;
 use super::any::AnyWriter;
 use super::document::FieldOrder;
 use super::pyrepr::py_repr;
-use super::scan::{checked, invalid, utf8, Num, Path, Refusal, Scanner, R};
+use super::scan::{checked, invalid, repeated, utf8, Num, Path, Refusal, Scanner, R};
 use super::{AgeMode, Few, Query, Request, Text};
 
 /// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
 /// refuses it; `(document index, field path)`.
 pub(crate) type Oversize = (usize, String);
+
+/// The body's own keys.
+const REQUEST_KEYS: [&str; 6] = [
+    "documents",
+    "request_id",
+    "query",
+    "unit",
+    "profile",
+    "depth",
+];
+/// `query`'s keys.
+const QUERY_KEYS: [&str; 4] = ["text", "classes", "region", "age_mode"];
 
 /// Decodes one body; `any` writes `attributes`.
 pub(crate) struct Fields<'a> {
@@ -23,6 +35,23 @@ pub(crate) struct Fields<'a> {
 pub(super) fn missing(path: &Path, name: &str) -> Refusal {
     invalid(&Path::Key(path, name), "required field is missing")
 }
+
+/// Marks `key` given in an object whose known keys are `names` (bit i for `names[i]`),
+/// refusing one given before; an unknown key is the caller's to refuse. Checked as soon as
+/// the key is read, so a repeat is refused where it stands in the body.
+pub(super) fn once(seen: &mut u16, names: &[&str], key: &[u8], object: &Path) -> R<()> {
+    if let Some(i) = names.iter().position(|n| n.as_bytes() == key) {
+        if *seen & (1 << i) != 0 {
+            return Err(repeated(object, names[i]));
+        }
+        *seen |= 1 << i;
+    }
+    Ok(())
+}
+
+/// A map's keys compared one by one up to this many, then through a hash set: a body's
+/// object of a million keys must not cost a million squared.
+const FEW_KEYS: usize = 16;
 
 fn chars_over(s: &str, max: usize) -> bool {
     s.len() > max && s.chars().count() > max
@@ -213,7 +242,7 @@ impl<'a> Fields<'a> {
         Ok(out)
     }
 
-    /// A `dict[str, T]`: entries in first-key order, a repeated key's last value kept.
+    /// A `dict[str, T]`: entries in the body's order; a key given twice is refused.
     pub(super) fn map<T>(
         &mut self,
         path: &Path,
@@ -222,15 +251,30 @@ impl<'a> Fields<'a> {
         if !self.object_or_null(path, "object", false)? {
             return Ok(Few::new());
         }
-        let mut out = Few::new();
+        let mut out: Few<(Text<'a>, T), 4> = Few::new();
+        let mut many: Option<foldhash::HashSet<Text<'a>>> = None;
         let mut first = true;
         while let Some((raw, ascii)) = self.s.next_key(&mut first)? {
             let key = checked(raw, ascii)?;
+            let again = match &mut many {
+                Some(keys) => !keys.insert(key.clone()),
+                None => out.iter().any(|e| e.0 == key),
+            };
+            if again {
+                return Err(repeated(path, &key));
+            }
+            if many.is_none() && out.len() == FEW_KEYS {
+                many = Some(
+                    out.iter()
+                        .map(|e| e.0.clone())
+                        .chain([key.clone()])
+                        .collect(),
+                );
+            }
             self.s.colon()?;
             let v = value(self, &Path::Key(path, &key))?;
             out.push((key, v));
         }
-        dedupe(&mut out);
         Ok(out)
     }
 
@@ -248,7 +292,9 @@ impl<'a> Fields<'a> {
             documents: Vec::new(),
         };
         let mut first = true;
+        let mut seen = 0;
         while let Some((key, _)) = self.s.next_key(&mut first)? {
+            once(&mut seen, &REQUEST_KEYS, &key, &root)?;
             self.s.colon()?;
             match &*key {
                 b"documents" => documents = Some(self.documents(&root.field("documents"))?),
@@ -292,7 +338,9 @@ impl<'a> Fields<'a> {
         self.object_or_null(path, "object", false)?;
         let mut q = Query::default();
         let mut first = true;
+        let mut seen = 0;
         while let Some((key, _)) = self.s.next_key(&mut first)? {
+            once(&mut seen, &QUERY_KEYS, &key, path)?;
             self.s.colon()?;
             match &*key {
                 b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
@@ -323,29 +371,4 @@ impl<'a> Fields<'a> {
             )),
         }
     }
-}
-
-/// A dict's entries: a repeated key keeps its first place and takes the last value.
-fn dedupe<T, const N: usize>(entries: &mut Few<(Text<'_>, T), N>) {
-    let n = entries.len();
-    if n < 2 {
-        return;
-    }
-    let repeats = if n <= 16 {
-        (1..n).any(|i| entries[..i].iter().any(|e| e.0 == entries[i].0))
-    } else {
-        let mut seen = <foldhash::HashSet<&str> as foldhash::HashSetExt>::with_capacity(n);
-        !entries.iter().all(|e| seen.insert(&*e.0))
-    };
-    if !repeats {
-        return;
-    }
-    let mut kept: Few<(Text<'_>, T), N> = Few::new();
-    for (k, v) in std::mem::take(entries).into_vec() {
-        match kept.iter_mut().find(|e| e.0 == k) {
-            Some(slot) => slot.1 = v,
-            None => kept.push((k, v)),
-        }
-    }
-    *entries = kept;
 }

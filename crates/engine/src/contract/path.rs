@@ -84,6 +84,17 @@ pub(crate) fn invalid(path: &Path, problem: impl Into<String>) -> Refusal {
     })
 }
 
+/// A 400 naming a key its object gives a second time (`documents[3].url`): CONTRACT.md
+/// refuses to guess which of the two was meant.
+#[cold]
+pub(crate) fn repeated(object: &Path, key: &str) -> Refusal {
+    Box::new(FieldError {
+        status: 400,
+        field: Path::Key(object, key).render(),
+        problem: "duplicate key".into(),
+    })
+}
+
 pub(crate) fn body_error(problem: String) -> Refusal {
     Box::new(FieldError {
         status: 400,

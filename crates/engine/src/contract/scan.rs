@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 pub(crate) use super::number::Num;
 use super::path::body_error;
-pub(crate) use super::path::{checked, invalid, truncated, utf8, Path, Refusal, R};
+pub(crate) use super::path::{checked, invalid, repeated, truncated, utf8, Path, Refusal, R};
 
 /// Arrays and objects within each other, the body's own object counted. msgspec stops at
 /// Python's recursion limit (1000 frames, its caller's frames included), so it refuses a

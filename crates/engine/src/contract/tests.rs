@@ -189,3 +189,89 @@ fn an_unknown_key_after_a_guess_is_named_as_sent() {
         )
     );
 }
+
+#[test]
+fn a_key_given_twice_is_refused_where_it_stands() {
+    let dup = |field: &str| (400, field.to_owned(), "duplicate key".to_owned());
+    for (body, field) in [
+        // Issue 45: the second url was kept, a ban on the first one evaded.
+        (
+            page(&[
+                r#"{"id":"a","url":"http://banned.example/","score":1,"url":"http://ok.example/"}"#,
+            ]),
+            "documents[0].url",
+        ),
+        // A guessed key (the first document taught the order) and an escaped one.
+        (
+            page(&[
+                FULL,
+                FULL,
+                r#"{"id":"c","url":"u","score":1,"s\u0063ore":2}"#,
+            ]),
+            "documents[2].score",
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1,"id":"b"}"#]),
+            "documents[0].id",
+        ),
+        (
+            r#"{"documents":[],"query":{"region":"RU","region":"DE"}}"#.to_owned(),
+            "query.region",
+        ),
+        (
+            r#"{"documents":[],"depth":3,"documents":[]}"#.to_owned(),
+            "documents",
+        ),
+        (
+            r#"{"documents":[],"unit":{"user_id":"a","user_id":"b"}}"#.to_owned(),
+            "unit.user_id",
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1,"factors":{"link":1,"link":0}}"#]),
+            "documents[0].factors.link",
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1,"minhash":{"values":[1],"seed":1,"seed":2}}"#]),
+            "documents[0].minhash.seed",
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1,"attributes":{"x":[{"k":1,"k":2}]}}"#]),
+            "documents[0].attributes.x[0].k",
+        ),
+    ] {
+        assert_eq!(refused(body.as_bytes()), dup(field), "{body}");
+    }
+    // Before its colon and value: what follows the repeated key is not read.
+    assert_eq!(
+        refused(br#"{"documents":[],"unit":{"a":"1","a""#),
+        dup("unit.a")
+    );
+    // An earlier problem is still the one named.
+    assert_eq!(
+        refused(br#"{"documents":[{"id":1,"id":"a"}]}"#).1,
+        "documents[0].id"
+    );
+}
+
+#[test]
+fn a_map_of_many_keys_finds_a_repeat_through_its_hash_set() {
+    for n in [15, 16, 17, 40] {
+        let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":\"v\"")).collect();
+        let body = format!("{{\"documents\":[],\"unit\":{{{}}}}}", keys.join(","));
+        assert_eq!(ok(&body).unit.len(), n);
+        let again = format!(
+            "{{\"documents\":[],\"unit\":{{{},\"k0\":\"w\"}}}}",
+            keys.join(",")
+        );
+        assert_eq!(refused(again.as_bytes()).1, "unit.k0", "{n} keys");
+        let attrs = format!(
+            "{{\"documents\":[{{\"id\":\"a\",\"url\":\"u\",\"score\":1,\"attributes\":{{{},\"k{}\":0}}}}]}}",
+            keys.join(","),
+            n - 1
+        );
+        assert_eq!(
+            refused(attrs.as_bytes()).1,
+            format!("documents[0].attributes.k{}", n - 1)
+        );
+    }
+}
