@@ -26,6 +26,8 @@ from app.banlist.bodies import BanIn, EditIn, GroupIn, UnbanIn
 from app.errors import Conflict, FieldError, Unavailable
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"], route_class=StrictRoute)
+# A region as /v1/rerank's query.region takes it: an ISO 3166-1 alpha-2 code, in any case.
+REGION = r"^[A-Za-z]{2}$"
 IMPORT_MAX_LINES = 10_000
 
 
@@ -79,7 +81,7 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
 
 @router.get("/lookup", dependencies=[Depends(known_query)])
 def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
-           region: str | None = None) -> dict[str, Any]:
+           region: Annotated[str | None, Query(pattern=REGION)] = None) -> dict[str, Any]:
     """Which entries match a URL, through which expression, and whether each applies; and
     `former`, the entries that matched it once and are gone (removed, or expired and
     swept), as the change log tells, each with `was`: "was banned until …, by …, reason …".

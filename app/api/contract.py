@@ -23,12 +23,20 @@ Region = Annotated[str, Meta(min_length=1, max_length=16)]
 Score = Annotated[float, Meta(ge=-1e15, le=1e15, description="finite, |x| <= 1e15")]
 
 
+# CONTRACT.md: `query.region` is an ISO 3166-1 alpha-2 code, in any case; the engine
+# refuses any other spelling (` RU`, `RUS`, `ru-RU`, `ＲＵ`) naming it, after the types.
+QueryRegion = Annotated[str, Meta(
+    min_length=1, max_length=16,
+    description="an ISO 3166-1 alpha-2 code, two ASCII letters in any case (`RU`, `ru`); "
+                "anything else is a 422 naming `query.region`")]
+
+
 class Query(Struct, forbid_unknown_fields=True):
     """The query's context: classes from the intent classifier, region, age mode."""
 
     text: Annotated[str, Meta(max_length=4096)] = ""
     classes: list[Annotated[str, Meta(max_length=64)]] = []
-    region: Region | None = None
+    region: QueryRegion | None = None
     age_mode: AgeMode = "moderate"
 
 

@@ -63,9 +63,10 @@ class Prepared:
         return self.scope, self.value, self.regions
 
 
-# ISO 3166-1 alpha-2: two letters. An item holding several ("RU,KZ", "RU; KZ", "RU KZ") is
-# split, on the single add and on import alike: kept whole it would name no region at all.
-_REGION = re.compile(r"[A-Z]{2}")
+# ISO 3166-1 alpha-2: two ASCII letters, in any case (checked before upper-casing: "ß" is
+# "SS" once upper-cased). An item holding several ("RU,KZ", "RU; KZ", "RU KZ") is split,
+# on the single add and on import alike: kept whole it would name no region at all.
+_REGION = re.compile(r"[A-Za-z]{2}")
 _REGION_SEPARATORS = re.compile(r"[,;\s]+")
 
 
@@ -74,14 +75,14 @@ def regions_of(items: Iterable[str]) -> frozenset[str]:
     BanlistError naming `regions[n]` for an item that is not a list of alpha-2 codes."""
     out: set[str] = set()
     for n, item in enumerate(items):
-        codes = [c for c in _REGION_SEPARATORS.split(item.strip().upper()) if c]
+        codes = [c for c in _REGION_SEPARATORS.split(item.strip()) if c]
         if not codes:
             raise BanlistError(f"regions[{n}]", "a region cannot be empty")
         for code in codes:
             if not _REGION.fullmatch(code):
-                raise BanlistError(f"regions[{n}]", f"{code[:20]!r} is not an ISO 3166-1 "
-                                   "alpha-2 code (two letters, such as RU or KZ)")
-        out.update(codes)
+                raise BanlistError(f"regions[{n}]", f"{code[:20].upper()!r} is not an ISO "
+                                   "3166-1 alpha-2 code (two letters, such as RU or KZ)")
+        out.update(code.upper() for code in codes)
     return frozenset(out)
 
 

@@ -67,6 +67,10 @@ def test_lookup_explains_why_a_site_disappeared(client):
     assert other["banned"] is False and other["matches"][0]["applies"] is False
     bad = client.get("/v1/banlist/lookup", params={"url": "http://"})
     assert bad.status_code == 422 and bad.json()["field"] == "url"
+    for region in (" de", "DEU", "de-DE", "ＤＥ"):  # as /v1/rerank: never "does not apply"
+        bad = client.get("/v1/banlist/lookup", params={"url": "http://shop.com/",
+                                                       "region": region})
+        assert bad.status_code == 422 and bad.json()["field"] == "query.region", region
 
 
 def test_list_pages_and_remove_is_an_audited_change(client):

@@ -156,7 +156,7 @@ def test_a_region_item_holding_several_codes_is_split(api, regions, want):
 
 def test_regions_that_are_not_alpha_2_codes_are_refused_by_add_and_import(api):
     a, _ = api
-    for bad in (["RUS"], ["R1"], [","], ["RU,KZX"]):
+    for bad in (["RUS"], ["R1"], [","], ["RU,KZX"], ["ß"], ["ＲＵ"]):  # ß is SS upper-cased
         r = a.post("/v1/banlist/entries", headers=AUTH, json={**DUP, "regions": bad})
         assert r.status_code == 422 and r.json()["field"].startswith("regions"), r.text
     body = b"scope,value,reason,regions\nhost,a.example,spam,\"RU,KZX\"\n"

@@ -109,6 +109,30 @@ def test_a_url_a_browser_opens_after_three_slashes_is_kept_unless_its_host_is_ba
         ("d3", "URL cannot be opened: no host")]
 
 
+@pytest.mark.parametrize("region", ["RU", "ru", "rU"])
+def test_a_region_ban_holds_for_the_region_in_any_case(client, region):
+    client.post("/v1/banlist/entries", headers=AUTH, json={
+        "scope": "host", "value": "h1.example.com", "reason": "court order", "regions": ["RU"]})
+    body = page(3)
+    body["query"]["region"] = region
+    out = client.post("/v1/rerank", json=body).json()
+    assert [d["id"] for d in out["removed"]] == ["d1"]
+
+
+@pytest.mark.parametrize("region", [" RU", "RU ", "RUS", "ＲＵ", "ru-RU", "R", "ß", "R\n"])
+def test_a_region_that_is_not_an_alpha_2_code_is_refused_not_served_unfiltered(client, region):
+    # Issue 45: each of these was served with the region's bans skipped (200, unfiltered).
+    client.post("/v1/banlist/entries", headers=AUTH, json={
+        "scope": "host", "value": "h1.example.com", "reason": "court order", "regions": ["RU"]})
+    body = page(3)
+    body["query"]["region"] = region
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "query.region"
+    assert r.json()["problem"] == (f"{region!r} is not an ISO 3166-1 alpha-2 code (two "
+                                   "letters, such as RU, in any case)")
+
+
 def test_experiment_assignment_in_response(client):
     out = client.post("/v1/rerank", json=page(2, unit={"user_id": "u-1"})).json()
     assert out["experiments"] == [{"experiment": "antispam_v7", "variant": "treatment",

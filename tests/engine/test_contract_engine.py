@@ -164,6 +164,8 @@ json_values = st.recursive(
 probability = st.floats(0.0, 1.0)
 score = st.floats(-1e15, 1e15)
 region = st.text(st.characters(codec="utf-8"), min_size=1, max_size=16)
+alpha_2 = st.text(st.characters(min_codepoint=ord("A"), max_codepoint=ord("z"),
+                                categories=["Lu", "Ll"]), min_size=2, max_size=2)
 
 
 @st.composite
@@ -197,7 +199,7 @@ def pages(draw):
         "request_id": st.one_of(st.none(), st.text(max_size=20)),
         "query": st.fixed_dictionaries({}, optional={
             "text": st.text(max_size=30), "classes": st.lists(st.text(max_size=10), max_size=3),
-            "region": st.one_of(st.none(), region),
+            "region": st.one_of(st.none(), alpha_2),
             "age_mode": st.sampled_from(["strict", "moderate", "off"])}),
         "unit": st.dictionaries(texts, texts, max_size=3),
         "profile": st.one_of(st.none(), st.text(max_size=10)),
@@ -249,6 +251,8 @@ OUT_OF_RANGE = [
     (["documents", 0, "id"], ""), (["documents", 0, "id"], "x" * 513),
     (["documents", 0, "url"], ""), (["documents", 0, "blocked_regions"], ["x" * 17]),
     (["documents", 0, "blocked_regions"], [""]), (["query", "region"], ""),
+    (["query", "region"], " RU"), (["query", "region"], "RUS"), (["query", "region"], "ＲＵ"),
+    (["query", "region"], "ru-RU"), (["query", "region"], "R"), (["query", "region"], "ß"),
     (["query", "text"], "é" * 4097), (["query", "classes"], ["c" * 65]),
     (["query", "age_mode"], "kids"), (["query", "age_mode"], "Strict'\n"),
     (["depth"], 0), (["depth"], 10_001), (["depth"], -10**30), (["depth"], 10**30),

@@ -246,9 +246,17 @@ def _name_map_key(root: Any, path: str, problem: str) -> str:
     return path
 
 
+_ALPHA_2 = re.compile(r"[A-Za-z]{2}")
+
+
 def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list[Doc]:
-    """Check what types cannot (limits, unique ids) and build Docs, canonical URLs resolved;
-    the first problem in document order is the one raised."""
+    """Check what types cannot (the region, limits, unique ids) and build Docs, canonical
+    URLs resolved; the first problem in document order is the one raised."""
+    region = req.query.region
+    if region is not None and not _ALPHA_2.fullmatch(region):
+        # CONTRACT.md: an ISO 3166-1 alpha-2 code in any case; no other spelling is guessed
+        raise FieldError("query.region", f"{region!r} is not an ISO 3166-1 alpha-2 code "
+                         "(two letters, such as RU, in any case)")
     if len(req.documents) > max_documents:
         raise TooLarge("documents", f"{len(req.documents)} documents, over the limit "
                        f"of {max_documents}")

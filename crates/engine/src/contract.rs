@@ -59,7 +59,7 @@ impl AgeMode {
 pub struct Query<'a> {
     pub text: Text<'a>,
     pub classes: Vec<Text<'a>>,
-    /// As sent; the runner upper-cases it.
+    /// As sent (two ASCII letters once `check_page` passed it); the runner upper-cases it.
     pub region: Option<Text<'a>>,
     pub age_mode: AgeMode,
 }
@@ -187,14 +187,17 @@ pub fn decode_body(body: &[u8]) -> Result<Decoded<'_>, FieldError> {
     Ok(Decoded { request, oversize })
 }
 
-/// The checks types cannot make (to_docs): the document limit (413), then per document
-/// in order a repeated id, text over the limit (413), a minhash value past u64, and
-/// whatever `each` refuses (the caller's URL check).
+/// The checks types cannot make (to_docs): the query's region, the document limit (413),
+/// then per document in order a repeated id, text over the limit (413), a minhash value
+/// past u64, and whatever `each` refuses (the caller's URL check).
 pub fn check_page(
     decoded: &Decoded<'_>,
     limits: &Limits,
     mut each: impl FnMut(usize, &Document<'_>) -> Result<(), FieldError>,
 ) -> Result<(), FieldError> {
+    if let Some(region) = &decoded.request.query.region {
+        check_region(region)?;
+    }
     let docs = &decoded.request.documents;
     if docs.len() > limits.max_documents {
         return Err(FieldError {
@@ -247,6 +250,23 @@ pub fn check_page(
         each(i, d)?;
     }
     Ok(())
+}
+
+/// `query.region` is an ISO 3166-1 alpha-2 code in any case (CONTRACT.md): two ASCII
+/// letters. Anything else (` RU`, `RUS`, `ru-RU`, fullwidth `ＲＵ`) is refused, never
+/// served without the region's bans: no spelling of it is guessed at.
+fn check_region(region: &str) -> Result<(), FieldError> {
+    if region.len() == 2 && region.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Ok(());
+    }
+    Err(FieldError {
+        status: 422,
+        field: "query.region".into(),
+        problem: format!(
+            "{} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)",
+            py_repr(region)
+        ),
+    })
 }
 
 /// The first document whose id an earlier one has, and that earlier one's index.

@@ -339,7 +339,8 @@ impl Engine {
         let quarantine = Snapshot::of(quarantine)?;
         let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
         let (page, docs) = Page::build(req, &UrlCanon, need_domain);
-        let region = req.query.region.as_ref().map(|r| r.to_uppercase());
+        // Two ASCII letters (check_page refused anything else).
+        let region = req.query.region.as_ref().map(|r| r.to_ascii_uppercase());
         let ctx = Ctx {
             page: &page,
             region: region.as_deref(),

@@ -275,3 +275,34 @@ fn a_map_of_many_keys_finds_a_repeat_through_its_hash_set() {
         );
     }
 }
+
+#[test]
+fn a_region_is_two_ascii_letters_in_any_case_and_nothing_else() {
+    for region in ["RU", "ru", "rU"] {
+        let body = format!(r#"{{"documents":[],"query":{{"region":"{region}"}}}}"#);
+        assert!(decode(body.as_bytes(), &LIMITS).is_ok(), "{region}");
+    }
+    // Issue 45: each was served with the region's bans skipped.
+    for (region, repr) in [
+        (" RU", "' RU'"),
+        ("RU ", "'RU '"),
+        ("RUS", "'RUS'"),
+        ("ＲＵ", "'ＲＵ'"),
+        ("ru-RU", "'ru-RU'"),
+        ("ß", "'ß'"),
+        ("R\\n", "'R\\n'"),
+    ] {
+        let body = format!(r#"{{"documents":[],"query":{{"region":"{region}"}}}}"#);
+        assert_eq!(
+            refused(body.as_bytes()),
+            (
+                422,
+                "query.region".to_owned(),
+                format!(
+                    "{repr} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)"
+                )
+            ),
+            "{region}"
+        );
+    }
+}
