@@ -117,7 +117,9 @@ def normalize(scope: str, value: str) -> str:
         if query:
             raise BanlistError("value", "a prefix is host and path, without a query")
         return host + path
-    if path != "/" or query or "/" in raw.split("://")[-1].rstrip("/"):
+    # a path the canonical form dropped (`a.com/x/..`) is still a path; the slashes that
+    # lead a host after its scheme (`http:///a.com/`) are not
+    if path != "/" or query or "/" in raw.split("://")[-1].strip("/"):
         raise BanlistError("value", f"a {scope} is a bare host name, got {raw!r}")
     if scope == "domain" and is_ip:
         raise BanlistError("value", f"{host} is an IP address, which has no subdomains: "

@@ -31,6 +31,11 @@ from tests.conftest import ROOT
     ("domain", "x_y.ｅｖｉｌ.example", "x_y.evil.example"),
     ("host", "ev\u00adil.example", "evil.example"),
     ("url", "http:/evil.example/a", "evil.example/a"),
+    # issue 45: a special scheme's ':' ends it, and the slashes before the host are skipped
+    ("host", "http:1572395042/", "93.184.216.34"),
+    ("host", "http:///evil.example/", "evil.example"),
+    ("domain", "https:\\\\\\evil.example\\", "evil.example"),
+    ("url", "http:////evil.example/a", "evil.example/a"),
 ])
 def test_normalize(scope, value, key):
     assert normalize(scope, value) == key
@@ -39,6 +44,7 @@ def test_normalize(scope, value, key):
 @pytest.mark.parametrize(("scope", "value", "field", "problem"), [
     ("site", "a.com", "scope", "unknown scope"),
     ("host", "a.com/path", "value", "bare host name"),
+    ("host", "http:///a.com/x/..", "value", "bare host name"),
     ("domain", "co.uk", "value", "public suffix"),
     ("domain", "github.io", "value", "public suffix"),
     ("prefix", "a.com/x?y=1", "value", "without a query"),
