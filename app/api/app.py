@@ -126,7 +126,9 @@ def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist"
     if not settings.redis_url:
         path = settings.banlist_path
         return EmbeddedStore(path if own or path is None else path.with_name(f"{list_name}.jsonl"),
-                             read_only=settings.banlist_read_only)
+                             read_only=settings.banlist_read_only,
+                             snapshot_seconds=settings.banlist_snapshot_seconds,
+                             events=metrics, name=list_name)
     snapshot = settings.banlist_snapshot_path
     if not own and snapshot is not None:
         snapshot = snapshot.with_name(f"{list_name}.snapshot.json")
@@ -244,8 +246,9 @@ def configure_logging(level: str) -> None:
 
 
 async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
-    """Hot-reload the config on file change, sweep expired bans, check sanction states,
-    publish a banlist sites filter made again aside, and refresh this worker's gauges
+    """Hot-reload the config on file change, sweep expired bans, write an embedded store's
+    snapshot when due, check sanction states, publish a banlist sites filter made again
+    aside, and refresh this worker's gauges
     (another worker may answer the next scrape), once a poll interval.
 
     One failing step is logged and counted, and the loop goes on: a task that died here
@@ -258,7 +261,7 @@ async def _housekeeping(service: Rearranger, poll_seconds: float) -> None:
     while True:
         await asyncio.sleep(poll_seconds)
         for task, step in (("config", _poll_config), ("sweep", _sweep),
-                           ("banlist_filter", keep_filters),
+                           ("snapshot", _keep_snapshots), ("banlist_filter", keep_filters),
                            ("gauges", _refresh_gauges)):
             try:
                 await step(service)
@@ -283,6 +286,14 @@ async def _sweep(service: Rearranger) -> None:
         expired += await asyncio.to_thread(service.quarantine.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
+
+
+async def _keep_snapshots(service: Rearranger) -> None:
+    """Write each embedded store's snapshot when it is due (EmbeddedStore.keep_snapshot), in
+    a thread: the dump of a large list takes seconds, and holds no write off meanwhile."""
+    for store in (service.store, service.quarantine):
+        if isinstance(store, EmbeddedStore):
+            await asyncio.to_thread(store.keep_snapshot)
 
 
 async def _keep_filters(keepers: dict[str, FilterKeeper], service: Rearranger) -> None:

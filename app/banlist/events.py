@@ -1,7 +1,8 @@
 """What the stores report as they work, through an interface they own.
 
 A Redis-backed store (the banlist's, the quarantine list's, the sanction states), its
-replica and the eviction-policy check call these methods and know nothing of who listens:
+replica, the eviction-policy check and the embedded store's start call these methods and
+know nothing of who listens:
 the service passes its Metrics (app/observability/metrics.py), which implement them.
 """
 from __future__ import annotations
@@ -38,6 +39,11 @@ class StoreEvents(Protocol):
     def durability(self, structure: str, result: str, seconds: float) -> None:
         """A write to Redis was acknowledged: confirmed by its replicas (WAIT) after
         `seconds`, not_durable (none in time), or alone (the primary has no replica)."""
+
+    def embedded_start(self, structure: str, result: str) -> None:
+        """An embedded store started: from its `snapshot` and the log after it, or from the
+        whole log, there being no snapshot (`replay`) or one that its log did not continue
+        or that could not be read (`refused`, logged with why)."""
 
     def policy_checked(self, result: str) -> None:
         """Redis's maxmemory-policy was read: noeviction, evicting, or unknown (refused)."""

@@ -1,10 +1,10 @@
 """The entries that are gone (removed, or expired and swept), kept to answer "was this URL
 banned, and why not any more?": `lookup`'s `former`, without reading the change log.
 
-Built as the change log is read and kept up to date as it grows (the embedded store feeds
-it at replay and on each removal and sweep; the Redis store from its stream, read on from
-where it stopped at each lookup), in a matching index of its own, so a lookup costs what a
-lookup of the live list costs.
+Built as the change log is read and kept up to date as it grows (the embedded store fills
+it from the end of its log on first use, then on each removal and sweep; the Redis store
+from its stream, read on from where it stopped at each lookup), in a matching index of its
+own, so a lookup costs what a lookup of the live list costs.
 """
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ class Graveyard:
                 self.since = max(self.since or "", self.ends[dropped[-1]].at)
                 for i in dropped:
                     del self.ends[i]
+
+    def oldest(self) -> int | None:
+        """The seq of the oldest end held (None: none), ends being buried in seq order."""
+        with self.lock:
+            return next(iter(self.ends.values())).seq if self.ends else None
 
     def former(self, canonical: str, host: str, live: BanIndex) -> list[dict[str, Any]]:
         """The gone entries that match a canonical URL (org groups as the live list defines

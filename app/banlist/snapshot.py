@@ -5,7 +5,8 @@ snapshot file.
 The bytes are `BanIndex.dump`'s (crates/engine/src/banlist/dump.rs documents the format
 field by field) with a JSON header in front (`Header`): the version and epoch it is at,
 the changelog record it ends with (a replica follows Redis from there), when it was last
-known equal to its source, and its content digest (app/banlist/digest.py). Loading
+known equal to its source, its content digest (app/banlist/digest.py), and for the
+embedded store's own snapshot file where its change log stands (`log`). Loading
 computes the digest again from the entries read and refuses bytes whose content is not
 the header's: a torn download, a truncated file, a proxy's error page.
 
@@ -47,12 +48,15 @@ class Snapshot:
     stream_id: str
     synced_at: float  # when this copy was last known to equal its source's
     digest: int  # of the index's content (app/banlist/digest.py)
+    # the embedded store's change log at `seq` (app/banlist/embedded/checkpoint.py)
+    log: dict[str, Any] | None = None
 
     def header(self) -> dict[str, Any]:
-        return {"kind": KIND, "version": self.seq, "epoch": self.epoch,
+        head = {"kind": KIND, "version": self.seq, "epoch": self.epoch,
                 "stream_id": self.stream_id, "synced_at": self.synced_at,
                 "digest": digest.hex_of(self.digest), "entries": len(self.index),
                 "groups": len(self.index.groups)}
+        return head if self.log is None else {**head, "log": self.log}
 
 
 def encode(snap: Snapshot) -> bytes:
@@ -73,7 +77,7 @@ def decode(data: bytes) -> Snapshot:
             raise SnapshotError(f"not a banlist snapshot header: {bytes(meta[:80])!r}")
         snap = Snapshot(index, int(head["version"]), int(head["epoch"]),
                         str(head["stream_id"]) or "0-0",  # the embedded store's: no stream
-                        float(head["synced_at"]), int(content, 16))
+                        float(head["synced_at"]), int(content, 16), head.get("log"))
         said = str(head["digest"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"the snapshot's header is unreadable: {exc!r}") from None

@@ -49,7 +49,7 @@ CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest",
                  "bootstrap")
 # rearrange_housekeeping_errors_total
-HOUSEKEEPING_TASKS = ("config", "sweep", "sanctions", "gauges")
+HOUSEKEEPING_TASKS = ("config", "sweep", "snapshot", "sanctions", "gauges")
 # What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
 # replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
 STRUCTURES = ("banlist", "quarantine", "sanctions")
@@ -60,6 +60,8 @@ DURABILITY_RESULTS = ("confirmed", "not_durable", "alone")
 # Changes Redis lost that a replica held (app/banlist/redis/recovery.py)
 RECOVERY_RESULTS = ("reapplied", "operator")
 BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{result}
+# rearrange_banlist_embedded_starts_total{result}: how an embedded store read its log
+EMBEDDED_STARTS = ("snapshot", "replay", "refused")
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
@@ -361,6 +363,14 @@ class Metrics:
         self.banlist_bootstrap_seconds = Gauge(
             "rearrange_banlist_bootstrap_seconds", "How long the last bootstrap snapshot took to "
             "fetch, check and load", ["structure"], registry=r, multiprocess_mode="livemax")
+        self.embedded_starts = Counter(
+            "rearrange_banlist_embedded_starts_total", "Starts of an embedded store: from its "
+            "snapshot and the log after it, or from the whole log, there being no snapshot "
+            "(replay) or one its log did not continue (refused; logged with why)",
+            ["structure", "result"], registry=r)
+        for structure in ("banlist", "quarantine"):  # the lists (sanction states: no store)
+            for result in EMBEDDED_STARTS:
+                self.embedded_starts.labels(structure, result)
         for structure in STRUCTURES:
             for result in BOOTSTRAP_RESULTS:
                 self.banlist_bootstraps.labels(structure, result)
@@ -421,6 +431,9 @@ class Metrics:
         self.banlist_bootstraps.labels(structure, result).inc()
         if result == "loaded":
             self.banlist_bootstrap_seconds.labels(structure).set(seconds)
+
+    def embedded_start(self, structure: str, result: str) -> None:
+        self.embedded_starts.labels(structure, result).inc()
 
     def recovered(self, structure: str, result: str, changes: int) -> None:
         self.redis_recoveries.labels(structure, result).inc()

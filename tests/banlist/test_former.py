@@ -46,14 +46,24 @@ def test_an_older_log_whose_removals_name_only_the_id(tmp_path: Path):
     assert [f["id"] for f in store.former(*url("http://a.example/"))] == ["3", "1"]
 
 
-def test_the_oldest_gone_entries_are_dropped_past_the_cap(tmp_path: Path):
+def test_past_the_cap_the_oldest_gone_entries_are_dropped_and_found_in_the_log(tmp_path: Path):
     store = EmbeddedStore(tmp_path / "banlist.jsonl")
-    store.graveyard.cap = 10
-    for i in range(12):
-        entry = store.add(EntrySpec("host", f"h{i}.example", "r"), "tns")
-        store.remove(entry.id, "appeals", "sorry")
-    # past 10 the oldest are dropped down to 9: the first two ended (h0, h1)
-    assert len(store.graveyard) == 10
-    assert store.former(*url("http://h0.example/")) == []
-    assert [f["id"] for f in store.former(*url("http://h11.example/"))] == ["23"]
-    assert store.history_since() == store.changes_since(3, 1)[0]["at"]  # h1's removal
+    memory = EmbeddedStore(None)
+    for kept in (store, memory):
+        kept.graveyard.cap = 10
+        for i in range(12):
+            entry = kept.add(EntrySpec("host", f"h{i}.example", "r"), "tns")
+            kept.remove(entry.id, "appeals", "sorry")
+            kept.former(*url("http://h0.example/"))  # the graveyard in use from the start
+        # past 10 the oldest are dropped down to 9: the first two ended (h0, h1)
+        assert len(kept.graveyard) == 10
+        assert [f["id"] for f in kept.former(*url("http://h11.example/"))] == ["23"]
+    # with a log, `former` reads those dropped from it; without one, they are gone
+    (h0,) = store.former(*url("http://h0.example/"))
+    removed = store.changes_since(1, 1)[0]
+    assert (h0["id"], h0["ended"]["seq"], h0["matched_by"]) == ("1", 2, "host h0.example")
+    assert h0["was"] == (f"was banned until {removed['at']}, by tns, reason r (removed by "
+                         "appeals: sorry)")
+    assert store.history_since() == store.changes_since(0, 1)[0]["at"]  # the whole log
+    assert memory.former(*url("http://h0.example/")) == []
+    assert memory.history_since() == memory.changes_since(3, 1)[0]["at"]  # h1's removal

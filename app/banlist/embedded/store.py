@@ -5,6 +5,7 @@ import contextlib
 import fcntl
 import gc
 import itertools
+import logging
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ from app.banlist.base import (
     EntryEdit,
     EntrySpec,
     GroupSpec,
+    IndexChange,
     StoreBase,
     SyncState,
     index_change,
@@ -29,7 +31,9 @@ from app.banlist.base import (
     validate_all,
 )
 from app.banlist.edits import edit_change, editable, revise
-from app.banlist.embedded.changelog import ChangeLog
+from app.banlist.embedded import checkpoint, former
+from app.banlist.embedded.changelog import UNDO, ChangeLog
+from app.banlist.events import StoreEvents
 from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
@@ -38,22 +42,32 @@ from app.errors import BanlistConflict, BanlistNotFound, BanlistUnavailable
 
 __all__ = ["EmbeddedStore", "EntrySpec"]
 
-
+log = logging.getLogger(__name__)
 TAIL = 10_000  # recent changes kept in memory; older history is read from the log file
 BATCH = 10_000  # changes per write + fsync in a multi-entry commit (a seed, a large import)
+REPLAY_BATCH = 100_000  # changes after a snapshot per index batch (each copies what it touches)
+# changes since the last snapshot that make the next one due at the next housekeeping poll
+# (else `snapshot_seconds` after the last one): a start replays at most about this many
+SNAPSHOT_CHANGES = 10_000
 
 
 class EmbeddedStore(StoreBase):
     """Single-process banlist: every change is fsynced to a JSON-lines log before it is applied.
 
-    On start the log is replayed (see `changelog`: a torn last line or an unfinished last
-    transaction, both never acknowledged, are dropped; anything else unreadable stops the
-    start). Only the last `tail` changes stay in memory; older history is read from the log.
-    Without a log file (benchmarks, tests) the whole history stays in memory.
+    On start the snapshot beside the log (`<log>.snapshot`, checkpoint.py) is loaded and
+    only the log after it replayed; without one that fits, the whole log (see `changelog`:
+    a torn last line or an unfinished last transaction, both never acknowledged, are
+    dropped; anything else unreadable stops the start). The snapshot is written again after
+    a seed, from the housekeeping (`keep_snapshot`) and at close, never by a read-only store.
+    Only the last `tail` changes stay in memory; older history, and the former entries
+    (`former`), are read from the log. Without a log file (benchmarks, tests) the whole
+    history stays in memory.
     """
 
     def __init__(self, path: Path | None, clock: Callable[[], float] = time.time,
-                 tail: int | None = None, read_only: bool = False) -> None:
+                 tail: int | None = None, read_only: bool = False,
+                 snapshot_seconds: float = 300.0, events: StoreEvents | None = None,
+                 name: str = "banlist") -> None:
         tail = TAIL if tail is None else tail
         self.path = path
         self.clock = clock
@@ -74,26 +88,71 @@ class EmbeddedStore(StoreBase):
         # the log then has to find them by id (history.Matcher).
         self._bare_ends = False
         self.graveyard = Graveyard()  # what lookup shows as `former`
+        # filled from the end of the log on first use (_fill_graveyard); meanwhile the ends
+        # committed while it reads the log wait in `_burying`
+        self._graveyard_filled = self.changelog is None
+        self._burying: list[tuple[Entry, dict[str, Any]]] | None = None
+        self._fill_lock = threading.Lock()
         self.loaded_at = clock()
         self._lock = threading.Lock()
         self._index_lock = self._lock
+        self.snapshot_path = checkpoint.path_of(path) if path is not None else None
+        self.snapshot_seconds = snapshot_seconds
+        self._snap_lock = threading.Lock()  # one writer of the snapshot file at a time
+        self._snap_seq, self._snap_at = 0, clock()  # the seq of the last snapshot, and when
+        self._snap_failed = False  # the last try to write one failed
         if self.changelog is not None:
-            self._pending: list[tuple[Any, ...]] = []  # replayed changes, applied in batches
-            self._pending_adds: dict[str, Entry] = {}  # the adds among them, by id
-            self._buried: list[tuple[Entry, dict[str, Any]]] = []  # and what they ended
-            self.version = self.changelog.replay(self._apply, self._undo,
-                                                 repair=not read_only)
-            self._flush()
+            result = self._replay(self.changelog, repair=not read_only)
+            if events is not None:
+                events.embedded_start(name, result)
             self._tail.extend(self.changelog.read(self.version - tail, tail, self.changelog.size))
         gc.freeze()  # the index is long-lived: keep it out of every future collection
+
+    def _replay(self, changelog: ChangeLog, repair: bool) -> str:
+        """The snapshot and the log after it, else the whole log; how it started (`snapshot`,
+        `replay`: no snapshot, `refused`: one that did not fit, logged).
+
+        The whole log goes to the index as one stream of changes (one copy of the index,
+        made as the lines are read; its digest made once, at the end); the few changes after
+        a snapshot in batches of REPLAY_BATCH, the digest following them."""
+        loaded = checkpoint.load(self.snapshot_path, changelog) if self.snapshot_path else "replay"
+        if isinstance(loaded, str):
+            self.index.apply(self._index_changes(changelog.replay(repair)))
+            self.version, self.digest = changelog.seq, int(self.index.digest(), 16)
+            return loaded
+        snap, at = loaded
+        self.index, self.digest, self._bare_ends = snap.index, snap.digest, at.bare_ends
+        changelog.marks, changelog.first_end = at.marks, at.first_end
+        changes = self._index_changes(changelog.replay(repair, (at.offset, snap.seq)))
+        while batch := list(itertools.islice(changes, REPLAY_BATCH)):
+            self._change_index(batch)
+        self.version, self._snap_seq = changelog.seq, snap.seq
+        log.info("banlist log %s: started from its snapshot at seq %d, then %d changes",
+                 changelog.path, snap.seq, self.version - snap.seq)
+        return "snapshot"
+
+    def _index_changes(self, changes: Iterator[dict[str, Any]]) -> Iterator[IndexChange]:
+        """Replayed changes as the index applies them (an unfinished transaction's adds
+        taken out again at the end)."""
+        for change in changes:
+            if change["op"] == UNDO:
+                yield from (("remove", entry_id) for entry_id in change["ids"])
+            elif (applied := index_change(change)) is not None:
+                if applied[0] == "remove":
+                    self._bare_ends = self._bare_ends or "entry" not in change
+                yield applied
 
     def start(self) -> None:
         """Nothing runs in the background: every write is applied where it is made."""
 
     def close(self) -> None:
-        """Let another process own the log (each write closes the log file it appended to)."""
-        if self._release is not None:
-            self._release()
+        """Write the snapshot, and let another process own the log (each write closes the
+        log file it appended to)."""
+        if self._release is not None and self._release.alive:
+            try:
+                self.write_snapshot()
+            finally:
+                self._release()
 
     def refresh(self) -> None:
         """Nothing to catch up on: this store is its own source of truth."""
@@ -103,11 +162,64 @@ class EmbeddedStore(StoreBase):
         return SyncState("embedded", details={"digest": digest.hex_of(self.digest)})
 
     def dump(self) -> tuple[snapshot.Snapshot, bytes]:
-        """The list at its version and its bytes, made with writes held off (the store is its
-        own source: `synced_at` is now, epoch 0, no stream)."""
-        with self._lock:
-            snap = snapshot.Snapshot(self.index, self.version, 0, "", self.clock(), self.digest)
-            return snap, snapshot.encode(snap)
+        """The list at its version and its bytes (the store is its own source: `synced_at`
+        is now, epoch 0, no stream)."""
+        return self._dump(with_log=False)
+
+    def keep_snapshot(self) -> bool:
+        """The housekeeping's poll: write the snapshot if it is due (SNAPSHOT_CHANGES changes
+        since the last, or any change `snapshot_seconds` after it); whether it was written.
+        OSError when the write fails (the housekeeping counts and logs it), after which the
+        next try waits `snapshot_seconds` whatever the changes."""
+        behind, waited = self.version - self._snap_seq, self.clock() - self._snap_at
+        if behind <= 0 or (waited < self.snapshot_seconds
+                           and (behind < SNAPSHOT_CHANGES or self._snap_failed)):
+            return False
+        return self._write_snapshot()
+
+    def write_snapshot(self) -> bool:
+        """Write the snapshot now (after a seed, at close); whether it was written. A failed
+        write is logged: the last snapshot, or the whole log, serves the next start."""
+        try:
+            return self._write_snapshot()
+        except OSError as exc:
+            log.error("banlist log %s: snapshot %s not written (the last one, or the whole "
+                      "log, serves the next start): %s", self.path, self.snapshot_path, exc)
+            return False
+
+    def _write_snapshot(self) -> bool:
+        """Write `<log>.snapshot` (atomically) of the list as it is now, unless it is the one
+        written last, or the store is read-only or its log failed. Writes are held off only
+        while the index is dumped, at worst (`_dump`)."""
+        if self.snapshot_path is None or self.read_only or self.version == self._snap_seq:
+            return False
+        with self._snap_lock:
+            if self.changelog is None or self.changelog.broken or self.version == self._snap_seq:
+                return False
+            snap, data = self._dump(with_log=True)
+            self._snap_at, self._snap_failed = self.clock(), True
+            snapshot.write(self.snapshot_path, data)
+            self._snap_seq, self._snap_failed = snap.seq, False
+        return True
+
+    def _dump(self, with_log: bool) -> tuple[snapshot.Snapshot, bytes]:
+        """The index at one version and its bytes, dumped without the lock (the dump is
+        made of one published copy of the index) unless a write landed meanwhile twice:
+        the third dump holds writes off."""
+        for attempt in range(3):
+            with self._lock:
+                log_at = None
+                if with_log and self.changelog is not None:
+                    log_at = checkpoint.position(self.changelog, self._bare_ends)
+                snap = snapshot.Snapshot(self.index, self.version, 0, "", self.clock(),
+                                         self.digest, log_at)
+                if attempt == 2:
+                    return snap, snapshot.encode(snap)
+            data = snapshot.encode(snap)
+            with self._lock:
+                if self.version == snap.seq:
+                    return snap, data
+        raise AssertionError("unreachable: the third dump holds the lock")
 
     def _change_index(self, batch: list[tuple[Any, ...]]) -> None:
         """Every change to the index goes here, with the digest of what it then holds."""
@@ -197,7 +309,7 @@ class EmbeddedStore(StoreBase):
                       "at": iso(self.clock())}
             with self._publishing(self._commit(change)):
                 self._change_index([("remove", entry_id)])
-            self.graveyard.bury([(entry, change)])
+            self._bury([(entry, change)])
         return entry
 
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
@@ -235,7 +347,7 @@ class EmbeddedStore(StoreBase):
                            for n, entry in enumerate(expired, 1)]
                 with self._publishing(self._commit(*changes, standalone=True)):
                     self._change_index([("remove", entry.id) for entry in expired])
-                self.graveyard.bury(list(zip(expired, changes, strict=True)))
+                self._bury(list(zip(expired, changes, strict=True)))
         return len(expired)
 
     def seed(self, specs: Iterable[EntrySpec], actor: str = "seed",
@@ -254,6 +366,7 @@ class EmbeddedStore(StoreBase):
             self._writable()
             count = sum(1 for _, old in self._add_all(items, actor, groups)[1] if not old)
         gc.freeze()
+        self.write_snapshot()  # at start, not on the request path: the next start loads it
         return count
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
@@ -275,16 +388,66 @@ class EmbeddedStore(StoreBase):
         return history.select(self._changes_for(flt), flt, self.index.groups, since, limit)
 
     def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
-        """Entries that matched this canonical URL once and are gone (Graveyard.former)."""
-        return self.graveyard.former(canonical, host, self.index)
+        """Entries that matched this canonical URL once and are gone, the latest ended first
+        (Graveyard.former): the graveyard's, filled from the end of the log on first use,
+        then those ended before the oldest it keeps, found by a search of the log."""
+        try:
+            self._fill_graveyard()
+            found = self.graveyard.former(canonical, host, self.index)
+            if self.changelog is None or self.graveyard.since is None:  # it holds every end
+                return found
+            oldest = self.graveyard.oldest()
+            with self._lock:
+                size = self.changelog.size
+                before = self.version + 1 if oldest is None else oldest
+            return found + former.older(self.changelog, before, size, canonical, host,
+                                        self.index, self._bare_ends)
+        except OSError as exc:
+            log.error("banlist log %s: former entries not read: %s", self.path, exc)
+            raise BanlistUnavailable("banlist", f"the change log {self.path} could not be "
+                                     f"read, no former entries: {exc}") from exc
 
     def history_since(self) -> str | None:
         """When the oldest change `former` knows of was made (None: no change yet): the
-        log's first, unless the graveyard dropped older ones."""
-        if self.graveyard.since is not None:
+        log's first (without a log, unless the graveyard dropped older ones)."""
+        if self.changelog is None and self.graveyard.since is not None:
             return self.graveyard.since
         first = self.changes_since(0, 1)
         return first[0]["at"] if first else None
+
+    def _fill_graveyard(self) -> None:
+        """On first use: the newest ends of the log, up to the graveyard's cap, read from the
+        log's end (former.recent), then the ends committed while it was read."""
+        if self._graveyard_filled:
+            return
+        with self._fill_lock:
+            if self._graveyard_filled or self.changelog is None:
+                return
+            with self._lock:
+                size, self._burying = self.changelog.size, []
+                start = 0 if self._bare_ends else self.changelog.first_end
+            gone: list[tuple[Entry, dict[str, Any]]] | None = None
+            try:
+                if start is not None:
+                    gone, whole = former.recent(self.changelog, start, size, self.graveyard.cap,
+                                                self._bare_ends)
+                    self.graveyard.bury(gone)
+                    if not whole:  # it holds the newest ends only: `former` searches the log
+                        self.graveyard.since = gone[0][1]["at"]
+            finally:
+                with self._lock:
+                    if gone is not None or start is None:
+                        self.graveyard.bury(self._burying)
+                        self._graveyard_filled = True
+                    self._burying = None
+
+    def _bury(self, gone: list[tuple[Entry, dict[str, Any]]]) -> None:
+        """Entries a removal or a sweep just ended (with the writer lock): into the graveyard
+        once it is filled; before, the log holds them for its first fill."""
+        if self._graveyard_filled:
+            self.graveyard.bury(gone)
+        elif self._burying is not None:
+            self._burying.extend(gone)
 
     def _changes_for(self, flt: ChangeFilter) -> Iterator[dict[str, Any]]:
         """What a filtered read has to look at, in seq order: from the log file the lines
@@ -344,31 +507,6 @@ class EmbeddedStore(StoreBase):
         self._tail.extend(recent)
         return end
 
-    def _apply(self, change: dict[str, Any]) -> None:
-        """A replayed change, queued: the index takes them BATCH at a time (one swap each)."""
-        applied = index_change(change)
-        if applied is None:
-            return
-        self._pending.append(applied)
-        if applied[0] == "add":
-            self._pending_adds[applied[1].id] = applied[1]
-        elif applied[0] == "remove":
-            entry_id = applied[1]
-            self._bare_ends = self._bare_ends or "entry" not in change
-            gone = self._pending_adds.pop(entry_id, None) or self.index.get(entry_id)
-            if gone is not None:
-                self._buried.append((gone, change))
-        if len(self._pending) >= BATCH:
-            self._flush()
-
-    def _undo(self, ids: list[str]) -> None:
-        self._pending.extend(("remove", entry_id) for entry_id in ids)
-
-    def _flush(self) -> None:
-        if self._pending:
-            self._change_index(self._pending)
-            self.graveyard.bury(self._buried)
-            self._pending, self._pending_adds, self._buried = [], {}, []
 
 
 def _lock(path: Path, shared: bool) -> IO[str]:
