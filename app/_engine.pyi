@@ -8,14 +8,14 @@ checker.
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, final
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict, TypeVar, final
 
 from app.banlist.index import FilterState
 from app.banlist.model import Entry, Match
 
 __all__ = [
-    "__version__", "Engine", "EngineMetrics", "BanIndex", "EntryIter", "neardup_words",
-    "shingle_hashes", "minhash_signature", "neardup_content_key", "NearDupMatcher",
+    "__version__", "Engine", "EngineMetrics", "RuleTimeout", "BanIndex", "EntryIter",
+    "neardup_words", "shingle_hashes", "minhash_signature", "neardup_content_key", "NearDupMatcher",
     "NearDupPage", "NearDupSets", "NEARDUP_UNICODE_VERSION", "InvalidURL", "canonicalize",
     "canonicalize_with_host", "canonicalize_bytes", "parse_ipv4", "registrable_domain",
     "is_public_suffix", "BodyRefused", "decode_check", "decode_dump", "encode_json_str",
@@ -30,6 +30,12 @@ NEARDUP_UNICODE_VERSION: str
 # A rule failure for the service's log: (rule, phase, problem, whether it closed the page,
 # the profile, the Python rule's exception or None).
 _Failure: TypeAlias = tuple[str, str, str, bool, str, BaseException | None]
+
+class _Executor(Protocol):
+    """What runs Python rules (app/engine/executor.py RuleExecutor)."""
+
+    def call(self, rule: str, fn: Callable[..., Any], args: Sequence[Any],
+             timeout: float | None) -> Any: ...
 
 @final
 class Engine:
@@ -49,7 +55,11 @@ class Engine:
         forced_by: str | None = None, max_documents: int = 1000,
         max_text_chars: int = 1_000_000, elapsed: float = 0.0,
         deadline_reads: int | None = None, audit_line: bool = True, explain: bool = False,
-    ) -> tuple[int, bytes, bytes | None, list[_Failure]]: ...
+        executor: _Executor | None = None, defer_python: bool = False,
+    ) -> tuple[int, bytes, bytes | None, list[_Failure]] | None: ...
+
+class RuleTimeout(Exception):
+    """A Python rule did not return in its time (raised by the executor in its caller)."""
 
 # --- its metrics (crates/engine/src/metrics.rs) -----------------------------------------
 

@@ -8,6 +8,7 @@ Python behaviour (tests/reference/rules/), run on Docs.
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
@@ -162,10 +163,25 @@ def emptied(count: int) -> str:
 
 def problem_of(exc: BaseException) -> str:
     """The failure as the 503 body and the skipped list say it: a refused output by its
-    message, anything else raised by its type and message."""
+    message, anything else raised by its type and message, each on one line."""
     if isinstance(exc, RefusedOutput):
         return f"returned output the runner refuses: {exc}"
-    return f"raised {type(exc).__name__}: {exc}"
+    return f"raised {one_line(type(exc).__name__)}: {one_line(str(exc))}"
+
+
+MAX_MESSAGE_CHARS = 1000
+
+
+def one_line(text: str) -> str:
+    """What a rule wrote, on one line: C0 and C1 control characters and U+2028/U+2029
+    spelled as Python's repr spells them, cut after MAX_MESSAGE_CHARS characters."""
+    out = []
+    for c in text[:MAX_MESSAGE_CHARS]:
+        control = unicodedata.category(c) == "Cc" or c in "\u2028\u2029"
+        out.append(repr(c)[1:-1] if control else c)
+    if len(text) > MAX_MESSAGE_CHARS:
+        out.append(f"... ({len(text) - MAX_MESSAGE_CHARS} more characters)")
+    return "".join(out)
 
 
 SORT_RULE = "sort"  # the runner's own name for the stable sort that closes `rerank`

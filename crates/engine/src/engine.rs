@@ -231,10 +231,17 @@ impl Engine {
     /// reads of the runner and the optional rules, whatever the time; `audit_line=False`
     /// (no audit log to write it to) skips writing the line and returns None for it;
     /// `explain` (QA, the caller having checked the token) adds the response's `explain`.
+    ///
+    /// `executor` (app.engine.executor.RuleExecutor) runs the Python rules, each within
+    /// the request's deadline and its step's `timeout_ms`; None calls them on this thread.
+    /// `defer_python=True` (a caller on an event loop) answers None instead of running a
+    /// profile that has a Python rule, for the caller to call again off its loop; a body
+    /// refused before its profile is known is answered all the same.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
                         max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None,
-                        audit_line=true, explain=false))]
+                        audit_line=true, explain=false, executor=None,
+                        defer_python=false))]
     #[allow(clippy::too_many_arguments)]
     fn rerank<'py>(
         &self,
@@ -253,7 +260,9 @@ impl Engine {
         deadline_reads: Option<u64>,
         audit_line: bool,
         explain: bool,
-    ) -> PyResult<Answer> {
+        executor: Option<Py<PyAny>>,
+        defer_python: bool,
+    ) -> PyResult<Option<Answer>> {
         let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
         let deadline = budget_seconds.map(|b| started + Duration::from_secs_f64(b.max(0.0)));
@@ -284,7 +293,7 @@ impl Engine {
         // ids): the order in which the Python service named the first problem.
         let decoded = match decode_body(bytes) {
             Ok(d) => d,
-            Err(e) => return Ok(refuse(e)),
+            Err(e) => return Ok(Some(refuse(e))),
         };
         let req = &decoded.request;
         let config = &self.config;
@@ -298,22 +307,25 @@ impl Engine {
                     py_repr(p),
                     known.join(", ")
                 );
-                return Ok(refuse(FieldError {
+                return Ok(Some(refuse(FieldError {
                     status: 422,
                     field: "profile".into(),
                     problem,
-                }));
+                })));
             }
             None => config.route(&req.query.classes),
         };
         if let Err(e) = check_page(&decoded, &limits, |_, _| Ok(())) {
-            return Ok(refuse(e));
+            return Ok(Some(refuse(e)));
         }
         let Some(pipeline) = config.profiles.get(profile) else {
             return Err(PyValueError::new_err(format!(
                 "routing names a missing profile {profile:?}"
             )));
         };
+        if defer_python && pipeline.python {
+            return Ok(None);
+        }
         let forced: Vec<(String, String)> = match forced {
             Some(d) => d
                 .extract::<Vec<(String, String)>>()
@@ -322,11 +334,11 @@ impl Engine {
         };
         if !forced.is_empty() {
             if let Err(problem) = check_forced(&config.experiments, &forced) {
-                return Ok(refuse(FieldError {
+                return Ok(Some(refuse(FieldError {
                     status: 422,
                     field: FORCE_HEADER.into(),
                     problem,
-                }));
+                })));
             }
         }
         let assigned = assign(
@@ -356,18 +368,19 @@ impl Engine {
             reads: reads.as_ref(),
             profile,
             explain,
+            executor: executor.as_ref(),
         };
         let outcome = match pipeline.run(&docs, &ctx) {
             Ok(o) => o,
             Err(crate::runner::RuleFailed {
                 refused: Some(bad), ..
-            }) => return Ok(refuse(*bad)),
+            }) => return Ok(Some(refuse(*bad))),
             Err(failed) => {
                 metrics.refused_by_rule(profile, &failed.errors);
                 let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
                 let mut refused = answer(py, 503, &body, None);
                 refused.3 = failures(py, &failed.errors, true, profile);
-                return Ok(refused);
+                return Ok(Some(refused));
             }
         };
         let generated;
@@ -425,11 +438,11 @@ impl Engine {
             &assigned.counted,
             elapsed + started.elapsed().as_secs_f64(),
         );
-        Ok((
+        Ok(Some((
             200,
             out.finish(py)?,
             line.map(|l| l.finish(py)).transpose()?,
             failures(py, &outcome.errors, false, profile),
-        ))
+        )))
     }
 }

@@ -41,6 +41,10 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<engine::Engine>()?;
     m.add_class::<metrics::EngineMetrics>()?;
+    m.add(
+        "RuleTimeout",
+        m.py().get_type::<rules::python::RuleTimeout>(),
+    )?;
     banlist::register(m)?;
     neardup::python::register(m)?;
     url::register(m)?;

@@ -113,6 +113,8 @@ impl Step {
 pub struct Pipeline {
     pub profile: String,
     pub steps: Vec<Step>,
+    /// A step (or a variant of one) is a Python rule.
+    pub python: bool,
 }
 
 /// What the runner observed of one rule call, for the metrics.

@@ -37,6 +37,7 @@ fn pipeline(steps: Vec<Step>) -> Pipeline {
     Pipeline {
         profile: "default".into(),
         steps,
+        python: false,
     }
 }
 

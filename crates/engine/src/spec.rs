@@ -3,6 +3,7 @@
 //! (unknown keys, phases a rule cannot run in, parameters a rule refuses).
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use serde::Deserialize;
@@ -59,6 +60,9 @@ struct StepIn {
     python: Option<usize>,
     #[serde(default)]
     variant_python: BTreeMap<String, usize>,
+    /// A Python rule's own time limit (`timeout_ms`), when shorter than the request's.
+    #[serde(default)]
+    timeout_ms: Option<f64>,
 }
 
 /// A loaded config: one pipeline per profile, routing, experiments.
@@ -92,20 +96,48 @@ fn merged(base: &Value, overrides: &Value) -> Value {
     Value::Object(out)
 }
 
-fn python_rule(py: Python<'_>, name: &str, i: usize, rules: &[Py<PyAny>]) -> Result<Rule, String> {
-    let callable = rules
-        .get(i)
-        .ok_or_else(|| format!("python rule {i} not among the {} given", rules.len()))?;
-    Ok(Rule::Python(PyRule {
-        name: name.to_string(),
-        callable: callable.clone_ref(py),
-    }))
+/// The Python rules of a config: the instances its steps index, and a step's time limit.
+struct PythonRules<'r> {
+    rules: &'r [Py<PyAny>],
 }
 
-fn build_step(py: Python<'_>, s: StepIn, python: &[Py<PyAny>]) -> Result<Step, String> {
+impl PythonRules<'_> {
+    fn rule(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        i: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Rule, String> {
+        let callable = self
+            .rules
+            .get(i)
+            .ok_or_else(|| format!("python rule {i} not among the {} given", self.rules.len()))?;
+        Ok(Rule::Python(PyRule {
+            name: name.to_string(),
+            callable: callable.clone_ref(py),
+            timeout,
+        }))
+    }
+}
+
+/// `timeout_ms` as a duration: a positive, finite number of milliseconds.
+fn timeout_of(ms: Option<f64>) -> Result<Option<Duration>, String> {
+    match ms {
+        None => Ok(None),
+        Some(ms) if ms.is_finite() && ms > 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+        Some(ms) => Err(format!("timeout_ms must be a positive number, not {ms}")),
+    }
+}
+
+fn build_step(py: Python<'_>, s: StepIn, python: &PythonRules) -> Result<Step, String> {
     let phase = Phase::parse(&s.phase).ok_or_else(|| format!("unknown phase {:?}", s.phase))?;
+    let timeout = timeout_of(s.timeout_ms)?;
+    if timeout.is_some() && s.python.is_none() {
+        return Err("timeout_ms is for Python rules only".into());
+    }
     let rule = match s.python {
-        Some(i) => python_rule(py, &s.rule, i, python)?,
+        Some(i) => python.rule(py, &s.rule, i, timeout)?,
         None => {
             let phases = phases_of(&s.rule).ok_or_else(|| format!("unknown rule {:?}", s.rule))?;
             if !phases.contains(&phase) {
@@ -117,7 +149,7 @@ fn build_step(py: Python<'_>, s: StepIn, python: &[Py<PyAny>]) -> Result<Step, S
     let mut variants = Vec::new();
     if s.python.is_some() {
         for (v, i) in &s.variant_python {
-            variants.push((v.clone(), python_rule(py, &s.rule, *i, python)?));
+            variants.push((v.clone(), python.rule(py, &s.rule, *i, timeout)?));
         }
     } else {
         for (v, params) in &s.variants {
@@ -154,11 +186,12 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
     }
     let mut profiles = HashMap::new();
     let mut needs_domain = HashMap::new();
+    let python = PythonRules { rules: python };
     for (name, steps_in) in spec.profiles {
         let mut steps = Vec::with_capacity(steps_in.len());
         for (i, s) in steps_in.into_iter().enumerate() {
             let place = format!("profiles.{name}[{i}] {}", s.rule);
-            steps.push(build_step(py, s, python).map_err(|e| format!("{place}: {e}"))?);
+            steps.push(build_step(py, s, &python).map_err(|e| format!("{place}: {e}"))?);
         }
         // Phases run in their fixed order; within a phase, in the order given.
         steps.sort_by_key(|s| s.phase.index());
@@ -166,11 +199,17 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
             .iter()
             .any(|s| s.rule.needs_domain() || s.variants.iter().any(|(_, r)| r.needs_domain()));
         needs_domain.insert(name.clone(), domain);
+        let python = steps.iter().any(|s| {
+            std::iter::once(&s.rule)
+                .chain(s.variants.iter().map(|(_, r)| r))
+                .any(|r| matches!(r, Rule::Python(_)))
+        });
         profiles.insert(
             name.clone(),
             Pipeline {
                 profile: name,
                 steps,
+                python,
             },
         );
     }

@@ -69,6 +69,8 @@ pub struct Ctx<'a> {
     pub profile: &'a str,
     /// Explain asked (QA): the runner traces every step (`Outcome::trace`).
     pub explain: bool,
+    /// Where Python rules run (`rules::python`): None calls them on this thread.
+    pub executor: Option<&'a Py<PyAny>>,
 }
 
 impl Ctx<'_> {

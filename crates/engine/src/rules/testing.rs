@@ -21,6 +21,7 @@ pub fn ctx<'a>(page: &'a Page<'a>) -> Ctx<'a> {
         reads: None,
         profile: "default",
         explain: false,
+        executor: None,
     }
 }
 
