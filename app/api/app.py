@@ -37,6 +37,7 @@ from app.banlist.redis.store import RedisStore
 from app.config.replica import ConfigReplica
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
+from app.engine.executor import Limits, RuleExecutor
 from app.engine.service import Rearranger
 from app.errors import ConfigError, StartupRefused
 from app.observability.audit import AuditLog
@@ -78,7 +79,12 @@ def build_service(settings: Settings, metrics: Metrics | None = None) -> Rearran
         audit = AuditLog(settings.audit_log, metrics.audit_dropped.inc)
         if metrics.multiprocess_dir is None:  # one process: read at scrape time
             metrics.audit_failing.set_function(audit.failing)
-    service = Rearranger(settings, store, config, metrics, audit)
+    limits = Limits(workers=settings.python_rule_workers,
+                    timeout=settings.python_rule_timeout_ms / 1000,
+                    grace=settings.python_rule_grace_ms / 1000,
+                    abandoned_max=settings.python_rule_abandoned_max)
+    service = Rearranger(settings, store, config, metrics, audit,
+                         executor=RuleExecutor(limits, metrics))
     if settings.capture_path is not None:
         service.capture = Capture(capture_settings(settings),
                                   lambda reason: metrics.capture_dropped.labels(reason).inc(),
@@ -203,6 +209,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if service.capture is not None:
                     closing.callback(service.capture.close)
                 closing.callback(service.config.close)  # first: it uses the store's client
+                closing.callback(service.executor.close)
 
     app = RearrangeApp(title="Rearrange", version=__version__, lifespan=lifespan,
                        summary="Post-ranking rule pipeline over a search result page",

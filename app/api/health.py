@@ -65,6 +65,9 @@ async def readyz(service: Service) -> JSONResponse:
         body["redis_maxmemory_policy"] = policy.policy
         body["redis_policy_problem"] = policy.problem or policy.unchecked
     body["draining"] = draining
+    # Stuck Python rules: the replica still serves (every replica would have them), but a
+    # restart is due once `at_cap` (docs/config.md#python-rules)
+    body["python_rules"] = service.executor.state()
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
@@ -93,6 +96,7 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
             m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
             m.redis_diverged.labels(name).set(1 if state.diverged else 0)
             m.redis_staleness.labels(name).set(state.staleness_seconds)
+        m.rule_threads(service.executor.state())
         audit = service.audit_log  # with one process, read at scrape time (set_function)
         if m.multiprocess_dir is not None and audit is not None:
             m.audit_failing.set(1 if audit.failing() else 0)

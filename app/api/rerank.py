@@ -165,7 +165,7 @@ async def answer(service: Rearranger, state: State, scope: Scope,
     except HTTPException:  # the QA header: no token (401), read-only (403), malformed
         service.metrics.requests.labels("", "invalid").inc()
         raise
-    return service.rerank(body, forced, forced_by, arrived, explained)
+    return await service.serve(body, forced, forced_by, arrived, explained)
 
 
 def parse_explain(header: str) -> bool:

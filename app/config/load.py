@@ -179,6 +179,10 @@ def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> S
     if not isinstance(params, dict):
         raise ConfigError(place, "parameters must be a mapping")
     policy, params = split_reserved(place, params, phase)
+    if policy.timeout_ms is not None and RULES.get(rule_name) is cls:
+        raise ConfigError(place, "parameter 'timeout_ms': for Python rules only (a built-in "
+                          "rule runs to completion; the request's deadline skips optional "
+                          "ones)")
     rule = _rule(place, cls, params, phase, profile)
     exp = build.gates.get(rule_name)
     if exp is None:

@@ -65,6 +65,7 @@ def _step(place: str, phase: Phase, step: Step, instances: list[Any]) -> dict[st
         "python": _python(step.rule, instances),
         "variant_python": {v: i for v, r in step.variants.items()
                            if (i := _python(r, instances)) is not None},
+        "timeout_ms": policy.timeout_ms,
     }
 
 

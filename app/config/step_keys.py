@@ -2,11 +2,13 @@
 
 `on_error`, `enabled`, `valid_from` and `valid_until` are the runner's business, not the
 rule's: the loader takes them out of a step's parameters before the rule's Params see
-them, checks them here and hands the runner a StepPolicy.
+them, checks them here and hands the runner a StepPolicy. `timeout_ms`, a Python rule's
+own time limit, is taken out the same way (a built-in refuses it: it runs to completion).
 """
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from app.phases import Phase
 
 OPEN, CLOSED = "open", "closed"
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)?\Z")
-RESERVED = frozenset({"on_error", "enabled", "valid_from", "valid_until"})
+RESERVED = frozenset({"on_error", "enabled", "valid_from", "valid_until", "timeout_ms"})
 # Legal and safety rules fail closed: serving a page they could not vouch for is worse
 # than serving none. Every other phase shapes the page and may be skipped.
 _CLOSED_BY_DEFAULT = frozenset({Phase.PRE_FILTER, Phase.POST_FILTER})
@@ -31,6 +33,7 @@ class StepPolicy:
     enabled: bool = True
     valid_from: float | None = None
     valid_until: float | None = None
+    timeout_ms: float | None = None  # Python rules: shorter than the request's deadline
 
     @property
     def always(self) -> bool:
@@ -72,7 +75,13 @@ def split_reserved(place: str, params: Mapping[str, Any], phase: str
     if start is not None and end is not None and start >= end:
         raise ConfigError(place, "parameter 'valid_until': must be after valid_from "
                           f"({params['valid_from']} >= {params['valid_until']})")
-    return StepPolicy(on_error, enabled, start, end), rest
+    timeout = params.get("timeout_ms")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise ConfigError(place, "parameter 'timeout_ms': must be a positive number of "
+                          f"milliseconds, not {timeout!r}")
+    return StepPolicy(on_error, enabled, start, end,
+                      None if timeout is None else float(timeout)), rest
 
 
 def _time(place: str, key: str, raw: Any) -> float | None:

@@ -7,17 +7,22 @@ its version, the time budget, the QA override) and writes what it returns to the
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import anyio.to_thread
 
 from app.banlist.base import BanStore
 from app.banlist.index import BanIndex
 from app.banlist.redis.policy import EvictionPolicy
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
+from app.engine.executor import RuleExecutor
 from app.observability.audit import AuditLog
 from app.observability.metrics import Metrics
 from app.replay.capture import Capture
@@ -26,6 +31,29 @@ from app.sanctions.service import Sanctions
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
 EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
 log = logging.getLogger("rearrange.rules")
+Answer = tuple[int, bytes]  # (status, JSON body)
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters and line separators escaped (Python's repr
+    spelling): what a rule or a client wrote never starts a log line of its own."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+class _OneLineTraceback(logging.Filter):
+    """A rule's traceback in the log with every line of it marked as a continuation
+    (`  | `) and escaped: the exception's message is the rule's text, and a newline in it
+    must not read as a record of its own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        if info and info[1] is not None and not record.exc_text:
+            text = "".join(traceback.format_exception(info[1]))
+            record.exc_text = "\n".join(f"  | {one_line(line)}" for line in text.splitlines())
+        return True
+
+
+log.addFilter(_OneLineTraceback())
 
 
 class FailureLog:
@@ -52,8 +80,8 @@ class FailureLog:
             self._last[key] = (now, 0)
         since = f" ({held} more since the last line)" if held else ""
         log.error("rule %s in %s (profile %s) failed, %s: %s%s", rule, phase, profile,
-                  "request answered 503" if closed else "page served without it", problem,
-                  since, exc_info=cause)
+                  "request answered 503" if closed else "page served without it",
+                  one_line(problem), since, exc_info=cause)
 
 
 class Rearranger:
@@ -61,7 +89,8 @@ class Rearranger:
 
     def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
                  metrics: Metrics, audit_log: AuditLog | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 executor: RuleExecutor | None = None) -> None:
         self.settings = settings
         # Arrival and the deadline are read on this clock (the monotonic one the engine's
         # own timings use).
@@ -78,6 +107,8 @@ class Rearranger:
         self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH
         # Tests only: the engine's deadline passes after this many clock reads (None: time).
         self.deadline_reads: int | None = None
+        # Python rules run on its threads, each within its time (app/engine/executor.py)
+        self.executor = executor or RuleExecutor(events=metrics)
 
     def ban_indexes(self) -> list[tuple[str, BanIndex]]:
         """The banlist indexes served, by name: the banlist's and, with sanctions, the
@@ -87,9 +118,22 @@ class Rearranger:
             indexes.append(("quarantine", self.quarantine.index))
         return indexes
 
+    async def serve(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
+                    forced_by: str | None = None, arrived: float | None = None,
+                    explain: bool = False) -> Answer:
+        """`rerank` for a caller on the event loop: answered on it, unless the request's
+        profile has a Python rule; then in a thread, so that the loop (other requests,
+        /healthz, /metrics) never waits for a rule while the request waits for its own."""
+        answered = self._rerank(body, forced, forced_by, arrived, explain, defer=True)
+        if answered is None:
+            answered = await anyio.to_thread.run_sync(functools.partial(
+                self._rerank, body, forced, forced_by, arrived, explain))
+            assert answered is not None, "answered when not deferred"
+        return answered
+
     def rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
                forced_by: str | None = None, arrived: float | None = None,
-               explain: bool = False, candidate: Any = None) -> tuple[int, bytes]:
+               explain: bool = False, candidate: Any = None) -> Answer:
         """(status, JSON body) for one request body: 200 with the page, 4xx naming the field
         of bad input, 503 when a closed rule failed (CONTRACT "When a rule fails").
 
@@ -101,6 +145,14 @@ class Rearranger:
         body through it instead: not audit-logged, its failures not logged (its response
         says them), counted only in the candidate's own engine metrics.
         """
+        answered = self._rerank(body, forced, forced_by, arrived, explain, candidate)
+        assert answered is not None, "answered when not deferred"
+        return answered
+
+    def _rerank(self, body: bytes | bytearray, forced: Mapping[str, str] | None,
+                forced_by: str | None, arrived: float | None, explain: bool,
+                candidate: Any = None, defer: bool = False) -> Answer | None:
+        """`rerank`; None, with `defer`, for a request whose profile has a Python rule."""
         clock = self.clock
         started = clock() if arrived is None else arrived
         settings = self.settings
@@ -112,12 +164,16 @@ class Rearranger:
         quarantine = self.quarantine.index if self.quarantine is not None else None
         now = clock()
         budget = (started + settings.deadline_ms / 1000 - now) if settings.deadline_ms else None
-        status, out, line, failures = engine.core.rerank(
+        answered = engine.core.rerank(
             body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
             elapsed=now - started, deadline_reads=self.deadline_reads,
-            audit_line=self.audit_log is not None and candidate is None, explain=explain)
+            audit_line=self.audit_log is not None and candidate is None, explain=explain,
+            executor=self.executor, defer_python=defer)
+        if answered is None:
+            return None
+        status, out, line, failures = answered
         if candidate is not None:
             return status, out  # no log: the engine need not write it
         for rule, phase, problem, closed, profile, cause in failures:

@@ -307,6 +307,22 @@ class Metrics:
             registry=r)
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r, multiprocess_mode="livemostrecent")
+        self.python_rule_events = Counter(
+            "rearrange_python_rule_events_total",
+            "Python rule calls past their time, by rule and event: timeout (the request went "
+            "on without it), interrupted (still running past the grace: RuleInterrupted "
+            "raised in its thread), abandoned (still running past another grace: its thread "
+            "given up and replaced)", ["rule", "event"], registry=r)
+        self.python_rule_threads = Gauge(
+            "rearrange_python_rule_threads",
+            "Threads of the Python rule executor by state: idle, busy, abandoned (stuck in a "
+            "rule and replaced; at python_rule_abandoned_max none more is replaced)",
+            ["state"], registry=r, multiprocess_mode="livesum")
+        self.python_rule_threads_at_cap = Gauge(
+            "rearrange_python_rule_threads_at_cap",
+            "1 while the abandoned Python rule threads are at their cap "
+            "(REARRANGE_PYTHON_RULE_ABANDONED_MAX): a stuck one is no longer replaced (alert)",
+            registry=r, multiprocess_mode="livemax")
         self._caches: dict[str, CacheCollector] = {}
         self._cache_files: dict[str, CacheFiles] = {}
         self._http: dict[tuple[str, int], Any] = {}
@@ -447,6 +463,18 @@ class Metrics:
     def policy_checked(self, result: str) -> None:
         self.redis_policy_checks.labels(result).inc()
         self.redis_evicting.set(1 if result == "evicting" else 0)
+
+    # ---- the Python rule executor's events (app/engine/executor.py: RuleEvents) ----------
+    def rule_event(self, rule: str, event: str) -> None:
+        self.python_rule_events.labels(rule, event).inc()
+
+    def rule_threads(self, state: Mapping[str, Any]) -> None:
+        """Set the executor's gauges from its `state()`."""
+        busy, abandoned = state["busy"], state["abandoned"]
+        for name, n in (("idle", state["threads"] - busy), ("busy", busy),
+                        ("abandoned", abandoned)):
+            self.python_rule_threads.labels(name).set(n)
+        self.python_rule_threads_at_cap.set(1 if state["at_cap"] else 0)
 
     # ---- the config's events (app/config/events.py: ConfigEvents), as series --------------
     def config_loaded(self, result: str) -> None:

@@ -13,7 +13,7 @@ from app.config.spec import compile_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_KEYS = ["phase", "rule", "params", "on_error", "enabled", "valid_from", "valid_until",
-             "window", "experiment", "variants", "python", "variant_python"]
+             "window", "experiment", "variants", "python", "variant_python", "timeout_ms"]
 
 
 def spec_of(engine):
