@@ -108,12 +108,14 @@ def try_config(body: TryIn, service: Service, _: Actor) -> Response:
     """Run one request through a candidate config, not served, with the current banlist:
     the candidate's response, explained (what the inspector diffs against the served page).
 
-    A write token: the candidate's `plugins:` are imported, as a reload would import them.
-    A config the service would refuse is a 422 naming `config` and the place; a request
-    it would refuse, its 4xx naming `request.<field>`."""
+    A write token. The candidate imports nothing: its `plugins:` may name only modules
+    the served config loaded (another is a 422 naming `plugins[i]`). A config the service
+    would refuse is a 422 naming `config` and the place; a request it would refuse, its
+    4xx naming `request.<field>`."""
     try:
         # Its own metrics: a try is nobody's traffic.
-        candidate = with_core(load_bytes(body.config.encode(), source="config"),
+        candidate = with_core(load_bytes(body.config.encode(), source="config",
+                                         served=service.config.engine.plugins),
                               _engine.EngineMetrics())
     except ConfigError as exc:
         raise FieldError("config", f"{exc.place}: {exc.problem}") from None

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("file", type=Path)
     check.add_argument("--against", type=Path, metavar="OLD",
                        help="also refuse what a reload from OLD would refuse: changes that "
-                       "re-bucket units of OLD's running experiments")
+                       "re-bucket units of OLD's running experiments; FILE is then a "
+                       "candidate and imports nothing: its plugins must be OLD's")
     add_json_flag(check, "{file, valid, config_version, profiles, experiments, holdout}, or "
                   "{file, valid: false, problem}")
     run = sub.add_parser("run", help="run the pipeline offline on a request body, print the "
@@ -182,9 +183,12 @@ def _check(args: argparse.Namespace) -> int:
     from app.config.load import check_rebucketing, describe, load_file
 
     try:
-        engine = load_file(args.file)
-        if args.against is not None:
-            check_rebucketing(load_file(args.against), engine)
+        if args.against is None:
+            engine = load_file(args.file)
+        else:  # the candidate imports nothing the config it is checked against did not load
+            old = load_file(args.against)
+            engine = load_file(args.file, served=old.plugins)
+            check_rebucketing(old, engine)
     except ConfigError as exc:
         print(invalid(args.file, exc), file=sys.stderr)
         if args.json:

@@ -59,7 +59,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         proposed = [parse_ban(text) for text in args.ban]
         served = Side.build(served_path, args.served_banlist, limits=settings)
         config = args.config or served_path
-        candidate = Side.build(config, args.banlist or args.served_banlist, proposed, settings)
+        # imports nothing the served config did not load
+        candidate = Side.build(config, args.banlist or args.served_banlist, proposed, settings,
+                               served=served.config.plugins)
         total = sum(1 for path in args.captures for _ in read_captures(path))
     except ConfigError as exc:
         print(f"rearrange replay: {invalid(config, exc)}", file=err)

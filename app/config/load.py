@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,17 +65,23 @@ class Engine:
         return DEFAULT_PROFILE
 
 
-def load_file(path: Path) -> Engine:
-    """Read, validate and build a config file; ConfigError names the place of any problem."""
+def load_file(path: Path, served: Collection[str] | None = None) -> Engine:
+    """Read, validate and build a config file; ConfigError names the place of any problem.
+    `served`: a candidate's, as load_bytes takes it."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(str(path), f"cannot read: {exc.strerror}") from exc
-    return load_bytes(raw, source=str(path))
+    return load_bytes(raw, source=str(path), served=served)
 
 
-def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
-    """Validate and build a config from YAML bytes; config_version is their content hash."""
+def load_bytes(raw: bytes, source: str = "<config>",
+               served: Collection[str] | None = None) -> Engine:
+    """Validate and build a config from YAML bytes; config_version is their content hash.
+
+    `served`, for a candidate config (tried, replayed, checked against the one served):
+    the plugin modules the served config loaded, the only ones it may name (it imports
+    nothing); None for a config to serve, whose `plugins:` are imported."""
     try:
         text = raw.decode("utf-8")  # shown and replicated as text: it must round-trip exactly
     except UnicodeDecodeError as exc:
@@ -89,7 +95,7 @@ def load_bytes(raw: bytes, source: str = "<config>") -> Engine:
     refuse_unknown_keys("", doc, {"plugins", "profiles", "routing", "experiments", "holdout"},
                         "unknown top-level key (expected plugins, profiles, routing, "
                         "experiments, holdout)")
-    plugins = load_plugins(doc.get("plugins"), RULES)
+    plugins = load_plugins(doc.get("plugins"), RULES, served)
     registry: dict[str, Any] = {**RULES, **plugins}
     experiments = parse_experiments(doc.get("experiments") or [], registry)
     holdout = parse_holdout(doc.get("holdout"))

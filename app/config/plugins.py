@@ -12,7 +12,7 @@ import datetime as dt
 import importlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -21,13 +21,26 @@ from app.errors import ConfigError, pydantic_problem
 from app.phases import PHASES, Phase
 
 
-def load_plugins(raw: Any, builtins: Mapping[str, Any]) -> dict[str, type]:
-    """Import each module of `plugins:` and check its RULES; name → class."""
+def load_plugins(raw: Any, builtins: Mapping[str, Any],
+                 served: Collection[str] | None = None) -> dict[str, type]:
+    """Import each module of `plugins:` and check its RULES; name → class.
+
+    `served` (a candidate config: POST /v1/admin/config/try, replay, check-config
+    --against) is the modules the served config loaded: a candidate may name only those,
+    already imported, and naming another is refused before any import (an import runs the
+    module's code)."""
     if raw is None:
         return {}
     if not isinstance(raw, list) or not all(isinstance(m, str) and m for m in raw):
         raise ConfigError("plugins", "a list of module names (importable from the "
                           "service's Python path) is required")
+    if served is not None:
+        for i, module_name in enumerate(raw):
+            if module_name not in served:
+                loaded = ", ".join(served) or "none"
+                raise ConfigError(f"plugins[{i}] {module_name}", "not a module the served "
+                                  f"config loaded (it loaded: {loaded}): a candidate config "
+                                  "imports nothing; serve it through a reload to load it")
     found: dict[str, type] = {}
     owner: dict[str, str] = {}
     for i, module_name in enumerate(raw):

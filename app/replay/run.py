@@ -8,7 +8,7 @@ documents removed, added and moved on the page, and the rules whose records diff
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,9 +98,10 @@ class Side:
 
     @classmethod
     def build(cls, config: Path, banlist: Path | None, bans: Sequence[EntrySpec] = (),
-              limits: Settings | None = None) -> Side:
-        """ConfigError or BanlistError naming the place of a problem."""
-        engine = with_core(load_file(config), _engine.EngineMetrics())
+              limits: Settings | None = None, served: Collection[str] | None = None) -> Side:
+        """ConfigError or BanlistError naming the place of a problem. `served`: for the
+        candidate, the plugin modules the served side loaded, the only ones it may name."""
+        engine = with_core(load_file(config, served), _engine.EngineMetrics())
         store = EmbeddedStore(None)
         if banlist is not None:
             groups, specs = bulk.read_file(banlist)

@@ -3,6 +3,7 @@ run, and the page after it; checked against the same response's documents and au
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -213,6 +214,24 @@ def test_a_refused_candidate_or_request_names_the_field(client, config, request_
     assert r.status_code == status, r.text
     assert r.json()["field"] == field
     assert r.json()["problem"].startswith(problem), r.json()["problem"]
+
+
+def test_a_candidate_imports_no_module_the_served_config_did_not_load(settings, plugin_path):
+    settings.config.write_text("plugins: [rr_business]\n" + CONFIG)
+    named = "plugins: [rr_business, rr_import_marker]\n" + CONFIG
+    with TestClient(create_app(settings)) as c:
+        for plugins in ("[rr_import_marker]", "[rr_business, rr_import_marker]", "[this]"):
+            r = tried(c, f"plugins: {plugins}\n{CONFIG}", body())
+            assert r.status_code == 422, r.text
+            module = plugins.strip("[]").split(", ")[-1]
+            at = plugins.strip("[]").split(", ").index(module)
+            assert r.json()["field"] == "config"
+            assert r.json()["problem"].startswith(
+                f"plugins[{at}] {module}: not a module the served config loaded (it loaded: "
+                "rr_business)"), r.json()["problem"]
+        assert "rr_import_marker" not in sys.modules  # refused before any import
+        # the served config's own plugins are named freely (imported already)
+        assert tried(c, named.replace(", rr_import_marker", ""), body()).status_code == 200
 
 
 def test_trying_a_candidate_needs_a_write_token(client, settings):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -175,6 +176,19 @@ def test_check_config_against_the_running_file_refuses_rebucketing(tmp_path, cap
     err = capsys.readouterr().err
     assert "experiments[0] e: would re-bucket units of the running experiment" in err
     assert main(["check-config", str(new)]) == 0  # valid on its own
+
+
+def test_check_config_against_a_file_imports_no_plugin_that_file_did_not_load(
+        tmp_path, capsys, plugin_path):
+    old = tmp_path / "old.yaml"
+    new = tmp_path / "new.yaml"
+    old.write_text("plugins: [rr_business]\nprofiles: {default: {rerank: [spam_demotion]}}\n")
+    new.write_text(old.read_text().replace("rr_business", "rr_business, rr_import_marker"))
+    assert main(["check-config", str(new), "--against", str(old)]) == 1
+    assert ("plugins[1] rr_import_marker: not a module the served config loaded"
+            in capsys.readouterr().err)
+    assert "rr_import_marker" not in sys.modules
+    assert main(["check-config", str(old), "--against", str(old)]) == 0
 
 
 @pytest.mark.parametrize(("exc", "fate"), [

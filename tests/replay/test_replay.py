@@ -127,6 +127,20 @@ def test_a_bad_ban_or_config_is_refused_before_any_replay(tmp_path, served_confi
     assert err.count("\n") == 1 and f"{bad}: invalid: profiles.default.trim[0] depth" in err
 
 
+def test_a_candidate_imports_no_plugin_the_served_config_did_not_load(
+        tmp_path, served_config, capsys, plugin_path):
+    capture = tmp_path / "c.jsonl"
+    capture.write_bytes(capture_line({"documents": []}))
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("plugins: [rr_import_marker]\n" + served_config.read_text())
+    assert main(["replay", "--served", str(served_config), "--config", str(candidate),
+                 str(capture)]) == 1
+    err = capsys.readouterr().err
+    assert "plugins[0] rr_import_marker: not a module the served config loaded (it loaded: " \
+        "none)" in err
+    assert "rr_import_marker" not in sys.modules
+
+
 DOCS = [{"id": f"d{i}", "url": f"https://h{i}.example/{i}", "score": 10 - i} for i in range(8)]
 
 
