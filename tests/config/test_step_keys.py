@@ -86,6 +86,31 @@ def test_a_bad_reserved_value_is_refused_naming_the_step(params, problem):
     assert problem in err.value.problem
 
 
+@pytest.mark.parametrize(("params", "problem"), [
+    ("{timeout_ms: 0}", "parameter 'timeout_ms': must be a positive number of milliseconds"),
+    ("{timeout_ms: -5}", "parameter 'timeout_ms': must be a positive number"),
+    ("{timeout_ms: '50'}", "parameter 'timeout_ms': must be a positive number"),
+    ("{timeout_ms: true}", "parameter 'timeout_ms': must be a positive number"),
+    ("{timeout_ms: .nan}", "parameter 'timeout_ms': must be a positive number"),
+])
+def test_a_bad_timeout_ms_is_refused_naming_the_step(params, problem, plugin_path):
+    with pytest.raises(ConfigError) as err:
+        load_bytes(f"plugins: [rr_hostile]\nprofiles: {{default: {{rerank: [{{sleeper: "
+                   f"{params}}}]}}}}".encode())
+    assert err.value.place == "profiles.default.rerank[0] sleeper"
+    assert problem in err.value.problem
+
+
+def test_timeout_ms_is_a_python_rules_own(plugin_path):
+    got = policies(b"plugins: [rr_hostile]\nprofiles: {default: {rerank: [{sleeper: "
+                   b"{seconds: 1, timeout_ms: 25}}]}}")
+    assert got["rerank:sleeper"].timeout_ms == 25.0
+    with pytest.raises(ConfigError) as err:  # a built-in runs to completion
+        load_bytes(b"profiles: {default: {rerank: [{spam_demotion: {timeout_ms: 25}}]}}")
+    assert err.value.place == "profiles.default.rerank[0] spam_demotion"
+    assert "parameter 'timeout_ms': for Python rules only" in err.value.problem
+
+
 def test_a_variant_may_not_set_a_reserved_key():
     with pytest.raises(ConfigError) as err:
         load_bytes(b"profiles: {default: {rerank: [spam_demotion]}}\nexperiments: [{name: e, "
