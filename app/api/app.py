@@ -41,6 +41,7 @@ from app.engine.executor import Limits, RuleExecutor
 from app.engine.service import Rearranger
 from app.errors import ConfigError, StartupRefused
 from app.observability.audit import AuditLog
+from app.observability.logs import OneLineRecords
 from app.observability.metrics import Metrics
 from app.observability.readings import LastReading
 from app.replay.capture import Capture, capture_settings
@@ -239,12 +240,15 @@ def configure_logging(level: str) -> None:
     uvicorn configures only its own loggers. Ours propagated to a root logger without a
     handler, where Python's last resort printed warnings and errors and dropped every INFO
     line (config reloaded, bans expired, resyncs). Where the root logger has a handler
-    (an embedding application, pytest's log capture) it is left to do the job.
+    (an embedding application, pytest's log capture) it is left to do the job. Each record
+    is written on one line, its traceback's lines marked `  | ` (app/observability/logs.py):
+    a client's or a rule's text in it cannot forge a record.
     """
     if logging.getLogger().handlers:
         return
     handler = logging.StreamHandler()
     handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+    handler.addFilter(OneLineRecords())  # what a rule or a client wrote, escaped
     for name in ("rearrange", "app"):
         logger = logging.getLogger(name)
         logger.setLevel(level.upper())

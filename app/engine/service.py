@@ -11,7 +11,6 @@ import functools
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from app.config.settings import Settings
 from app.config.versions import ConfigHolder
 from app.engine.executor import RuleExecutor
 from app.observability.audit import AuditLog
+from app.observability.logs import OneLineRecords
 from app.observability.metrics import Metrics
 from app.replay.capture import Capture
 from app.sanctions.service import Sanctions
@@ -31,29 +31,8 @@ from app.sanctions.service import Sanctions
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
 EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
 log = logging.getLogger("rearrange.rules")
+log.addFilter(OneLineRecords())  # a rule's exception text escaped, under any handler
 Answer = tuple[int, bytes]  # (status, JSON body)
-
-
-def one_line(text: str) -> str:
-    """`text` with its control characters and line separators escaped (Python's repr
-    spelling): what a rule or a client wrote never starts a log line of its own."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
-
-
-class _OneLineTraceback(logging.Filter):
-    """A rule's traceback in the log with every line of it marked as a continuation
-    (`  | `) and escaped: the exception's message is the rule's text, and a newline in it
-    must not read as a record of its own."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        info = record.exc_info
-        if info and info[1] is not None and not record.exc_text:
-            text = "".join(traceback.format_exception(info[1]))
-            record.exc_text = "\n".join(f"  | {one_line(line)}" for line in text.splitlines())
-        return True
-
-
-log.addFilter(_OneLineTraceback())
 
 
 class FailureLog:
@@ -80,8 +59,8 @@ class FailureLog:
             self._last[key] = (now, 0)
         since = f" ({held} more since the last line)" if held else ""
         log.error("rule %s in %s (profile %s) failed, %s: %s%s", rule, phase, profile,
-                  "request answered 503" if closed else "page served without it",
-                  one_line(problem), since, exc_info=cause)
+                  "request answered 503" if closed else "page served without it", problem,
+                  since, exc_info=cause)
 
 
 class Rearranger:
