@@ -39,11 +39,13 @@ need-redis:
 	Redis tests start their own. Install it: apt-get install redis-server (Debian, Ubuntu) or \
 	brew install redis (macOS)" >&2; exit 2; }
 
-# The crate's own tests, then the Python suite (which exits 5 if it ran no test:
-# that fails the target, as any non-zero exit does). need-redis is checked first.
+# The crate's own tests, then the Python suite on two processes (pytest-xdist: most of the
+# suite waits on servers it started, so two halve it on two cores; each test starts its own
+# redis-server and service on free ports and works in its own tmp_path). pytest exits 5 if
+# it ran no test: that fails the target, as any non-zero exit does. need-redis is first.
 test: need-redis $(DEV) $(ENGINE)
 	cargo test --quiet
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 bench: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.pipeline

@@ -8,6 +8,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from iso3166 import countries_by_alpha2
+
 from app.banlist.history import ENDS, ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
@@ -82,6 +84,9 @@ def regions_of(items: Iterable[str]) -> frozenset[str]:
             if not _REGION.fullmatch(code):
                 raise BanlistError(f"regions[{n}]", f"{code[:20].upper()!r} is not an ISO "
                                    "3166-1 alpha-2 code (two letters, such as RU or KZ)")
+            if code.upper() not in countries_by_alpha2:  # UK, EU, XX: never a query's region
+                raise BanlistError(f"regions[{n}]", f"{code.upper()!r} is not an assigned ISO "
+                                   "3166-1 alpha-2 code (the United Kingdom is GB)")
         out.update(code.upper() for code in codes)
     return frozenset(out)
 

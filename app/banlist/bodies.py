@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictInt
 from pydantic import Field as PField
 
 from app.banlist.base import MAX_REASON, MAX_TTL_SECONDS, MAX_VALUE, EntryEdit, expiry
@@ -25,7 +25,7 @@ class BanIn(BaseModel):
     value: str = PField(min_length=1, max_length=MAX_VALUE)
     reason: str = PField(min_length=1, max_length=MAX_REASON)
     regions: list[Region] = []
-    ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
+    ttl_seconds: StrictInt | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
     expires_at: AwareDatetime | None = None
 
     def expiry(self, now: float) -> float | None:
@@ -43,7 +43,7 @@ class EditIn(BaseModel):
 
     reason: str = PField(min_length=1, max_length=MAX_REASON)
     regions: list[Region] = PField(default=[], description="not given: as they are")
-    ttl_seconds: int | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
+    ttl_seconds: StrictInt | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
     expires_at: AwareDatetime | None = PField(
         default=None, description="null: permanent; not given: as it is")
 

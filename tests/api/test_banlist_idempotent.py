@@ -167,6 +167,24 @@ def test_regions_that_are_not_alpha_2_codes_are_refused_by_add_and_import(api):
                                     "such as RU or KZ)"}]
 
 
+def test_regions_no_country_holds_are_refused_and_gb_is_the_united_kingdom(api):
+    a, _ = api
+    for bad in (["UK"], ["XX"], ["EU"], ["RU,ZZ"]):  # the shape of a code, assigned to none
+        r = a.post("/v1/banlist/entries", headers=AUTH, json={**DUP, "regions": bad})
+        assert r.status_code == 422 and r.json()["field"] == "regions[0]", r.text
+        assert "not an assigned ISO 3166-1 alpha-2 code" in r.json()["problem"]
+    r = a.post("/v1/banlist/entries", headers=AUTH, json={**DUP, "regions": ["gb"]})
+    assert r.status_code == 201 and r.json()["entry"]["regions"] == ["GB"]
+
+
+@pytest.mark.parametrize("ttl", ["60", 60.0, True])
+def test_ttl_seconds_is_a_json_integer_not_a_string_or_a_float(api, ttl):
+    a, _ = api
+    r = a.post("/v1/banlist/entries", headers=AUTH, json={**DUP, "ttl_seconds": ttl})
+    assert r.status_code == 422 and r.json()["field"] == "body.ttl_seconds", r.text
+    assert a.get("/v1/banlist/entries").json()["entries"] == []
+
+
 def test_every_limit_of_the_single_add_holds_for_import_lines(api):
     a, _ = api
     lines = [
