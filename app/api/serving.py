@@ -15,8 +15,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from app.api import errors
 from app.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -94,6 +95,21 @@ class HeaderDeadline(HttpToolsProtocol):
             self._header_timer.cancel()
             self._header_timer = None
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes httptools refuses (a malformed request line or header,
+        or one past the parser's limits, such as a query string past about 64 KiB): the
+        contract's JSON error body, as every other 4xx, instead of uvicorn's plain text."""
+        body = errors.body(400, "request", "not an HTTP/1.1 request this server can read: a "
+                           "malformed request line or header, or one longer than the parser "
+                           "takes (a URL or a header past about 64 KiB)")
+        head = [STATUS_LINE[400]]
+        for name, value in self.server_state.default_headers:
+            head.extend([name, b": ", value, b"\r\n"])
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n"
+                    b"connection: close\r\n\r\n" % len(body))
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
 
     def _arm(self) -> None:
         transport = self.transport  # after a WebSocket upgrade it belongs to another protocol

@@ -175,3 +175,17 @@ def test_healthy_clients_are_not_cut(port):
             r = c.post("/v1/banlist/entries", headers={"Authorization": "Bearer t"},
                        json={"scope": "host", "value": "whole.example", "reason": "spam"})
             assert r.status_code in (200, 201), r.text
+
+
+def test_a_request_line_past_the_parsers_limit_gets_the_json_error_body(port):
+    """uvicorn answers bytes httptools refuses (here a query string of 100 KiB) with plain
+    text; ours is the contract's JSON error, as every other 4xx."""
+    with connect(port) as s:
+        s.sendall(b"GET /v1/banlist/lookup?url=http://a.example/" + b"a" * 100_000 +
+                  b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _, body = response(s).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head
+        refused = json.loads(body)
+        assert refused["error"] == "invalid_request" and refused["field"] == "request"
+        assert "64 KiB" in refused["problem"]
+        assert closed_by_server(s)
