@@ -158,7 +158,11 @@ def _csv(text: str) -> Iterator[tuple[int, dict[str, Any] | BanlistError]]:
             if None in row:
                 yield reader.line_num, BanlistError("line", "more fields than the header names")
                 continue
-            yield reader.line_num, {k: v for k, v in row.items() if v not in ("", None)}
+            fields: dict[str, Any] = {k: v for k, v in row.items() if v not in ("", None)}
+            ttl = fields.get("ttl_seconds")
+            if isinstance(ttl, str) and ttl.strip().isascii() and ttl.strip().isdigit():
+                fields["ttl_seconds"] = int(ttl)  # CSV has only text: a JSON body gives a number
+            yield reader.line_num, fields
     except csv.Error as exc:
         # a field past csv's limit (131,072 characters, far above any field's own limit) or
         # a malformed quote: the reader cannot go on, so the whole body is refused, by line

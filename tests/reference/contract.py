@@ -274,6 +274,11 @@ def to_docs(req: RerankRequest, max_documents: int, max_text_chars: int) -> list
             at = next(n for n, v in enumerate(d.minhash.values) if v > U64_MAX)
             raise FieldError(f"documents[{i}].minhash.values[{at}]",
                              "must be an unsigned 64-bit integer (<= 2**64 - 1)")
+        for j, blocked in enumerate(d.blocked_regions):  # held to query.region's rule
+            if not _ALPHA_2.fullmatch(blocked):
+                raise FieldError(f"documents[{i}].blocked_regions[{j}]",
+                                 f"{blocked!r} is not an ISO 3166-1 alpha-2 code (two "
+                                 "letters, such as RU, in any case)")
         try:
             canonical, host = canon.canonicalize_with_host(d.url)
         except canon.InvalidURL:

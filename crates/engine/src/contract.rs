@@ -196,7 +196,7 @@ pub fn check_page(
     mut each: impl FnMut(usize, &Document<'_>) -> Result<(), FieldError>,
 ) -> Result<(), FieldError> {
     if let Some(region) = &decoded.request.query.region {
-        check_region(region)?;
+        check_region(region, || "query.region".into())?;
     }
     let docs = &decoded.request.documents;
     if docs.len() > limits.max_documents {
@@ -247,6 +247,9 @@ pub fn check_page(
                 problem: "must be an unsigned 64-bit integer (<= 2**64 - 1)".into(),
             });
         }
+        for (j, region) in d.blocked_regions.iter().enumerate() {
+            check_region(region, || format!("documents[{i}].blocked_regions[{j}]"))?;
+        }
         each(i, d)?;
     }
     Ok(())
@@ -254,14 +257,15 @@ pub fn check_page(
 
 /// `query.region` is an ISO 3166-1 alpha-2 code in any case (CONTRACT.md): two ASCII
 /// letters. Anything else (` RU`, `RUS`, `ru-RU`, fullwidth `ＲＵ`) is refused, never
-/// served without the region's bans: no spelling of it is guessed at.
-fn check_region(region: &str) -> Result<(), FieldError> {
+/// served without the region's bans: no spelling of it is guessed at. A document's
+/// `blocked_regions` are held to the same (one spelled ` RU` would never match).
+fn check_region(region: &str, field: impl FnOnce() -> String) -> Result<(), FieldError> {
     if region.len() == 2 && region.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Ok(());
     }
     Err(FieldError {
         status: 422,
-        field: "query.region".into(),
+        field: field(),
         problem: format!(
             "{} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)",
             py_repr(region)

@@ -137,7 +137,11 @@ impl<'a> Page<'a> {
                 host,
                 domain,
                 url_problem,
-                blocked_regions: d.blocked_regions.iter().map(|r| r.to_uppercase()).collect(),
+                blocked_regions: d
+                    .blocked_regions
+                    .iter()
+                    .map(|r| r.to_ascii_uppercase())
+                    .collect(),
             });
             docs.push(Doc {
                 at: i as u32,
