@@ -70,11 +70,11 @@ def _texts(values: tuple[str, ...]) -> tuple[str, ...]:
 def _regions(values: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for i, value in enumerate(values):
-        code = value.strip().upper()
+        code = value.strip()  # checked before upper-casing: 'ß' upper-cases to 'SS'
         if len(code) != 2 or not (code.isascii() and code.isalpha()):
             raise ValueError(f"item {i} {value!r} is not an ISO 3166-1 alpha-2 code "
                              "(two letters, such as RU or KZ)")
-        out.append(code)
+        out.append(code.upper())
     return tuple(out)
 
 

@@ -204,6 +204,8 @@ def test_every_query_rule_is_counted_in_the_per_rule_metrics():
      "position: 1}]}}", "parameter 'when.query_is': item 0 '?!' has no letters"),
     ("{query_pin: {when: {regions: [RUS]}, pin: [{url: 'https://a.example/', position: 1}]}}",
      "parameter 'when.regions': item 0 'RUS' is not an ISO 3166-1 alpha-2"),
+    ("{query_pin: {when: {regions: [ß]}, pin: [{url: 'https://a.example/', position: 1}]}}",
+     "parameter 'when.regions': item 0 'ß' is not an ISO 3166-1 alpha-2"),  # not SS
     ("{query_pin: {label: 'two words', pin: [{url: 'https://a.example/', position: 1}]}}",
      "parameter 'label'"),
 ])

@@ -113,13 +113,13 @@ impl When {
         }
         let mut regions = Vec::with_capacity(w.regions.len());
         for (i, r) in w.regions.iter().enumerate() {
-            let code = r.trim().to_uppercase();
-            if code.len() != 2 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+            let code = r.trim(); // checked before upper-casing: 'ß' upper-cases to "SS"
+            if code.len() != 2 || !code.bytes().all(|b| b.is_ascii_alphabetic()) {
                 return Err(format!(
                     "when.regions[{i}]: {r:?} is not an ISO 3166-1 alpha-2 code"
                 ));
             }
-            regions.push(code);
+            regions.push(code.to_ascii_uppercase());
         }
         if let Some(i) = w.classes.iter().position(|c| c.is_empty()) {
             return Err(format!("when.classes[{i}]: a class cannot be empty"));
@@ -247,13 +247,21 @@ mod tests {
             When::build(w, &None).err().unwrap(),
             "when.query_contains[1]: \"?!\" has no letters or digits"
         );
+        for bad in ["RUS", "ß", "ＲＵ"] {
+            // 'ß' upper-cases to "SS": the code is checked as written
+            let w = WhenIn {
+                regions: vec![bad.into()],
+                ..WhenIn::default()
+            };
+            assert!(When::build(w, &None)
+                .err()
+                .unwrap()
+                .starts_with("when.regions[0]"));
+        }
         let w = WhenIn {
-            regions: vec!["RUS".into()],
+            regions: vec![" ru".into()],
             ..WhenIn::default()
         };
-        assert!(When::build(w, &None)
-            .err()
-            .unwrap()
-            .starts_with("when.regions[0]"));
+        assert!(When::build(w, &None).is_ok());
     }
 }
