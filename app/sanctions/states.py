@@ -212,11 +212,12 @@ class RedisStates(Follower):
     def round(self, block: bool) -> None:
         """The primary, the epoch, the newest write and the loss marks, in one request;
         writes Redis lost are put back (this replica's) or refused (when it cannot tell)."""
+        seen = self.seen  # a write of ours meanwhile moves it on: judged as of this read
         pipe = self.client.pipeline(transaction=True)
         pipe.execute_command("ROLE")
         pipe.get(self.epoch_key)
         pipe.hgetall(self.lost_key)
-        pipe.xrevrange(self.changes_key, max=self.seen or "+", min="-", count=1)
+        pipe.xrevrange(self.changes_key, max=seen or "+", min="-", count=1)
         pipe.xrange(self.changes_key, count=1)
         pipe.xrevrange(self.changes_key, count=1)
         role, epoch_r, marks, mine, first, newest = pipe.execute()
@@ -225,16 +226,17 @@ class RedisStates(Follower):
         self.durability.watch(self.client, reconnected=not self.connected)
         self.marks = marks
         if self._judge(self.client, epoch_r):
-            self._follow(mine, first, newest)
+            self._follow(seen, mine, first, newest)
         elif self._marked and self._mark_doc:
             self._mark(**self._mark_doc)  # refreshed: other replicas see this one is alive
         self.reached()
         if block:
             self.wait(self.block_ms / 1000)
 
-    def _follow(self, mine: list[Any], first: list[Any], newest: list[Any]) -> None:
-        """Move on to Redis's newest write, unless the one seen last is gone (a loss)."""
-        seen = self.seen
+    def _follow(self, seen: str | None, mine: list[Any], first: list[Any],
+                newest: list[Any]) -> None:
+        """Move on to Redis's newest write, unless `seen`, the newest seen before this
+        round's read, is gone (a loss)."""
         if seen is not None and (not mine or mine[0][0] != seen):
             if first and _pos(first[0][0]) > _pos(seen):
                 log.info("sanctions: more than %d writes since this replica last looked: "
@@ -245,7 +247,9 @@ class RedisStates(Follower):
         if self._marked and self.diverged is None:
             self._unmark()  # a mark whose removal failed once: nothing is missing any more
         if newest:
-            self.seen = newest[0][0]
+            with self._lock:  # never back past a write of ours made since the read
+                if self.seen is None or _pos(newest[0][0]) > _pos(self.seen):
+                    self.seen = newest[0][0]
 
     # ---- reads and writes --------------------------------------------------------------------
     def get(self, key: str) -> HostState:
