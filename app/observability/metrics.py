@@ -49,7 +49,7 @@ CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest",
                  "bootstrap")
 # rearrange_housekeeping_errors_total
-HOUSEKEEPING_TASKS = ("config", "sweep", "snapshot", "sanctions", "gauges")
+HOUSEKEEPING_TASKS = ("config", "sweep", "snapshot", "banlist_filter", "gauges")
 # What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
 # replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
 STRUCTURES = ("banlist", "quarantine", "sanctions")

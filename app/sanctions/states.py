@@ -189,11 +189,13 @@ class RedisStates(Follower):
         self.read_at: float | None = None  # when the copy was last read whole
         self.confirmed_at = 0.0  # when Redis was last seen holding the epoch followed
         self.diverged: str | None = None
-        # the newest changes record seen in Redis; this replica's writes since its oldest
-        # record Redis may still lose; and the newest own write the journal let go of
+        # the newest changes record seen in Redis, the newest this replica wrote, its
+        # writes that Redis may still lose, and the newest own write the journal let go of
         self.seen: str | None = None
+        self.own: str | None = None
         self.journal: deque[Written] = deque(maxlen=JOURNAL)
         self.forgotten = "0-0"
+        self.history = 0  # moved on by a reseed or an adopt: a round under way reads anew
         self.me = f"{recovery.replica_name()}/sanctions/{id(self):x}"
         self.marks: dict[str, str] = {}  # every replica's loss marks, read each round
         self._marked = False
@@ -211,43 +213,54 @@ class RedisStates(Follower):
 
     def round(self, block: bool) -> None:
         """The primary, the epoch, the newest write and the loss marks, in one request;
-        writes Redis lost are put back (this replica's) or refused (when it cannot tell)."""
-        seen = self.seen  # a write of ours meanwhile moves it on: judged as of this read
+        writes Redis lost are put back (this replica's) or refused (when it cannot tell).
+
+        Two records must still be there: the newest this replica saw in Redis (another
+        replica's writes up to it) and the newest it wrote (its own since). A reseed or an
+        adopt meanwhile (`history` moved on) voids what this round read."""
+        with self._lock:
+            points, history = [p for p in (self.seen, self.own) if p is not None], self.history
         pipe = self.client.pipeline(transaction=True)
         pipe.execute_command("ROLE")
         pipe.get(self.epoch_key)
         pipe.hgetall(self.lost_key)
-        pipe.xrevrange(self.changes_key, max=seen or "+", min="-", count=1)
         pipe.xrange(self.changes_key, count=1)
         pipe.xrevrange(self.changes_key, count=1)
-        role, epoch_r, marks, mine, first, newest = pipe.execute()
+        for point in points:
+            pipe.xrevrange(self.changes_key, max=point, min="-", count=1)
+        role, epoch_r, marks, first, newest, *mine = pipe.execute()
         self.primary(role)
         self.policy.watch(self.client, reconnected=not self.connected)
         self.durability.watch(self.client, reconnected=not self.connected)
         self.marks = marks
         if self._judge(self.client, epoch_r):
-            self._follow(seen, mine, first, newest)
+            if history == self.history:
+                self._follow(list(zip(points, mine, strict=True)), first, newest)
         elif self._marked and self._mark_doc:
             self._mark(**self._mark_doc)  # refreshed: other replicas see this one is alive
         self.reached()
         if block:
             self.wait(self.block_ms / 1000)
 
-    def _follow(self, seen: str | None, mine: list[Any], first: list[Any],
+    def _follow(self, checks: list[tuple[str, list[Any]]], first: list[Any],
                 newest: list[Any]) -> None:
-        """Move on to Redis's newest write, unless `seen`, the newest seen before this
-        round's read, is gone (a loss)."""
-        if seen is not None and (not mine or mine[0][0] != seen):
-            if first and _pos(first[0][0]) > _pos(seen):
+        """Move on to Redis's newest write, unless a record this replica knew Redis held
+        (read before this round's request) is gone: a loss, Redis's history holding only
+        up to the newest record at or before it (the branch)."""
+        gone = [(point, got) for point, got in checks if not got or got[0][0] != point]
+        if gone:
+            point = min((p for p, _ in gone), key=_pos)
+            if first and _pos(first[0][0]) > _pos(point):
                 log.info("sanctions: more than %d writes since this replica last looked: "
                          "whether Redis lost any cannot be told", JOURNAL)
             else:
-                self._recover(mine[0][0] if mine else "0-0")
+                branch = min((got[0][0] if got else "0-0" for _, got in gone), key=_pos)
+                self._recover(branch)
                 return
         if self._marked and self.diverged is None:
             self._unmark()  # a mark whose removal failed once: nothing is missing any more
         if newest:
-            with self._lock:  # never back past a write of ours made since the read
+            with self._lock:
                 if self.seen is None or _pos(newest[0][0]) > _pos(self.seen):
                     self.seen = newest[0][0]
 
@@ -304,12 +317,13 @@ class RedisStates(Follower):
                   approximate=True)
 
     def _wrote(self, written: Written) -> None:
-        """Journal one of this replica's writes (under the lock); it is the newest seen."""
+        """Journal one of this replica's writes (under the lock); the next round checks
+        that Redis still holds the newest of them."""
         if len(self.journal) == self.journal.maxlen:
             self.forgotten = self.journal[0].sid
         self.journal.append(written)
-        if self.seen is None or _pos(written.sid) > _pos(self.seen):
-            self.seen = written.sid
+        if self.own is None or _pos(written.sid) > _pos(self.own):
+            self.own = written.sid
 
     def __iter__(self) -> Iterator[HostState]:
         """Every host's state: Redis's, read whole (the copy, while Redis's is refused)."""
@@ -346,13 +360,14 @@ class RedisStates(Follower):
         log.warning("sanctions: %s; writing again the %d of them this replica made (the "
                     "replica that made any other writes them again)", why, len(lost))
         superseded = sum(0 if self._rewrite(w) else 1 for w in lost)
-        if lost:
+        if lost:  # counted by the replica whose writes they were: once per loss
             self.durability.confirm(self.client, self.durable_key, "sanctions")
-        self.events.recovered("sanctions", "reapplied", len(lost) - superseded)
+            self.events.recovered("sanctions", "reapplied", len(lost) - superseded)
         with self._lock:
             self.journal = deque((w for w in self.journal if w not in lost),
                                  maxlen=JOURNAL)
             self.seen = None  # the next round moves on to Redis's newest write
+            self.own = self.journal[-1].sid if self.journal else None
         self._unmark()
         log.warning("sanctions: wrote back %d lost write(s)%s", len(lost) - superseded,
                     f"; {superseded} superseded by a later write to the same host, not "
@@ -445,7 +460,7 @@ class RedisStates(Follower):
                 log.warning("sanctions: Redis was reseeded over this replica's sanction states "
                             "(epoch %s → %s); following it", self.epoch, epoch_r)
                 self.epoch, self.diverged, self.confirmed_at = epoch_r, None, self.clock()
-                self.unknown_loss, self.seen = None, None
+                self._new_history()
                 return True
             if epoch_r is None:
                 why, cause = (f"Redis holds no sanction states (restarted empty or flushed) but "
@@ -455,6 +470,15 @@ class RedisStates(Follower):
                               f"than this replica (epoch {self.epoch})"), "backward"
         self._refuse(why, cause)
         return False
+
+    def _new_history(self) -> None:
+        """A reseed or an adopt (under the lock): what Redis holds is the history from now
+        on, and what this replica knew of the one before (its writes, the records it saw,
+        a loss it could not tell) no longer counts; a round under way reads anew."""
+        self.unknown_loss, self.seen, self.own = None, None, None
+        self.journal.clear()
+        self.forgotten = "0-0"
+        self.history += 1
 
     def _refuse(self, why: str, cause: str) -> None:
         with self._lock:
@@ -529,7 +553,7 @@ class RedisStates(Follower):
                                          f"Redis unreachable, not reseeded: {exc}") from exc
         with self._lock:
             self.epoch, self.diverged, self.confirmed_at = epoch, None, self.clock()
-            self.unknown_loss, self.seen = None, None
+            self._new_history()
         self.client.delete(self.lost_key)  # Redis holds this copy: nothing is missing now
         self._marked = False
         self.durability.confirm(self.client, self.durable_key, "sanctions")
@@ -551,7 +575,7 @@ class RedisStates(Follower):
         with self._lock:
             self.epoch, self.copy, self.read_at = epoch_r, got, self.clock()
             self.diverged, self.confirmed_at = None, self.clock()
-            self.unknown_loss, self.seen = None, None
+            self._new_history()
         self._unmark()  # what only this copy held is let go
         log.warning("sanctions: adopted Redis's sanction states (epoch %s, %d hosts)",
                     epoch_r or "none", len(got))

@@ -73,7 +73,7 @@ def test_a_replica_that_cannot_tell_its_lost_writes_refuses_and_the_fleet_waits_
         feed(a, "grey.example", 0.95, 2)
         states = a.app.state.service.sanctions.states
         states.journal.clear()  # as if its journal had let go of them (JOURNAL writes since)
-        states.forgotten = states.seen
+        states.forgotten = states.own
         backup.restore()
         until(lambda: a.get("/readyz").json()["sanctions_diverged"] is not None)
         body = a.get("/readyz").json()
@@ -95,3 +95,19 @@ def test_a_replica_that_cannot_tell_its_lost_writes_refuses_and_the_fleet_waits_
             for ours in (a, b, c):
                 until(lambda ours=ours: ours.get("/readyz").json()["sanctions_in_sync"])
                 assert ours.get("/v1/sanctions/grey.example").json()["state"] == "banned"
+
+
+def test_a_write_made_before_the_next_round_does_not_hide_a_loss(aof_redis, settings, tmp_path):
+    with app_on(aof_redis, settings, "a") as a:
+        states = a.app.state.service.sanctions.states
+        feed(a, "grey.example", 0.75, 1)
+        backup = Backup(aof_redis, tmp_path / "backup")
+        feed(a, "grey.example", 0.95, 2)  # lost below
+        states.halt()  # rounds by hand from here: the write below lands before the next one
+        states.round(block=False)
+        backup.restore()
+        feed(a, "fresh.example", 0.75, 3)  # a newer record than the lost one
+        assert held(aof_redis, "grey.example")["state"] == "quarantine"
+        states.round(block=False)
+        assert held(aof_redis, "grey.example")["state"] == "banned"
+        assert held(aof_redis, "fresh.example")["state"] == "quarantine"
