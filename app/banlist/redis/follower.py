@@ -23,8 +23,8 @@ and follows Redis from it. What following means is the same for all four, and li
 
 How each structure tells that Redis went backwards or forked from its copy, and what it
 does then, is its own (its changelog differs): the banlist and the quarantine list follow a
-changelog stream (replica.py), the sanction states a write counter beside their hash
-(app/sanctions/states.py), the config a stream of whole versions (app/config/replica.py).
+changelog stream (replica.py), the sanction states a stream numbering the writes to their
+hash (app/sanctions/states.py), the config a stream of whole versions (app/config/replica.py).
 """
 from __future__ import annotations
 
