@@ -198,6 +198,7 @@ class RedisStates(Follower):
         self.history = 0  # moved on by a reseed or an adopt: a round under way reads anew
         self.me = f"{recovery.replica_name()}/sanctions/{id(self):x}"
         self.marks: dict[str, str] = {}  # every replica's loss marks, read each round
+        self.mark_watch = recovery.MarkWatch()  # which of them their holders still refresh
         self._marked = False
         self._mark_doc: dict[str, Any] = {}
         self.unknown_loss: str | None = None  # lost writes the journal cannot tell: refused
@@ -233,6 +234,7 @@ class RedisStates(Follower):
         self.policy.watch(self.client, reconnected=not self.connected)
         self.durability.watch(self.client, reconnected=not self.connected)
         self.marks = marks
+        self.mark_watch.saw(marks)
         if self._judge(self.client, epoch_r):
             if history == self.history:
                 self._follow(list(zip(points, mine, strict=True)), first, newest)
@@ -507,7 +509,7 @@ class RedisStates(Follower):
         age = None if self.read_at is None else round(now - self.read_at, 3)
         # another replica's mark: writes Redis lost that it holds and has not put back yet
         missing = recovery.missing({k: v for k, v in self.marks.items() if k != self.me},
-                                   "sanctions", now)
+                                   "sanctions", self.mark_watch.ages())
         in_sync = self.diverged is None and self.problem is None and missing is None
         return SyncState("redis", in_sync, staleness, int(self.epoch or 0), self.diverged,
                          self.problem, {"hosts": len(self.copy), "copy_age_seconds": age},

@@ -36,14 +36,14 @@ import os
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from app.banlist.index import BanIndex
-from app.banlist.model import Entry, iso, parse_iso
+from app.banlist.model import Entry, iso
 from app.banlist.redis.client import TextRedis
 
 JOURNAL = 10_000  # stream records a replica remembers (about 0.5 KiB each)
@@ -187,16 +187,39 @@ def mark(client: TextRedis, key: str, name: str, epoch: int, version: int, why: 
 STALE_MARK = 60.0  # seconds a holder has not refreshed its mark: it may be gone
 
 
+class MarkWatch:
+    """When each loss mark was last seen to change, by this process's monotonic clock: a
+    holder rewrites its mark (`at`) every round, so one unchanged for STALE_MARK seconds
+    is not being refreshed. Judged here rather than from `at` against this host's clock,
+    which a skew between hosts would make say a live holder is gone."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.changed: dict[str, tuple[str, float]] = {}  # mark → (its text, seen since)
+
+    def saw(self, marks: dict[str, str]) -> None:
+        """The marks as this round read them."""
+        now = self.clock()
+        self.changed = {name: (raw, self.changed[name][1] if name in self.changed
+                               and self.changed[name][0] == raw else now)
+                        for name, raw in marks.items()}
+
+    def ages(self) -> dict[str, float]:
+        """Seconds since each mark was last seen to change."""
+        now = self.clock()
+        return {name: now - since for name, (_, since) in self.changed.items()}
+
+
 def missing(marks: dict[str, str], structure: str = "banlist",
-            now: float | None = None) -> str | None:
+            ages: dict[str, float] | None = None) -> str | None:
     """What /readyz says while any replica holds changes Redis lost (None: none does).
 
     A holder refreshes its mark every round while the loss stands; one not refreshed for
-    STALE_MARK seconds is said to be so, with the call that forgets it (its replica gone
-    for good, what it held is lost: an operator's decision, never taken by itself)."""
+    STALE_MARK seconds (`ages`, from a MarkWatch) is said to be so, with the call that
+    forgets it (its replica gone for good, what it held is lost: an operator's decision,
+    never taken by itself)."""
     if not marks:
         return None
-    now = time.time() if now is None else now
     parts = []
     for name, raw in sorted(marks.items()):
         try:
@@ -207,7 +230,7 @@ def missing(marks: dict[str, str], structure: str = "banlist",
         held = (f"seq {doc['seq']} (epoch {doc.get('epoch')})" if "seq" in doc else
                 f"{doc.get('writes', 'some')} write(s)")
         part = f"{name} holds {held}: {doc.get('why')}; repair: {doc.get('repair')}"
-        age = now - parse_iso(doc["at"]) if isinstance(doc.get("at"), str) else None
+        age = (ages or {}).get(name)
         if age is not None and age > STALE_MARK:
             part += (f" (its mark not refreshed for {age:.0f} s: if that replica is gone for "
                      f"good, `rearrange banlist forget-loss {name} --store {structure} "

@@ -162,6 +162,7 @@ class Replicator(Follower):
         self.journal = recovery.Journal()
         self.me = f"{recovery.replica_name()}/{name}/{uuid.uuid4().hex[:6]}"
         self.marks: dict[str, str] = {}
+        self.mark_watch = recovery.MarkWatch()  # which marks their holders still refresh
         self.pending: recovery.Lost | None = None  # taken Redis's copy, not written back yet
         self.reapply: Callable[[recovery.Lost], int] | None = None  # the store's writes
         self._marked = False  # this refusal is marked in Redis
@@ -214,6 +215,7 @@ class Replicator(Follower):
         self.durability.watch(self.client, reconnected=not self.connected)
         self._check_changelog(forks.excess(length, first, last))
         self.marks = marks
+        self.mark_watch.saw(marks)
         if self.provisional:  # a bootstrap snapshot: followed only if Redis continues it
             if not _continues(epoch_r, seq_r, mine, known):
                 log.warning("%s: the bootstrap snapshot (seq %d epoch %d) does not continue "
@@ -721,8 +723,8 @@ class Replicator(Follower):
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         diverged = self.forked or self.diverged
         # a copy that refuses Redis holds what Redis lost; any other lacks it while marked
-        missing = (recovery.missing(self.marks, self.name, self.clock()) if self.diverged is None
-                   else None)
+        missing = (recovery.missing(self.marks, self.name, self.mark_watch.ages())
+                   if self.diverged is None else None)
         missing = missing or self.differs
         in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.banlist.redis import recovery
 from tests.conftest import AUTH, app_on
 from tests.helpers import until
 from tests.redis_server import RedisServer
@@ -128,9 +129,11 @@ def test_the_mark_of_a_replica_gone_for_good_is_forgotten_by_an_operator(
         until(lambda: a.get("/readyz").json()["banlist_diverged"] is not None)
     monkeypatch.setattr("app.banlist.redis.recovery.STALE_MARK", 0.0)  # no minute's wait
     with app_on(aof_redis, settings, "late") as late:
-        until(lambda: late.get("/readyz").json()["banlist_missing"] is not None)
+        # the mark is no longer rewritten: unchanged since `late` first read it
+        until(lambda: "not refreshed for" in (late.get("/readyz").json()["banlist_missing"]
+                                              or ""))
         missing = late.get("/readyz").json()["banlist_missing"]
-        assert "not refreshed for" in missing and "forget-loss" in missing
+        assert "forget-loss" in missing
         (name,) = aof_redis.client().hkeys("rearrange:{banlist}:lost")
         assert name in missing
         gone = late.request("DELETE", f"/v1/admin/banlist/lost/{name}", headers=AUTH,
@@ -142,3 +145,17 @@ def test_the_mark_of_a_replica_gone_for_good_is_forgotten_by_an_operator(
         again = late.request("DELETE", f"/v1/admin/banlist/lost/{name}", headers=AUTH,
                              json={"reason": "twice"})
         assert again.status_code == 404 and again.json()["field"] == "replica"
+
+
+def test_a_mark_is_stale_when_unchanged_here_whatever_its_holders_clock_says():
+    clock = [100.0]
+    watch = recovery.MarkWatch(lambda: clock[0])
+    # a holder whose clock runs ahead: its `at` is in this host's future, and refreshed
+    live = {"h/1/banlist/a": '{"seq": 6, "at": "2099-01-01T00:00:00.000Z", "why": "x"}'}
+    watch.saw(live)
+    clock[0] += 90
+    watch.saw({"h/1/banlist/a": live["h/1/banlist/a"].replace("00.000Z", "01.000Z")})
+    assert "not refreshed" not in recovery.missing(live, ages=watch.ages())
+    clock[0] += 61  # then it stops rewriting it
+    watch.saw({"h/1/banlist/a": live["h/1/banlist/a"].replace("00.000Z", "01.000Z")})
+    assert "not refreshed for 61 s" in recovery.missing(live, ages=watch.ages())
