@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 BACKOFF = (0.1, 2.0)  # seconds: the first retry after a failed round, and the longest
 
 
-class Follower:
+class Follower(ABC):
     """A copy of one structure and the thread that keeps it following Redis."""
 
     def __init__(self, client: TextRedis, name: str, block_seconds: float,
@@ -59,15 +60,15 @@ class Follower:
 
     round_op = "replicate"  # the `op` a failed round is counted under
 
+    @abstractmethod
     def round(self, block: bool) -> None:
         """Read where Redis is and apply what is new; with `block`, wait up to block_ms
         for something new. Raises redis.RedisError when Redis cannot be reached."""
-        raise NotImplementedError(f"{type(self).__name__} follows nothing")
 
-    def after_round(self) -> None:
+    def after_round(self) -> None:  # noqa: B027 (a hook: most structures need none)
         """What a structure does after each round that succeeded (say, save a snapshot)."""
 
-    def lost_contact(self) -> None:
+    def lost_contact(self) -> None:  # noqa: B027 (a hook: most structures need none)
         """What a structure forgets when Redis is lost (say, that it is in step)."""
 
     # ---- life cycle -----------------------------------------------------------------------
