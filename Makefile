@@ -7,27 +7,56 @@ BIN := $(VENV)/bin
 
 ENGINE_SOURCES := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 
-# The venv with the app installed editable and its runtime dependencies only; maturin (the
-# build backend) compiles the Rust engine into app/_engine*.so on the way.
-$(BIN)/rearrange: pyproject.toml
+# pyproject.toml's requirements, one a line for pip: the build backend's (`build`: maturin)
+# or an extra's (the project's own `rearrange[...]` in it expanded), so that pip installs
+# the dependencies alone and only maturin compiles the engine.
+define REQUIREMENTS
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))
+extras = project["project"]["optional-dependencies"]
+def expand(extra):
+    for requirement in extras[extra]:
+        name, _, inner = requirement.partition("[")
+        if name.strip() == project["project"]["name"]:
+            for other in inner.partition("]")[0].split(","):
+                yield from expand(other.strip())
+        else:
+            yield requirement
+want = sys.argv[1]
+print("\n".join(project["build-system"]["requires"] if want == "build" else expand(want)))
+endef
+export REQUIREMENTS
+install = $(BIN)/python -c "$$REQUIREMENTS" $(1) > $(VENV)/requirements-$(1).txt \
+	&& $(BIN)/pip install --quiet -r $(VENV)/requirements-$(1).txt
+
+# The venv, with maturin (the build backend) in it.
+MATURIN := $(BIN)/maturin
+$(MATURIN):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(call install,build)
+
+# The app installed editable with its runtime dependencies, and the engine compiled into
+# app/_engine*.so: one `maturin develop`, the engine's only compile on the way to `make run`
+# and `make test` (cargo's progress shows; the first build takes minutes).
+$(BIN)/rearrange: $(MATURIN) pyproject.toml
+	@echo "make: building the Rust engine (the first time takes about 3 minutes)..."
+	VIRTUAL_ENV=$(abspath $(VENV)) $(MATURIN) develop --release
 	touch $@ $(ENGINE)
 
-# The test, lint and benchmark tools on top (`make test`, `make lint`, `make bench`).
+# The dev extra's tools on top (`make test`, `make lint`, `make bench`): pip installs them
+# from the list alone, without building the project again.
 DEV := $(VENV)/.dev-installed
 $(DEV): $(BIN)/rearrange
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $@ $(ENGINE)
+	@echo "make: installing the test, lint and benchmark tools (pyproject's dev extra)..."
+	$(call install,dev)
+	touch $@
 
-# An edit to the Rust crate rebuilds the extension in place: with maturin develop where the
-# dev tools are installed, else through pip (maturin is then only a build dependency).
+# An edit to the Rust crate rebuilds the extension in place.
 ENGINE := $(VENV)/.engine-built
 $(ENGINE): $(BIN)/rearrange $(ENGINE_SOURCES)
-	if [ -x $(BIN)/maturin ]; then \
-	    VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --quiet --release --skip-install; \
-	else $(BIN)/pip install --quiet --no-deps -e .; fi
+	@echo "make: rebuilding the Rust engine (crates/ changed)..."
+	VIRTUAL_ENV=$(abspath $(VENV)) $(MATURIN) develop --release --skip-install
 	touch $@
 
 run: $(ENGINE)

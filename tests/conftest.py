@@ -1,8 +1,10 @@
 """Shared fixtures: settings on temporary paths and a real app behind TestClient."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import hypothesis
 import pytest
 from fastapi.testclient import TestClient
 
@@ -13,6 +15,13 @@ from tests.sides import SIDES, Side
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "tns:tns-token,antispam:spam-token"
 AUTH = {"Authorization": "Bearer tns-token"}
+
+# Property tests draw fresh examples on every local run; under CI (`CI` set, as .ci/run sets
+# it) each draws the same ones every run, seeded by the test itself, so that a CI failure
+# reproduces and a CI pass is not luck (no example database either: a fresh clone has none).
+# A test's own @settings (max_examples, deadline) applies on top of the profile.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marks

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import yaml
 
 from app.observability.engine import ENGINE_COUNTERS, ENGINE_HISTOGRAMS
 from app.observability.metrics import CACHE_KINDS, Metrics
+from tests.deploy import tools
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -30,9 +30,7 @@ def exported_names() -> set[str]:
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    tool = shutil.which("promtool")
-    assert tool, "promtool is not installed (.ci/run installs Debian's prometheus package)"
-    return subprocess.run([tool, *args], cwd=DEPLOY / "prometheus", capture_output=True,
+    return subprocess.run([tools.promtool(), *args], cwd=DEPLOY / "prometheus", capture_output=True,
                           text=True, timeout=120, check=False)
 
 

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
 import tomllib
@@ -32,6 +31,7 @@ from bench.replicas import start as start_replicas
 from bench.replicas import stop as stop_replicas
 from bench.replicas import wait_ready
 from tests.conftest import ROOT
+from tests.deploy import tools
 
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
@@ -344,8 +344,7 @@ def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
 def test_promtool_accepts_the_prometheus_config(compose, tmp_path):
     """What Prometheus itself would refuse (a relabel rule, a bad field): promtool reads a
     copy whose rule files point at the repository's."""
-    tool = shutil.which("promtool")
-    assert tool, "promtool is not installed (.ci/run installs Debian's prometheus package)"
+    tool = tools.promtool()
     mounts = {t: s for s, t in bind_mounts(compose["services"]["prometheus"])}
     text = (COMPOSE_DIR / mounts["/etc/prometheus/prometheus.yml"]).read_text()
     for target, source in mounts.items():
