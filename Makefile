@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test need-redis pgo bench bench-experiments bench-banlist load lint clean
+.PHONY: run test need-redis miri pgo bench bench-experiments bench-banlist load lint clean
 
 ENGINE_SOURCES := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 
@@ -75,6 +75,27 @@ need-redis:
 test: need-redis $(DEV) $(ENGINE)
 	cargo test --quiet
 	$(BIN)/pytest -n 2
+
+# Miri (the nightly toolchain's interpreter, which stops at undefined behaviour: reads out of
+# bounds, misaligned or of uninitialised memory, aliasing violations, data races) on the
+# banlist index's unsafe code: for each unsafe block, a unit test that reaches it (the SIMD
+# compares, the unchecked slices, the page's stack buffer and prefetches, the filter's
+# pointers; docs/banlist-index.md), with fewer cases under cfg(miri). The random-churn and
+# model tests reach the same code the long way and stay with cargo test: Miri runs code
+# about a thousand times slower, and an index of its 8 K tables takes it seconds. Bounded
+# (the dependencies' build apart; Miri compiles the crate itself as it starts): a test
+# that grows past the bound fails this target, not CI's time. Needs `rustup toolchain install nightly --component miri,rust-src` (.ci/run
+# installs it).
+MIRI_TESTS := banlist::names::tests::the_portable banlist::chunks::tests::a_chunk_ \
+	banlist::shard::tests::a_packed_row \
+	banlist::page::tests::a_walk_that_goes_on_past_what_it_found \
+	banlist::filter::tests::a_snapshot_keeps
+MIRI_SECONDS := 300
+miri:
+	cargo +nightly miri test --lib --no-run --quiet  # the dependencies, unbounded
+	@timeout $(MIRI_SECONDS) cargo +nightly miri test --lib -- $(MIRI_TESTS); rc=$$?; \
+	if [ $$rc -eq 124 ]; then echo "make miri: the tests ran past $(MIRI_SECONDS) s" >&2; fi; \
+	exit $$rc
 
 bench: $(DEV) $(ENGINE)
 	$(BIN)/python -m bench.pipeline

@@ -3,6 +3,7 @@
 //! Everything one `/v1/rerank` touches lives here; the control plane (config, stores,
 //! experiments, the admin API) stays in Python and hands this module plain values.
 
+#[cfg(not(miri))] // Miri cannot run mimalloc's C (below)
 mod alloc;
 pub mod banlist;
 pub mod contract;
@@ -31,7 +32,9 @@ use pyo3::prelude::*;
 
 /// mimalloc for every Rust allocation of the engine: a request builds and drops a few
 /// thousand small strings, and glibc's malloc spent about a quarter of a body's decoding
-/// on them (its free-list consolidation above all); the Python side keeps its own.
+/// on them (its free-list consolidation above all); the Python side keeps its own. Not
+/// under Miri, which cannot run mimalloc's C and checks Rust's own allocator instead.
+#[cfg(not(miri))]
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
