@@ -301,7 +301,7 @@ class Metrics:
         self.sanction_transitions = Counter(
             "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
             ["from_state", "to_state"], registry=r)
-        self.sanction_stale = Counter(
+        self.sanction_stale_observations = Counter(
             "rearrange_sanction_stale_observations_total",
             "Spam scores ignored because an observation at least as recent was applied",
             registry=r)
@@ -463,6 +463,13 @@ class Metrics:
     def policy_checked(self, result: str) -> None:
         self.redis_policy_checks.labels(result).inc()
         self.redis_evicting.set(1 if result == "evicting" else 0)
+
+    # ---- the sanctions' events (app/sanctions/events.py: SanctionEvents) ------------------
+    def sanction_moved(self, from_state: str, to_state: str) -> None:
+        self.sanction_transitions.labels(from_state, to_state).inc()
+
+    def sanction_stale(self) -> None:
+        self.sanction_stale_observations.inc()
 
     # ---- the Python rule executor's events (app/engine/executor.py: RuleEvents) ----------
     def rule_event(self, rule: str, event: str) -> None:

@@ -15,6 +15,7 @@ import redis
 from app.banlist.base import BanStore, EntrySpec
 from app.banlist.model import normalize
 from app.errors import BanlistError, FieldError, Interrupted, NotFound
+from app.sanctions.events import SanctionEvents
 from app.sanctions.machine import (
     BANNED,
     QUARANTINE,
@@ -58,13 +59,13 @@ class Sanctions:
     """
 
     def __init__(self, states: HostStates, banlist: BanStore, quarantine: BanStore,
-                 thresholds: Thresholds, metrics: Any,
+                 thresholds: Thresholds, events: SanctionEvents,
                  clock: Callable[[], float] = time.time) -> None:
         self.states = states
         self.banlist = banlist
         self.quarantine = quarantine
         self.thresholds = thresholds
-        self.metrics = metrics
+        self.events = events
         self.clock = clock
 
     def feed(self, items: list[dict[str, Any]], actor: str) -> dict[str, Any]:
@@ -94,10 +95,10 @@ class Sanctions:
                 raise self._interrupted(out, exc, i, [i, *rest], pending=[]) from exc
             if move is _STALE:
                 out["stale"] += 1
-                self.metrics.sanction_stale.inc()
+                self.events.sanction_stale()
                 continue
             if move is not None:
-                self.metrics.sanction_transitions.labels(move.from_state, move.to_state).inc()
+                self.events.sanction_moved(move.from_state, move.to_state)
                 out["transitions"].append({"key": obs.key, **move.as_dict()})
             try:
                 self._reconcile(obs.key, move)
@@ -138,7 +139,7 @@ class Sanctions:
                        else "nothing was changed")
             raise Interrupted(exc, f"the appeal of {key} failed ({exc}): {outcome}; send it "
                               "again", {"key": key, "cleared": None}) from exc
-        self.metrics.sanction_transitions.labels(move.from_state, move.to_state).inc()
+        self.events.sanction_moved(move.from_state, move.to_state)
         try:
             self._reconcile(key, move, actor=actor)
         except STORE_ERRORS as exc:
