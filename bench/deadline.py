@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from app.api.app import build_service
+from app.api.services import build_services
 from app.config.settings import Settings
 
 
@@ -55,7 +55,7 @@ def main() -> None:
         settings = Settings(config=Path("config/rules.yaml"), redis_url=None,
                             banlist_path=Path(tmp) / "banlist.jsonl",
                             banlist_snapshot_path=None, banlist_seed=None, audit_log=None)
-        service = build_service(settings)
+        service = build_services(settings).rearranger
         print(f"{args.docs} documents x ~{args.chars} chars, deadline_ms "
               f"{settings.deadline_ms:g}")
         for run in range(args.runs):

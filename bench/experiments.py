@@ -9,7 +9,7 @@ Three configs are built from config/rules.yaml:
         override in slots [50, 100)), so a request pays for the holdout hash, the layer
         hash and the variant hashes.
 
-Each is served by its own `Rearranger` from `build_service` (the real request path minus
+Each is served by its own `Rearranger` from `build_services` (the real request path minus
 HTTP: one call into the engine, which decodes, assigns, runs the pipeline, counts the
 metrics and writes the response and, with an audit log, the audit line). One generated
 100-document page is sent as three users: one in antispam_v7's control (spam_demotion
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import orjson
 
-from app.api.app import build_service
+from app.api.services import build_services
 from app.config.settings import Settings
 from app.engine.service import Rearranger
 from app.experiments.bucketing import bucket
@@ -106,7 +106,7 @@ def service_for(config: bytes, tmp: Path, name: str, audit: bool = False) -> Rea
     settings = Settings(config=path, redis_url=None, admin_tokens="", banlist_seed=None,
                         audit_log=str(tmp / f"{name}.audit.jsonl") if audit else None,
                         ).model_copy(update={"banlist_path": None})
-    return build_service(settings, Metrics())
+    return build_services(settings, Metrics()).rearranger
 
 
 def served(service: Rearranger, body: bytes) -> dict:

@@ -145,7 +145,7 @@ def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
     documents each page and text setting serves in all (at least 10 calls each)."""
     import orjson
 
-    from app.api.app import build_service
+    from app.api.services import build_services
     from app.config.settings import Settings
     from bench.pages import make_serp, write_banlist
 
@@ -153,10 +153,10 @@ def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
     with tempfile.TemporaryDirectory(prefix="rearrange-pgo-train-") as tmp:
         bans = Path(tmp) / "bans.jsonl"
         write_banlist(bans, TRAINING_BANS, 2024)
-        service = build_service(Settings(
+        service = build_services(Settings(
             config=ROOT / "config" / "rules.yaml", banlist_path=Path(tmp) / "banlist.jsonl",
             banlist_seed=bans,
-            audit_log=None, max_documents=1000, config_poll_seconds=0))
+            audit_log=None, max_documents=1000, config_poll_seconds=0)).rearranger
         try:
             for profile in ("default", "commercial"):
                 for n in (10, 20, 50, 100, 500):

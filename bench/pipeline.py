@@ -28,7 +28,7 @@ acts), scores descending, spam and adult scores mostly low with a few in the gre
 few over the ban thresholds, some young domains, some ads, a few URLs that the banlist
 matches, and `unit.user_id` chosen so the `antispam_v7` experiment assigns the treatment.
 Texts are left out unless `--text` is given (then near_duplicates has work). The service is
-built with `build_service` and an in-memory banlist seeded with `--banlist` generated
+built with `build_services` and an in-memory banlist seeded with `--banlist` generated
 host/domain entries; how long seeding took is reported, but it is not part of any ratio.
 
 Run from the repository root:
@@ -54,7 +54,7 @@ import msgspec
 import orjson
 import yaml
 
-from app.api.app import build_service
+from app.api.services import build_services
 from app.config.settings import Settings
 from app.engine.service import Rearranger
 from bench.pages import MATCHING_BANS, make_serp, write_banlist
@@ -92,10 +92,10 @@ def build(banlist_entries: int, seed: int, max_documents: int,
             admin_tokens="", max_documents=max(1000, max_documents),
         ).model_copy(update={"banlist_path": None})  # the Path field refuses None; copy skips it
         started = time.perf_counter()
-        service = build_service(settings)
+        service = build_services(settings).rearranger
         built = time.perf_counter() - started
     return service, {"entries_written": written, "entries_indexed": len(service.store),
-                     "write_seconds": wrote, "build_service_seconds": built}
+                     "write_seconds": wrote, "build_services_seconds": built}
 
 
 def pick_user(service: Rearranger, variant: str) -> tuple[str, dict[str, str]]:
@@ -203,7 +203,7 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
 
 def _rule_times(service: Rearranger, name: str) -> dict[tuple[str, ...], tuple[int, float]]:
     """(rule, phase, mode) → (calls, seconds) from the engine's own histogram."""
-    series = service.metrics.engine_metrics.snapshot()["histograms"].get(name, ())
+    series = service.config.engine_metrics.snapshot()["histograms"].get(name, ())
     return {tuple(labels): (sum(counts), total) for labels, counts, total in series}
 
 
@@ -330,8 +330,8 @@ def print_header(env: dict[str, Any], seeding: dict[str, Any], user: str,
         print("config: the ceiling (the sample's experiments and depth cut, no other rule)")
     print(f"banlist: {seeding['entries_indexed']:,} entries indexed ({args.banlist:,} generated "
           f"host/domain + {len(MATCHING_BANS)} matching the page); file written in "
-          f"{seeding['write_seconds']:.2f} s, build_service (read, validate, index, load config) "
-          f"{seeding['build_service_seconds']:.2f} s; not part of any ratio")
+          f"{seeding['write_seconds']:.2f} s, build_services (read, validate, index, load config) "
+          f"{seeding['build_services_seconds']:.2f} s; not part of any ratio")
     print(f"page seed {args.seed}, texts {'on' if args.text else 'off'}, unit.user_id {user}; "
           f"{args.warmup} warm-up calls each, gc.collect() + gc.freeze() after setup")
 

@@ -8,8 +8,8 @@ import hypothesis
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.config.settings import Settings
+from app.main import create_app
 from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]

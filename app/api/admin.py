@@ -12,14 +12,14 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from app import _engine
 from app.api import errors
 from app.api.contract import ReseedIn, RollbackIn, TryIn
-from app.api.deps import Actor, AdminReader, Service, known_query
+from app.api.deps import Actor, AdminReader, Wired, known_query
 from app.api.openapi import WRITES, refusals, schema_ref
+from app.api.services import Services
 from app.api.strict import StrictRoute
 from app.banlist.bodies import UnbanIn
 from app.config.load import load_bytes
 from app.config.spec import with_core
 from app.config.versions import ConfigHolder
-from app.engine.service import Rearranger
 from app.errors import ConfigError, FieldError, NotFound
 from app.replay.capture import recent
 
@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 
 
 @router.get("/config")
-async def config(service: Service, _: AdminReader) -> dict[str, Any]:
+async def config(services: Wired, _: AdminReader) -> dict[str, Any]:
     """The config served: version, when, how and by whom it was loaded, and its YAML."""
-    holder = service.config
+    holder = services.config
     current = holder.current
     sharing = holder.sharing
     return {**current.as_dict(), "source": current.text, "file_version": holder.file_version,
@@ -39,16 +39,16 @@ async def config(service: Service, _: AdminReader) -> dict[str, Any]:
 
 
 @router.get("/config/versions")
-async def config_versions(service: Service, _: AdminReader) -> dict[str, Any]:
+async def config_versions(services: Wired, _: AdminReader) -> dict[str, Any]:
     """The configs this replica served, newest (the one served) first."""
-    return {"versions": [v.as_dict() for v in service.config.versions()]}
+    return {"versions": [v.as_dict() for v in services.config.versions()]}
 
 
 @router.get("/config/versions/{version}",
             responses=refusals({404: "neither this replica nor Redis holds that version"}))
-def config_version(version: str, service: Service, _: AdminReader) -> dict[str, Any]:
+def config_version(version: str, services: Wired, _: AdminReader) -> dict[str, Any]:
     """One earlier version with its YAML (from this replica, else Redis's shared log)."""
-    held = service.config.find(version)
+    held = services.config.find(version)
     if held is None:
         raise NotFound("version", f"no config version {version!r} is held")
     return {**held.as_dict(), "source": held.text}
@@ -58,36 +58,36 @@ def config_version(version: str, service: Service, _: AdminReader) -> dict[str, 
 @router.post("/config/reload", responses=refusals({
     422: "the file is invalid: `field` names the place, `serving` the version kept",
     503: "Redis is unreachable: the change could not be shared"}))
-def reload_config(service: Service, actor: Actor) -> dict[str, Any]:
+def reload_config(services: Wired, actor: Actor) -> dict[str, Any]:
     """Reload the rules file now; an invalid file is refused and the old config keeps serving.
     A file whose content is not new keeps what is served (a rollback stays)."""
     try:
-        changed, version = service.config.reload("reload", actor)
+        changed, version = services.config.reload("reload", actor)
     except ConfigError as exc:
-        raise _refused(422, exc, service.config) from exc
+        raise _refused(422, exc, services.config) from exc
     return {"config_version": version, "changed": changed, "by": actor,
-            "file_version": service.config.file_version}
+            "file_version": services.config.file_version}
 
 
 @router.post("/config/rollback", responses=refusals({
     404: "no such version is held", 409: "that version cannot be served (`serving` says what is)",
     503: "Redis is unreachable: the change could not be shared"}))
-def rollback_config(body: RollbackIn, service: Service, actor: Actor) -> dict[str, Any]:
+def rollback_config(body: RollbackIn, services: Wired, actor: Actor) -> dict[str, Any]:
     """Serve an earlier version now (with Redis: on every replica)."""
     try:
-        changed, served = service.config.rollback(body.version, actor)
+        changed, served = services.config.rollback(body.version, actor)
     except ConfigError as exc:
-        raise _refused(409, exc, service.config) from exc
+        raise _refused(409, exc, services.config) from exc
     return {"config_version": served.version, "changed": changed, "by": actor,
             "loaded_at": served.as_dict()["loaded_at"]}
 
 
 @router.get("/captures", dependencies=[Depends(known_query)])
-def captures(service: Service, _: AdminReader,
+def captures(services: Wired, _: AdminReader,
              limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
     """The newest captured requests (REARRANGE_CAPTURE_PATH), newest first, for the
     inspector: `enabled` false and none when capture is off."""
-    path = service.settings.capture_path
+    path = services.settings.capture_path
     if path is None:
         return {"enabled": False, "captures": []}
     return {"enabled": True, "captures": recent(Path(path), limit)}
@@ -104,7 +104,7 @@ def captures(service: Service, _: AdminReader,
              "or the request is (`field` is `request.` and its JSON path)"}),
     503: {"description": "a rule of the candidate whose `on_error` is `closed` failed",
           "content": {"application/json": {"schema": schema_ref("RuleFailed")}}}})
-def try_config(body: TryIn, service: Service, _: Actor) -> Response:
+def try_config(body: TryIn, services: Wired, _: Actor) -> Response:
     """Run one request through a candidate config, not served, with the current banlist:
     the candidate's response, explained (what the inspector diffs against the served page).
 
@@ -115,11 +115,11 @@ def try_config(body: TryIn, service: Service, _: Actor) -> Response:
     try:
         # Its own metrics: a try is nobody's traffic.
         candidate = with_core(load_bytes(body.config.encode(), source="config",
-                                         served=service.config.engine.plugins),
+                                         served=services.config.engine.plugins),
                               _engine.EngineMetrics())
     except ConfigError as exc:
         raise FieldError("config", f"{exc.place}: {exc.problem}") from None
-    status, answered = service.rerank(orjson.dumps(body.request), explain=True,
+    status, answered = services.rearranger.rerank(orjson.dumps(body.request), explain=True,
                                       candidate=candidate)
     if 400 <= status < 500:
         refused = orjson.loads(answered)
@@ -138,10 +138,10 @@ def _refused(status: int, exc: ConfigError, holder: ConfigHolder) -> HTTPExcepti
 Structure = Literal["banlist", "quarantine", "sanctions"]
 
 
-def _held(service: Rearranger, structure: str) -> Any:
+def _held(services: Services, structure: str) -> Any:
     """The store (or the sanction states) behind a structure name; 404 when not served."""
-    held = {"banlist": service.store, "quarantine": service.quarantine,
-            "sanctions": service.sanctions.states if service.sanctions else None}[structure]
+    held: Any = {"banlist": services.store, "quarantine": services.quarantine,
+            "sanctions": services.sanctions.states}[structure]
     if held is None:
         raise HTTPException(404, {"field": "structure",
                                   "problem": f"this service holds no {structure}"})
@@ -151,30 +151,30 @@ def _held(service: Rearranger, structure: str) -> Any:
 @router.post("/{structure}/reseed", responses=refusals({
     **WRITES, 404: "this service holds no such structure",
     409: "nothing to reseed (the embedded store), or Redis holds another history: `force`"}))
-def reseed(structure: Structure, body: ReseedIn, service: Service,
+def reseed(structure: Structure, body: ReseedIn, services: Wired,
            actor: Actor) -> dict[str, Any]:
     """Write this replica's copy back into Redis (Redis came back empty, older or forked)."""
-    return {"reseeded": _held(service, structure).reseed(actor, body.reason, body.force),
+    return {"reseeded": _held(services, structure).reseed(actor, body.reason, body.force),
             "by": actor}
 
 
 @router.post("/{structure}/adopt", responses=refusals({
     **WRITES, 404: "this service holds no such structure",
     409: "nothing to adopt (the embedded store), or Redis holds nothing usable"}))
-def adopt(structure: Structure, body: UnbanIn, service: Service,
+def adopt(structure: Structure, body: UnbanIn, services: Wired,
           actor: Actor) -> dict[str, Any]:
     """Accept what Redis holds now on this replica, even if older than its copy."""
-    return {"adopted": _held(service, structure).adopt(), "by": actor, "reason": body.reason}
+    return {"adopted": _held(services, structure).adopt(), "by": actor, "reason": body.reason}
 
 
 @router.delete("/{structure}/lost/{replica:path}", responses=refusals({
     **WRITES, 404: "no such structure here, or that replica holds no loss mark",
     409: "the embedded store, or this replica's own mark (adopt or reseed instead)"}))
-def forget_loss(structure: Structure, replica: str, body: UnbanIn, service: Service,
+def forget_loss(structure: Structure, replica: str, body: UnbanIn, services: Wired,
                 actor: Actor) -> dict[str, Any]:
     """Forget the loss mark of a replica gone for good (`<structure>_missing` in /readyz
     names it): the changes it held are accepted as lost, and the fleet ready again."""
-    forgotten = _held(service, structure).forget_loss(replica)
+    forgotten = _held(services, structure).forget_loss(replica)
     log.warning("%s: %s forgot the loss mark of %s (%s): %s", structure, actor, replica,
                 forgotten.get("why"), body.reason)
     return {"forgotten": forgotten, "by": actor, "reason": body.reason}

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api import errors
-from app.api.deps import Actor, Reader, Service, Store, known_query
+from app.api.deps import Actor, Reader, Store, Wired, known_query
 from app.api.openapi import WRITES, refusals
 from app.api.strict import StrictRoute
 from app.banlist import bulk, canon, digest, graveyard, history, snapshot
@@ -80,20 +80,20 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
 
 
 @router.get("/lookup", dependencies=[Depends(known_query)])
-def lookup(service: Service, _: Reader, url: Annotated[str, Query(min_length=1)],
+def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
            region: Annotated[str | None, Query(pattern=REGION)] = None) -> dict[str, Any]:
     """Which entries match a URL, through which expression, and whether each applies; and
     `former`, the entries that matched it once and are gone (removed, or expired and
     swept), as the change log tells, each with `was`: "was banned until …, by …, reason …".
 
     Plain `def`: with Redis, the stream's latest records are read first (off the loop)."""
-    lookups = service.metrics.banlist_lookups
+    lookups = services.metrics.banlist_lookups
     try:
         canonical = canon.canonicalize(url)
     except canon.InvalidURL as exc:
         lookups.labels("invalid").inc()
         raise FieldError("url", f"not a valid URL: {exc}") from None
-    store = service.store
+    store = services.store
     host, path, query = canon.split(canonical)
     now = time.time()
     region = region.upper() if region else None

@@ -1,4 +1,5 @@
-"""FastAPI dependencies: the service objects from app.state, and bearer-token auth with roles."""
+"""FastAPI dependencies: the services (`services.Services`, on app.state), and bearer-token
+auth with roles."""
 from __future__ import annotations
 
 import hmac
@@ -7,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
+from app.api.services import Services
 from app.banlist.base import BanStore
-from app.engine.service import Rearranger
 from app.errors import FieldError
 
 # The token, read here; the document declares it as the bearer scheme (app/api/openapi.py)
@@ -17,13 +18,13 @@ Authorization = Annotated[str | None, Header(include_in_schema=False)]
 
 # Dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its
 # thread pool, a thread hop per request that cost ~0.3 ms on /v1/rerank (bench/http.py).
-async def service(request: Request) -> Rearranger:
-    found: Rearranger = request.app.state.service  # create_app put it there
+async def services(request: Request) -> Services:
+    found: Services = request.app.state.services  # app_of put them there
     return found
 
 
 async def store(request: Request) -> BanStore:
-    found: BanStore = request.app.state.service.store
+    found: BanStore = request.app.state.services.store
     return found
 
 
@@ -78,7 +79,7 @@ async def admin_reader(request: Request,
 async def reader(request: Request,
                  authorization: Authorization = None) -> str:
     """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
-    if not request.app.state.service.settings.banlist_read_auth and authorization is None:
+    if not request.app.state.services.settings.banlist_read_auth and authorization is None:
         return "anonymous"
     return _holder(request.app.state.tokens, authorization, "Authorization")[0]
 
@@ -107,7 +108,7 @@ def _query_names(route: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-Service = Annotated[Rearranger, Depends(service)]
+Wired = Annotated[Services, Depends(services)]
 Store = Annotated[BanStore, Depends(store)]
 Actor = Annotated[str, Depends(actor)]
 Reader = Annotated[str, Depends(reader)]

@@ -4,15 +4,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import __version__
-from app.api.deps import Service
+from app.api.deps import Wired
+from app.api.services import Services
 from app.api.strict import StrictRoute
 from app.banlist.base import SyncState
-from app.engine.service import Rearranger
 from app.observability.metrics import Metrics
 
 router = APIRouter(tags=["health"], route_class=StrictRoute)
@@ -24,19 +24,16 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok", "version": __version__}
 
 
-def sync_states(service: Rearranger) -> dict[str, SyncState]:
+def sync_states(services: Services) -> dict[str, SyncState]:
     """How each copy this replica holds relates to its source of truth, by structure."""
-    states = {"banlist": service.store.sync_state()}
-    if service.quarantine is not None:
-        states["quarantine"] = service.quarantine.sync_state()
-    if service.sanctions is not None:
-        states["sanctions"] = service.sanctions.states.sync_state()
-    return states
+    return {"banlist": services.store.sync_state(),
+            "quarantine": services.quarantine.sync_state(),
+            "sanctions": services.sanctions.states.sync_state()}
 
 
 @router.get("/readyz", responses={503: {
     "description": "not ready (no config, a list not loaded yet, or draining): the same body"}})
-async def readyz(service: Service) -> JSONResponse:
+async def readyz(services: Wired) -> JSONResponse:
     """Ready when a config is loaded and a copy of each list is held (503 otherwise).
 
     A replica that lost Redis, or refuses what Redis holds (older, lost, forked), stays
@@ -44,38 +41,37 @@ async def readyz(service: Service) -> JSONResponse:
     structure (`banlist_*`, `quarantine_*`, `sanctions_*`). Taking every replica out of the
     load balancer because Redis hiccuped would turn a banlist delay into an outage.
     """
-    draining = service.draining
-    states = sync_states(service)
+    draining = services.draining.is_set()
+    states = sync_states(services)
     loaded = all(s.details.get("loaded", True) for s in states.values())
     # a copy lacking changes Redis lost, while another replica holds them, serves no traffic
     complete = all(s.missing is None for s in states.values())
     body: dict[str, Any] = {
         "ready": not draining and loaded and complete,
-        "config_version": service.config.engine.version,
-        "banlist_version": service.store.version,
-        "banlist_entries": len(service.store),
+        "config_version": services.config.engine.version,
+        "banlist_version": services.store.version,
+        "banlist_entries": len(services.store),
+        "quarantine_version": services.quarantine.version,
+        "quarantine_entries": len(services.quarantine),
     }
-    if service.quarantine is not None:
-        body["quarantine_version"] = service.quarantine.version
-        body["quarantine_entries"] = len(service.quarantine)
     for name, state in states.items():
         body.update(state.as_dict(name))
-    policy = service.redis_policy
+    policy = services.redis_policy
     if policy is not None:
         body["redis_maxmemory_policy"] = policy.policy
         body["redis_policy_problem"] = policy.problem or policy.unchecked
     body["draining"] = draining
     # Stuck Python rules: the replica still serves (every replica would have them), but a
     # restart is due once `at_cap` (docs/config.md#python-rules)
-    body["python_rules"] = service.executor.state()
+    body["python_rules"] = services.executor.state()
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
-def gauges(service: Rearranger) -> Callable[[Metrics], None]:
-    """What sets the service-state gauges of `service` (read from memory, never Redis)."""
+def gauges(services: Services) -> Callable[[Metrics], None]:
+    """What sets the service-state gauges of `services` (read from memory, never Redis)."""
 
     def set_gauges(m: Metrics) -> None:
-        store = service.store
+        store = services.store
         m.banlist_entries.set(len(store))
         m.banlist_version.set(store.version)
         for scope, n in store.index.counts.items():
@@ -83,9 +79,9 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
         sites_filter = store.index.filter_state
         m.banlist_filter_gone.set(sites_filter["gone"])
         m.banlist_filter_refreshes.set(sites_filter["refreshed"])
-        for name, index in service.ban_indexes():
+        for name, index in services.ban_indexes():
             m.banlist_filter_refresh_failures.labels(name).set(index.filter_state["failures"])
-        states = sync_states(service)
+        states = sync_states(services)
         banlist = states["banlist"]
         m.banlist_digest.version = lambda: banlist.details.get("digest")
         m.banlist_staleness.set(banlist.staleness_seconds)
@@ -96,8 +92,8 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
             m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
             m.redis_diverged.labels(name).set(1 if state.diverged else 0)
             m.redis_staleness.labels(name).set(state.staleness_seconds)
-        m.rule_threads(service.executor.state())
-        audit = service.audit_log  # with one process, read at scrape time (set_function)
+        m.rule_threads(services.executor.state())
+        audit = services.audit_log  # with one process, read at scrape time (set_function)
         if m.multiprocess_dir is not None and audit is not None:
             m.audit_failing.set(1 if audit.failing() else 0)
 
@@ -107,13 +103,13 @@ def gauges(service: Rearranger) -> Callable[[Metrics], None]:
 @router.get("/metrics", response_class=Response, responses={200: {
     "description": "Prometheus text exposition",
     "content": {"text/plain": {"schema": {"type": "string"}}}}})
-async def metrics(request: Request, service: Service) -> Response:
+async def metrics(services: Wired) -> Response:
     """Prometheus text exposition; answers without waiting on Redis for more than a moment.
 
     With several workers it is the whole service's, whichever worker answers."""
-    m = service.metrics
-    m.refresh(gauges(service))
-    counts, _ = await request.app.state.sanction_hosts.get()  # the last good reading
+    m = services.metrics
+    m.refresh(gauges(services))
+    counts, _ = await services.sanction_hosts.get()  # the last good reading
     for sanction_state, count in (counts or {}).items():
         m.sanction_hosts.labels(sanction_state).set(count)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

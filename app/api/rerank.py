@@ -22,7 +22,8 @@ from app.api.deps import token_actor, token_reader
 from app.api.errors import MAPPED, BodyTooSlow, refusal
 from app.api.observe import ClientGone, read_body, send_json
 from app.api.openapi import BEARER, refusals, schema_ref
-from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER, Rearranger
+from app.api.services import Services
+from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER
 from app.errors import FieldError
 from app.observability.metrics import RERANK_ROUTE
 
@@ -82,7 +83,7 @@ async def rerank(request: Request) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
     state = request.app.state
     try:
-        status, body = await answer(state.service, state, request.scope, request.receive)
+        status, body = await answer(state.services, state, request.scope, request.receive)
     except ClientGone:
         return Response(status_code=GONE)  # nobody reads it; counted like any answer
     return Response(body, status, media_type="application/json")
@@ -96,13 +97,13 @@ class FastPath:
     `fast_rerank` switches it off, for the tests that compare it with the routed endpoint.
     """
 
-    def __init__(self, app: ASGIApp, service: Rearranger) -> None:
+    def __init__(self, app: ASGIApp, services: Services) -> None:
         self.app = app
-        # the app's service, given once as ResponseCounter is given its metrics: read from
+        # the app's services, given once as ResponseCounter is given its metrics: read from
         # the app's State on every request, each read went through __getattr__ after a
         # failed attribute lookup, an AttributeError built and dropped (~1 % of a
         # 20-document request)
-        self.service = service
+        self.services = services
         self.route = next(r for r in router.routes if isinstance(r, APIRoute) and r.path == PATH)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,16 +112,16 @@ class FastPath:
             owner = scope["app"]
             if owner.fast_rerank:
                 scope["route"] = self.route
-                await serve(self.service, owner.state, scope, receive, send)
+                await serve(self.services, owner.state, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-async def serve(service: Rearranger, state: State, scope: Scope, receive: Receive,
+async def serve(services: Services, state: State, scope: Scope, receive: Receive,
                 send: Send) -> None:
     """The endpoint as a bare ASGI app: the engine's answer, or the API's refusal."""
     try:
-        status, body = await answer(service, state, scope, receive)
+        status, body = await answer(services, state, scope, receive)
         headers: list[tuple[bytes, bytes]] = []
     except ClientGone:
         status, body, headers = GONE, b"", []
@@ -130,12 +131,13 @@ async def serve(service: Rearranger, state: State, scope: Scope, receive: Receiv
     await send_json(send, status, body, headers)
 
 
-async def answer(service: Rearranger, state: State, scope: Scope,
+async def answer(services: Services, state: State, scope: Scope,
                  receive: Receive) -> tuple[int, bytes]:
     """(status, JSON body) of the engine's answer for one request: 200, a 4xx naming the
     field or the 503 of a failed closed rule (CONTRACT "When a rule fails"). A refusal
     before the engine (the body's size or deadline, the QA headers) is raised, counted.
     `state` is the app's: its `tokens` are read only for a QA header."""
+    service = services.rearranger
     arrived = service.clock()  # the deadline for optional rules counts from here
     declared = force = authorization = explain = None
     for name, value in scope["headers"]:
@@ -160,10 +162,10 @@ async def answer(service: Rearranger, state: State, scope: Scope,
             token_reader(state.tokens, authorization, EXPLAIN_HEADER)
     except FieldError as exc:  # the body: over its limit (413), too slow (408)
         timeout = isinstance(exc, BodyTooSlow)
-        service.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
+        services.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
         raise
     except HTTPException:  # the QA header: no token (401), read-only (403), malformed
-        service.metrics.requests.labels("", "invalid").inc()
+        services.metrics.requests.labels("", "invalid").inc()
         raise
     return await service.serve(body, forced, forced_by, arrived, explained)
 

@@ -19,7 +19,7 @@ MAX_BATCH = 10_000
 
 
 async def sanctions(request: Request) -> Sanctions:
-    found: Sanctions = request.app.state.service.sanctions  # create_app's service has them
+    found: Sanctions = request.app.state.services.sanctions  # app_of put them there
     return found
 
 

@@ -21,7 +21,7 @@ from app.api import errors
 from app.config.settings import Settings
 
 if TYPE_CHECKING:
-    from app.engine.service import Rearranger
+    from app.api.services import Services
 
 
 class DrainingServer(uvicorn.Server):
@@ -33,10 +33,10 @@ class DrainingServer(uvicorn.Server):
     that is uvicorn's own (a second Ctrl-C forces the exit).
     """
 
-    def __init__(self, config: uvicorn.Config, service: Rearranger,
+    def __init__(self, config: uvicorn.Config, services: Services,
                  drain_seconds: float) -> None:
         super().__init__(config)
-        self.service = service
+        self.services = services
         self.drain_seconds = drain_seconds
         self._drain: threading.Timer | None = None
 
@@ -48,7 +48,7 @@ class DrainingServer(uvicorn.Server):
             self._drain.cancel()  # else its later handle_exit would force the exit
             super().handle_exit(sig, frame)
             return
-        self.service.draining = True
+        self.services.draining.set()
         self._drain = threading.Timer(self.drain_seconds, super().handle_exit, (sig, frame))
         self._drain.daemon = True
         self._drain.start()
@@ -157,7 +157,7 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
                 "at Redis, or set REARRANGE_BANLIST_READ_ONLY=true to serve a frozen list.")
         # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
         with metrics_directory(settings.metrics_dir):
-            uvicorn.run("app.api.app:create_app", factory=True, workers=workers, **options)
+            uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
         return
     from app.api.app import create_app
     from app.observability.workers import wipe
@@ -166,7 +166,7 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int) 
         settings.metrics_dir.mkdir(parents=True, exist_ok=True)
         wipe(settings.metrics_dir)
     app = create_app(settings)
-    DrainingServer(uvicorn.Config(app, **options), app.state.service,
+    DrainingServer(uvicorn.Config(app, **options), app.state.services,
                    settings.drain_seconds).run()
 
 

@@ -236,7 +236,7 @@ def _marks(step: Any) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     """0 answered, 1 refused: a bad config, banlist or request, a closed rule that failed."""
-    from app.api.app import build_service
+    from app.api.services import build_services
     from app.config.settings import Settings
 
     overrides: dict[str, object] = {"banlist_path": None, "audit_log": None,
@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings().model_copy(update=overrides)
     body = sys.stdin.buffer.read() if str(args.request) == "-" else args.request.read_bytes()
     try:
-        service = build_service(settings)
+        service = build_services(settings).rearranger
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
         return REFUSED

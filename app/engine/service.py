@@ -17,16 +17,12 @@ from typing import Any
 import anyio.to_thread
 
 from app.banlist.base import BanStore
-from app.banlist.index import BanIndex
-from app.banlist.redis.policy import EvictionPolicy
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
 from app.engine.executor import RuleExecutor
 from app.observability.audit import AuditLog
 from app.observability.logs import OneLineRecords
-from app.observability.metrics import Metrics
 from app.replay.capture import Capture
-from app.sanctions.service import Sanctions
 
 FORCE_HEADER = "X-Rearrange-Force-Variant"  # QA: `experiment=variant[, ...]`, admin token only
 EXPLAIN_HEADER = "X-Rearrange-Explain"  # QA: `true` adds `explain`, any admin token
@@ -64,38 +60,29 @@ class FailureLog:
 
 
 class Rearranger:
-    """Serves /v1/rerank (and `rearrange run`); holds no per-request state of its own."""
+    """Serves /v1/rerank (and `rearrange run`); holds what a request reads, no state of its
+    own: the settings (limits, deadline), the lists matched, the config served, where the
+    Python rules run and what it writes to (the audit log, the capture, the failure log)."""
 
-    def __init__(self, settings: Settings, store: BanStore, config: ConfigHolder,
-                 metrics: Metrics, audit_log: AuditLog | None = None,
-                 clock: Callable[[], float] = time.perf_counter,
-                 executor: RuleExecutor | None = None) -> None:
+    def __init__(self, settings: Settings, banlist: BanStore, quarantine: BanStore | None,
+                 config: ConfigHolder, executor: RuleExecutor,
+                 audit_log: AuditLog | None = None, capture: Capture | None = None,
+                 failures: FailureLog | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.settings = settings
         # Arrival and the deadline are read on this clock (the monotonic one the engine's
         # own timings use).
         self.clock = clock
-        self.store = store
+        self.store = banlist
+        self.quarantine = quarantine
         self.config = config
-        self.metrics = metrics
         self.audit_log = audit_log
-        self.quarantine: BanStore | None = None  # set by build_service with sanctions
-        self.sanctions: Sanctions | None = None  # set by build_service
-        self.redis_policy: EvictionPolicy | None = None  # with REDIS_URL
-        self.draining = False  # set on shutdown so /readyz turns false before the last request
-        self.failures = FailureLog()
-        self.capture: Capture | None = None  # set by build_service with REARRANGE_CAPTURE_PATH
+        self.failures = failures or FailureLog()
+        self.capture = capture  # with REARRANGE_CAPTURE_PATH
         # Tests only: the engine's deadline passes after this many clock reads (None: time).
         self.deadline_reads: int | None = None
         # Python rules run on its threads, each within its time (app/engine/executor.py)
-        self.executor = executor or RuleExecutor(events=metrics)
-
-    def ban_indexes(self) -> list[tuple[str, BanIndex]]:
-        """The banlist indexes served, by name: the banlist's and, with sanctions, the
-        quarantine's (what the housekeeping and the gauges go over)."""
-        indexes = [("banlist", self.store.index)]
-        if self.quarantine is not None:
-            indexes.append(("quarantine", self.quarantine.index))
-        return indexes
+        self.executor = executor
 
     async def serve(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
                     forced_by: str | None = None, arrived: float | None = None,

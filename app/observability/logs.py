@@ -1,7 +1,7 @@
 """Log records on one line each: what a rule or a client wrote is escaped before it is
 written, so that a newline in it cannot start a line that reads as a record of its own.
 
-`OneLineRecords` is a logging filter: on a handler (app/api/app.py `configure_logging`) it
+`OneLineRecords` is a logging filter: on a handler (`configure_logging`, below) it
 covers every record the handler writes; on a logger it covers that logger's records under
 any handler (the rule-failure logger carries a rule's exception text and traceback).
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import traceback
+
+from uvicorn.logging import DefaultFormatter
 
 CONTINUED = "  | "  # starts every line of a traceback written under a record
 
@@ -38,3 +40,25 @@ class OneLineRecords(logging.Filter):
         if info and info[1] is not None and not record.exc_text:
             record.exc_text = continued("".join(traceback.format_exception(info[1])))
         return True
+
+
+def configure_logging(level: str) -> None:
+    """Our loggers ("rearrange" and the app.* modules) write to stderr as uvicorn's do.
+
+    uvicorn configures only its own loggers. Ours propagated to a root logger without a
+    handler, where Python's last resort printed warnings and errors and dropped every INFO
+    line (config reloaded, bans expired, resyncs). Where the root logger has a handler
+    (an embedding application, pytest's log capture) it is left to do the job. Each record
+    is written on one line, its traceback's lines marked `  | `: a client's or a rule's
+    text in it cannot forge a record.
+    """
+    if logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+    handler.addFilter(OneLineRecords())  # what a rule or a client wrote, escaped
+    for name in ("rearrange", "app"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level.upper())
+        if not logger.handlers:
+            logger.addHandler(handler)

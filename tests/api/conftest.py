@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
+from app.main import create_app
 from tests.conftest import app_on
 
 

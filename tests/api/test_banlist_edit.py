@@ -12,8 +12,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.model import iso, parse_iso
+from app.main import create_app
 from tests.conftest import AUTH, app_on
 
 DAY = 86400

@@ -75,7 +75,7 @@ def test_lookup_shows_what_used_to_match(client):
                                   "granted)")
     assert got["history_since"] == client.get("/v1/banlist/changes").json()[
         "changes"][0]["at"]
-    assert client.app.state.service.store.sweep() == 1
+    assert client.app.state.services.store.sweep() == 1
     got = client.get("/v1/banlist/lookup", params={"url": "https://www.example.com/a"}).json()
     assert got["matches"] == [] and [f["ended"]["op"] for f in got["former"]] == [
         "expire", "remove"]
@@ -87,7 +87,7 @@ def test_lookup_on_redis_shows_what_used_to_match_and_degrades_without_it(redis_
         gone = ban(client, "domain", "example.com", "court order")
         ban(client, "host", "www.example.com", "malware")
         lift(client, gone, "appeal granted")
-        store = client.app.state.service.store
+        store = client.app.state.services.store
         # the adds leave the changelog (its retention); the history keeps them for a year
         store.client.xtrim(store.keys.stream, maxlen=1, approximate=False)
         got = client.get("/v1/banlist/lookup", params={"url": "https://www.example.com/"}

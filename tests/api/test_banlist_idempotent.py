@@ -13,9 +13,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.base import EntrySpec
 from app.errors import BanlistError
+from app.main import create_app
 from tests.conftest import AUTH, app_on
 
 DUP = {"scope": "host", "value": "dup.example", "reason": "malware"}
@@ -131,7 +131,7 @@ def test_duplicates_from_an_old_log_keep_working_and_a_removal_says_one_remains(
 
 def test_redis_duplicates_from_before_keep_working(redis_server, settings):
     with app_on(redis_server, settings, "a") as a:
-        store = a.app.state.service.store
+        store = a.app.state.services.store
         payload = {"scope": "host", "value": "dup.example", "reason": "r", "actor": "tns",
                    "created_at": "2024-01-01T00:00:00.000Z", "expires_at": None, "regions": []}
         add = ["add", "", json.dumps(payload), "tns", "r", ""]
@@ -285,7 +285,7 @@ def test_a_replica_whose_copy_lags_cannot_add_a_ban_another_just_added(redis_ser
     # decides again on the caught-up copy and finds a's entry
     with app_on(redis_server, settings, "a") as a, app_on(redis_server, settings, "b") as b:
         first = a.post("/v1/banlist/entries", headers=AUTH, json=DUP).json()["entry"]
-        sb = b.app.state.service.store
+        sb = b.app.state.services.store
         payload = {"scope": "host", "value": "dup.example", "reason": "r", "actor": "tns",
                    "created_at": "2024-01-01T00:00:00.000Z", "expires_at": None, "regions": []}
         with pytest.raises(BanlistError) as info:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.config.settings import Settings
 from app.errors import BanlistError
+from app.main import create_app
 from tests.conftest import AUTH, app_on
 
 SPAM = {"Authorization": "Bearer spam-token"}
@@ -217,7 +217,7 @@ def test_a_write_that_defines_a_group_another_replica_defined_since_is_decided_a
         r = a.put("/v1/banlist/groups/acme", headers=AUTH,
                   json={"domains": ["acme.com"], "reason": "r"})
         assert r.status_code == 200
-        sb = b.app.state.service.store
+        sb = b.app.state.services.store
         # b decided on a copy without a's group (stream id 0-0): the script refuses
         with pytest.raises(BanlistError) as info:
             sb._run(["group", "acme", json.dumps(["acme.org"]), "tns", "r", ""],

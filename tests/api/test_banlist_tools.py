@@ -7,9 +7,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.index import FilterKeeper
 from app.config.settings import Settings
+from app.main import create_app
 from tests.conftest import AUTH
 
 READ = {"Authorization": "Bearer read-token"}
@@ -119,7 +119,7 @@ def test_roles_read_tokens_read_write_tokens_write(client):
 def test_reads_can_require_a_token(settings):
     from fastapi.testclient import TestClient
 
-    from app.api.app import create_app
+    from app.main import create_app
     with TestClient(create_app(settings.model_copy(update={"banlist_read_auth": True}))) as c:
         assert c.get("/v1/banlist/entries").status_code == 401
         assert c.get("/v1/banlist/entries", headers=READ).status_code == 200
@@ -180,7 +180,7 @@ def test_metrics_show_the_names_gone_since_the_sites_filter_was_made(client):
     assert "rearrange_banlist_filter_gone_ratio 0.3333333333333333" in metrics
     assert "rearrange_banlist_filter_refreshes 0.0" in metrics
     assert 'rearrange_banlist_filter_refresh_failures{index="banlist"} 0.0' in metrics
-    assert client.app.state.service.store.index.filter_state == {
+    assert client.app.state.services.store.index.filter_state == {
         "gone": 1 / 3, "refreshed": 0, "failures": 0, "failure": None}
 
 
@@ -202,7 +202,7 @@ def _poll_until(keeper, index, done, what: str):
 
 def test_a_failed_remaking_of_the_sites_filter_is_counted_logged_once_and_tried_again(
         client, caplog):
-    index = client.app.state.service.store.index
+    index = client.app.state.services.store.index
     # the next making of the filter fails (its thread panics), and it is made again once
     # two names have gone, not 4,096
     index._fail_next_refresh(2)
@@ -240,7 +240,7 @@ def test_the_housekeeping_publishes_a_filter_made_again_with_no_batch_after_it(s
     # the service as deployed polls its housekeeping (the suite's default turns it off)
     with TestClient(create_app(settings.model_copy(
             update={"config_poll_seconds": 0.02}))) as client:
-        index = client.app.state.service.store.index
+        index = client.app.state.services.store.index
         index._fail_next_refresh(2)  # made again past two names gone, the first one fails
         ids = [client.post("/v1/banlist/entries", headers=AUTH,
                            json={"scope": "host", "value": f"h{i}.com", "reason": "r"}

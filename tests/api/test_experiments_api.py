@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api.app import create_app
 from app.experiments.bucketing import bucket
+from app.main import create_app
 from tests.conftest import AUTH
 
 CONFIG = """

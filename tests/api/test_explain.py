@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
+from app.main import create_app
 from tests.conftest import AUTH
 
 EXPLAIN = "X-Rearrange-Explain"

@@ -25,8 +25,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.config.settings import Settings
+from app.main import create_app
 from tests.api.test_live_server import start_server
 from tests.conftest import ROOT
 from tests.redis_server import RedisServer

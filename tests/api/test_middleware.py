@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from starlette.middleware.cors import CORSMiddleware
 
 from app.api import errors, rerank
-from app.api.app import create_app
 from app.api.deps import token_actor
 from app.api.errors import BodyTooLarge, BodyTooSlow, refusal
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER
+from app.main import create_app
 from tests.api.test_rerank import page
 from tests.conftest import AUTH
 

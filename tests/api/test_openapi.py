@@ -12,8 +12,8 @@ import msgspec
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.api.contract import RerankResponse
+from app.main import create_app
 from tests.conftest import AUTH
 
 ADMIN = ("/v1/admin/", "/v1/sanctions/scores", "/v1/banlist/writes/")
@@ -159,7 +159,7 @@ def test_the_engine_writes_exactly_the_documented_response(client):
     got = msgspec.json.decode(r.content, type=strict(RerankResponse))
     assert got.audit and got.removed and got.experiments and got.documents[0].annotations
     assert any(d.collapsed for d in got.documents)
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
     texts = [{**d, "text": "the same template text of more than ten words on every page"}
              for d in PAGE["documents"][:3]]

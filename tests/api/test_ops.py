@@ -9,7 +9,7 @@ def test_health_and_ready(client):
     assert client.get("/healthz").json() == {"status": "ok", "version": __version__}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
-    assert ready.json()["config_version"] == client.app.state.service.config.engine.version
+    assert ready.json()["config_version"] == client.app.state.services.config.engine.version
 
 
 def test_metrics_count_rule_actions_and_latency(client):
@@ -50,7 +50,7 @@ def test_reload_endpoint_swaps_and_refuses_bad_config(client, settings):
 
 
 def test_every_route_caps_its_body_before_auth_or_parsing(client):
-    limit = client.app.state.service.settings.max_body_bytes
+    limit = client.app.state.services.settings.max_body_bytes
     big = b'{"scope": "host", "value": "a.com", "reason": "' + b"x" * limit + b'"}'
     for path in ("/v1/banlist/entries", "/v1/sanctions/scores", "/v1/banlist/import"):
         r = client.post(path, content=big, headers={"content-type": "application/json"})

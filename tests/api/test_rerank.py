@@ -159,7 +159,7 @@ def test_audit_log_lines(client, settings):
     body = page(3, request_id="audited")
     body["documents"][0]["spam_score"] = 0.99
     client.post("/v1/rerank", json=body)
-    client.app.state.service.audit_log.close()
+    client.app.state.services.audit_log.close()
     lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]
     assert lines[-1]["request_id"] == "audited"
     assert lines[-1]["profile"] == "default" and lines[-1]["config_version"]
@@ -175,7 +175,7 @@ def test_audit_log_records_name_the_document_and_the_versions(client, settings):
     body["documents"][0]["url"] = "HTTP://WWW.Banned.Example:80/a?x=1#frag"
     body["documents"][1]["url"] = "mailto:someone@example.com"
     out = client.post("/v1/rerank", json=body).json()
-    client.app.state.service.audit_log.close()
+    client.app.state.services.audit_log.close()
     line = json.loads(Path(settings.audit_log).read_text("utf-8").splitlines()[-1])
     assert (line["config_version"], line["banlist_version"]) == (
         out["config_version"], out["banlist_version"]) and out["banlist_version"] >= 1
@@ -264,7 +264,7 @@ def test_non_json_numbers_and_malformed_bodies(client, raw, field):
 
 
 def test_limits_on_documents_body_and_text(client):
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     service.settings = service.settings.model_copy(
         update={"max_documents": 3, "max_text_chars": 10, "max_body_bytes": 2048})
     r = client.post("/v1/rerank", json=page(4))
@@ -287,7 +287,7 @@ def test_openapi_documents_the_rerank_body(client):
 
 
 def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     body = page(3)
     for d in body["documents"]:
         d["text"] = "the same template text of more than ten words on every page here"
@@ -305,7 +305,7 @@ def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
 def test_near_duplicates_cut_by_the_deadline_while_running_is_said(client, settings):
     """The deadline passes after 60 clock reads: the runner reads once before the rule,
     then the rule once per text it shingles, so it passes midway through 300 texts."""
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     docs = [{"id": f"d{i}", "url": f"https://h{i}.example.com/", "score": 500.0 - i,
              "text": " ".join(f"word{j}of{i}" for j in range(12))}  # no shingle shared
             for i in range(300)]
@@ -333,7 +333,7 @@ def test_near_duplicates_cut_by_the_deadline_while_running_is_said(client, setti
 
 
 def test_a_request_whose_only_event_is_a_skipped_rule_is_audit_logged(client, settings):
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     body = page(2, request_id="only-skipped")
     body["documents"][0]["text"] = "one text of more than ten words that is not repeated anywhere"
     body["documents"][1]["text"] = "another text of more than ten words, different from the first"

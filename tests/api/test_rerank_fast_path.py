@@ -58,7 +58,7 @@ def test_the_same_answer_for_the_qa_header_with_and_without_a_token(client):
 
 
 def test_the_same_body_limit_declared_and_streamed(client):
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     service.settings = service.settings.model_copy(update={"max_body_bytes": 2048})
     big = json.dumps(page(40)).encode()
     fast, routed = _both(client, "/v1/rerank", content=big,
@@ -149,7 +149,7 @@ def _invalid(client) -> float:
 def test_every_refused_request_counts_as_invalid(client):
     """Each refusal the frontend or QA can cause is one invalid request, whatever refused
     it: the body's size, the body's content or the QA header."""
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     service.settings = service.settings.model_copy(update={"max_body_bytes": 2048})
     json_head = {"content-type": "application/json"}
     refusals = [

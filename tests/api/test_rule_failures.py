@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.config.settings import Settings
 from app.engine.service import FailureLog
+from app.main import create_app
 from tests.conftest import AUTH, TOKENS
 
 pytestmark = pytest.mark.usefixtures("plugin_path")
@@ -123,7 +123,7 @@ def test_a_well_behaved_python_rule_changes_the_page_with_its_records(tmp_path):
         assert audit[("reverse", "d1", "move")]["mode"] == "applied"
         assert ("reverse", "d0", "move") not in audit and "skipped" not in out
         # what the rule was given: the request's documents and query as dicts
-        engine = client.app.state.service.config.engine
+        engine = client.app.state.services.config.engine
         drop = engine.profiles["default"].rules()[0][1].rule.instance
         seen = drop.seen[-1]
         assert seen["context"] == {"query": {"text": "q", "classes": ["shopping"],
@@ -176,7 +176,8 @@ def test_disabled_and_windowed_steps_do_not_run(tmp_path):
 def test_failures_are_logged_with_the_cause_at_most_once_per_interval(tmp_path, caplog):
     now = [100.0]
     with serve(tmp_path, profile("{rerank: [raises]}")) as client:
-        client.app.state.service.failures = FailureLog(interval=10, clock=lambda: now[0])
+        rearranger = client.app.state.services.rearranger
+        rearranger.failures = FailureLog(interval=10, clock=lambda: now[0])
         with caplog.at_level(logging.ERROR, logger="rearrange.rules"):
             for _ in range(3):
                 client.post("/v1/rerank", json=page())

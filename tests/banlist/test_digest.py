@@ -14,9 +14,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.base import EntryEdit, EntrySpec
 from app.banlist.embedded.store import EmbeddedStore
+from app.main import create_app
 from tests.conftest import AUTH
 from tests.helpers import until
 

@@ -61,7 +61,7 @@ def exports(settings, tmp_path):
     request of a page with a document on a member of its org group."""
     from fastapi.testclient import TestClient
 
-    from app.api.app import create_app
+    from app.main import create_app
     from tests.conftest import AUTH
 
     with TestClient(create_app(settings)) as c:

@@ -160,7 +160,7 @@ def test_shutdown_with_a_full_disk_still_closes_both_stores(redis_server, settin
         page = {"documents": [{"id": "x", "url": "http://bad.example/1", "score": 1.0}]}
         for _ in range(20):  # each removes a banned document: one audit line each
             assert a.post("/v1/rerank", json=page).json()["documents"] == []
-        registry = a.app.state.service.metrics.registry
+        registry = a.app.state.services.metrics.registry
         until(lambda: registry.get_sample_value("rearrange_audit_log_dropped_total") == 20)
         assert registry.get_sample_value("rearrange_audit_log_failing") == 1
         assert seqs() == [0, 0]

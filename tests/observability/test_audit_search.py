@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.model import iso
 from app.cli.main import main
+from app.main import create_app
 from tests.conftest import AUTH
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.config.settings import Settings
+from app.main import create_app
 from app.replay.capture import Capture, CaptureSettings
 
 BODY = (b'{\n  "query": {"text": "sofa"},\n'

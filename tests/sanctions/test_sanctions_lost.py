@@ -71,7 +71,7 @@ def test_a_replica_that_cannot_tell_its_lost_writes_refuses_and_the_fleet_waits_
         feed(a, "grey.example", 0.75, 1)
         backup = Backup(aof_redis, tmp_path / "backup")
         feed(a, "grey.example", 0.95, 2)
-        states = a.app.state.service.sanctions.states
+        states = a.app.state.services.sanctions.states
         states.journal.clear()  # as if its journal had let go of them (JOURNAL writes since)
         states.forgotten = states.own
         backup.restore()
@@ -99,7 +99,7 @@ def test_a_replica_that_cannot_tell_its_lost_writes_refuses_and_the_fleet_waits_
 
 def test_a_write_made_before_the_next_round_does_not_hide_a_loss(aof_redis, settings, tmp_path):
     with app_on(aof_redis, settings, "a") as a:
-        states = a.app.state.service.sanctions.states
+        states = a.app.state.services.sanctions.states
         feed(a, "grey.example", 0.75, 1)
         backup = Backup(aof_redis, tmp_path / "backup")
         feed(a, "grey.example", 0.95, 2)  # lost below

@@ -220,7 +220,7 @@ def test_history_beyond_the_tail_comes_from_the_file_with_the_same_pages(tmp_pat
 def test_history_through_the_api_pages_from_the_file(settings, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from app.api.app import create_app
+    from app.main import create_app
     from tests.conftest import AUTH
 
     monkeypatch.setattr(store_module, "TAIL", 3)
@@ -228,7 +228,7 @@ def test_history_through_the_api_pages_from_the_file(settings, monkeypatch):
         for i in range(12):
             assert client.post("/v1/banlist/entries", headers=AUTH, json={
                 "scope": "host", "value": f"h{i}.example", "reason": f"r{i}"}).status_code == 201
-        assert len(client.app.state.service.store._tail) == 3
+        assert len(client.app.state.services.store._tail) == 3
         seen, since = [], 0
         while True:
             page = client.get("/v1/banlist/changes", params={"since": since, "limit": 5}).json()

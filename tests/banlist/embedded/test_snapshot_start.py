@@ -253,7 +253,7 @@ def test_a_snapshot_that_does_not_fit_is_refused_for_what_it_is(tmp_path, caplog
 def test_an_embedded_service_writes_its_snapshot_from_the_housekeeping(settings, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from app.api.app import create_app
+    from app.main import create_app
     from tests.conftest import AUTH
 
     settings = settings.model_copy(update={"config_poll_seconds": 0.05,

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist import snapshot
 from app.banlist.embedded.store import EmbeddedStore, EntrySpec
 from app.config.settings import Settings
+from app.main import create_app
 from tests.conftest import AUTH, ROOT, TOKENS
 from tests.helpers import until
 from tests.redis_server import RedisServer, ServeProcess

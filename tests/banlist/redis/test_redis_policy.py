@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.errors import StartupRefused
+from app.main import create_app
 from tests.conftest import AUTH, ROOT, app_on
 from tests.redis_server import RedisServer
 

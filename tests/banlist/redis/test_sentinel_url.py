@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.banlist.redis.client import SentinelURL, check_url
+from app.main import create_app
 from tests.conftest import AUTH
 from tests.redis_server import RedisServer
 
