@@ -54,7 +54,7 @@ class Engine:
         budget_seconds: float | None = None, forced: dict[str, str] | None = None,
         forced_by: str | None = None, max_documents: int = 1000,
         max_text_chars: int = 1_000_000, elapsed: float = 0.0,
-        deadline_reads: int | None = None, audit_line: bool = True, explain: bool = False,
+        clock: Callable[[], float] | None = None, audit_line: bool = True, explain: bool = False,
         executor: _Executor | None = None, defer_python: bool = False,
     ) -> tuple[int, bytes, bytes | None, list[_Failure]] | None: ...
 

@@ -74,11 +74,12 @@ class Loaded:
 
     def rerank(self, documents: Sequence[dict[str, Any]], *, bans: Sequence[Entry] | None = None,
                quarantine: Sequence[Entry] | None = None, now: float = NOW,
-               variants: dict[str, str] | None = None, deadline_reads: int | None = None,
+               variants: dict[str, str] | None = None, deadline_after: int | None = None,
                **request: Any) -> Answer:
         """Answer a body of `documents` and `request`'s other fields (query, depth, unit,
         profile). `variants` forces experiments' variants (the QA header); the deadline
-        passes once `deadline_reads` reads of the clock are spent (None: never)."""
+        passes after `deadline_after` readings of a clock a second later at each (the
+        deadline checks; None: no deadline)."""
         raise NotImplementedError
 
     def cache_stats(self) -> list[tuple[str, str, int, int, int, int]]:
@@ -96,11 +97,13 @@ class EngineLoaded(Loaded):
         self.core = with_core(load_bytes(config), EngineMetrics()).core
 
     def rerank(self, documents, *, bans=None, quarantine=None, now=NOW, variants=None,
-               deadline_reads=None, **request):
+               deadline_after=None, **request):
+        # The engine reads the clock (0) to place the deadline, then once per check (1, 2, …)
         status, out, _, _ = self.core.rerank(
             _body(documents, request), banlist=None if bans is None else BanIndex(bans),
             quarantine=None if quarantine is None else BanIndex(quarantine), now=now,
-            forced=variants, deadline_reads=deadline_reads)
+            forced=variants, clock=Ticking(),
+            budget_seconds=None if deadline_after is None else deadline_after + 0.5)
         return Answer(status, orjson.loads(out))
 
     def cache_stats(self):
@@ -112,15 +115,16 @@ class ReferenceLoaded(Loaded):
         self.service = reference.Service(load_bytes(config))
 
     def rerank(self, documents, *, bans=None, quarantine=None, now=NOW, variants=None,
-               deadline_reads=None, **request):
+               deadline_after=None, **request):
         try:
             response = self.service.rerank(
                 _body(documents, request),
                 banlist=None if bans is None else ReferenceIndex(bans),
                 quarantine=None if quarantine is None else ReferenceIndex(quarantine),
                 now=now, forced=variants, clock=Ticking(),
-                # Ticking reads 0, 1, 2, …: the read numbered deadline_reads is past it.
-                deadline=None if deadline_reads is None else deadline_reads - 0.5)
+                # Ticking reads 0, 1, 2, … (one per check): the read numbered
+                # deadline_after is past it.
+                deadline=None if deadline_after is None else deadline_after - 0.5)
         except FieldError as exc:
             return Answer(status_of(exc), {"error": "invalid_request", "field": exc.field,
                                        "problem": exc.problem})

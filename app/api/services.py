@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.banlist import bulk
@@ -74,8 +75,11 @@ class Services:
             closing.callback(self.executor.close)
 
 
-def build_services(settings: Settings, metrics: Metrics | None = None) -> Services:
-    """Every service, built from settings (the app's and `rearrange run`'s)."""
+def build_services(settings: Settings, metrics: Metrics | None = None,
+                   clock: Callable[[], float] | None = None) -> Services:
+    """Every service, built from settings (the app's and `rearrange run`'s); `clock`
+    (monotonic seconds) is what requests' arrival and deadline are read on, the process's
+    monotonic clock when None (app/engine/service.py `Rearranger`)."""
     metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
     policy = EvictionPolicy(metrics) if settings.redis_url else None
     durability = (Durability(metrics, settings.redis_wait_replicas, settings.redis_wait_ms)
@@ -113,7 +117,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None) -> Servic
                                    abandoned_max=settings.python_rule_abandoned_max), metrics)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
     rearranger = Rearranger(settings, store, quarantine, config, executor, audit_log=audit,
-                            capture=capture)
+                            capture=capture, clock=clock)
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
                     sanctions=sanctions, config=config, executor=executor,
                     rearranger=rearranger, audit_log=audit, capture=capture,

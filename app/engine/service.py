@@ -68,19 +68,19 @@ class Rearranger:
                  config: ConfigHolder, executor: RuleExecutor,
                  audit_log: AuditLog | None = None, capture: Capture | None = None,
                  failures: FailureLog | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
-        # Arrival and the deadline are read on this clock (the monotonic one the engine's
-        # own timings use).
-        self.clock = clock
+        # Arrival and the deadline are read on this clock (monotonic seconds): by default
+        # `time.perf_counter` here and the engine's own monotonic clock (the same one, which
+        # its rule timings use); a clock given (a test's) is read for both.
+        self.clock = clock or time.perf_counter
+        self._engine_clock = clock
         self.store = banlist
         self.quarantine = quarantine
         self.config = config
         self.audit_log = audit_log
         self.failures = failures or FailureLog()
         self.capture = capture  # with REARRANGE_CAPTURE_PATH
-        # Tests only: the engine's deadline passes after this many clock reads (None: time).
-        self.deadline_reads: int | None = None
         # Python rules run on its threads, each within its time (app/engine/executor.py)
         self.executor = executor
 
@@ -134,7 +134,7 @@ class Rearranger:
             body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
             now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
-            elapsed=now - started, deadline_reads=self.deadline_reads,
+            elapsed=now - started, clock=self._engine_clock,
             audit_line=self.audit_log is not None and candidate is None, explain=explain,
             executor=self.executor, defer_python=defer)
         if answered is None:

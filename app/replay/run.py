@@ -120,7 +120,7 @@ class Side:
             body, banlist=self.store.index, quarantine=None,
             banlist_version=self.store.version, now=now, budget_seconds=None, forced=None,
             forced_by=None, max_documents=self.limits.max_documents,
-            max_text_chars=self.limits.max_text_chars, elapsed=0.0, deadline_reads=None,
+            max_text_chars=self.limits.max_text_chars, elapsed=0.0,
             audit_line=False)
         return status, orjson.loads(out)
 

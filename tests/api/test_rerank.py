@@ -5,8 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from app.api.app import app_of
+from app.api.services import build_services
 from tests.conftest import AUTH
+from tests.helpers import Ticking
 from tests.reference.contract import LOCATE_MAX_BYTES
 
 
@@ -302,32 +306,32 @@ def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
             'rule="near_duplicates"} 1.0') in client.get("/metrics").text
 
 
-def test_near_duplicates_cut_by_the_deadline_while_running_is_said(client, settings):
-    """The deadline passes after 60 clock reads: the runner reads once before the rule,
-    then the rule once per text it shingles, so it passes midway through 300 texts."""
-    service = client.app.state.services.rearranger
+def test_near_duplicates_cut_by_the_deadline_while_running_is_said(settings):
+    """On a clock a second later at each reading, the deadline passes after about 60: the
+    runner reads it once before the rule, then the rule once per text it shingles, so it
+    passes midway through 300 texts."""
+    clock = Ticking(step=0.0)  # stopped: the rule finishes
+    settings.deadline_ms = 62_500  # reads: the arrival, the budget's, the engine's, then 60
     docs = [{"id": f"d{i}", "url": f"https://h{i}.example.com/", "score": 500.0 - i,
              "text": " ".join(f"word{j}of{i}" for j in range(12))}  # no shingle shared
             for i in range(300)]
     docs[1]["text"] = docs[0]["text"]  # d1 folds under d0 when the rule finishes
     body = {"query": {"text": "q"}, "depth": 300, "documents": docs, "request_id": "cut"}
-    # A minute of budget: on a loaded machine the rule must still finish on the real
-    # clock (100 ms, the default, was passed there); the counted reads below cut it anyway.
-    service.settings.deadline_ms = 60_000
-    full = client.post("/v1/rerank", json=body).json()  # the real clock: the rule finishes
-    assert "skipped" not in full and [c["id"] for c in full["documents"][0]["collapsed"]] == ["d1"]
-    service.deadline_reads = 60
-    late = client.post("/v1/rerank", json={**body, "documents": [
-        {**d, "text": d["text"] + " again"} for d in docs]}).json()  # not cached: signed anew
+    with TestClient(app_of(build_services(settings, clock=clock))) as client:
+        full = client.post("/v1/rerank", json=body).json()
+        assert "skipped" not in full
+        assert [c["id"] for c in full["documents"][0]["collapsed"]] == ["d1"]
+        clock.step = 1.0
+        late = client.post("/v1/rerank", json={**body, "documents": [
+            {**d, "text": d["text"] + " again"} for d in docs]}).json()  # not cached: anew
+        metrics = client.get("/metrics").text
     assert late["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
                                 "reason": "deadline (stopped while running)"}]
     assert [d["id"] for d in late["documents"]] == [d["id"] for d in docs]
     assert all(d["collapsed"] == [] for d in late["documents"])
     assert all(r["rule"] != "near_duplicates" for r in late["audit"])
     assert ('rearrange_rule_skipped_total{phase="diversify",'
-            'reason="deadline_stopped",rule="near_duplicates"} 1.0'
-            ) in client.get("/metrics").text
-    service.audit_log.close()
+            'reason="deadline_stopped",rule="near_duplicates"} 1.0') in metrics
     lines = [json.loads(x) for x in Path(settings.audit_log).read_text("utf-8").splitlines()]
     assert lines[-1]["request_id"] == "cut" and lines[-1]["skipped"] == late["skipped"]
 

@@ -185,7 +185,7 @@ def test_optional_rules_are_skipped_past_the_deadline_and_reported(side):
             doc("B", 1.0, text="one two three four five six seven eight nine ten")]
     on_time = loaded.rerank(page)
     assert on_time.ids() == ["A"] and "skipped" not in on_time.body
-    late = loaded.rerank(page, deadline_reads=0)  # already past at the first read
+    late = loaded.rerank(page, deadline_after=0)  # already past at the first read
     assert late.ids() == ["A", "B"]
     assert late.body["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",
                                      "reason": "deadline"}]
@@ -207,7 +207,7 @@ def test_a_deadline_passing_while_near_duplicates_runs_leaves_the_page_as_it_cam
     page = [doc(name, 5.0 - n, text=text) for n, (name, text) in
             enumerate([("omsk", OMSK), ("kazan", KAZAN), ("perm", PERM), ("returns", RETURNS)])]
     reads = 1  # the runner's, before the rule starts; then the rule's checks
-    while "skipped" in (late := loaded.rerank(page, deadline_reads=reads)).body:
+    while "skipped" in (late := loaded.rerank(page, deadline_after=reads)).body:
         assert late.ids() == [d["id"] for d in page] and late.records() == []
         assert all(d["collapsed"] == [] for d in late.documents)
         assert late.body["skipped"] == [{"rule": "near_duplicates", "phase": "diversify",

@@ -202,7 +202,7 @@ def test_signatures_made_before_the_deadline_stay_cached_for_the_next_page(side)
     loaded = side.load(config(method="minhash"))
     # The runner reads the clock once before the rule starts (read 0), the rule once per
     # text it signs: reads 1 and 2 are on time, read 3 is past the deadline.
-    late = loaded.rerank(texts(OMSK_FIRST), deadline_reads=3)
+    late = loaded.rerank(texts(OMSK_FIRST), deadline_after=3)
     assert late.body["skipped"] == STOPPED and late.ids() == [n for n, _ in OMSK_FIRST]
     assert loaded.cache_stats()[0][5] == 2
     out = loaded.rerank(texts(OMSK_FIRST))
@@ -212,7 +212,7 @@ def test_signatures_made_before_the_deadline_stay_cached_for_the_next_page(side)
 
 def test_shingle_sets_made_before_the_deadline_stay_cached_for_the_next_page(side):
     loaded = side.load(config(method="exact"))
-    late = loaded.rerank(texts(SEED_PAGES), deadline_reads=4)  # three texts shingled
+    late = loaded.rerank(texts(SEED_PAGES), deadline_after=4)  # three texts shingled
     assert late.body["skipped"] == STOPPED
     assert loaded.cache_stats()[1][5] == 3
     out = loaded.rerank(texts(SEED_PAGES))
@@ -224,7 +224,7 @@ def test_with_precomputed_signatures_the_deadline_still_stops_the_comparisons(si
     # signatures take one pass per distance, then the matching pairs are folded).
     docs = [doc(f"d{i}", minhash=sent(KAZAN)) for i in range(40)]
     loaded = side.load(config(cache_mb=0))
-    out = loaded.rerank(docs, deadline_reads=10**9)
+    out = loaded.rerank(docs, deadline_after=10**9)
     assert out.ids() == ["d0"] and len(out.records()) == 39
-    late = loaded.rerank(docs, deadline_reads=1)
+    late = loaded.rerank(docs, deadline_after=1)
     assert late.body["skipped"] == STOPPED and len(late.ids()) == 40

@@ -10,6 +10,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict};
 use std::sync::Arc;
 
 use crate::banlist::{spread, BanIndex, IndexData};
+use crate::clock::{Clock, Monotonic, PyClock};
 use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
@@ -226,9 +227,9 @@ impl Engine {
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
     /// before this call (reading the body), added to the request duration; `forced`
-    /// experiment → variant from the QA header, `forced_by` its checked actor;
-    /// `deadline_reads`, for tests only, makes the deadline pass after that many clock
-    /// reads of the runner and the optional rules, whatever the time; `audit_line=False`
+    /// experiment → variant from the QA header, `forced_by` its checked actor; `clock`
+    /// (a callable returning monotonic seconds) is what the deadline is read on, the
+    /// engine's own monotonic clock when None (a test gives one it sets); `audit_line=False`
     /// (no audit log to write it to) skips writing the line and returns None for it;
     /// `explain` (QA, the caller having checked the token) adds the response's `explain`.
     ///
@@ -239,7 +240,7 @@ impl Engine {
     /// refused before its profile is known is answered all the same.
     #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
-                        max_text_chars=1_000_000, elapsed=0.0, deadline_reads=None,
+                        max_text_chars=1_000_000, elapsed=0.0, clock=None,
                         audit_line=true, explain=false, executor=None,
                         defer_python=false))]
     #[allow(clippy::too_many_arguments)]
@@ -257,15 +258,19 @@ impl Engine {
         max_documents: usize,
         max_text_chars: usize,
         elapsed: f64,
-        deadline_reads: Option<u64>,
+        clock: Option<Bound<'py, PyAny>>,
         audit_line: bool,
         explain: bool,
         executor: Option<Py<PyAny>>,
         defer_python: bool,
     ) -> PyResult<Option<Answer>> {
-        let reads = deadline_reads.map(std::cell::Cell::new);
         let started = Instant::now();
-        let deadline = budget_seconds.map(|b| started + Duration::from_secs_f64(b.max(0.0)));
+        let given = clock.map(PyClock::new);
+        let clock: &dyn Clock = match &given {
+            Some(c) => c,
+            None => &Monotonic,
+        };
+        let deadline = budget_seconds.map(|b| clock.now() + Duration::from_secs_f64(b.max(0.0)));
         let metrics = self.metrics.get();
         let owned;
         let bytes: &[u8] = if let Ok(b) = body.cast::<PyBytes>() {
@@ -365,7 +370,7 @@ impl Engine {
             variants: &assigned.variants,
             relaxed_from: None,
             deadline,
-            reads: reads.as_ref(),
+            clock,
             profile,
             explain,
             executor: executor.as_ref(),

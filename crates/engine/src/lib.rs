@@ -6,6 +6,7 @@
 #[cfg(not(miri))] // Miri cannot run mimalloc's C (below)
 mod alloc;
 pub mod banlist;
+pub mod clock;
 pub mod contract;
 pub mod doc;
 pub mod domain;

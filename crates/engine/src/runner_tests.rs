@@ -1,8 +1,9 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::*;
+use crate::clock::{Clock, FakeClock};
 use crate::doc::testing::{docs, request, SimpleCanon};
 use crate::doc::Page;
 use crate::rules::testing::{ctx, Behaviour, TestRule};
@@ -162,7 +163,9 @@ fn failures_open_closed_shadow_and_panics() {
 fn optional_rules_and_the_deadline() {
     let req = request(docs(3));
     let (page, docs) = Page::build(&req, &SimpleCanon, false);
+    let clock = FakeClock::new();
     let mut c = ctx(&page);
+    c.clock = &clock;
     let p = pipeline(vec![test_step(
         Behaviour::CheckDeadline,
         true,
@@ -170,20 +173,27 @@ fn optional_rules_and_the_deadline() {
         Phase::Diversify,
     )]);
     assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 2);
-    c.deadline = Some(Instant::now() - Duration::from_millis(1));
+    // Up to the deadline the rule runs; past it, it is not started.
+    c.deadline = Some(clock.now() + Duration::from_millis(1));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(p.run(&docs, &c).unwrap().docs.len(), 2);
+    clock.advance(Duration::from_nanos(1));
     let out = p.run(&docs, &c).unwrap();
     assert_eq!(out.docs.len(), 3);
     assert_eq!(out.skipped[0].reason, SKIPPED_LATE);
     assert!(out.timings.is_empty());
-    // A deadline that passes while the rule runs: stopped, page unchanged, time counted.
-    c.deadline = Some(Instant::now() + Duration::from_millis(1));
-    std::thread::sleep(Duration::from_millis(2));
-    let started = Instant::now();
+    // A deadline that passes while the rule runs (between the runner's reading and the
+    // rule's): stopped, page unchanged, its time counted.
+    let ticking = FakeClock::ticking(Duration::from_millis(2));
     let late = Ctx {
-        deadline: Some(started + Duration::from_secs(3600)),
+        deadline: Some(ticking.now() + Duration::from_millis(3)),
+        clock: &ticking,
         ..c
     };
-    assert_eq!(p.run(&docs, &late).unwrap().skipped.len(), 0);
+    let out = p.run(&docs, &late).unwrap();
+    assert_eq!(out.docs.len(), 3);
+    assert_eq!(out.skipped[0].reason, STOPPED_LATE);
+    assert_eq!(out.timings.len(), 1);
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! `None` when nothing changes) with its records; it never mutates its input, so the
 //! runner can apply the result, keep it in shadow, or drop it when the rule fails.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +14,7 @@ use pyo3::{Py, PyAny};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::clock::Clock;
 use crate::contract::AgeMode;
 use crate::doc::{Doc, Folded, Lookup, Page};
 use crate::record::{Action, Delta, Phase, Reason, Rec};
@@ -63,9 +63,8 @@ pub struct Ctx<'a> {
     pub relaxed_from: Option<AgeMode>,
     /// Past it, optional rules are not started and may stop midway.
     pub deadline: Option<Instant>,
-    /// Tests only: the deadline counts as passed once this many clock reads are spent
-    /// (as the Python runner's tests ticked a clock per read); None in production.
-    pub reads: Option<&'a Cell<u64>>,
+    /// What `deadline` is read on.
+    pub clock: &'a dyn Clock,
     pub profile: &'a str,
     /// Explain asked (QA): the runner traces every step (`Outcome::trace`).
     pub explain: bool,
@@ -86,12 +85,7 @@ impl Ctx<'_> {
 
     /// True once the deadline has passed (one clock read).
     pub fn deadline_passed(&self) -> bool {
-        if let Some(reads) = self.reads {
-            let left = reads.get();
-            reads.set(left.saturating_sub(1));
-            return left == 0;
-        }
-        self.deadline.is_some_and(|at| Instant::now() > at)
+        self.deadline.is_some_and(|at| self.clock.now() > at)
     }
 }
 

@@ -129,9 +129,10 @@ impl NearDuplicates {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
+    use crate::clock::{Clock, FakeClock};
     use crate::doc::testing::{docs, request, SimpleCanon};
     use crate::doc::Page;
     use crate::rules::testing::ctx;
@@ -188,8 +189,11 @@ mod tests {
     fn a_passed_deadline_stops_it_with_the_page_unchanged() {
         let req = page_of(&["a b c d e", "a b c d e"]);
         let (page, ds) = Page::build(&req, &SimpleCanon, false);
+        let clock = FakeClock::new();
         let mut late = ctx(&page);
-        late.deadline = Some(Instant::now() - Duration::from_millis(1));
+        late.clock = &clock;
+        late.deadline = Some(clock.now());
+        clock.advance(Duration::from_millis(1));
         let result = rule("containment", 0.5).apply(&ds, &late);
         assert!(matches!(result, Err(Failure::Stopped)));
     }

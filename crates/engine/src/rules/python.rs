@@ -12,7 +12,7 @@
 //! one (the offline tools, the engine's own tests) the rule is called here, as it is.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -121,7 +121,7 @@ impl PyRule {
     fn time_left(&self, ctx: &Ctx) -> Option<Duration> {
         let left = ctx
             .deadline
-            .map(|at| at.saturating_duration_since(Instant::now()));
+            .map(|at| at.saturating_duration_since(ctx.clock.now()));
         match (left, self.timeout) {
             (Some(l), Some(t)) => Some(l.min(t)),
             (l, t) => l.or(t),

@@ -1,6 +1,7 @@
 //! Test helpers: a default context and a rule that fails, panics or stops on purpose.
 
 use super::{removing, Ctx, Failure, RuleResult};
+use crate::clock::Monotonic;
 use crate::contract::AgeMode;
 use crate::doc::{Doc, Page};
 
@@ -18,7 +19,7 @@ pub fn ctx<'a>(page: &'a Page<'a>) -> Ctx<'a> {
         variants: &[],
         relaxed_from: None,
         deadline: None,
-        reads: None,
+        clock: &Monotonic,
         profile: "default",
         explain: false,
         executor: None,
