@@ -252,8 +252,9 @@ class SyncState:
 class BanStore(Protocol):
     """The banlist as the API, the request path and the tests see it, whatever backs it.
 
-    `index` and `version` are read on the request path: plain attributes, swapped whole,
-    never a round trip to anything.
+    `index` is read on the request path: a plain attribute, never a round trip to anything;
+    each of its snapshots carries the version of the list it holds (`BanIndex.version`,
+    published with the data), which is what a response reports. `version` is the store's.
     """
 
     @property

@@ -2,8 +2,8 @@
 
 The engine (app._engine.Engine, built from the config in use) decodes the body, routes it,
 assigns experiments, runs the pipeline, counts the metrics and writes the response and the
-audit line; this module hands it what only the control plane has (the banlist snapshot and
-its version, the time budget, the QA override) and writes what it returns to the logs.
+audit line; this module hands it what only the control plane has (the banlist indexes, the
+time budget, the QA override) and writes what it returns to the logs.
 """
 from __future__ import annotations
 
@@ -124,15 +124,15 @@ class Rearranger:
         settings = self.settings
         # One reference for the whole request, even across a reload.
         engine = self.config.engine if candidate is None else candidate
-        # Read together, before the run: the version reported is the one that was matched
-        # (a replica thread may apply a change while the pipeline runs).
-        banlist, banlist_version = self.store.index, self.store.version
+        # The engine matches one snapshot of each index and reports the version published
+        # inside it, whatever batch a replica thread applies meanwhile.
+        banlist = self.store.index
         quarantine = self.quarantine.index if self.quarantine is not None else None
         now = clock()
         budget = (started + settings.deadline_ms / 1000 - now) if settings.deadline_ms else None
         answered = engine.core.rerank(
-            body, banlist=banlist, quarantine=quarantine, banlist_version=banlist_version,
-            now=time.time(), budget_seconds=budget, forced=forced, forced_by=forced_by,
+            body, banlist=banlist, quarantine=quarantine, now=time.time(),
+            budget_seconds=budget, forced=forced, forced_by=forced_by,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
             elapsed=now - started, clock=self._engine_clock,
             audit_line=self.audit_log is not None and candidate is None, explain=explain,
@@ -151,5 +151,6 @@ class Rearranger:
             self.audit_log.emit_line(line)
         if self.capture is not None and forced is None and status in (200, 503):
             # QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx
-            self.capture.offer(body, status, engine.version, banlist_version)
+            # the version as of now: at most the batches applied since the match later
+            self.capture.offer(body, status, engine.version, banlist.version)
         return status, out

@@ -117,9 +117,8 @@ class Side:
     def answer(self, body: bytes, now: float) -> tuple[int, dict[str, Any]]:
         """(status, response) for one body, the deadline off: replay is not timed."""
         status, out, _, _ = self.config.core.rerank(
-            body, banlist=self.store.index, quarantine=None,
-            banlist_version=self.store.version, now=now, budget_seconds=None, forced=None,
-            forced_by=None, max_documents=self.limits.max_documents,
+            body, banlist=self.store.index, quarantine=None, now=now, budget_seconds=None,
+            forced=None, forced_by=None, max_documents=self.limits.max_documents,
             max_text_chars=self.limits.max_text_chars, elapsed=0.0,
             audit_line=False)
         return status, orjson.loads(out)

@@ -44,7 +44,7 @@ experiments:
 NOW = 1_900_000_000.0
 BANNED = [Entry("12", "domain", "banned.example", "legal removal", "tns", 0.0, None,
                 frozenset())]
-BANS = BanIndex(BANNED)
+BANS = BanIndex(BANNED, version=7)
 
 
 def page(**extra: Any) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def engine(config: bytes = CONFIG, rules: list[Any] | None = None,
 
 
 def run(e: Engine, body: dict[str, Any], **kw: Any) -> tuple[int, Any, Any]:
-    kw = {"banlist": BANS, "banlist_version": 7, "now": NOW, **kw}
+    kw = {"banlist": BANS, "now": NOW, **kw}
     status, out, line, _ = e.rerank(json.dumps(body).encode(), **kw)
     return status, json.loads(out), None if line is None else json.loads(line)
 
@@ -96,8 +96,7 @@ def run(e: Engine, body: dict[str, Any], **kw: Any) -> tuple[int, Any, Any]:
 def test_the_same_bytes_as_the_python_pipeline(extra: dict[str, Any]) -> None:
     body = page(**extra)
     expected = reference_bytes(body)
-    status, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist=BANS,
-                                     banlist_version=7, now=NOW)
+    status, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist=BANS, now=NOW)
     assert status == 200
     assert json.loads(out) == json.loads(expected)
     assert out == expected
@@ -108,7 +107,8 @@ def test_relax_rerun_and_pipeline_fallback() -> None:
              "adult_score": 0.6} for i in range(3)]
     body = {"request_id": "r", "query": {"age_mode": "strict"}, "documents": docs}
     expected = reference_bytes(body, banned=False)
-    _, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist_version=7, now=NOW)
+    _, out, _, _ = engine().rerank(json.dumps(body).encode(), banlist=BanIndex(version=7),
+                                   now=NOW)
     assert out == expected
     assert json.loads(out)["fallback"]["action"] == "relax"
     no_fallback = CONFIG.replace(b"post-filter: [safe_search, empty_result_fallback]",
@@ -139,8 +139,8 @@ def test_audit_line_and_errors() -> None:
     assert line["audit"][0]["host"] == "banned.example"
     # Without an audit log to write to, the service asks for no line: same response.
     raw = json.dumps(page(unit={"user_id": "u-1"})).encode()
-    with_line = e.rerank(raw, banlist=BANS, banlist_version=7, now=NOW)
-    without = e.rerank(raw, banlist=BANS, banlist_version=7, now=NOW, audit_line=False)
+    with_line = e.rerank(raw, banlist=BANS, now=NOW)
+    without = e.rerank(raw, banlist=BANS, now=NOW, audit_line=False)
     assert with_line[2] is not None and without[2] is None
     assert without[:2] == with_line[:2]
     assert {r["mode"] for r in out["audit"] if r["rule"] == "spam_demotion"} == {"shadow"}

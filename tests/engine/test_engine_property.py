@@ -70,7 +70,7 @@ def test_the_engine_answers_what_the_reference_answers(yaml_text, body, specs):
     core = with_core(config, EngineMetrics()).core
     banned = entries(specs)
     raw = orjson.dumps(body)
-    status, out, _, _ = core.rerank(raw, banlist=BanIndex(banned), banlist_version=VERSION,
+    status, out, _, _ = core.rerank(raw, banlist=BanIndex(banned, version=VERSION),
                                     now=NOW)
     want_status, want = expected_answer(config, raw, banned)
     assert status == want_status, (out, want)
@@ -86,7 +86,7 @@ def test_the_audit_line_is_the_references(yaml_text, body, specs):
     core = with_core(config, EngineMetrics()).core
     banned = entries(specs)
     raw = orjson.dumps(body)
-    status, _, line, _ = core.rerank(raw, banlist=BanIndex(banned), banlist_version=VERSION,
+    status, _, line, _ = core.rerank(raw, banlist=BanIndex(banned, version=VERSION),
                                      now=NOW)
     try:
         response = reference.rerank(config, raw, banlist=ReferenceIndex(banned),
@@ -119,6 +119,6 @@ def test_bad_documents_get_the_reference_4xx(yaml_text, body, corruption):
                                                "score": 1.0}]
     body["documents"][-1][field] = value
     raw = orjson.dumps(body)
-    status, out, _, _ = core.rerank(raw, now=NOW, banlist_version=VERSION)
+    status, out, _, _ = core.rerank(raw, banlist=BanIndex(version=VERSION), now=NOW)
     want_status, want = expected_answer(config, raw, [])
     assert (status, out) == (want_status, want)

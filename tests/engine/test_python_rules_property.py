@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from app._engine import EngineMetrics
+from app._engine import BanIndex, EngineMetrics
 from app.config.load import load_bytes
 from app.config.spec import with_core
 from tests.engine.test_engine_property import NOW, VERSION, expected_answer
@@ -145,7 +145,7 @@ def test_python_rules_answer_what_the_reference_answers(setup, body):
     config = load_bytes(yaml_text.encode())
     core = with_core(config, EngineMetrics()).core
     raw = orjson.dumps(body)
-    status, out, _, failures = core.rerank(raw, banlist_version=VERSION, now=NOW)
+    status, out, _, failures = core.rerank(raw, banlist=BanIndex(version=VERSION), now=NOW)
     want_status, want = expected_answer(config, raw, [])
     assert status == want_status, (out, want)
     assert out == want

@@ -117,7 +117,7 @@ class EmbeddedStore(StoreBase):
         a snapshot in batches of REPLAY_BATCH, the digest following them."""
         loaded = checkpoint.load(self.snapshot_path, changelog) if self.snapshot_path else "replay"
         if isinstance(loaded, str):
-            self.index.apply(self._index_changes(changelog.replay(repair)))
+            self.index.apply(self._index_changes(changelog.replay(repair)), changelog.seq)
             self.version, self.digest = changelog.seq, int(self.index.digest(), 16)
             return loaded
         snap, at = loaded
@@ -127,6 +127,7 @@ class EmbeddedStore(StoreBase):
         while batch := list(itertools.islice(changes, REPLAY_BATCH)):
             self._change_index(batch)
         self.version, self._snap_seq = changelog.seq, snap.seq
+        self.index.apply((), self.version)  # before any request reads it
         log.info("banlist log %s: started from its snapshot at seq %d, then %d changes",
                  changelog.path, snap.seq, self.version - snap.seq)
         return "snapshot"
@@ -221,10 +222,11 @@ class EmbeddedStore(StoreBase):
                     return snap, data
         raise AssertionError("unreachable: the third dump holds the lock")
 
-    def _change_index(self, batch: list[tuple[Any, ...]]) -> None:
-        """Every change to the index goes here, with the digest of what it then holds."""
+    def _change_index(self, batch: list[tuple[Any, ...]], version: int | None = None) -> None:
+        """Every change to the index goes here, with the digest of what it then holds, and
+        the version it makes (None at start: the version is published once replayed)."""
         self.digest = digest.applied(self.index, self.digest, batch)
-        self.index.apply(batch)
+        self.index.apply(batch, version)
 
     def reseed(self, actor: str, reason: str, force: bool = False) -> dict[str, Any]:
         raise BanlistConflict("banlist", "the embedded store has no Redis to reseed")
@@ -275,10 +277,10 @@ class EmbeddedStore(StoreBase):
                         "reason": e.reason, "at": at} for e in entries[start:start + BATCH]]
 
         count = len(defined) + len(entries)
-        with self._publishing(self._write(batches(), count)):  # durable, then applied
+        with self._publishing(self._write(batches(), count)) as end:  # durable, then applied
             # one batch: a request sees all of it or none
             self._change_index([*(("group", g.name, g.domains) for g in defined),
-                         *(("add", e) for e in entries)])
+                         *(("add", e) for e in entries)], end)
         return [g.name for g in defined], todo.resolve(entries)
 
     def define_group(self, name: str, domains: list[str], actor: str,
@@ -292,8 +294,8 @@ class EmbeddedStore(StoreBase):
             change = {"seq": self.version + 1, "op": "group", "name": key,
                       "domains": list(members), "actor": actor, "reason": why,
                       "at": iso(self.clock())}
-            with self._publishing(self._commit(change)):
-                self._change_index([("group", key, members)])
+            with self._publishing(self._commit(change)) as end:
+                self._change_index([("group", key, members)], end)
         return change
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry:
@@ -307,8 +309,8 @@ class EmbeddedStore(StoreBase):
             change = {"seq": self.version + 1, "op": "remove", "id": entry_id,
                       "entry": entry.as_dict(), "actor": actor, "reason": reason,
                       "at": iso(self.clock())}
-            with self._publishing(self._commit(change)):
-                self._change_index([("remove", entry_id)])
+            with self._publishing(self._commit(change)) as end:
+                self._change_index([("remove", entry_id)], end)
             self._bury([(entry, change)])
         return entry
 
@@ -325,8 +327,8 @@ class EmbeddedStore(StoreBase):
             change = {"seq": self.version + 1, "op": "edit",
                       **edit_change(entry.as_dict(), after.as_dict()), "actor": actor,
                       "reason": edit.reason.strip(), "at": iso(now)}
-            with self._publishing(self._commit(change)):
-                self._change_index([("add", after)])  # in place of the entry of that id
+            with self._publishing(self._commit(change)) as end:
+                self._change_index([("add", after)], end)  # in place of the entry of that id
         return after, True
 
     def sweep(self) -> int:
@@ -345,8 +347,8 @@ class EmbeddedStore(StoreBase):
                             "entry": entry.as_dict(), "actor": "system",
                             "reason": "ttl elapsed", "at": iso(now)}
                            for n, entry in enumerate(expired, 1)]
-                with self._publishing(self._commit(*changes, standalone=True)):
-                    self._change_index([("remove", entry.id) for entry in expired])
+                with self._publishing(self._commit(*changes, standalone=True)) as end:
+                    self._change_index([("remove", entry.id) for entry in expired], end)
                 self._bury(list(zip(expired, changes, strict=True)))
         return len(expired)
 
@@ -466,15 +468,18 @@ class EmbeddedStore(StoreBase):
         return self.changelog.search(needles, start, size)
 
     @contextlib.contextmanager
-    def _publishing(self, end: int) -> Iterator[None]:
-        """Publish `end` as the version once the block has applied the changes up to it:
-        requests read `version` without the lock and report it as the banlist they were
-        matched on, so never early; and whatever the block raises, since the log already
-        holds those seqs and the next commit must not reuse them."""
+    def _publishing(self, end: int) -> Iterator[int]:
+        """Publish `end` as the version once the block has applied the changes up to it
+        (it hands `end` to `_change_index`, which publishes the version with the data:
+        requests read both in one load of the index and report the version they matched);
+        and whatever the block raises, since the log already holds those seqs and the
+        next commit must not reuse them."""
         try:
-            yield
+            yield end
         finally:
             self.version = end
+            if self.index.version != end:  # the block raised before it applied them
+                self.index.apply((), end)
 
     def _writable(self) -> None:
         if self.read_only:

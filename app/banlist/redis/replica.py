@@ -490,8 +490,8 @@ class Replicator(Follower):
             last = _stream_pos(sid)
             if observe:
                 lags.append(now - int(sid.partition("-")[0]) / 1000)
-        if batch:
-            self.index.apply(batch)
+        if batch or version != self.version:  # the version published with the data
+            self.index.apply(batch, version)
         self.digest = content
         self.version, self.stream_id, self.epoch = version, stream_id, epoch
         for lag in lags:
@@ -660,6 +660,8 @@ class Replicator(Follower):
 
     def _install(self, index: BanIndex, seq: int, epoch: int, stream_id: str,
                  content: int) -> None:
+        if index.version != seq:
+            index.apply((), seq)  # before it is served: the version travels in the snapshot
         self.index = index  # one reference: a request sees the old list or the new one
         self.digest = content
         self.journal.clear()  # no record led here: a loss right after cannot be told

@@ -224,6 +224,9 @@ impl Engine {
     /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None, the rule
     /// failures to log as (rule, phase, problem, closed, profile, exception or None)).
     ///
+    /// `banlist` and `quarantine` (BanIndex) are each read once: the request matches one
+    /// snapshot of each, and reports the banlist snapshot's own version.
+    ///
     /// `now` is epoch seconds (ban expiry, the audit line's ts); `budget_seconds` what is
     /// left of the request's time budget (None: no deadline); `elapsed` the seconds spent
     /// before this call (reading the body), added to the request duration; `forced`
@@ -238,7 +241,7 @@ impl Engine {
     /// `defer_python=True` (a caller on an event loop) answers None instead of running a
     /// profile that has a Python rule, for the caller to call again off its loop; a body
     /// refused before its profile is known is answered all the same.
-    #[pyo3(signature = (body, *, banlist=None, quarantine=None, banlist_version=0, now=0.0,
+    #[pyo3(signature = (body, *, banlist=None, quarantine=None, now=0.0,
                         budget_seconds=None, forced=None, forced_by=None, max_documents=1000,
                         max_text_chars=1_000_000, elapsed=0.0, clock=None,
                         audit_line=true, explain=false, executor=None,
@@ -250,7 +253,6 @@ impl Engine {
         body: Bound<'py, PyAny>,
         banlist: Option<Bound<'py, PyAny>>,
         quarantine: Option<Bound<'py, PyAny>>,
-        banlist_version: i64,
         now: f64,
         budget_seconds: Option<f64>,
         forced: Option<Bound<'py, PyDict>>,
@@ -353,6 +355,8 @@ impl Engine {
             &forced,
         );
         let banlist = Snapshot::of(banlist)?;
+        // The version of the very snapshot matched (0 without a banlist): one load.
+        let banlist_version = banlist.as_ref().map_or(0, |b| b.0.version());
         let quarantine = Snapshot::of(quarantine)?;
         let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
         let (page, docs) = Page::build(req, &UrlCanon, need_domain);

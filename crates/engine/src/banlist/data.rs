@@ -80,6 +80,9 @@ pub struct IndexData {
     pub(super) labels: usize,
     pub(super) next_ord: u32,
     pub(super) max_number: i64,
+    /// The version of the list (its store's seq) this snapshot holds, published with it:
+    /// a request reports the version of the very data it matched.
+    pub(super) version: i64,
 }
 
 impl Default for IndexData {
@@ -102,6 +105,7 @@ impl Default for IndexData {
             labels: 1,
             next_ord: 0,
             max_number: -1,
+            version: 0,
         }
     }
 }
@@ -202,6 +206,11 @@ fn first_active(
 
 impl IndexData {
     /// How many entries.
+    /// The version of the list this snapshot holds (`BanIndex.apply(version=)`).
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -192,12 +192,14 @@ impl BanIndex {
         Ok(())
     }
 
-    /// Apply changes parsed from Python chunk by chunk to one copy, published at the end.
+    /// Apply changes parsed from Python chunk by chunk to one copy, published at the end
+    /// with `version` (None: the version it had).
     fn apply_stream(
         &self,
         py: Python<'_>,
         changes: &Bound<'_, PyAny>,
         parse: fn(&Bound<'_, PyAny>) -> PyResult<Change>,
+        version: Option<i64>,
     ) -> PyResult<()> {
         let mut writer = self.lock(py)?;
         let mut data = writer.copy(&self.current.load());
@@ -218,6 +220,9 @@ impl BanIndex {
             .map_err(PyValueError::new_err)?;
         if total >= LARGE {
             py.detach(|| Writer::settle(&mut data));
+        }
+        if let Some(version) = version {
+            data.version = version;
         }
         self.publish(&mut writer, data);
         Ok(())
@@ -314,14 +319,15 @@ fn maybe<'py>(
 
 #[pymethods]
 impl BanIndex {
-    /// `BanIndex(entries=(), groups=None)`: built aside from an iterable of entries and a
-    /// mapping of org group name -> domains.
+    /// `BanIndex(entries=(), groups=None, version=0)`: built aside from an iterable of
+    /// entries and a mapping of org group name -> domains, holding the list at `version`.
     #[new]
-    #[pyo3(signature = (entries = None, groups = None))]
+    #[pyo3(signature = (entries = None, groups = None, version = 0))]
     fn new(
         py: Python<'_>,
         entries: Option<&Bound<'_, PyAny>>,
         groups: Option<&Bound<'_, PyDict>>,
+        version: i64,
     ) -> PyResult<Self> {
         let index = BanIndex::empty();
         if let Some(groups) = groups {
@@ -331,9 +337,8 @@ impl BanIndex {
                 .collect::<PyResult<Vec<_>>>()?;
             index.apply_py(py, changes)?;
         }
-        if let Some(entries) = entries {
-            index.apply_stream(py, entries, add_of)?;
-        }
+        let none = PyTuple::empty(py).into_any();
+        index.apply_stream(py, entries.unwrap_or(&none), add_of, Some(version))?;
         Ok(index)
     }
 
@@ -419,7 +424,7 @@ impl BanIndex {
 
     /// Index many entries as one batch.
     fn add_many(&self, py: Python<'_>, entries: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.apply_stream(py, entries, add_of)
+        self.apply_stream(py, entries, add_of, None)
     }
 
     /// Drop an entry by id; returns it, or None if it was not there.
@@ -439,8 +444,21 @@ impl BanIndex {
 
     /// Apply a batch of changes atomically: `("add", entry)`, `("remove", id)`,
     /// `("group", name, domains)`, in order; a reader sees all of them or none.
-    fn apply(&self, py: Python<'_>, changes: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.apply_stream(py, changes, change_of)
+    #[pyo3(signature = (changes, version = None))]
+    fn apply(
+        &self,
+        py: Python<'_>,
+        changes: &Bound<'_, PyAny>,
+        version: Option<i64>,
+    ) -> PyResult<()> {
+        self.apply_stream(py, changes, change_of, version)
+    }
+
+    /// The version of the list the current snapshot holds, published with its data by
+    /// `apply(changes, version)`: read with the data in one load, never apart from it.
+    #[getter]
+    fn version(&self) -> i64 {
+        self.current.load().version
     }
 
     fn __len__(&self) -> usize {
