@@ -1,6 +1,6 @@
 //! The clock a request's deadline is read on, given to the engine: the process's monotonic
 //! clock in production, a clock a test sets in the tests (Python's `Engine.rerank(clock=)`,
-//! the Rust tests' [`FakeClock`]).
+//! the Rust tests' `FakeClock`, under cfg(test)).
 
 use std::time::{Duration, Instant};
 
