@@ -4,8 +4,6 @@ Per page size (`--sizes`, default 20,100,500; pages from bench.pipeline's genera
 `--text` ~300 words per document), interleaved in one run:
 
   (a) `orjson.loads(body)`: the yardstick;
-  (b) `contract.decode(body)` + `to_docs`: the Python decoding and page checks the engine
-      replaced (tests/reference/contract.py);
   (c) `app._engine.decode_check(body, …)`: the engine's decode and page checks (the
       request built as Rust values and dropped; URLs not canonicalized).
 
@@ -13,11 +11,13 @@ The issue's target: the whole engine call for a 100-document page <= 1.5x (a), s
 should be well under 1x. Only the ratios within one run are comparable; nothing here
 asserts a time.
 
+(b) is left out: the Python decoder the engine replaced is retired.
+
 `--baseline PATH` adds (d), the same call on another build of the engine (another
 checkout's `app/_engine*.so`, loaded beside this one), so a change to the decoder is
 measured against the code before it in the same run: (c) and (d) are timed again in
 rounds of their own (so each follows the other as often: a call timed right after
-orjson's or the Python decoder's allocations runs slower), and (c) / (d) is the change's
+orjson's allocations runs slower), and (c) / (d) is the change's
 cost.
 
 Run from the repository root: `python -m bench.contract [--sizes 20,100,500] [--text]
@@ -36,7 +36,6 @@ import orjson
 from app import _engine
 from bench.pages import make_serp
 from bench.pipeline import Measured, Stats, run_interleaved
-from tests.reference import contract
 
 MAX_DOCUMENTS = 1000
 MAX_TEXT_CHARS = 100_000
@@ -58,8 +57,6 @@ def bench_size(n: int, args: argparse.Namespace,
     _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)  # refuses nothing here
     measured = [
         Measured("(a) orjson.loads(body)", lambda: orjson.loads(body)),
-        Measured("(b) contract.decode + to_docs", lambda: contract.to_docs(
-            contract.decode(body), MAX_DOCUMENTS, MAX_TEXT_CHARS)),
         Measured("(c) _engine.decode_check(body)",
                  lambda: _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)),
     ]

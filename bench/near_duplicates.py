@@ -1,27 +1,23 @@
-"""Benchmark: the near_duplicates rule per result page, as ratios to one orjson parse.
+"""Benchmark: the near_duplicates matcher per result page, as ratios to one orjson parse.
 
 Per page of `--docs` documents × `--words` words (default 100 × 300; about a fifth of them
-in template families, from tests/corpus.py), measured interleaved in one run. "The rule"
-is the Python one the engine replaced (tests/reference/rules/diversity.py):
+in template families, from tests/corpus.py), measured interleaved in one run:
 
   (a) `orjson.loads(body)` of the request carrying the texts: the yardstick;
-  (b) `contract.decode` (tests/reference/contract.py) of that body, and of the same page
-      carrying `minhash` signatures instead of texts (what precomputed signatures cost to
-      travel and decode);
-  (c) the rule with `method: exact` (shingle sets, all pairs against kept documents), with
-      no shingle-set cache, and with a warm one (every text seen before);
-  (d) the rule with `method: minhash` and no cache (shingles + signatures + comparison);
-  (e) the rule with `method: minhash` and a warm cache (every text seen before);
-  (f) the rule on documents that bring precomputed signatures (no text);
-  (g) the engine's Matcher (crates/engine/src/neardup) on the same pages, for (c) to (f):
-      its pairs only, on a page converted to Rust values beforehand (as the engine's
-      decoder will hand it), beside the Python rule's time, whose folding into records
-      and collapsed lists is a small share of it.
+  (b) datasketch (a separate MinHash library in Python and numpy): a `MinHash` of 128
+      permutations per text from the same shingle hashes, and its `jaccard` for every pair
+      below a higher document: what MinHash matching costs done well without the engine;
+  (c) the engine's Matcher (crates/engine/src/neardup) with `method: exact` (shingle sets,
+      all pairs against kept documents), with no shingle-set cache, and with a warm one;
+  (d) the Matcher with `method: minhash` and no cache (shingles + signatures + comparison);
+  (e) the Matcher with `method: minhash` and a warm cache (every text seen before);
+  (f) the Matcher on documents that bring precomputed signatures (no text).
 
-Then the crossover behind `exact_max_docs`: (c) and (d) for growing page sizes, with (c)
-warm beside them, and the engine's exact and MinHash (no caches) for the same pages.
-Each round calls every function once in a rotated order; the tables give the median,
-p99 in µs and the median's ratio to (a). Only ratios within one run compare across machines.
+The Matcher runs on a page converted to Rust values beforehand (as the engine's decoder
+hands it), its pairs only. Then the crossover behind `exact_max_docs`: exact and MinHash
+(no caches) for growing page sizes. Each round calls every function once in a rotated
+order; the tables give the median, p99 in µs and the median's ratio to (a). Only ratios
+within one run compare across machines.
 
 Run from the repository root: `python -m bench.near_duplicates [--docs 100] [--words 300]`.
 """
@@ -33,32 +29,26 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import orjson
+from datasketch import MinHash
 
 from app import _engine
-from app.phases import Phase
+from app.neardup import shingles
 from tests.corpus import corpus
 from tests.minhash_reference import signature as reference_signature
-from tests.reference import contract
-from tests.reference.pipeline import Context, Doc
-from tests.reference.rules.diversity import NearDuplicates
 
-
-def rule(**params: object) -> NearDuplicates:
-    return NearDuplicates(NearDuplicates.Params.model_validate(params), Phase.DIVERSIFY)
+Page = list[tuple[str | None, tuple[list[int], int, int, int] | None]]
 
 
 def page(n: int, words: int, seed: int) -> list[tuple[str, str]]:
     return corpus(n, seed=seed, words=words, family_share=0.2, family_size=(2, 5))
 
 
-def bodies(texts: list[tuple[str, str]]) -> tuple[bytes, bytes]:
-    docs = [{"id": f"d{i}", "url": f"https://h{i}.example.com{u}", "score": 100.0 - i}
-            for i, (u, _) in enumerate(texts)]
-    with_text = {"documents": [{**d, "text": t} for d, (_, t) in zip(docs, texts, strict=True)]}
-    signed = {"documents": [{**d, "minhash": reference_signature(t)}
-                            for d, (_, t) in zip(docs, texts, strict=True)]}
-    return orjson.dumps(with_text), orjson.dumps(signed)
+def body(texts: list[tuple[str, str]]) -> bytes:
+    return orjson.dumps({"documents": [
+        {"id": f"d{i}", "url": f"https://h{i}.example.com{u}", "score": 100.0 - i, "text": t}
+        for i, (u, t) in enumerate(texts)]})
 
 
 def engine(method: str, cache_mb: int = 64, exact_cache_mb: int = 32) -> _engine.NearDupMatcher:
@@ -66,15 +56,26 @@ def engine(method: str, cache_mb: int = 64, exact_cache_mb: int = 32) -> _engine
                                   exact_cache_bytes=exact_cache_mb << 20)
 
 
-def engine_page(docs: list[Doc]) -> _engine.NearDupPage:
-    sig = [d.signature for d in docs]
-    return _engine.NearDupPage([
-        (d.text, (s.values, s.shingles, s.width, s.seed) if s is not None else None)
-        for d, s in zip(docs, sig, strict=True)])
+def text_page(texts: list[tuple[str, str]]) -> _engine.NearDupPage:
+    return _engine.NearDupPage([(t, None) for _, t in texts])
 
 
-def to_docs(body: bytes) -> list[Doc]:
-    return contract.to_docs(contract.decode(body), 10_000, 10_000_000)
+def signed_page(texts: list[tuple[str, str]]) -> _engine.NearDupPage:
+    sigs = [reference_signature(t) for _, t in texts]
+    return _engine.NearDupPage([(None, (s["values"], s["shingles"], s["width"], s["seed"]))
+                                for s in sigs])
+
+
+def datasketch_pairs(texts: list[tuple[str, str]], threshold: float = 0.5) -> int:
+    """datasketch's MinHash of each text's shingle hashes, then every pair's Jaccard."""
+    hashes = [np.fromiter(shingles.shingles(t), dtype=np.uint64) for _, t in texts]
+    sketches = []
+    for h in hashes:
+        m = MinHash(num_perm=128, seed=1)
+        m.update_batch(h.view(np.uint8).reshape(-1, 8))  # each hash's 8 bytes
+        sketches.append(m)
+    return sum(1 for i in range(len(sketches)) for j in range(i)
+               if sketches[i].jaccard(sketches[j]) >= threshold)
 
 
 def measure(funcs: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
@@ -102,88 +103,49 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = page(args.docs, args.words, args.seed)
-    text_body, signed_body = bodies(texts)
-    text_docs, signed_docs = to_docs(text_body), to_docs(signed_body)
-    ctx = Context()
-    exact, cold = rule(method="exact", exact_cache_mb=0), rule(method="minhash", cache_mb=0)
-    warm, signed = rule(method="minhash"), rule(method="minhash")
-    warm_exact = rule(method="exact")
-    warm(text_docs, ctx)
-    warm_exact(text_docs, ctx)
-    text_page, signed_page = engine_page(text_docs), engine_page(signed_docs)
+    text_body = body(texts)
+    plain, signed = text_page(texts), signed_page(texts)
     e_exact, e_cold = engine("exact", exact_cache_mb=0), engine("minhash", cache_mb=0)
     e_warm, e_signed, e_warm_exact = engine("minhash"), engine("minhash"), engine("exact")
-    e_warm.pairs_page(text_page)
-    e_warm_exact.pairs_page(text_page)
-    for name, r, e, docs, page_ in (
-            ("exact", exact, e_exact, text_docs, text_page),
-            ("minhash", cold, e_cold, text_docs, text_page),
-            ("signatures", signed, e_signed, signed_docs, signed_page)):
-        records = r(docs, ctx)[1]
-        pairs, _ = e.pairs_page(page_)
-        assert [rec.doc_id for rec in records] == [docs[i].id for i, _, _ in pairs], name
-    folded = {name: len(r(docs, ctx)[1]) for name, r, docs in (
-        ("exact", exact, text_docs), ("minhash", cold, text_docs),
-        ("signatures", signed, signed_docs))}
+    e_warm.pairs_page(plain)
+    e_warm_exact.pairs_page(plain)
+    folded = {name: len(m.pairs_page(p)[0]) for name, m, p in (
+        ("exact", e_exact, plain), ("minhash", e_cold, plain), ("signatures", e_signed, signed))}
     funcs: dict[str, Callable[[], object]] = {
         "(a) orjson.loads(body with texts)": lambda: orjson.loads(text_body),
-        "(b) contract.decode(body with texts)": lambda: contract.decode(text_body),
-        "(b) contract.decode(body with signatures)": lambda: contract.decode(signed_body),
-        "(c) rule, exact": lambda: exact(text_docs, ctx),
-        "(c) rule, exact, warm shingle-set cache": lambda: warm_exact(text_docs, ctx),
-        "(d) rule, MinHash, cold (no cache)": lambda: cold(text_docs, ctx),
-        "(e) rule, MinHash, warm cache": lambda: warm(text_docs, ctx),
-        "(f) rule, precomputed signatures": lambda: signed(signed_docs, ctx),
-        "(g) engine, exact": lambda: e_exact.pairs_page(text_page),
-        "(g) engine, exact, warm shingle-set cache": lambda: e_warm_exact.pairs_page(text_page),
-        "(g) engine, MinHash, cold (no cache)": lambda: e_cold.pairs_page(text_page),
-        "(g) engine, MinHash, warm cache": lambda: e_warm.pairs_page(text_page),
-        "(g) engine, precomputed signatures": lambda: e_signed.pairs_page(signed_page),
+        "(b) datasketch MinHash, all pairs": lambda: datasketch_pairs(texts),
+        "(c) engine, exact": lambda: e_exact.pairs_page(plain),
+        "(c) engine, exact, warm shingle-set cache": lambda: e_warm_exact.pairs_page(plain),
+        "(d) engine, MinHash, cold (no cache)": lambda: e_cold.pairs_page(plain),
+        "(e) engine, MinHash, warm cache": lambda: e_warm.pairs_page(plain),
+        "(f) engine, precomputed signatures": lambda: e_signed.pairs_page(signed),
     }
     gc.collect()
     gc.freeze()
     times = measure(funcs, args.rounds)
     base = statistics.median(times["(a) orjson.loads(body with texts)"])
     print(f"page: {args.docs} documents x {args.words} words; text body {len(text_body)} "
-          f"bytes, signed body {len(signed_body)} bytes; {args.rounds} rounds")
+          f"bytes; {args.rounds} rounds")
     print(f"collapsed: exact {folded['exact']}, MinHash {folded['minhash']}, "
-          f"signatures {folded['signatures']}; warm cache {warm.cache.hits} hits, "
-          f"{warm.cache.misses} misses")
+          f"signatures {folded['signatures']}; datasketch pairs >= 0.5: "
+          f"{datasketch_pairs(texts)}")
     print(f"{'':45} {'median µs':>10} {'p99 µs':>10} {'x orjson':>9}")
     for name, values in times.items():
         med = statistics.median(values)
         print(f"{name:45} {med:10.0f} {p99(values):10.2f} {med / base:9.3f}")
+    ratio = (statistics.median(times["(b) datasketch MinHash, all pairs"])
+             / statistics.median(times["(d) engine, MinHash, cold (no cache)"]))
+    print(f"\ndatasketch / engine MinHash (cold), medians of the same run: {ratio:.1f}x")
 
-    print("\nPython rule / engine, medians of the same run:")
-    for python, rust in (("(c) rule, exact", "(g) engine, exact"),
-                         ("(c) rule, exact, warm shingle-set cache",
-                          "(g) engine, exact, warm shingle-set cache"),
-                         ("(d) rule, MinHash, cold (no cache)",
-                          "(g) engine, MinHash, cold (no cache)"),
-                         ("(e) rule, MinHash, warm cache", "(g) engine, MinHash, warm cache"),
-                         ("(f) rule, precomputed signatures",
-                          "(g) engine, precomputed signatures")):
-        ratio = statistics.median(times[python]) / statistics.median(times[rust])
-        print(f"{python[4:]:45} {ratio:9.1f}x")
-
-    print("\ncrossover (cold caches): median µs of exact vs MinHash by documents with text;"
-          " exact with a warm shingle-set cache beside them; the engine's the same")
-    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14} {'exact warm':>11}"
-          f" {'engine exact':>13} {'e. minhash':>11} {'e. ratio':>9}")
+    print("\ncrossover (cold caches): the engine's median µs of exact vs MinHash by "
+          "documents with text")
+    print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14}")
     for n in (5, 10, 20, 30, 40, 60, 100):
-        docs = to_docs(bodies(page(n, args.words, args.seed + n))[0])
-        page_ = engine_page(docs)
-        warm_exact(docs, ctx)
-        t = measure({"exact": lambda d=docs: exact(d, ctx),
-                     "minhash": lambda d=docs: cold(d, ctx),
-                     "warm": lambda d=docs: warm_exact(d, ctx),
-                     "e_exact": lambda p=page_: e_exact.pairs_page(p),
-                     "e_minhash": lambda p=page_: e_cold.pairs_page(p)},
-                    max(10, args.rounds // 3))
-        e, m, w, ee, em = (statistics.median(t[k])
-                           for k in ("exact", "minhash", "warm", "e_exact", "e_minhash"))
-        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f} {w:11.0f} {ee:13.0f} {em:11.0f}"
-              f" {ee / em:9.2f}")
+        p = text_page(page(n, args.words, args.seed + n))
+        t = measure({"exact": lambda p=p: e_exact.pairs_page(p),
+                     "minhash": lambda p=p: e_cold.pairs_page(p)}, max(10, args.rounds // 3))
+        e, m = (statistics.median(t[k]) for k in ("exact", "minhash"))
+        print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 What is measured, per page size (`--sizes`, default 100 documents):
 
   (a) `orjson.loads(body)`: the yardstick, about the least work any service does per body;
-  (b) the Python request path the Rust engine replaced (tests/reference/service.py, the
-      response encoded with msgspec): the "before" of issue 14, on the same banlist;
+  (b) `json.dumps(json.loads(body))`: the standard library reading and writing the same
+      body, what a pure-Python service spends on JSON alone before any rule;
   (c) `Rearranger.rerank(body)`: the one call into the engine (decode, route, experiments,
       the pipeline, metrics, the response bytes and the audit line), i.e. the whole request
       minus HTTP. Issue 14's goal: (c) <= 1.5x (a) at 100 documents, in rounds of the two.
@@ -14,10 +14,10 @@ The time of each rule comes from the engine's own rearrange_rule_duration_second
 The functions run interleaved: every round calls each of them once, in an order rotated by
 one each round, so a noisy neighbour or a frequency change hits all of them alike. Two sets
 of rounds run per size, one after the other: (a) and (c) alone, which gives the goal's
-ratio, then (a), (b) and (c). (b) runs ~1 ms of Python per call, which evicts the engine's
-code and tables from the caches between its calls; that costs the engine (a large body of
-code) about a third more and orjson (a small one) next to nothing, so (c)/(a) is reported
-from both sets, and (b) is compared with the (c) of its own rounds. Each call is timed with
+ratio, then (a), (b) and (c). (b)'s Python between the engine's calls evicts the engine's
+code and tables from the caches; that costs the engine (a large body of code) more and
+orjson (a small one) next to nothing, so (c)/(a) is reported from both sets, and (b) is
+compared with the (c) of its own rounds. Each call is timed with
 `perf_counter_ns`; the tables give the median, p99 and mean in µs and each of them divided
 by the median of (a) of the same rounds. Machines are shared and noisy, so only those ratios,
 taken within one run, are comparable between runs and machines; the µs are context.
@@ -37,6 +37,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import json
 import gc
 import math
 import os
@@ -50,7 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import orjson
 import yaml
 
@@ -58,7 +58,6 @@ from app.api.services import build_services
 from app.config.settings import Settings
 from app.engine.service import Rearranger
 from bench.pages import MATCHING_BANS, make_serp, write_banlist
-from tests.reference import service as reference
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "rules.yaml"
@@ -167,15 +166,9 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
     if args.profile is not None:
         page["profile"] = args.profile  # forced, as bench.http forces it
     body = orjson.dumps(page)
-    legacy = reference.Service(service.config.engine)  # built once, caches kept, as it was
-    store = service.store
-    encode = msgspec.json.Encoder().encode  # as app/api/rerank.py did
 
-    def before() -> bytes:  # the Python request path the engine replaced, encoding included
-        return encode(legacy.rerank(
-            body, banlist=store.index, banlist_version=store.version,
-            max_documents=service.settings.max_documents,
-            max_text_chars=service.settings.max_text_chars))
+    def stdlib() -> str:  # the standard library's read and write of the same body
+        return json.dumps(json.loads(body))
 
     status, encoded = service.rerank(body)
     if status != 200:
@@ -191,7 +184,7 @@ def bench_size(service: Rearranger, n: int, args: argparse.Namespace,
     alone = [Measured("(a) orjson.loads(body)", loads),
              Measured("(c) service.rerank(body)", engine)]
     with_python = [Measured("(a) orjson.loads(body)", loads),
-                   Measured("(b) Python path + encode", before),
+                   Measured("(b) json loads + dumps", stdlib),
                    Measured("(c) service.rerank(body)", engine)]
     gc.collect()
     gc.freeze()
@@ -276,7 +269,7 @@ def print_size(fig: dict[str, Any], iterations: int) -> None:
 
 
 def print_summary(all_figs: Sequence[dict[str, Any]]) -> None:
-    print("\n== summary: (c) the engine's request and (b) the Python path, by page size ==")
+    print("\n== summary: (c) the engine's request and (b) the stdlib's JSON, by page size ==")
     print("(c) x from the rounds of (a) and (c); '(b) between' and (b)/(c) from those of all three")
     print(f"{'documents':>9}{'body KiB':>10}{'(c) median x':>14}{'(c) p99 x':>11}"
           f"{'(c) µs/doc':>12}{'(b) between':>13}{'(b)/(c)':>9}{'orjson µs/doc':>15}")
@@ -294,7 +287,7 @@ def environment() -> dict[str, Any]:
     return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
             "platform": platform.platform(), "processor": _processor(),
             "cpu_count": os.cpu_count(), "commit": _git_commit(),
-            "orjson": orjson.__version__, "msgspec": msgspec.__version__}
+            "orjson": orjson.__version__}
 
 
 def _processor() -> str:
@@ -322,8 +315,7 @@ def _git_commit() -> str:
 def print_header(env: dict[str, Any], seeding: dict[str, Any], user: str,
                  args: argparse.Namespace) -> None:
     print("Rearrange pipeline benchmark (python -m bench.pipeline)")
-    print(f"python {env['python']} ({env['implementation']}), orjson {env['orjson']}, "
-          f"msgspec {env['msgspec']}")
+    print(f"python {env['python']} ({env['implementation']}), orjson {env['orjson']}")
     print(f"machine {env['processor']}, {env['cpu_count']} CPUs, {env['platform']}")
     print(f"commit {env['commit']}")
     if args.ceiling:

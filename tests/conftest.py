@@ -91,6 +91,5 @@ def plugin_path(monkeypatch):
 
 @pytest.fixture(params=SIDES, ids=lambda side: side.name)
 def side(request) -> Side:
-    """The engine, then the reference model (tests/sides.py): a test that takes it states
-    behaviour both must have."""
+    """The engine behind a config and request builder (tests/sides.py)."""
     return request.param

@@ -1,10 +1,9 @@
-"""The two implementations of a request, side by side: the engine that serves it and the
-reference model it replaced (tests/reference/).
+"""A request answered by the engine, for tests that state what a rule or the runner does.
 
-A test that takes the `side` fixture (tests/conftest.py) runs once on each, and both must
-pass it: what a rule or the runner does is stated once, for both. A side loads a config
-(`side.load(yaml)`) and answers request documents with the response as plain JSON values,
-so the assertions read the contract's fields and nothing else.
+A test takes the `side` fixture (tests/conftest.py): it loads a config (`side.load(yaml)`)
+and answers request documents with the response as plain JSON values, so the assertions
+read the contract's fields and nothing else. The expected values are written in the tests,
+worked from the seeds' formulas.
 """
 from __future__ import annotations
 
@@ -12,21 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import orjson
 import yaml
 
 from app._engine import EngineMetrics
-from app.api.errors import status_of
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry
 from app.config.load import load_bytes
 from app.config.spec import with_core
-from app.errors import FieldError
 from tests.helpers import Ticking
-from tests.reference import service as reference
-from tests.reference.banlist_index import BanIndex as ReferenceIndex
-from tests.reference.errors import RuleFailed
 
 NOW = 1_900_000_000.0
 
@@ -70,7 +63,7 @@ class Answer:
 
 
 class Loaded:
-    """A config loaded by one side: it answers requests and says what its caches hold."""
+    """A config loaded by the engine: it answers requests and says what its caches hold."""
 
     def rerank(self, documents: Sequence[dict[str, Any]], *, bans: Sequence[Entry] | None = None,
                quarantine: Sequence[Entry] | None = None, now: float = NOW,
@@ -110,37 +103,9 @@ class EngineLoaded(Loaded):
         return [stats[:6] for stats in self.core.cache_stats()]
 
 
-class ReferenceLoaded(Loaded):
-    def __init__(self, config: bytes) -> None:
-        self.service = reference.Service(load_bytes(config))
-
-    def rerank(self, documents, *, bans=None, quarantine=None, now=NOW, variants=None,
-               deadline_after=None, **request):
-        try:
-            response = self.service.rerank(
-                _body(documents, request),
-                banlist=None if bans is None else ReferenceIndex(bans),
-                quarantine=None if quarantine is None else ReferenceIndex(quarantine),
-                now=now, forced=variants, clock=Ticking(),
-                # Ticking reads 0, 1, 2, … (one per check): the read numbered
-                # deadline_after is past it.
-                deadline=None if deadline_after is None else deadline_after - 0.5)
-        except FieldError as exc:
-            return Answer(status_of(exc), {"error": "invalid_request", "field": exc.field,
-                                       "problem": exc.problem})
-        except RuleFailed as exc:
-            return Answer(503, {"error": "rule_failed", "rule": exc.rule,
-                                "phase": str(exc.phase), "problem": exc.problem})
-        return Answer(200, orjson.loads(msgspec.json.encode(response)))
-
-    def cache_stats(self):
-        return [(profile, kind, cache.hits, cache.misses, cache.evictions, len(cache))
-                for profile, kind, cache in self.service.caches()]
-
-
 @dataclass(frozen=True)
 class Side:
-    """One implementation: `load` a config, or `rerank` once on a config of its own."""
+    """The engine: `load` a config, or `rerank` once on a config of its own."""
 
     name: str
     loader: type[Loaded]
@@ -153,4 +118,4 @@ class Side:
         return self.load(config).rerank(documents, **request)
 
 
-SIDES = (Side("engine", EngineLoaded), Side("reference", ReferenceLoaded))
+SIDES = (Side("engine", EngineLoaded),)

@@ -196,10 +196,10 @@ def test_every_rule_is_found_where_config_md_says():
     assert set(rows) == set(RULES), "docs/config.md's rule map and app/rules/ differ"
     series = set(re.findall(r"^\| `(rearrange_[a-z0-9_]+)`",
                             (ROOT / "docs" / "metrics.md").read_text(), re.M))
-    for name, (engine, declaration, reference, tests, metrics, docs) in rows.items():
-        (engine,), (declaration,), (reference,) = map(code_spans, (engine, declaration, reference))
+    for name, (engine, declaration, tests, metrics, docs) in rows.items():
+        (engine,), (declaration,) = map(code_spans, (engine, declaration))
         tests = code_spans(tests)
-        for path in (engine, declaration, reference, *tests):
+        for path in (engine, declaration, *tests):
             assert (ROOT / path).is_file(), f"{name}: {path} does not exist"
         assert "#[cfg(test)]" in (ROOT / engine).read_text(), f"{engine} has no unit tests"
         assert f'name = "{name}"' in (ROOT / declaration).read_text(), declaration

@@ -38,7 +38,7 @@ def test_no_module_of_app_loads_a_test_or_bench_module():
 
 
 def test_the_check_sees_an_import_of_the_tests():
-    assert "tests.reference.pipeline" in loaded_from_tests("import tests.reference.pipeline")
+    assert "tests.sides" in loaded_from_tests("import tests.sides")
 
 
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:

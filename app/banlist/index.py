@@ -3,7 +3,7 @@
 The stores hand it their changes (`add`, `remove`, `set_group`, or a batch with `apply` /
 `add_many`); each call is published whole, so a request never sees half a batch. Requests
 ask `host_verdict`, `match_url`, `match`; the admin side `explain`, `page`, `get`, …
-The Python index it replaced is kept as the reference model in tests/reference/.
+The Python index it replaced is kept as the index's model in tests/reference/.
 
 The index makes its sites filter again on a thread of its own once a quarter of its names
 have gone (docs/banlist.md); `FilterKeeper` is the housekeeping's side of that.

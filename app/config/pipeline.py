@@ -1,8 +1,7 @@
 """A profile's pipeline as the config declares it: phases, steps and the rule of each step.
 
 The loader (app/config/load.py) builds it and app/config/spec.py compiles it into the JSON the Rust
-engine runs (crates/engine/src/runner.rs). The Python runner it replaced is the reference
-model, tests/reference/pipeline.py.
+engine runs (crates/engine/src/runner.rs).
 """
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ class Step:
     config load); a variant not in it runs `rule`. Control, outside and holdout shadow `rule`.
     """
 
-    rule: Any  # a Rule; the reference model puts its own runnable rules here (tests/reference)
+    rule: Any  # a Rule (app/rules/) or a Python rule instance (app/config/plugins.py)
     experiment: str | None = None
     variants: Mapping[str, Any] = field(default_factory=dict)
     policy: StepPolicy = StepPolicy()  # reserved keys: on_error, enabled, validity window

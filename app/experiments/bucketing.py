@@ -9,8 +9,7 @@ of slots, and the experiment's hash (a different key, so never the same hash) pi
 variant. The holdout hashes "holdout[:<salt>]:<unit>".
 
 These are the experiments a config declares, checked at load and behind the SRM check; a
-request's assignment is the engine's (crates/engine/src/experiments.rs), and
-tests/reference/experiments.py is the Python one it replaced.
+request's assignment is the engine's (crates/engine/src/experiments.rs).
 """
 from __future__ import annotations
 

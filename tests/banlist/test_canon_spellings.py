@@ -5,10 +5,10 @@ The property test (test_canon_property.py) draws URLs at random; this one walks 
 set every run, built from the places where a spelling can hide a host: what comes before
 the scheme, the scheme's case, the slashes and backslashes after its ':' (none, one,
 three, mixed), userinfo, and the host as a name, in IPv4's numeric forms or as IPv6. Each
-spelling ada opens with an http(s), ws(s) or ftp host must give the engine that host (the
-reference canonicalizer spells ada's host as Safe Browsing does: no trailing dot); none
-may be refused. Issue 45's two classes are here: `http:1572395042/` (read as the host
-`http` with a port) and `http:///good.example/` (refused as having no host).
+spelling ada opens with an http(s), ws(s) or ftp host must give the engine that host (in
+Safe Browsing's spelling: no trailing dot); none may be refused. Issue 45's two classes
+are here: `http:1572395042/` (read as the host `http` with a port) and
+`http:///good.example/` (refused as having no host).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import itertools
 import ada_url
 
 from app.banlist import canon
-from tests.reference import canon as reference
+from tests.banlist.test_canon_property import safe_browsing_host
 
 SPECIAL = {"http:", "https:", "ws:", "wss:", "ftp:"}
 
@@ -36,7 +36,7 @@ def spellings() -> list[str]:
 
 
 def browsers_host(url: str) -> str | None:
-    """The host ada opens the URL with, in the reference's spelling; None if it opens no
+    """The host ada opens the URL with, in Safe Browsing's spelling; None if it opens no
     http(s), ws(s) or ftp host."""
     try:
         parsed = ada_url.parse_url(url)
@@ -44,7 +44,7 @@ def browsers_host(url: str) -> str | None:
         return None
     if parsed["protocol"] not in SPECIAL or not parsed["hostname"]:
         return None
-    return reference.canonicalize_with_host(f"http://{parsed['hostname']}/")[1]
+    return safe_browsing_host(parsed["hostname"])
 
 
 def test_every_spelling_a_browser_opens_has_the_browsers_host():

@@ -1,4 +1,4 @@
-"""The runner, on the engine and the reference: phase order, stable sort, audit
+"""The runner, through the engine: phase order, stable sort, audit
 completeness, shadow mode, variants, fallback, the deadline."""
 from __future__ import annotations
 

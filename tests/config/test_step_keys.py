@@ -9,7 +9,7 @@ import pytest
 from app.config.load import load_bytes
 from app.config.step_keys import CLOSED, OPEN, StepPolicy
 from app.errors import ConfigError
-from tests.reference.step_keys import runs_at
+from tests.sides import SIDES, document
 
 
 def policies(yaml: bytes, profile: str = "default") -> dict[str, StepPolicy]:
@@ -49,13 +49,18 @@ profiles:
 
 
 def test_a_window_runs_from_its_start_until_before_its_end():
-    policy = policies(b"profiles: {default: {trim: [{depth: {valid_from: '2027-01-01T00:00:00Z', "
-                      b"valid_until: '2027-01-02T00:00:00Z'}}]}}")["trim:depth"]
+    config = (b"profiles: {default: {trim: [{depth: {k: 1, valid_from: '2027-01-01T00:00:00Z', "
+              b"valid_until: '2027-01-02T00:00:00Z'}}]}}")
+    policy = policies(config)["trim:depth"]
     start = dt.datetime(2027, 1, 1, tzinfo=dt.UTC).timestamp()
     assert policy.valid_until - policy.valid_from == 86400 and not policy.always
-    assert [runs_at(policy, start + s) for s in (-1, 0, 86399, 86400)] == \
-        [False, True, True, False]
-    assert not runs_at(StepPolicy(enabled=False), start)
+    engine = SIDES[0].load(config)
+    page = [document("a", 2.0), document("b", 1.0)]
+    # the trim to one document runs in [valid_from, valid_until) only
+    assert [len(engine.rerank(page, now=start + s).documents) for s in (-1, 0, 86399, 86400)
+            ] == [2, 1, 1, 2]
+    disabled = SIDES[0].load(b"profiles: {default: {trim: [{depth: {k: 1, enabled: false}}]}}")
+    assert len(disabled.rerank(page, now=start).documents) == 2
 
 
 @pytest.mark.parametrize(("params", "problem"), [

@@ -1,4 +1,4 @@
-"""Backfill, on the engine and the reference: a post-filter removal from a trimmed page is
+"""Backfill, through the engine: a post-filter removal from a trimmed page is
 refilled from what the trim cut, in order, within the trim rules, each with a record."""
 from __future__ import annotations
 

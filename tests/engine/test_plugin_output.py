@@ -1,5 +1,5 @@
-"""The runner's check of what a Python rule returns (CONTRACT "Python rules"), on the engine
-and the reference: what it refuses, what it makes of what it accepts, what it hands over."""
+"""The runner's check of what a Python rule returns (CONTRACT "Python rules"):
+what it refuses, what it makes of what it accepts, what it hands over."""
 from __future__ import annotations
 
 import importlib

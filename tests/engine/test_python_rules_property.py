@@ -1,19 +1,23 @@
-"""Python rules run by the Rust engine against the reference model (the Python runner,
-tests/reference/plugins.py PythonRule in tests/reference/pipeline.py), on random pages and
-rule behaviours: the same status and bytes for every answer (CONTRACT "Python rules",
-"When a rule fails").
+"""Python rules run by the Rust engine on random pages and rule behaviours: every answer
+keeps the contract's promises (CONTRACT "Python rules", "When a rule fails").
 
 The rule (tests/plugins/rr_drawn.py) does what hypothesis draws per step: raises, returns
 something of the wrong shape, or returns a subset or permutation of its input with scores
 changed (NaN, infinities, past ±1e15, ints, bools, strings among them), with the records
 the changes need or not, and with drawn records, good or bad (unknown ids, actions the
 runner refuses, missing and extra keys, deltas that are no finite number). One record of
-each accepted output echoes the documents and context the rule was handed, so the bytes
-compare those too. Both sides call the same rule instances; nothing differs by design.
+each accepted output echoes the documents and context the rule was handed.
+
+Whatever the rule did: a failure of a closed step answers 503 naming it; a failure of an
+open one is skipped and said so; what is served is a subset of what was sent, each once,
+with finite scores, every document that is missing explained by an applied record; what
+a rule was handed is the page's own documents and the context of its step.
 """
 from __future__ import annotations
 
 import importlib
+import json
+import math
 from typing import Any
 
 import orjson
@@ -25,8 +29,8 @@ from hypothesis import strategies as st
 from app._engine import BanIndex, EngineMetrics
 from app.config.load import load_bytes
 from app.config.spec import with_core
-from tests.engine.test_engine_property import NOW, VERSION, expected_answer
-from tests.reference.strategies import bodies
+from tests.engine.test_engine_property import NOW, VERSION
+from tests.strategies import bodies
 
 pytestmark = pytest.mark.usefixtures("plugin_path")
 
@@ -121,7 +125,7 @@ MINHASH = st.one_of(st.none(), st.builds(
 
 @st.composite
 def pages(draw: st.DrawFn) -> dict[str, Any]:
-    """A body of tests/reference/strategies, some documents with a minhash (or null), some
+    """A body of tests/strategies, some documents with a minhash (or null), some
     with optional fields sent at their defaults (a rule is handed them too)."""
     body = draw(bodies())
     body.pop("profile", None)
@@ -137,7 +141,7 @@ def pages(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(setups(), pages())
-def test_python_rules_answer_what_the_reference_answers(setup, body):
+def test_python_rules_answers_keep_the_contract(setup, body):
     yaml_text, plans = setup
     drawn = importlib.import_module("rr_drawn")
     drawn.PLANS.clear()
@@ -146,13 +150,36 @@ def test_python_rules_answer_what_the_reference_answers(setup, body):
     core = with_core(config, EngineMetrics()).core
     raw = orjson.dumps(body)
     status, out, _, failures = core.rerank(raw, banlist=BanIndex(version=VERSION), now=NOW)
-    want_status, want = expected_answer(config, raw, [])
-    assert status == want_status, (out, want)
-    assert out == want
+    answer = orjson.loads(out)
     event(f"status {status}")
-    if status == 200:
+    closed = [f for f in failures if f[3]]
+    if status != 200:
+        # the first closed failure stops the request; open ones before it were skipped
+        assert status == 503 and closed, answer
+        rule, phase, problem = closed[0][:3]
+        assert answer == {"error": "rule_failed", "rule": rule, "phase": phase,
+                          "problem": problem}
+    else:
+        assert not closed
         served = min(out.count(b'"rule":"drawn"'), 3)
         event(f"drawn records served: {served}")
+        skipped = [{"rule": rule, "phase": phase, "reason": "error"}
+                   for rule, phase, *_ in failures]
+        assert [s for s in answer.get("skipped", []) if s["rule"] == "drawn"] == skipped
+        sent = {d["id"]: d for d in body["documents"]}
+        ids = [d["id"] for d in answer["documents"]]
+        assert len(set(ids)) == len(ids) and set(ids) <= set(sent)
+        assert all(math.isfinite(d["score"]) for d in answer["documents"])
+        explained = {r["doc_id"] for r in answer["audit"] if r["mode"] == "applied"
+                     and r["action"] in ("remove", "trim", "collapse")}
+        assert set(sent) - set(ids) <= explained
+        for record in answer["audit"]:
+            if record["rule"] == "drawn" and record["reason"].startswith("[["):
+                handed, context = json.loads(record["reason"])  # an echo
+                assert context["phase"] == record["phase"]
+                assert context["profile"] == answer["profile"]
+                for doc in handed:
+                    assert sent[doc["id"]]["url"] == doc["url"]
     for rule, _phase, problem, _closed, profile, cause in failures:
         event(problem.split(":")[0] if problem.startswith("raised") else
               problem.removeprefix("returned output the runner refuses: ")[:24])

@@ -5,8 +5,12 @@ import json
 import unicodedata
 from pathlib import Path
 
+import orjson
 import pytest
 
+from app._engine import EngineMetrics
+from app.config.load import load_bytes
+from app.config.spec import with_core
 from app.experiments.bucketing import (
     Experiment,
     Holdout,
@@ -16,7 +20,6 @@ from app.experiments.bucketing import (
 )
 from app.experiments.srm import chi2_sf, srm
 from tests.murmur3 import murmur3_32
-from tests.reference.experiments import assign
 
 UNITS = ["u-1", "s-9", "пользователь-42", "😀-emoji", "x" * 300, "0"]
 
@@ -110,21 +113,44 @@ def test_salt_moves_buckets_and_no_salt_is_the_contract_key():
     assert sum(a == b for a, b in zip(plain, salted, strict=True)) < 20  # ~1 in 10000 collide
 
 
-def layered_pair():
-    a = Experiment.from_weights("exp_a", "user_id", {"control": 50, "treatment": 50}, ("x",),
-                                layer="ranking", slots=(0, 5000))
-    b = Experiment.from_weights("exp_b", "user_id", {"control": 50, "treatment": 50}, ("y",),
-                                layer="ranking", slots=(5000, 10000))
-    c = Experiment.from_weights("exp_c", "user_id", {"control": 50, "treatment": 50}, ("z",))
-    return a, b, c
+LAYERED = """
+profiles: {default: {}}
+experiments:
+  - {name: exp_a, unit: user_id, layer: ranking, slots: [0, 50],
+     variants: {control: 50, treatment: 50}, rules: []}
+  - {name: exp_b, unit: user_id, layer: ranking, slots: [50, 100],
+     variants: {control: 50, treatment: 50}, rules: []}
+  - {name: exp_c, unit: user_id, variants: {control: 50, treatment: 50}, rules: []}
+"""
+
+
+class Served:
+    """The engine behind a config: each request's assignments, and the assignment counter."""
+
+    def __init__(self, config: str) -> None:
+        self.metrics = EngineMetrics()
+        self.core = with_core(load_bytes(config.encode()), self.metrics).core
+
+    def exposures(self, unit: dict[str, str], forced: dict[str, str] | None = None
+                  ) -> list[dict]:
+        status, out, _, _ = self.core.rerank(
+            orjson.dumps({"documents": [], "unit": unit}), now=1_900_000_000.0, forced=forced)
+        assert status == 200, out
+        return orjson.loads(out)["experiments"]
+
+    def variants(self, unit: dict[str, str]) -> dict[str, str]:
+        return {e["experiment"]: e["variant"] for e in self.exposures(unit)}
+
+    def counted(self) -> dict[tuple[str, str], float]:
+        return dict(self.metrics.snapshot()["counters"]["rearrange_experiment_assignments_total"])
 
 
 def test_layer_experiments_are_mutually_exclusive_and_variants_use_their_own_hash():
-    a, b, c = layered_pair()
-    seen = {"exp_a": 0, "exp_b": 0, "both": 0, "exp_c": 0}
+    served = Served(LAYERED)
+    seen = {"exp_a": 0, "exp_b": 0, "exp_c": 0}
     a_treated = 0
     for i in range(20_000):
-        got = assign((a, b, c), None, {"user_id": f"user-{i}"}).variants
+        got = served.variants({"user_id": f"user-{i}"})
         assert not ("exp_a" in got and "exp_b" in got)
         assert "exp_a" in got or "exp_b" in got  # the slots cover the whole layer
         for name in got:
@@ -138,35 +164,38 @@ def test_layer_experiments_are_mutually_exclusive_and_variants_use_their_own_has
 
 
 def test_holdout_units_get_no_experiment_and_are_counted_both_sides():
-    a, b, c = layered_pair()
-    holdout = Holdout("user_id", 1000)
+    served = Served(LAYERED + "holdout: {unit: user_id, percent: 10}\n")
     held = 0
     for i in range(5000):
-        unit = {"user_id": f"user-{i}"}
-        out = assign((a, b, c), holdout, unit)
+        out = served.exposures({"user_id": f"user-{i}"})
         in_holdout = bucket("holdout", f"user-{i}") < 1000
         held += in_holdout
         if in_holdout:
-            assert out.variants == {} and out.exposures[0]["experiment"] == "holdout"
-            assert out.counted == [("holdout", "holdout")]
+            assert out == [{"experiment": "holdout", "variant": "holdout",
+                            "bucket": bucket("holdout", f"user-{i}"), "layer": None,
+                            "salt": None}]
         else:
-            assert out.variants and out.counted[0] == ("holdout", "rest")
+            assert out and all(e["experiment"] != "holdout" for e in out)
     assert 400 < held < 600
-    assert assign((c,), holdout, {}).counted == []  # no unit: neither side
+    counted = served.counted()
+    assert counted[("holdout", "holdout")] == held
+    assert counted[("holdout", "rest")] == 5000 - held
+    assert served.exposures({}) == [] and served.counted() == counted  # no unit: neither side
 
 
 def test_forced_variant_wins_takes_the_layer_and_is_not_counted():
-    a, b, c = layered_pair()
+    served = Served(LAYERED + "holdout: {unit: user_id, percent: 100}\n")
     unit = next({"user_id": f"u{i}"} for i in range(100)
-                if b.assign({"user_id": f"u{i}"}) is not None)
-    out = assign((a, b, c), Holdout("user_id", 10_000), unit, {"exp_a": "treatment"})
-    assert out.variants == {"exp_a": "treatment"}  # holdout and exp_b yield to the override
-    forced = [e for e in out.exposures if e.get("forced")]
+                if "exp_b" in Served(LAYERED).variants({"user_id": f"u{i}"}))
+    out = served.exposures(unit, {"exp_a": "treatment"})
+    # the unit stays held out (and says so), yet exp_a is served; exp_b yields its layer
+    assert [e["experiment"] for e in out] == ["holdout", "exp_a"]
+    forced = [e for e in out if e.get("forced")]
     assert forced == [{"experiment": "exp_a", "variant": "treatment",
                        "bucket": bucket("exp_a", unit["user_id"]), "layer": "ranking",
                        "salt": None, "forced": True}]
-    assert ("exp_a", "treatment") not in out.counted
-    assert assign((a,), None, {}, {"exp_a": "control"}).exposures[0]["bucket"] is None
+    assert ("exp_a", "treatment") not in served.counted()
+    assert served.exposures({}, {"exp_a": "control"})[0]["bucket"] is None
 
 
 @pytest.mark.parametrize(("old", "new", "problem"), [

@@ -12,9 +12,23 @@ from tests.corpus import corpus
 from tests.minhash_reference import coefficients
 from tests.minhash_reference import signature as reference_signature
 from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
-from tests.reference import minhash as reference
 
 VECTORS = json.loads((Path(__file__).parents[1] / "data" / "minhash_vectors.json").read_text())
+
+
+def collisions(matrix: np.ndarray) -> np.ndarray:
+    """minhash.agreements as a dense lower-triangular (n, n) matrix."""
+    n = matrix.shape[0]
+    dense = np.zeros((n, n), dtype=np.int64)
+    i, j, count = minhash.agreements(matrix)
+    dense[i, j] = count
+    return dense
+
+
+def containment_from(jac: float, size_a: int, size_b: int) -> float:
+    """Estimated share of A inside B from Jaccard and the two set sizes (0 when A is empty):
+    |A ∩ B| = J (|A| + |B|) / (1 + J), over |A|, at most 1."""
+    return min(jac * (size_a + size_b) / (1.0 + jac) / size_a, 1.0) if size_a else 0.0
 
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: f"k{c['k']}-{c['text'][:12]}")
@@ -40,7 +54,7 @@ def test_vector_file_is_what_the_plain_python_reference_computes():
 def test_empty_set_signature_is_all_max_and_never_agrees_with_words():
     empty = minhash.signature([], 16)
     assert empty.shingles == 0 and set(empty.values.tolist()) == {2**64 - 1}
-    agree = reference.collisions(np.stack([empty.values,
+    agree = collisions(np.stack([empty.values,
                                          minhash.signature([1, 2, 3], 16).values]))
     assert agree[1, 0] == 0
 
@@ -58,8 +72,8 @@ def test_collisions_equal_the_broadcast_comparison():
     matrix[7] = matrix[3]  # and identical rows
     dense = (matrix[:, None, :] == matrix[None, :, :]).sum(axis=2)
     np.fill_diagonal(dense, 0)
-    assert (reference.collisions(matrix) == np.tril(dense, -1)).all()
-    assert reference.collisions(matrix[:1]).tolist() == [[0]]
+    assert (collisions(matrix) == np.tril(dense, -1)).all()
+    assert collisions(matrix[:1]).tolist() == [[0]]
 
 
 def test_agreements_sparse_and_in_fold_order():
@@ -73,22 +87,22 @@ def test_agreements_sparse_and_in_fold_order():
     assert list(zip(lower.tolist(), higher.tolist(), count.tolist(), strict=True)) == [
         (120, 7, 32), (250, 3, 10), (299, 7, 2), (299, 120, 2)]
     dense = (matrix[:, None, :] == matrix[None, :, :]).sum(axis=2)
-    assert (reference.collisions(matrix) == np.tril(dense, -1)).all()
+    assert (collisions(matrix) == np.tril(dense, -1)).all()
 
 
 def test_containment_from_jaccard_and_sizes():
     # |A| = 10, |B| = 30, |A ∩ B| = 8: J = 8/32 = 0.25, so the share of A inside B is 0.8.
-    assert reference.containment_from(0.25, 10, 30) == pytest.approx(0.8)
-    assert reference.containment_from(0.25, 30, 10) == pytest.approx(8 / 30)
-    assert reference.containment_from(1.0, 0, 5) == 0.0  # an empty A is inside nothing
+    assert containment_from(0.25, 10, 30) == pytest.approx(0.8)
+    assert containment_from(0.25, 30, 10) == pytest.approx(8 / 30)
+    assert containment_from(1.0, 0, 5) == 0.0  # an empty A is inside nothing
     # J = 0.9 with |A| = 3, |B| = 5 would put 3.8 shared shingles in A: clipped to all of A
-    assert reference.containment_from(0.9, 3, 5) == 1.0
+    assert containment_from(0.9, 3, 5) == 1.0
 
 
 def test_seed_pages_estimates_within_the_stated_error():
     sets = [shingles.shingles(t) for t in (KAZAN, PERM, OMSK, RETURNS)]
     matrix, sizes = minhash.signatures(sets)
-    lower = reference.collisions(matrix)
+    lower = collisions(matrix)
     agree = lower + lower.T
     for i in range(4):
         for j in range(4):
@@ -96,7 +110,7 @@ def test_seed_pages_estimates_within_the_stated_error():
                 continue
             est_j = agree[i, j] / minhash.DEFAULT_K
             assert abs(est_j - shingles.jaccard(sets[i], sets[j])) <= 0.15
-            est_c = reference.containment_from(est_j, sizes[i], sizes[j])
+            est_c = containment_from(est_j, sizes[i], sizes[j])
             assert abs(est_c - shingles.containment(sets[i], sets[j])) <= 0.25
     assert agree[3, 0] == 0  # the unrelated article agrees nowhere
 
@@ -108,7 +122,7 @@ def test_estimates_within_the_stated_error_on_a_generated_corpus():
     docs = corpus(300, seed=3)
     sets = [shingles.shingles(text) for _, text in docs]
     matrix, sizes = minhash.signatures(sets)
-    lower = reference.collisions(matrix)
+    lower = collisions(matrix)
     agree = lower + lower.T
     j_err, c_err = [], []
     for i in range(len(sets)):
@@ -119,7 +133,7 @@ def test_estimates_within_the_stated_error_on_a_generated_corpus():
             exact_j = inter / len(sets[i] | sets[j])
             est_j = agree[i, j] / minhash.DEFAULT_K
             j_err.append(abs(est_j - exact_j))
-            c_err.append(abs(reference.containment_from(est_j, sizes[i], sizes[j])
+            c_err.append(abs(containment_from(est_j, sizes[i], sizes[j])
                              - inter / len(sets[i])))
     assert len(j_err) > 500  # the corpus has pairs across the whole range
     assert max(j_err) <= 0.15 and np.mean(j_err) <= 0.04
@@ -162,8 +176,9 @@ def test_lsh_recall_of_exact_pairs_over_the_threshold():
     sets = [shingles.shingles(text) for _, text in docs]
     matrix, _ = minhash.signatures(sets)
     threshold = 0.5
-    candidates = {tuple(p) for p in reference.candidate_pairs(
-        matrix, *minhash.lsh_params(threshold, 128, *minhash.LSH_WEIGHTS)).tolist()}
+    bands, rows = minhash.lsh_params(threshold, 128, *minhash.LSH_WEIGHTS)
+    candidates = {tuple(p) for p in minhash.pairs_of_keys(
+        minhash.band_keys(matrix, bands, rows)).tolist()}
     exact = {(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
              if not sets[i].isdisjoint(sets[j]) and shingles.jaccard(sets[i], sets[j]) >= threshold}
     assert len(exact) > 300

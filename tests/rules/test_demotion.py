@@ -1,5 +1,5 @@
-"""The rerank formulas of seed 002, with the seed's own numbers, on the engine and the
-reference; the quarantine's demotion."""
+"""The rerank formulas of seed 002, with the seed's own numbers, through the engine;
+the quarantine's demotion."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Diversify, trim and annotate rules, on the engine and the reference."""
+"""Diversify, trim and annotate rules, through the engine."""
 from __future__ import annotations
 
 from tests.sides import document as doc

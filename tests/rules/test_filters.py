@@ -1,4 +1,4 @@
-"""Pre/post-filter rules and the empty-result fallback, on the engine and the reference."""
+"""Pre/post-filter rules and the empty-result fallback, through the engine."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""near_duplicates at scale, on the engine and the reference: the exact/MinHash switch,
+"""near_duplicates at scale, through the engine: the exact/MinHash switch,
 precomputed signatures, the caches, the deadline."""
 from __future__ import annotations
 

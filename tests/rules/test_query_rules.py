@@ -1,4 +1,4 @@
-"""Pin, hide and boost by query, on the engine and the reference; their config checks."""
+"""Pin, hide and boost by query, through the engine; their config checks."""
 from __future__ import annotations
 
 import datetime as dt
