@@ -133,4 +133,27 @@ mod tests {
         })
         .is_err());
     }
+
+    /// Seed 002, 16.4: for commercial and YMYL queries w_link := 0 and w_behav := 0, the
+    /// text and quality blocks stay: 7.5 = text 1.0 + link 3.0 + behav 1.25 + 2.25 of the
+    /// rest becomes 7.5 - 3.0 - 1.25 = 3.25 under the default blocks.
+    #[test]
+    fn the_seeds_reset_of_link_and_behav() {
+        let mut d = docs(1);
+        d[0].score = 7.5;
+        d[0].factors = vec![
+            ("text".into(), 1.0),
+            ("link".into(), 3.0),
+            ("behav".into(), 1.25),
+            ("quality".into(), 0.5),
+        ]
+        .into();
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = AntiSeoReset::build(Params::default())
+            .unwrap()
+            .apply(&docs, &ctx(&page));
+        assert_eq!(out.docs.unwrap()[0].score, 3.25);
+        assert_eq!(out.recs[0].delta, Delta::Float(-4.25));
+    }
 }

@@ -113,4 +113,28 @@ mod tests {
             "domain age 30 days: trust 0.250, beta 0.5"
         );
     }
+
+    /// Seed 002, 16.3: trust(age) = min(1, age / T_sandbox), score * (1 - beta (1 - trust))
+    /// with T_sandbox 120, beta 0.5: 8.0 at 0 days is 4.0, at 60 days 6.0, at 120 and 240
+    /// days 8.0 (trusted).
+    #[test]
+    fn the_seeds_curve() {
+        let mut d = docs(4);
+        for (doc, age) in d.iter_mut().zip([0.0, 60.0, 120.0, 240.0]) {
+            doc.score = 8.0;
+            doc.domain_age_days = Some(age);
+        }
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = SandboxDamping::build(Params::default())
+            .unwrap()
+            .apply(&docs, &ctx(&page));
+        let scores: Vec<f64> = out.docs.unwrap().iter().map(|d| d.score).collect();
+        assert_eq!(scores, vec![4.0, 6.0, 8.0, 8.0]);
+        assert_eq!(out.recs.len(), 2);
+        assert_eq!(
+            out.recs[1].reason,
+            "domain age 60 days: trust 0.500, beta 0.5"
+        );
+    }
 }

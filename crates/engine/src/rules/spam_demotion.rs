@@ -144,4 +144,26 @@ mod tests {
         .unwrap();
         assert!(off.apply(&docs, &ctx(&page)).docs.is_none());
     }
+
+    /// Seed 002, 16.2: rank_rel 8.0, theta_low 0.3, theta_high 0.8, lambda 5; spam_score
+    /// 0.9 gives penalty 1 and 8.0 - 5 = 3.0; 0.4 gives (0.4 - 0.3) / 0.5 = 0.2 and 7.0.
+    #[test]
+    fn the_seeds_example() {
+        let mut d = docs(3);
+        for (doc, spam) in d.iter_mut().zip([0.9, 0.4, 0.2]) {
+            doc.score = 8.0;
+            doc.spam_score = spam;
+        }
+        let req = request(d);
+        let (page, docs) = Page::build(&req, &SimpleCanon, false);
+        let out = SpamDemotion::build(Params::default())
+            .unwrap()
+            .apply(&docs, &ctx(&page));
+        let scores: Vec<f64> = out.docs.unwrap().iter().map(|d| d.score).collect();
+        assert_eq!(scores[0], 3.0);
+        assert!((scores[1] - 7.0).abs() < 1e-12, "{}", scores[1]);
+        assert_eq!(scores[2], 8.0); // below theta_low: trusted
+        assert_eq!(out.recs.len(), 2);
+        assert_eq!(out.recs[1].reason, "spam_score 0.4: penalty 0.2 x lambda 5");
+    }
 }
