@@ -437,15 +437,6 @@ impl EngineMetrics {
         self.request(profile, outcome);
     }
 
-    /// Count (experiment, variant) assignments made in Python.
-    fn count_assignments(&self, pairs: Vec<(String, String)>) {
-        self.with(|s| {
-            for (e, v) in &pairs {
-                s.inc(ASSIGNMENTS, &[e, v], 1.0);
-            }
-        });
-    }
-
     /// `{"counters": {family: [(labels, value)]}, "histograms": {family: [(labels,
     /// [count per bucket incl. +Inf], sum)]}, "bounds": {family: [bounds]}, "unreadable":
     /// [(path, problem)], "lost": (updates not counted, why or None)}`: summed over every

@@ -100,7 +100,7 @@ def test_index_most_specific_first_and_explain():
     assert how == ["url www.e.com/x", "domain e.com (a parent of www.e.com)"]
 
 
-def test_host_verdict_is_match_host_and_whether_url_entries_lie_under_the_host():
+def test_host_verdict_is_the_hosts_entry_and_whether_url_entries_lie_under_the_host():
     index = BanIndex([entry("1", "domain", "e.com"), entry("2", "url", "http://www.e.com/x"),
                       entry("3", "prefix", "f.com/a/"),
                       entry("4", "host", "g.com", regions=("DE",))])

@@ -556,20 +556,8 @@ impl BanIndex {
         maybe(py, &data, data.match_url(canonical, host, region, now))
     }
 
-    /// The active host, domain or org entry for a host, most specific first.
-    #[pyo3(signature = (host, region, now))]
-    fn match_host<'py>(
-        &self,
-        py: Python<'py>,
-        host: &str,
-        region: Option<&str>,
-        now: f64,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let data = self.current.load();
-        maybe(py, &data, data.host_verdict(host, region, now).0)
-    }
-
-    /// (match_host's entry, whether a url or prefix entry exists under the host).
+    /// (the active host, domain or org entry for a host, most specific first; whether a
+    /// url or prefix entry exists under the host).
     #[pyo3(signature = (host, region, now))]
     fn host_verdict<'py>(
         &self,

@@ -12,14 +12,6 @@ use super::unicode::Words;
 use super::{shingles, Input, Matcher, Measure, Method, Pairs, Params, Stats, Stopped, Used};
 use crate::contract::MinHashIn;
 
-/// `app.neardup.shingles.words(text)`.
-#[pyfunction]
-fn neardup_words(text: &str) -> Vec<String> {
-    let mut w = Words::default();
-    w.read(text);
-    w.iter().map(str::to_owned).collect()
-}
-
 /// `sorted(app.neardup.shingles.shingles(text, width))`.
 #[pyfunction]
 fn shingle_hashes(text: &str, width: usize) -> Vec<u64> {
@@ -231,7 +223,6 @@ impl PyMatcher {
 
 /// Add the near-duplicate functions and class to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(neardup_words, m)?)?;
     m.add_function(wrap_pyfunction!(shingle_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(minhash_signature, m)?)?;
     m.add_function(wrap_pyfunction!(neardup_content_key, m)?)?;

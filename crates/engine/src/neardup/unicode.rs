@@ -73,7 +73,8 @@ impl Words {
         &self.joined[start..self.ends[to - 1]]
     }
 
-    /// The words, each as a `&str` (for tests and the Python binding).
+    /// The words, each as a `&str`.
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         (0..self.len()).map(|n| std::str::from_utf8(self.window(n, n + 1)).unwrap_or_default())
     }
