@@ -37,8 +37,8 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import gc
+import json
 import math
 import os
 import platform
