@@ -163,9 +163,9 @@ def test_python_rules_answers_keep_the_contract(setup, body):
         assert not closed
         served = min(out.count(b'"rule":"drawn"'), 3)
         event(f"drawn records served: {served}")
-        skipped = [{"rule": rule, "phase": phase, "reason": "error"}
-                   for rule, phase, *_ in failures]
-        assert [s for s in answer.get("skipped", []) if s["rule"] == "drawn"] == skipped
+        # each step that failed is said once (a post-filter step runs again on a refill)
+        assert {(s["rule"], s["phase"]) for s in answer.get("skipped", [])
+                if s["reason"] == "error"} == {(rule, phase) for rule, phase, *_ in failures}
         sent = {d["id"]: d for d in body["documents"]}
         ids = [d["id"] for d in answer["documents"]]
         assert len(set(ids)) == len(ids) and set(ids) <= set(sent)
