@@ -54,8 +54,8 @@ def entries(specs: list[dict[str, Any]]) -> list[Any]:
 def answer(yaml_text: str, body: dict[str, Any], banned: list[Any]
            ) -> tuple[int, dict[str, Any], bytes | None]:
     core = with_core(load_bytes(yaml_text.encode()), EngineMetrics()).core
-    status, out, line, _ = core.rerank(orjson.dumps(body), banlist=BanIndex(banned, version=VERSION),
-                                       now=NOW)
+    status, out, line, _ = core.rerank(orjson.dumps(body),
+                                       banlist=BanIndex(banned, version=VERSION), now=NOW)
     return status, orjson.loads(out), line
 
 
