@@ -5,7 +5,7 @@ this file with the built module). Names starting with `_` exist here only, for t
 checker.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, TypedDict, TypeVar, final
@@ -19,7 +19,7 @@ __all__ = [
     "NearDupPage", "NearDupSets", "NEARDUP_UNICODE_VERSION", "InvalidURL", "canonicalize",
     "canonicalize_with_host", "canonicalize_bytes", "parse_ipv4", "registrable_domain",
     "is_public_suffix", "BodyRefused", "decode_check", "decode_dump", "encode_json_str",
-    "encode_json_f64", "encode_json_i64", "py_repr",
+    "encode_json_f64", "encode_json_i64", "py_repr", "builtin_rules",
 ]
 
 __version__: str
@@ -60,6 +60,14 @@ class Engine:
 
 class RuleTimeout(Exception):
     """A Python rule did not return in its time (raised by the executor in its caller)."""
+
+# --- the built-in rules' catalog (crates/engine/src/rules/catalog.rs) -------------------
+
+def builtin_rules(name: str | None = None, params: Mapping[str, Any] | None = None) -> str:
+    """No arguments: the catalog as JSON text, [{name, phases, description, params (JSON
+    Schema)}]. A rule's `name` and `params`: those parameters checked as the engine builds
+    the rule, every default filled (JSON text); ValueError naming the parameter and the
+    problem."""
 
 # --- its metrics (crates/engine/src/metrics.rs) -----------------------------------------
 

@@ -54,5 +54,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     url::register(m)?;
     domain::register(m)?;
     contract::py::register(m)?;
+    rules::catalog::register(m)?;
     Ok(())
 }

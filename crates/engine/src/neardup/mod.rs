@@ -65,7 +65,7 @@ pub enum Used {
     MinHash,
 }
 
-/// The rule's parameters, validated by the config loader (app/rules/diversity.py).
+/// The matcher's parameters, from `near_duplicates`' Params (rules/near_duplicates.rs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
     /// `shingle_words`: words per shingle.

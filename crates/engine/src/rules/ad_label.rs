@@ -1,24 +1,35 @@
 //! `ad_label`: annotates `ad` on documents the ranker marked `is_ad`.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{label, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, label};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// No parameters.
-#[derive(Deserialize, Default)]
+/// Annotates `ad` on documents the ranker marked `is_ad`. No parameters.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Params {}
 
 /// The rule.
 pub struct AdLabel;
 
-impl AdLabel {
-    /// Build from its (empty) parameters.
-    pub fn build(_: Params) -> Result<Self, String> {
+impl Builtin for AdLabel {
+    const NAME: &'static str = "ad_label";
+    const PHASES: &'static [Phase] = &[Phase::Annotate];
+    type Params = Params;
+
+    fn build(_: Params) -> Result<Self, String> {
         Ok(AdLabel)
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl AdLabel {
     /// Label each ad once.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let hits = docs

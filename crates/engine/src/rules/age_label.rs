@@ -1,15 +1,19 @@
 //! `age_label`: annotates `adult` on documents with adult_score ≥ threshold.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{label, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, label};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::g;
 
-/// `threshold: 0.5`.
-#[derive(Deserialize)]
+/// Annotates `adult` on documents with adult_score >= threshold.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// adult_score from which a document is labelled.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "half")]
     pub threshold: f64,
 }
@@ -30,9 +34,12 @@ pub struct AgeLabel {
     reason: String,
 }
 
-impl AgeLabel {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for AgeLabel {
+    const NAME: &'static str = "age_label";
+    const PHASES: &'static [Phase] = &[Phase::Annotate];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if !(0.0..=1.0).contains(&p.threshold) {
             return Err(format!("threshold: {} is outside [0, 1]", p.threshold));
         }
@@ -42,6 +49,12 @@ impl AgeLabel {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl AgeLabel {
     /// Label each adult document once.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let hits = docs

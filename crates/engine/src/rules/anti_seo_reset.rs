@@ -3,18 +3,23 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{rescoring, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::push_g;
 
-/// `blocks: [link, behav]`, `weights: {}` (1.0 each).
-#[derive(Deserialize)]
+/// score -= sum of weight * factor over the reset blocks: those blocks count for nothing.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The factor blocks whose contribution is taken out (at least one).
+    #[schemars(length(min = 1))]
     #[serde(default = "blocks")]
     pub blocks: Vec<String>,
+    /// A weight in [0, 1] per block of `blocks` (1 for a block not given).
     #[serde(default)]
     pub weights: BTreeMap<String, f64>,
 }
@@ -37,9 +42,12 @@ pub struct AntiSeoReset {
     weighted: Vec<(String, f64)>,
 }
 
-impl AntiSeoReset {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for AntiSeoReset {
+    const NAME: &'static str = "anti_seo_reset";
+    const PHASES: &'static [Phase] = &[Phase::Rerank];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.blocks.is_empty() {
             return Err("blocks: at least one factor block is needed".into());
         }
@@ -59,6 +67,12 @@ impl AntiSeoReset {
         Ok(AntiSeoReset { weighted })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl AntiSeoReset {
     /// Take the weighted reset blocks out of each score.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let mut changes = Vec::with_capacity(docs.len());

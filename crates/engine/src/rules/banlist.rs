@@ -1,25 +1,37 @@
 //! `banlist`: removes a document whose URL matches an active banlist entry for the
 //! request's region, and one whose URL no browser could open (it cannot vouch for it).
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// No parameters.
-#[derive(Deserialize, Default)]
+/// Removes a document whose URL matches an active banlist entry for the request's region,
+/// and one whose URL no browser could open (the banlist cannot vouch for it). No parameters.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Params {}
 
 /// The rule.
 pub struct Banlist;
 
-impl Banlist {
-    /// Build from its (empty) parameters.
-    pub fn build(_: Params) -> Result<Self, String> {
+impl Builtin for Banlist {
+    const NAME: &'static str = "banlist";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter];
+    type Params = Params;
+
+    fn build(_: Params) -> Result<Self, String> {
         Ok(Banlist)
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl Banlist {
     /// Remove banned documents and those with URLs no browser could open.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let index = ctx.banlist.filter(|i| !i.is_empty());

@@ -1,15 +1,18 @@
 //! `depth`: keeps the top k; the request's `depth` overrides k.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{dropped, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, dropped};
 use crate::doc::Doc;
-use crate::record::{Action, Reason};
+use crate::record::{Action, Phase, Reason};
 
-/// `k: 10`.
-#[derive(Deserialize)]
+/// Keeps the top k; the request's `depth` overrides k.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// Documents kept.
+    #[schemars(range(min = 1))]
     #[serde(default = "ten")]
     pub k: u64,
 }
@@ -29,15 +32,24 @@ pub struct Depth {
     k: usize,
 }
 
-impl Depth {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for Depth {
+    const NAME: &'static str = "depth";
+    const PHASES: &'static [Phase] = &[Phase::Trim];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.k < 1 {
-            return Err("k must be >= 1".into());
+            return Err(format!("k: {} is below 1", p.k));
         }
         Ok(Depth { k: p.k as usize })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl Depth {
     /// Trim below k, with a record for each document trimmed and each folded under it.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let k = ctx.depth.map_or(self.k, |d| d as usize);

@@ -4,19 +4,26 @@
 //! The runner reruns the pipeline on the original documents when a record carries
 //! `relax_to`.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult};
 use crate::contract::AgeMode;
 use crate::doc::Doc;
-use crate::record::{Action, Rec};
+use crate::record::{Action, Phase, Rec};
 
-/// `strategy: relax` (`relax` or `message`), `min_age_mode: moderate`.
-#[derive(Deserialize)]
+/// If filters emptied a non-empty page: relax the age mode once, or say nothing safe was
+/// found. `relax` steps one age mode milder (strict -> moderate -> off) but never past
+/// `min_age_mode`, and the runner reruns the pipeline on the original documents.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// `relax` or `message`.
+    #[schemars(regex(pattern = r"^(relax|message)$"))]
     #[serde(default = "relax")]
     pub strategy: String,
+    /// The mildest age mode `relax` may reach: `strict`, `moderate` or `off`.
+    #[schemars(regex(pattern = r"^(strict|moderate|off)$"))]
     #[serde(default = "moderate")]
     pub min_age_mode: String,
 }
@@ -48,6 +55,32 @@ pub struct EmptyResultFallback {
     floor: AgeMode,
 }
 
+impl Builtin for EmptyResultFallback {
+    const NAME: &'static str = "empty_result_fallback";
+    const PHASES: &'static [Phase] = &[Phase::PostFilter];
+    const IDLE: &'static str = "the request had no documents";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
+        let relax = match p.strategy.as_str() {
+            "relax" => true,
+            "message" => false,
+            other => return Err(format!("strategy: must be relax or message, not {other:?}")),
+        };
+        let floor =
+            age_mode(&p.min_age_mode).ok_or("min_age_mode: must be strict, moderate or off")?;
+        Ok(EmptyResultFallback { relax, floor })
+    }
+
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        ctx.input_count > 0
+    }
+}
+
 fn age_mode(name: &str) -> Option<AgeMode> {
     match name {
         "strict" => Some(AgeMode::Strict),
@@ -58,18 +91,6 @@ fn age_mode(name: &str) -> Option<AgeMode> {
 }
 
 impl EmptyResultFallback {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
-        let relax = match p.strategy.as_str() {
-            "relax" => true,
-            "message" => false,
-            other => return Err(format!("strategy must be relax or message, not {other:?}")),
-        };
-        let floor =
-            age_mode(&p.min_age_mode).ok_or("min_age_mode must be strict, moderate or off")?;
-        Ok(EmptyResultFallback { relax, floor })
-    }
-
     /// One step milder than `mode`, unless that passes the floor.
     pub fn milder(&self, mode: AgeMode) -> Option<AgeMode> {
         if mode < self.floor {

@@ -3,18 +3,23 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{collapse, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, collapse};
 use crate::doc::Doc;
-use crate::record::{Action, Reason, Rec};
+use crate::record::{Action, Phase, Reason, Rec};
 
-/// `max_per_host: 2`, `key: host` (`host` or `domain`).
-#[derive(Deserialize)]
+/// Documents past `max_per_host` per host (or registrable domain) fold under the first.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// Documents a host keeps on the page unfolded.
+    #[schemars(range(min = 1))]
     #[serde(default = "two")]
     pub max_per_host: u64,
+    /// `host` or `domain` (registrable domain).
+    #[schemars(regex(pattern = r"^(host|domain)$"))]
     #[serde(default = "host")]
     pub key: String,
 }
@@ -41,16 +46,19 @@ pub struct HostCrowding {
     by_domain: bool,
 }
 
-impl HostCrowding {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for HostCrowding {
+    const NAME: &'static str = "host_crowding";
+    const PHASES: &'static [Phase] = &[Phase::Diversify];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.max_per_host < 1 {
-            return Err("max_per_host must be >= 1".into());
+            return Err(format!("max_per_host: {} is below 1", p.max_per_host));
         }
         let by_domain = match p.key.as_str() {
             "host" => false,
             "domain" => true,
-            other => return Err(format!("key must be host or domain, not {other:?}")),
+            other => return Err(format!("key: must be host or domain, not {other:?}")),
         };
         Ok(HostCrowding {
             limit: p.max_per_host as usize,
@@ -58,6 +66,16 @@ impl HostCrowding {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn needs_domain(&self) -> bool {
+        self.by_domain()
+    }
+}
+
+impl HostCrowding {
     /// True when keyed on registrable domains.
     pub fn by_domain(&self) -> bool {
         self.by_domain

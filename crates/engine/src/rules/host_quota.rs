@@ -2,16 +2,19 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{dropped, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, dropped};
 use crate::doc::Doc;
-use crate::record::Action;
+use crate::record::{Action, Phase};
 
-/// `max_per_host: 1`.
-#[derive(Deserialize)]
+/// Drops documents past the quota per host.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// Documents a host keeps.
+    #[schemars(range(min = 1))]
     #[serde(default = "one")]
     pub max_per_host: u64,
 }
@@ -33,17 +36,26 @@ pub struct HostQuota {
     limit: usize,
 }
 
-impl HostQuota {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for HostQuota {
+    const NAME: &'static str = "host_quota";
+    const PHASES: &'static [Phase] = &[Phase::Trim];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.max_per_host < 1 {
-            return Err("max_per_host must be >= 1".into());
+            return Err(format!("max_per_host: {} is below 1", p.max_per_host));
         }
         Ok(HostQuota {
             limit: p.max_per_host as usize,
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl HostQuota {
     /// Trim each document past its host's quota.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let mut seen: HashMap<&str, usize> = HashMap::new();

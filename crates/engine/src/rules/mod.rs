@@ -1,5 +1,6 @@
 //! The built-in rules, one file each, dispatched through one enum; the registry is the
-//! literal `match` in `Rule::build`.
+//! `builtins!` list below, each rule named once (its file says everything else about it:
+//! name, phases, parameters with their defaults and checks, its doc).
 //!
 //! A rule reads the page it is given and returns the page it would make (`Out::docs`,
 //! `None` when nothing changes) with its records; it never mutates its input, so the
@@ -11,7 +12,9 @@ use std::time::Instant;
 
 use pyo3::{Py, PyAny};
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::clock::Clock;
@@ -19,31 +22,13 @@ use crate::contract::AgeMode;
 use crate::doc::{Doc, Folded, Lookup, Page};
 use crate::record::{Action, Delta, Phase, Reason, Rec};
 
-pub mod ad_label;
-pub mod age_label;
-pub mod anti_seo_reset;
-pub mod banlist;
-pub mod depth;
-pub mod empty_result_fallback;
-pub mod host_crowding;
-pub mod host_quota;
-pub mod near_duplicates;
+pub mod catalog;
 pub mod python;
 pub mod python_output;
-pub mod quarantine_demotion;
-pub mod query_boost;
-pub mod query_hide;
 pub mod query_match;
-pub mod query_pin;
 pub mod query_targets;
-pub mod regional_removals;
-pub mod safe_search;
-pub mod sandbox_damping;
-pub mod spam_ban;
-pub mod spam_demotion;
 #[cfg(test)]
 pub mod testing;
-pub mod topic_filter;
 
 /// What a rule may know about the request; fixed for the whole run.
 #[derive(Clone, Copy)]
@@ -136,207 +121,193 @@ pub enum Failure {
 /// A rule's result or why it did not finish.
 pub type RuleResult<'a> = Result<Out<'a>, Failure>;
 
-/// A configured rule: its parameters checked and precomputed at config load.
-pub enum Rule {
-    Banlist(banlist::Banlist),
-    RegionalRemovals(regional_removals::RegionalRemovals),
-    TopicFilter(topic_filter::TopicFilter),
-    SafeSearch(safe_search::SafeSearch),
-    SpamBan(spam_ban::SpamBan),
-    AntiSeoReset(anti_seo_reset::AntiSeoReset),
-    SpamDemotion(spam_demotion::SpamDemotion),
-    SandboxDamping(sandbox_damping::SandboxDamping),
-    QuarantineDemotion(quarantine_demotion::QuarantineDemotion),
-    QueryHide(query_hide::QueryHide),
-    QueryBoost(query_boost::QueryBoost),
-    QueryPin(query_pin::QueryPin),
-    HostCrowding(host_crowding::HostCrowding),
-    NearDuplicates(Box<near_duplicates::NearDuplicates>),
-    Depth(depth::Depth),
-    HostQuota(host_quota::HostQuota),
-    AdLabel(ad_label::AdLabel),
-    AgeLabel(age_label::AgeLabel),
-    EmptyResultFallback(empty_result_fallback::EmptyResultFallback),
-    Python(python::PyRule),
-    #[cfg(test)]
-    Test(testing::TestRule),
+/// A built-in rule: everything about it is declared in its file, here.
+///
+/// `Params` is what the config's step gives (serde: unknown keys refused, defaults
+/// filled; `JsonSchema`: its doc comment is the rule's description in the catalog, the
+/// fields' doc comments theirs); `build` checks what serde cannot (ranges, cross-field
+/// rules) and precomputes; `apply` runs per request.
+pub trait Builtin: Sized {
+    /// The rule's name in the config, records and metrics.
+    const NAME: &'static str;
+    /// The phases it may run in.
+    const PHASES: &'static [Phase];
+    /// Optional rules are not started past the deadline and may stop when it passes.
+    const OPTIONAL: bool = false;
+    /// Why `applies` is false for a request, as explain says it.
+    const IDLE: &'static str = "nothing to do for this request";
+    /// Its parameters as the config spells them.
+    type Params: DeserializeOwned + Serialize + JsonSchema;
+    /// Check the parameters and precompute; Err names the parameter and the problem.
+    fn build(p: Self::Params) -> Result<Self, String>;
+    /// Run the rule on `docs` (the page as it stands in its phase).
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a>;
+    /// Whether the rule has anything to do for this request at all.
+    fn applies(&self, _ctx: &Ctx) -> bool {
+        true
+    }
+    /// True for a rule keyed on registrable domains (the page then computes them).
+    fn needs_domain(&self) -> bool {
+        false
+    }
 }
 
-/// The phases each built-in may run in; None for a name that is not a built-in.
-pub fn phases_of(name: &str) -> Option<&'static [Phase]> {
-    use Phase::*;
-    Some(match name {
-        "banlist" | "regional_removals" | "topic_filter" | "spam_ban" | "query_hide" => {
-            &[PreFilter]
-        }
-        "safe_search" => &[PreFilter, PostFilter],
-        "anti_seo_reset"
-        | "spam_demotion"
-        | "sandbox_damping"
-        | "quarantine_demotion"
-        | "query_boost" => &[Rerank],
-        "query_pin" | "host_crowding" | "near_duplicates" => &[Diversify],
-        "depth" | "host_quota" => &[Trim],
-        "ad_label" | "age_label" => &[Annotate],
-        "empty_result_fallback" => &[PostFilter],
-        _ => return None,
-    })
+/// `Err(problem)` unless `lo <= x <= hi`, the problem naming `field`.
+pub fn within(field: &str, x: f64, lo: f64, hi: f64) -> Result<(), String> {
+    if (lo..=hi).contains(&x) {
+        Ok(())
+    } else {
+        Err(format!("{field}: {x} is outside [{lo}, {hi}]"))
+    }
 }
 
-fn params<T: DeserializeOwned>(raw: &Value) -> Result<T, String> {
+/// Parse a rule's parameters (null: none given); Err names the parameter.
+pub fn params<T: DeserializeOwned>(raw: &Value) -> Result<T, String> {
     let raw = if raw.is_null() {
         Value::Object(Default::default())
     } else {
         raw.clone()
     };
-    serde_json::from_value(raw).map_err(|e| e.to_string())
+    serde_path_to_error::deserialize(raw).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
 }
 
-impl Rule {
-    /// Build a built-in from its name and parameters (JSON, as the Python loader checked
-    /// them); Err names the problem.
-    pub fn build(name: &str, raw: &Value) -> Result<Rule, String> {
-        Ok(match name {
-            "banlist" => Rule::Banlist(banlist::Banlist::build(params(raw)?)?),
-            "regional_removals" => {
-                Rule::RegionalRemovals(regional_removals::RegionalRemovals::build(params(raw)?)?)
-            }
-            "topic_filter" => Rule::TopicFilter(topic_filter::TopicFilter::build(params(raw)?)?),
-            "safe_search" => Rule::SafeSearch(safe_search::SafeSearch::build(params(raw)?)?),
-            "spam_ban" => Rule::SpamBan(spam_ban::SpamBan::build(params(raw)?)?),
-            "anti_seo_reset" => {
-                Rule::AntiSeoReset(anti_seo_reset::AntiSeoReset::build(params(raw)?)?)
-            }
-            "spam_demotion" => {
-                Rule::SpamDemotion(spam_demotion::SpamDemotion::build(params(raw)?)?)
-            }
-            "sandbox_damping" => {
-                Rule::SandboxDamping(sandbox_damping::SandboxDamping::build(params(raw)?)?)
-            }
-            "quarantine_demotion" => Rule::QuarantineDemotion(
-                quarantine_demotion::QuarantineDemotion::build(params(raw)?)?,
-            ),
-            "query_hide" => Rule::QueryHide(query_hide::QueryHide::build(params(raw)?)?),
-            "query_boost" => Rule::QueryBoost(query_boost::QueryBoost::build(params(raw)?)?),
-            "query_pin" => Rule::QueryPin(query_pin::QueryPin::build(params(raw)?)?),
-            "host_crowding" => {
-                Rule::HostCrowding(host_crowding::HostCrowding::build(params(raw)?)?)
-            }
-            "near_duplicates" => Rule::NearDuplicates(Box::new(
-                near_duplicates::NearDuplicates::build(params(raw)?)?,
-            )),
-            "depth" => Rule::Depth(depth::Depth::build(params(raw)?)?),
-            "host_quota" => Rule::HostQuota(host_quota::HostQuota::build(params(raw)?)?),
-            "ad_label" => Rule::AdLabel(ad_label::AdLabel::build(params(raw)?)?),
-            "age_label" => Rule::AgeLabel(age_label::AgeLabel::build(params(raw)?)?),
-            "empty_result_fallback" => Rule::EmptyResultFallback(
-                empty_result_fallback::EmptyResultFallback::build(params(raw)?)?,
-            ),
-            _ => return Err(format!("unknown rule {name:?}")),
-        })
-    }
+/// One line per built-in rule: `module::Type`. Generates the modules, the `Rule` enum,
+/// building by name, and the dispatch of every trait method.
+macro_rules! builtins {
+    ($($module:ident::$rule:ident),* $(,)?) => {
+        $(pub mod $module;)*
 
-    /// The rule's name in records and metrics.
-    pub fn name(&self) -> &str {
-        match self {
-            Rule::Banlist(_) => "banlist",
-            Rule::RegionalRemovals(_) => "regional_removals",
-            Rule::TopicFilter(_) => "topic_filter",
-            Rule::SafeSearch(_) => "safe_search",
-            Rule::SpamBan(_) => "spam_ban",
-            Rule::AntiSeoReset(_) => "anti_seo_reset",
-            Rule::SpamDemotion(_) => "spam_demotion",
-            Rule::SandboxDamping(_) => "sandbox_damping",
-            Rule::QuarantineDemotion(_) => "quarantine_demotion",
-            Rule::QueryHide(_) => "query_hide",
-            Rule::QueryBoost(_) => "query_boost",
-            Rule::QueryPin(_) => "query_pin",
-            Rule::HostCrowding(_) => "host_crowding",
-            Rule::NearDuplicates(_) => "near_duplicates",
-            Rule::Depth(_) => "depth",
-            Rule::HostQuota(_) => "host_quota",
-            Rule::AdLabel(_) => "ad_label",
-            Rule::AgeLabel(_) => "age_label",
-            Rule::EmptyResultFallback(_) => "empty_result_fallback",
-            Rule::Python(r) => &r.name,
+        /// A configured rule: its parameters checked and precomputed at config load.
+        pub enum Rule {
+            $($rule(Box<$module::$rule>),)*
+            Python(python::PyRule),
             #[cfg(test)]
-            Rule::Test(r) => r.name,
+            Test(testing::TestRule),
         }
-    }
 
-    /// Optional rules are not started past the deadline and may stop when it passes.
-    pub fn optional(&self) -> bool {
-        match self {
-            // A page with near-duplicates beats a late page: skipped past the deadline.
-            Rule::NearDuplicates(_) => true,
-            #[cfg(test)]
-            Rule::Test(r) => r.optional,
-            _ => false,
-        }
-    }
-
-    /// Whether the rule has anything to do for this request at all.
-    pub fn applies(&self, ctx: &Ctx) -> bool {
-        match self {
-            Rule::RegionalRemovals(_) => ctx.region.is_some(),
-            Rule::TopicFilter(r) => r.applies(),
-            Rule::SafeSearch(_) => ctx.age_mode != AgeMode::Off,
-            Rule::QuarantineDemotion(r) => r.applies(ctx),
-            Rule::QueryHide(r) => r.applies(ctx),
-            Rule::QueryBoost(r) => r.applies(ctx),
-            Rule::QueryPin(r) => r.applies(ctx),
-            Rule::EmptyResultFallback(_) => ctx.input_count > 0,
-            _ => true,
-        }
-    }
-
-    /// Why `applies` is false for this request, as explain says it.
-    pub fn idle_because(&self) -> &'static str {
-        match self {
-            Rule::RegionalRemovals(_) => "the query has no region",
-            Rule::TopicFilter(_) => "no blocked topic is configured",
-            Rule::SafeSearch(_) => "age_mode is off",
-            Rule::QuarantineDemotion(_) => "the quarantine is empty or the penalty is 0",
-            Rule::QueryHide(_) | Rule::QueryBoost(_) | Rule::QueryPin(_) => {
-                "its `when` does not match this query"
+        /// The phases each built-in may run in; None for a name that is not a built-in.
+        pub fn phases_of(name: &str) -> Option<&'static [Phase]> {
+            match name {
+                $(<$module::$rule as Builtin>::NAME => Some(<$module::$rule as Builtin>::PHASES),)*
+                _ => None,
             }
-            Rule::EmptyResultFallback(_) => "the request had no documents",
-            _ => "nothing to do for this request",
         }
-    }
 
-    /// True for a rule keyed on registrable domains (the page then computes them).
-    pub fn needs_domain(&self) -> bool {
-        matches!(self, Rule::HostCrowding(r) if r.by_domain())
-    }
-
-    /// Run the rule on `docs` (the page as it stands in `phase`).
-    pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>, phase: Phase) -> RuleResult<'a> {
-        match self {
-            Rule::Banlist(r) => Ok(r.apply(docs, ctx)),
-            Rule::RegionalRemovals(r) => Ok(r.apply(docs, ctx)),
-            Rule::TopicFilter(r) => Ok(r.apply(docs, ctx)),
-            Rule::SafeSearch(r) => Ok(r.apply(docs, ctx)),
-            Rule::SpamBan(r) => Ok(r.apply(docs, ctx)),
-            Rule::AntiSeoReset(r) => Ok(r.apply(docs, ctx)),
-            Rule::SpamDemotion(r) => Ok(r.apply(docs, ctx)),
-            Rule::SandboxDamping(r) => Ok(r.apply(docs, ctx)),
-            Rule::QuarantineDemotion(r) => Ok(r.apply(docs, ctx)),
-            Rule::QueryHide(r) => Ok(r.apply(docs, ctx)),
-            Rule::QueryBoost(r) => Ok(r.apply(docs, ctx)),
-            Rule::QueryPin(r) => Ok(r.apply(docs, ctx)),
-            Rule::HostCrowding(r) => Ok(r.apply(docs, ctx)),
-            Rule::NearDuplicates(r) => r.apply(docs, ctx),
-            Rule::Depth(r) => Ok(r.apply(docs, ctx)),
-            Rule::HostQuota(r) => Ok(r.apply(docs, ctx)),
-            Rule::AdLabel(r) => Ok(r.apply(docs, ctx)),
-            Rule::AgeLabel(r) => Ok(r.apply(docs, ctx)),
-            Rule::EmptyResultFallback(r) => Ok(r.apply(docs, ctx)),
-            Rule::Python(r) => r.apply(docs, ctx, phase),
-            #[cfg(test)]
-            Rule::Test(r) => r.apply(docs, ctx),
+        /// Every built-in, as the catalog lists it.
+        pub fn catalog() -> Vec<catalog::Entry> {
+            vec![$(catalog::Entry::of::<$module::$rule>(),)*]
         }
-    }
+
+        impl Rule {
+            /// Build a built-in from its name and parameters (JSON); Err names the problem.
+            pub fn build(name: &str, raw: &Value) -> Result<Rule, String> {
+                match name {
+                    $(<$module::$rule as Builtin>::NAME => Ok(Rule::$rule(Box::new(
+                        <$module::$rule as Builtin>::build(params(raw)?)?,
+                    ))),)*
+                    _ => Err(format!("unknown rule {name:?}")),
+                }
+            }
+
+            /// A built-in's parameters checked as `build` checks them, returned with every
+            /// default filled (as JSON); Err names the parameter and the problem.
+            pub fn check(name: &str, raw: &Value) -> Result<Value, String> {
+                match name {
+                    $(<$module::$rule as Builtin>::NAME => {
+                        let p: <$module::$rule as Builtin>::Params = params(raw)?;
+                        let normal = serde_json::to_value(&p).map_err(|e| e.to_string())?;
+                        <$module::$rule as Builtin>::build(p)?;
+                        Ok(normal)
+                    })*
+                    _ => Err(format!("unknown rule {name:?}")),
+                }
+            }
+
+            /// The rule's name in records and metrics.
+            pub fn name(&self) -> &str {
+                match self {
+                    $(Rule::$rule(_) => <$module::$rule as Builtin>::NAME,)*
+                    Rule::Python(r) => &r.name,
+                    #[cfg(test)]
+                    Rule::Test(r) => r.name,
+                }
+            }
+
+            /// Optional rules are not started past the deadline and may stop when it passes.
+            pub fn optional(&self) -> bool {
+                match self {
+                    $(Rule::$rule(_) => <$module::$rule as Builtin>::OPTIONAL,)*
+                    Rule::Python(_) => false,
+                    #[cfg(test)]
+                    Rule::Test(r) => r.optional,
+                }
+            }
+
+            /// Whether the rule has anything to do for this request at all.
+            pub fn applies(&self, ctx: &Ctx) -> bool {
+                match self {
+                    $(Rule::$rule(r) => Builtin::applies(r.as_ref(), ctx),)*
+                    _ => true,
+                }
+            }
+
+            /// Why `applies` is false for this request, as explain says it.
+            pub fn idle_because(&self) -> &'static str {
+                match self {
+                    $(Rule::$rule(_) => <$module::$rule as Builtin>::IDLE,)*
+                    _ => "nothing to do for this request",
+                }
+            }
+
+            /// True for a rule keyed on registrable domains (the page then computes them).
+            pub fn needs_domain(&self) -> bool {
+                match self {
+                    $(Rule::$rule(r) => Builtin::needs_domain(r.as_ref()),)*
+                    _ => false,
+                }
+            }
+
+            /// Run the rule on `docs` (the page as it stands in `phase`).
+            pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>, phase: Phase) -> RuleResult<'a> {
+                match self {
+                    $(Rule::$rule(r) => Builtin::run(r.as_ref(), docs, ctx),)*
+                    Rule::Python(r) => r.apply(docs, ctx, phase),
+                    #[cfg(test)]
+                    Rule::Test(r) => r.apply(docs, ctx),
+                }
+            }
+        }
+    };
+}
+
+builtins! {
+    banlist::Banlist,
+    regional_removals::RegionalRemovals,
+    topic_filter::TopicFilter,
+    safe_search::SafeSearch,
+    spam_ban::SpamBan,
+    query_hide::QueryHide,
+    anti_seo_reset::AntiSeoReset,
+    spam_demotion::SpamDemotion,
+    sandbox_damping::SandboxDamping,
+    quarantine_demotion::QuarantineDemotion,
+    query_boost::QueryBoost,
+    query_pin::QueryPin,
+    host_crowding::HostCrowding,
+    near_duplicates::NearDuplicates,
+    depth::Depth,
+    host_quota::HostQuota,
+    ad_label::AdLabel,
+    age_label::AgeLabel,
+    empty_result_fallback::EmptyResultFallback,
 }
 
 /// The records of a document dropped from the page (`remove`, `trim`) and of each one

@@ -2,27 +2,70 @@
 //! folds under it. The matching (shingles, MinHash, the caches) is `crate::neardup`; this
 //! file turns its pairs into folds and records.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{collapse, Ctx, Failure, Out, RuleResult};
+use super::{Builtin, Ctx, Failure, Out, RuleResult, collapse};
 use crate::contract::FieldError;
 use crate::doc::Doc;
 use crate::neardup::{Input, Matcher, Measure, Method, Params as MatchParams, Stats, Stopped};
-use crate::record::{Action, Rec};
+use crate::record::{Action, Phase, Rec};
 
-/// The parameters as the config loader checked them (every default filled).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A document whose text is a near-duplicate of a higher one folds under it (seed 000).
+/// Small pages compare exact shingle sets; larger ones, or pages whose documents bring
+/// MinHash signatures, compare signatures. Optional: skipped, or stopped midway, once the
+/// request's deadline passes.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct Params {
+    /// Words per shingle.
+    #[schemars(range(min = 1, max = 100))]
     pub shingle_words: usize,
+    /// `containment` or `jaccard`.
+    #[schemars(regex(pattern = r"^(containment|jaccard)$"))]
     pub measure: String,
+    /// The similarity at which a document folds (> 0).
+    #[schemars(range(max = 1.0), extend("exclusiveMinimum" = 0))]
     pub threshold: f64,
+    /// `auto` (exact up to exact_max_docs documents with text, MinHash above or
+    /// with a precomputed signature), `exact` or `minhash`.
+    #[schemars(regex(pattern = r"^(auto|exact|minhash)$"))]
     pub method: String,
+    /// Documents with text up to which `auto` compares exact shingle sets.
+    #[schemars(range(max = 100000))]
     pub exact_max_docs: usize,
+    /// MinHash permutations.
+    #[schemars(range(min = 16, max = 1024))]
     pub num_perm: usize,
+    /// The MinHash family seed.
     pub seed: u64,
+    /// The signature cache (MB); 0 turns it off.
+    #[schemars(range(max = 65536))]
     pub cache_mb: usize,
+    /// The exact method's shingle-set cache (MB); 0 turns it off.
+    #[schemars(range(max = 65536))]
     pub exact_cache_mb: usize,
+}
+
+/// Measured by bench/near_duplicates.py (docs/near-duplicates.md#the-switch): with 300-word
+/// texts and a cold cache, MinHash overtakes exact pairs at about this many documents with
+/// text.
+pub const EXACT_MAX_DOCS: usize = 30;
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            shingle_words: 10,
+            measure: "containment".into(),
+            threshold: 0.5,
+            method: "auto".into(),
+            exact_max_docs: EXACT_MAX_DOCS,
+            num_perm: 128,
+            seed: 1,
+            cache_mb: 64,
+            exact_cache_mb: 32,
+        }
+    }
 }
 
 /// The rule: its matcher (with the caches, kept until the config is reloaded).
@@ -30,15 +73,19 @@ pub struct NearDuplicates {
     matcher: Matcher,
 }
 
-impl NearDuplicates {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for NearDuplicates {
+    const NAME: &'static str = "near_duplicates";
+    const PHASES: &'static [Phase] = &[Phase::Diversify];
+    const OPTIONAL: bool = true;
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         let measure = match p.measure.as_str() {
             "containment" => Measure::Containment,
             "jaccard" => Measure::Jaccard,
             other => {
                 return Err(format!(
-                    "measure must be containment or jaccard, not {other:?}"
+                    "measure: must be containment or jaccard, not {other:?}"
                 ))
             }
         };
@@ -48,12 +95,23 @@ impl NearDuplicates {
             "minhash" => Method::MinHash,
             other => {
                 return Err(format!(
-                    "method must be auto, exact or minhash, not {other:?}"
+                    "method: must be auto, exact or minhash, not {other:?}"
                 ))
             }
         };
-        if p.shingle_words == 0 || p.num_perm == 0 {
-            return Err("shingle_words and num_perm must be >= 1".into());
+        for (field, x, lo, hi) in [
+            ("shingle_words", p.shingle_words, 1, 100),
+            ("exact_max_docs", p.exact_max_docs, 0, 100_000),
+            ("num_perm", p.num_perm, 16, 1024),
+            ("cache_mb", p.cache_mb, 0, 65_536),
+            ("exact_cache_mb", p.exact_cache_mb, 0, 65_536),
+        ] {
+            if !(lo..=hi).contains(&x) {
+                return Err(format!("{field}: {x} is outside [{lo}, {hi}]"));
+            }
+        }
+        if !(p.threshold > 0.0 && p.threshold <= 1.0) {
+            return Err(format!("threshold: {} is outside (0, 1]", p.threshold));
         }
         Ok(NearDuplicates {
             matcher: Matcher::new(MatchParams {
@@ -70,6 +128,12 @@ impl NearDuplicates {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        NearDuplicates::apply(self, docs, ctx)
+    }
+}
+
+impl NearDuplicates {
     /// The caches' counters (signature cache, shingle-set cache), for the metrics.
     pub fn cache_stats(&self) -> (Option<Stats>, Option<Stats>) {
         let stats = self.matcher.cache_stats();

@@ -1,15 +1,20 @@
 //! `quarantine_demotion`: score −= penalty for a host (or a parent domain) in spam
 //! quarantine, the yellow card; the sanctions machine keeps the quarantine list.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{rescoring, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// `penalty: 3.0`.
-#[derive(Deserialize)]
+/// score -= penalty for a host (or a parent domain) in spam quarantine: the yellow card.
+/// The sanctions state machine keeps the quarantine list.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// Taken off the score of a quarantined document.
+    #[schemars(range(min = 0.0))]
     #[serde(default = "penalty")]
     pub penalty: f64,
 }
@@ -29,15 +34,29 @@ pub struct QuarantineDemotion {
     penalty: f64,
 }
 
-impl QuarantineDemotion {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for QuarantineDemotion {
+    const NAME: &'static str = "quarantine_demotion";
+    const PHASES: &'static [Phase] = &[Phase::Rerank];
+    const IDLE: &'static str = "the quarantine is empty or the penalty is 0";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.penalty < 0.0 {
-            return Err("penalty must be >= 0".into());
+            return Err(format!("penalty: {} is below 0", p.penalty));
         }
         Ok(QuarantineDemotion { penalty: p.penalty })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        QuarantineDemotion::applies(self, ctx)
+    }
+}
+
+impl QuarantineDemotion {
     /// Whether there is anything to match.
     pub fn applies(&self, ctx: &Ctx) -> bool {
         ctx.quarantine.is_some_and(|q| !q.is_empty()) && self.penalty > 0.0

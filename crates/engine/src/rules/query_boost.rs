@@ -3,23 +3,32 @@
 //! with a `verified` attribute). Additive, as the demotions are: a factor on the score
 //! would bury a negative score when it means to boost it. The rerank sort then moves it.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::query_match::{When, WhenIn};
 use super::query_targets::{MatchIn, Targets};
-use super::{rescoring, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::push_g;
 
-/// `when: {}`, `match: {...}` and `by` (required), `label: null`.
-#[derive(Deserialize)]
+/// When the query meets `when`: score += by for every document `match` names; by < 0 buries.
+/// Additive like the demotions: a factor would bury a negative score.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The condition on the query; none given: every request of the profile.
     #[serde(default)]
     pub when: WhenIn,
+    /// The documents acted on: any target will do.
     #[serde(rename = "match")]
     pub targets: MatchIn,
+    /// Added to the score: non-zero, within +-1e9.
+    #[schemars(range(min = -1e9, max = 1e9))]
     pub by: f64,
+    /// Shown in each reason as ` [label]`.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,64}$"))]
     #[serde(default)]
     pub label: Option<String>,
 }
@@ -36,11 +45,18 @@ pub struct QueryBoost {
     said: String,
 }
 
-impl QueryBoost {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
-        if !p.by.is_finite() || p.by == 0.0 || p.by.abs() > MAX_BY {
-            return Err(format!("by: a non-zero number within ±{MAX_BY:e}"));
+impl Builtin for QueryBoost {
+    const NAME: &'static str = "query_boost";
+    const PHASES: &'static [Phase] = &[Phase::Rerank];
+    const IDLE: &'static str = "its `when` does not match this query";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
+        if p.by == 0.0 {
+            return Err("by: 0 changes nothing (boost with by > 0, bury with by < 0)".into());
+        }
+        if !(-MAX_BY..=MAX_BY).contains(&p.by) {
+            return Err(format!("by: {} is outside [-1e9, 1e9]", p.by));
         }
         let mut said = String::from(if p.by > 0.0 { "boost +" } else { "bury " });
         push_g(&mut said, p.by);
@@ -52,6 +68,16 @@ impl QueryBoost {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        QueryBoost::applies(self, ctx)
+    }
+}
+
+impl QueryBoost {
     /// Whether the query meets the condition.
     pub fn applies(&self, ctx: &Ctx) -> bool {
         self.when.holds(ctx)

@@ -2,21 +2,27 @@
 //! names (a URL, a host, a domain and its subdomains, or attribute values). A removal, so
 //! it runs before anything is reordered, and a hidden URL cannot be pinned back.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::query_match::{When, WhenIn};
 use super::query_targets::{MatchIn, Targets};
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// `when: {}`, `match: {...}` (required), `label: null`.
-#[derive(Deserialize)]
+/// When the query meets `when`: removes every document `match` names.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The condition on the query; none given: every request of the profile.
     #[serde(default)]
     pub when: WhenIn,
+    /// The documents acted on: any target will do.
     #[serde(rename = "match")]
     pub targets: MatchIn,
+    /// Shown in each reason as ` [label]`.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,64}$"))]
     #[serde(default)]
     pub label: Option<String>,
 }
@@ -27,15 +33,29 @@ pub struct QueryHide {
     targets: Targets,
 }
 
-impl QueryHide {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for QueryHide {
+    const NAME: &'static str = "query_hide";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter];
+    const IDLE: &'static str = "its `when` does not match this query";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         Ok(QueryHide {
             when: When::build(p.when, &p.label)?,
             targets: Targets::build(p.targets)?,
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        QueryHide::applies(self, ctx)
+    }
+}
+
+impl QueryHide {
     /// Whether the query meets the condition.
     pub fn applies(&self, ctx: &Ctx) -> bool {
         self.when.holds(ctx)

@@ -8,7 +8,8 @@
 
 use icu_properties::props::{GeneralCategory, GeneralCategoryGroup};
 use icu_properties::CodePointMapData;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
 use super::Ctx;
@@ -47,18 +48,24 @@ fn padded(normalized: &str) -> String {
     format!(" {normalized} ")
 }
 
-/// `when`: each condition given must hold; within one list, any item will do.
-#[derive(Deserialize, Default)]
+/// `when`: each condition given must hold; within one list, any item will do. None
+/// given: every request of the profile.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct WhenIn {
+    /// The normalized query is one of these.
     #[serde(default)]
     pub query_is: Vec<String>,
+    /// The normalized query holds one of these phrases, word for word.
     #[serde(default)]
     pub query_contains: Vec<String>,
+    /// The normalized query holds every one of these words, in any order.
     #[serde(default)]
     pub query_words: Vec<String>,
+    /// The request has one of these query classes.
     #[serde(default)]
     pub classes: Vec<String>,
+    /// The query's region is one of these (ISO 3166-1 alpha-2).
     #[serde(default)]
     pub regions: Vec<String>,
 }
@@ -217,7 +224,7 @@ fn check_label(label: &Option<String>) -> Result<(), String> {
                     .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b)) =>
         {
             Err(format!(
-                "label {l:?}: 1 to 64 of letters, digits and _ . : -"
+                "label: {l:?} is not 1 to 64 of letters, digits and _ . : -"
             ))
         }
         _ => Ok(()),

@@ -9,29 +9,39 @@
 //! the page puts the document last.
 
 use foldhash::{HashMap, HashMapExt};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::query_match::{When, WhenIn};
 use super::query_targets::{configured_url, url_key};
-use super::{Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult};
 use crate::doc::Doc;
-use crate::record::{Action, Delta, Rec};
+use crate::record::{Action, Delta, Phase, Rec};
 
 /// One pin: a URL and the position it takes.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PinIn {
+    /// The URL pinned (http and https alike).
     pub url: String,
+    /// Its 1-based position on the page.
+    #[schemars(range(min = 1, max = 1000))]
     pub position: u64,
 }
 
-/// `when: {}`, `pin: [...]` (required), `label: null`.
-#[derive(Deserialize)]
+/// When the query meets `when`: each pinned URL on the page takes its position. A pinned
+/// URL not on the page is ignored: a pin never adds a document.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The condition on the query; none given: every request of the profile.
     #[serde(default)]
     pub when: WhenIn,
+    /// 1 to 100 pins, of distinct URLs and positions.
+    #[schemars(length(min = 1, max = 100))]
     pub pin: Vec<PinIn>,
+    /// Shown in each reason as ` [label]`.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,64}$"))]
     #[serde(default)]
     pub label: Option<String>,
 }
@@ -47,9 +57,13 @@ pub struct QueryPin {
     pins: Vec<(String, usize)>,
 }
 
-impl QueryPin {
-    /// Build from its parameters: two pins of one position or one URL are refused.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for QueryPin {
+    const NAME: &'static str = "query_pin";
+    const PHASES: &'static [Phase] = &[Phase::Diversify];
+    const IDLE: &'static str = "its `when` does not match this query";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if p.pin.is_empty() || p.pin.len() > MAX_PINS {
             return Err(format!("pin: 1 to {MAX_PINS} pins"));
         }
@@ -77,6 +91,16 @@ impl QueryPin {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        QueryPin::applies(self, ctx)
+    }
+}
+
+impl QueryPin {
     /// Whether the query meets the condition.
     pub fn applies(&self, ctx: &Ctx) -> bool {
         self.when.holds(ctx)

@@ -5,10 +5,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::de::{
     DeserializeSeed, Deserializer, Error as DeError, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::doc::{Doc, Page};
@@ -31,20 +32,64 @@ fn configured_host(field: &str, raw: &str) -> Result<String, String> {
     let canonical = crate::url::canonicalize(raw.trim())
         .map_err(|e| format!("{field}: {raw:?} is not a host name: {e}"))?;
     let key = url_key(&canonical);
-    match key.strip_suffix('/') {
-        Some(host) if !host.is_empty() && !host.contains('/') => Ok(host.to_string()),
-        _ => Err(format!("{field}: {raw:?} is not a bare host name")),
+    let host = match key.strip_suffix('/') {
+        Some(host) if !host.is_empty() && !host.contains('/') => host,
+        _ => return Err(format!("{field}: {raw:?} is not a bare host name")),
+    };
+    if !is_host_name(host) {
+        return Err(format!(
+            "{field}: {host:?} is not a host name (letters, digits, '-', '_' and dots; \
+             no wildcards: a domain covers every subdomain)"
+        ));
     }
+    Ok(host.to_string())
+}
+
+/// What a result URL's host can be (as a banlist host entry checks it): what
+/// canonicalization keeps escaped ('*', spaces) is no host, and a target naming it would
+/// never match.
+fn is_host_name(host: &str) -> bool {
+    if let Some(ip) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return !ip.is_empty()
+            && ip.bytes().all(|b| {
+                b.is_ascii_hexdigit() && !b.is_ascii_uppercase() || b == b':' || b == b'.'
+            });
+    }
+    host.split('.').all(|label| {
+        !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    })
+}
+
+/// A configured domain (it covers its subdomains): a host, not an IP, not a public suffix.
+fn configured_domain(field: &str, raw: &str) -> Result<String, String> {
+    let host = configured_host(field, raw)?;
+    if host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err(format!(
+            "{field}: {host} is an IP address, which has no subdomains: use hosts"
+        ));
+    }
+    if crate::domain::is_public_suffix(&host) {
+        return Err(format!(
+            "{field}: {host} is a public suffix: it would match every site registered under it"
+        ));
+    }
+    Ok(host)
 }
 
 /// `match`: the documents a rule acts on; any target will do.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct MatchIn {
+    /// URLs (http and https alike).
     #[serde(default)]
     pub urls: Vec<String>,
+    /// Bare host names.
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// Domains, each with its subdomains (not an IP, not a public suffix).
     #[serde(default)]
     pub domains: Vec<String>,
     /// Every key with this value (string, number or boolean) in the document's
@@ -97,7 +142,7 @@ impl Targets {
         }
         let mut domains = Vec::new();
         for (i, d) in m.domains.iter().enumerate() {
-            let d = configured_host(&format!("match.domains[{i}]"), d)?;
+            let d = configured_domain(&format!("match.domains[{i}]"), d)?;
             if !domains.contains(&d) {
                 domains.push(d);
             }
@@ -105,6 +150,9 @@ impl Targets {
         let mut attributes = Vec::new();
         let mut quoted = Vec::new();
         for (key, v) in m.attributes {
+            if key.is_empty() {
+                return Err("match.attributes: a key cannot be empty".into());
+            }
             let scalar = match v {
                 Value::Bool(b) => Scalar::Bool(b),
                 Value::Number(n) => Scalar::Number(n.as_f64().unwrap_or(f64::NAN)),

@@ -1,24 +1,40 @@
 //! `regional_removals`: removes a document whose `blocked_regions` holds `query.region`.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// No parameters.
-#[derive(Deserialize, Default)]
+/// Removes a document whose `blocked_regions` holds the query's region. No parameters.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Params {}
 
 /// The rule (applies only when the query has a region).
 pub struct RegionalRemovals;
 
-impl RegionalRemovals {
-    /// Build from its (empty) parameters.
-    pub fn build(_: Params) -> Result<Self, String> {
+impl Builtin for RegionalRemovals {
+    const NAME: &'static str = "regional_removals";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter];
+    const IDLE: &'static str = "the query has no region";
+    type Params = Params;
+
+    fn build(_: Params) -> Result<Self, String> {
         Ok(RegionalRemovals)
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        ctx.region.is_some()
+    }
+}
+
+impl RegionalRemovals {
     /// Remove the documents blocked in the query's region.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let Some(region) = ctx.region else {

@@ -1,19 +1,25 @@
 //! `safe_search`: removes a document with adult_score ≥ the threshold of the age mode;
 //! `off` filters nothing.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::contract::AgeMode;
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::g;
 
 /// One threshold per filtering age mode.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
+    /// `strict` removes a document from this adult_score.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "strict")]
     pub strict: f64,
+    /// `moderate` removes a document from this adult_score.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "moderate")]
     pub moderate: f64,
 }
@@ -34,10 +40,11 @@ impl Default for Thresholds {
     }
 }
 
-/// `thresholds: {strict: 0.5, moderate: 0.8}`.
-#[derive(Deserialize, Default)]
+/// Removes a document with adult_score >= the threshold of the age mode; `off` keeps all.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The adult_score at which each filtering age mode removes a document.
     #[serde(default)]
     pub thresholds: Thresholds,
 }
@@ -47,9 +54,13 @@ pub struct SafeSearch {
     thresholds: Thresholds,
 }
 
-impl SafeSearch {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for SafeSearch {
+    const NAME: &'static str = "safe_search";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter, Phase::PostFilter];
+    const IDLE: &'static str = "age_mode is off";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         for (name, t) in [
             ("strict", p.thresholds.strict),
             ("moderate", p.thresholds.moderate),
@@ -63,6 +74,16 @@ impl SafeSearch {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, ctx: &Ctx) -> bool {
+        ctx.age_mode != AgeMode::Off
+    }
+}
+
+impl SafeSearch {
     /// Remove what the age mode does not allow.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let threshold = match ctx.age_mode {

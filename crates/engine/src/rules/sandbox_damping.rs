@@ -4,18 +4,26 @@
 //! Documents with no `domain_age_days` are left alone (no history is not a new domain),
 //! and so are non-positive scores: damping a negative score would raise it.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{rescoring, Ctx, Out};
+use super::{within, Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::{fixed, g};
 
-/// `t_sandbox_days: 120`, `beta: 0.5`.
-#[derive(Deserialize)]
+/// score *= 1 - beta * (1 - trust), trust = min(1, age / t_sandbox_days): young domains are
+/// muted, not punished. Documents with no `domain_age_days` are left alone (no history is
+/// not a new domain), and so are non-positive scores (damping would raise them).
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The domain age (days) past which a domain is trusted in full (> 0).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     #[serde(default = "t")]
     pub t_sandbox_days: f64,
+    /// The share of the score a brand-new domain loses.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "beta")]
     pub beta: f64,
 }
@@ -46,15 +54,25 @@ pub struct SandboxDamping {
     p: Params,
 }
 
-impl SandboxDamping {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
-        if p.t_sandbox_days <= 0.0 || !(0.0..=1.0).contains(&p.beta) {
-            return Err("t_sandbox_days must be > 0 and beta in [0, 1]".into());
+impl Builtin for SandboxDamping {
+    const NAME: &'static str = "sandbox_damping";
+    const PHASES: &'static [Phase] = &[Phase::Rerank];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
+        if p.t_sandbox_days <= 0.0 {
+            return Err(format!("t_sandbox_days: {} is not above 0", p.t_sandbox_days));
         }
+        within("beta", p.beta, 0.0, 1.0)?;
         Ok(SandboxDamping { p })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl SandboxDamping {
     /// Damp each young domain's positive score.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let (t, beta) = (self.p.t_sandbox_days, self.p.beta);

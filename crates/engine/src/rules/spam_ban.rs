@@ -1,16 +1,20 @@
 //! `spam_ban`: removes a document with spam_score above the threshold (the switch, not
 //! the rheostat).
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::g;
 
-/// `threshold: 0.95`.
-#[derive(Deserialize)]
+/// Removes a document with spam_score above the threshold (the switch, not the rheostat).
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// spam_score above which a document is removed.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "threshold")]
     pub threshold: f64,
 }
@@ -32,9 +36,12 @@ pub struct SpamBan {
     threshold: f64,
 }
 
-impl SpamBan {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for SpamBan {
+    const NAME: &'static str = "spam_ban";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         if !(0.0..=1.0).contains(&p.threshold) {
             return Err(format!("threshold: {} is outside [0, 1]", p.threshold));
         }
@@ -43,6 +50,12 @@ impl SpamBan {
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl SpamBan {
     /// Remove the documents strictly above the threshold.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let t = self.threshold;

@@ -1,19 +1,28 @@
 //! `spam_demotion` (seed 002 §16.2): score −= λ·penalty(spam_score), the rheostat.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{rescoring, Ctx, Out};
+use super::{within, Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
+use crate::record::Phase;
 use crate::fmt::push_g;
 
-/// `theta_low: 0.3`, `theta_high: 0.8`, `lambda: 5.0`.
-#[derive(Deserialize)]
+/// score -= lambda * penalty(spam_score), the penalty 0 below theta_low, 1 above theta_high and
+/// linear between: the rheostat.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// spam_score below which nothing is taken (below theta_high).
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "low")]
     pub theta_low: f64,
+    /// spam_score above which the whole lambda is taken.
+    #[schemars(range(min = 0.0, max = 1.0))]
     #[serde(default = "high")]
     pub theta_high: f64,
+    /// The most taken off a score.
+    #[schemars(range(min = 0.0))]
     #[serde(default = "lambda", rename = "lambda")]
     pub lambda: f64,
 }
@@ -54,9 +63,14 @@ pub struct SpamDemotion {
     p: Params,
 }
 
-impl SpamDemotion {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for SpamDemotion {
+    const NAME: &'static str = "spam_demotion";
+    const PHASES: &'static [Phase] = &[Phase::Rerank];
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
+        within("theta_low", p.theta_low, 0.0, 1.0)?;
+        within("theta_high", p.theta_high, 0.0, 1.0)?;
         if p.theta_low >= p.theta_high {
             return Err(format!(
                 "theta_low ({}) must be below theta_high ({})",
@@ -64,11 +78,17 @@ impl SpamDemotion {
             ));
         }
         if p.lambda < 0.0 {
-            return Err("lambda must be >= 0".into());
+            return Err(format!("lambda: {} is below 0", p.lambda));
         }
         Ok(SpamDemotion { p })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+}
+
+impl SpamDemotion {
     /// Demote each document above θ_low.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> Out<'a> {
         let Params {

@@ -2,15 +2,18 @@
 
 use foldhash::HashSet;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{removing, Ctx, Out};
+use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::doc::Doc;
+use crate::record::Phase;
 
-/// `blocked_topics: []`.
-#[derive(Deserialize, Default)]
+/// Removes a document with a blocked topic.
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
+    /// The topics removed (a document with any of them goes).
     #[serde(default)]
     pub blocked_topics: Vec<String>,
 }
@@ -20,14 +23,28 @@ pub struct TopicFilter {
     blocked: HashSet<String>,
 }
 
-impl TopicFilter {
-    /// Build from its parameters.
-    pub fn build(p: Params) -> Result<Self, String> {
+impl Builtin for TopicFilter {
+    const NAME: &'static str = "topic_filter";
+    const PHASES: &'static [Phase] = &[Phase::PreFilter];
+    const IDLE: &'static str = "no blocked topic is configured";
+    type Params = Params;
+
+    fn build(p: Params) -> Result<Self, String> {
         Ok(TopicFilter {
             blocked: p.blocked_topics.into_iter().collect(),
         })
     }
 
+    fn run<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>) -> RuleResult<'a> {
+        Ok(self.apply(docs, ctx))
+    }
+
+    fn applies(&self, _: &Ctx) -> bool {
+        TopicFilter::applies(self)
+    }
+}
+
+impl TopicFilter {
     /// False when no topic is blocked.
     pub fn applies(&self) -> bool {
         !self.blocked.is_empty()
