@@ -1,6 +1,6 @@
 """The pipeline's vocabulary that every layer shares: the six phases and the age modes.
 
-The config's pipeline (app/config/pipeline.py), each rule's declaration (app/rules/), the
+The config's pipeline (app/config/pipeline.py), the rule catalog (app/rules.py), the
 request and response bodies (app/api/contract.py) and the failure policy
 (app/config/step_keys.py) all take them from here.
 """

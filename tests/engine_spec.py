@@ -14,10 +14,7 @@ from app.config.load import Engine as Loaded
 
 
 def _params(rule: Any) -> dict[str, Any]:
-    params = rule.params.model_dump(by_alias=True, mode="json")
-    if rule.name == "topic_filter":
-        params["blocked_topics"] = sorted(params["blocked_topics"])
-    return params
+    return dict(rule.params)
 
 
 def compile_spec(loaded: Loaded, skip: frozenset[str] = frozenset({"near_duplicates"}),

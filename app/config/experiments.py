@@ -18,7 +18,7 @@ from app.experiments.bucketing import (
     Experiment,
     Holdout,
 )
-from app.rules import RULES
+from app.rules import RULES, Builtin
 
 _EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots"}
 
@@ -163,7 +163,10 @@ def _overrides(place: str, raw: Any, rules: list[str], variant: str,
                               f"(it gates {', '.join(rules) or 'none'})")
         if not isinstance(values, dict) or not values:
             raise ConfigError(f"{place}.{rule}", "a mapping of parameter to value is required")
-        known = known_params(registry[rule])  # None: a Python rule without Params takes any
+        cls = registry[rule]
+        # None: a Python rule without Params takes any. The values are checked when the
+        # step is built with them (app/config/load.py), by the same code as the step's own.
+        known = cls.param_names() if isinstance(cls, Builtin) else known_params(cls)
         for key in values:
             if key in RESERVED:
                 # A variant changes what a rule computes, not whether it runs or how its

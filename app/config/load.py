@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from app.config.experiments import parse_experiments, parse_holdout
 from app.config.pipeline import Pipeline, Rule, Step
 from app.config.plugins import build_python_rule, load_plugins
 from app.config.step_keys import split_reserved
-from app.errors import ConfigError, pydantic_problem, refuse_unknown_keys
+from app.errors import ConfigError, refuse_unknown_keys
 from app.experiments.bucketing import (
     BUCKETS,
     HOLDOUT,
@@ -25,8 +24,7 @@ from app.experiments.bucketing import (
     rebucketing,
 )
 from app.phases import PHASES, Phase
-from app.rules import RULES
-from app.rules.base import BuiltinRule
+from app.rules import RULES, Builtin, BuiltinRule
 
 DEFAULT_PROFILE = "default"
 _PROFILE_KEYS = {p.value for p in PHASES} | {"extends"}
@@ -185,7 +183,7 @@ def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> S
     if not isinstance(params, dict):
         raise ConfigError(place, "parameters must be a mapping")
     policy, params = split_reserved(place, params, phase)
-    if policy.timeout_ms is not None and RULES.get(rule_name) is cls:
+    if policy.timeout_ms is not None and isinstance(cls, Builtin):
         raise ConfigError(place, "parameter 'timeout_ms': for Python rules only (a built-in "
                           "rule runs to completion; the request's deadline skips optional "
                           "ones)")
@@ -202,18 +200,16 @@ def _step(place: str, item: Any, phase: Phase, build: _Build, profile: str) -> S
     return Step(rule, exp.name, by_variant, policy)
 
 
-def _rule(place: str, cls: type[Any], params: dict[str, Any], phase: Phase,
+def _rule(place: str, cls: Any, params: dict[str, Any], phase: Phase,
           profile: str) -> Rule:
-    """A built-in rule built from its validated Params, or a Python rule's adapter."""
-    builtin = RULES.get(cls.name)
-    if builtin is None or builtin is not cls:
+    """A built-in rule with its parameters checked by the engine, or a Python rule's
+    adapter."""
+    if not isinstance(cls, Builtin):
         return build_python_rule(place, cls, params, phase, profile)
     try:
-        validated = builtin.Params.model_validate(params)
-    except ValidationError as exc:
-        raise ConfigError(place, pydantic_problem(exc)) from exc
-    rule: BuiltinRule[Any] = builtin(validated, phase)
-    return rule
+        return BuiltinRule(cls.name, phase, cls.check(params))
+    except ValueError as exc:
+        raise ConfigError(place, str(exc)) from exc
 
 
 def _routing(raw: Any, profiles: Mapping[str, Pipeline]) -> dict[str, str]:

@@ -16,14 +16,18 @@ from app.phases import Phase
 class Rule(Protocol):
     """The rule of one configured step: which rule, in which phase, with what parameters.
 
-    A built-in rule's class (app/rules/) or a Python rule's adapter (app/config/plugins.py).
+    A built-in's BuiltinRule (app/rules.py) or a Python rule's adapter (app/config/plugins.py).
     """
 
     @property
     def name(self) -> str: ...
 
-    phase: Phase
-    params: Any  # the validated Params (a pydantic model), or a Python rule's plain dict
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def params(self) -> Any:
+        """A built-in's checked params (a dict, defaults filled), a Python rule's Params."""
 
 
 @dataclass(frozen=True, slots=True)

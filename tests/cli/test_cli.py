@@ -21,7 +21,7 @@ def test_check_config_names_the_place(tmp_path, capsys):
     bad.write_text("profiles:\n  default:\n    rerank: [{sandbox_damping: {beta: 2}}]\n")
     assert main(["check-config", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "profiles.default.rerank[0] sandbox_damping: parameter 'beta'" in err
+    assert "profiles.default.rerank[0] sandbox_damping: beta: 2 is outside [0, 1]" in err
 
 
 @pytest.mark.parametrize(("content", "problem"), [

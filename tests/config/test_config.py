@@ -40,13 +40,13 @@ def test_version_is_the_content_hash():
     (b"profiles: {default: {rerank: [banlist]}}", "profiles.default.rerank[0] banlist",
      "cannot run in rerank"),
     (b"profiles: {default: {rerank: [{spam_demotion: {lamda: 3}}]}}",
-     "profiles.default.rerank[0] spam_demotion", "unknown parameter 'lamda'"),
+     "profiles.default.rerank[0] spam_demotion", "unknown field `lamda`"),
     (b"profiles: {default: {rerank: [{spam_demotion: {lambda: -1}}]}}",
-     "profiles.default.rerank[0] spam_demotion", "parameter 'lambda'"),
+     "profiles.default.rerank[0] spam_demotion", "lambda: -1 is below 0"),
     (b"profiles: {default: {rerank: [{spam_demotion: {theta_low: '0.3'}}]}}",
-     "profiles.default.rerank[0] spam_demotion", "parameter 'theta_low'"),
+     "profiles.default.rerank[0] spam_demotion", "theta_low: invalid type: string \"0.3\""),
     (b"profiles: {default: {trim: [{depth: {k: 0}}]}}", "profiles.default.trim[0] depth",
-     "parameter 'k'"),
+     "k: 0 is below 1"),
     (b"profiles: {default: {}, c: {extends: nope}}", "profiles.c.extends",
      "no profile named 'nope'"),
     (b"profiles: {default: {extends: c}, c: {extends: default}}", "profiles.default",
@@ -154,11 +154,11 @@ def test_layers_holdout_salt_and_variant_params_load():
                 if s.rule.name == "spam_demotion")
     # the override is merged over the profile's own parameters, built once at load
     assert set(step.variants) == {"lambda3"}
-    assert step.variants["lambda3"].params.lambda_ == 3
-    assert step.variants["lambda3"].params.theta_low == 0.2
-    assert step.rule.params.lambda_ == 5
+    assert step.variants["lambda3"].params["lambda"] == 3
+    assert step.variants["lambda3"].params["theta_low"] == 0.2
+    assert step.rule.params["lambda"] == 5
     other = next(s for _, s in engine.profiles["other"].rules())
-    assert other.variants["lambda3"].params.theta_low == 0.3
+    assert other.variants["lambda3"].params["theta_low"] == 0.3
 
 
 def _exp(body: str) -> bytes:
@@ -194,7 +194,7 @@ def _exp(body: str) -> bytes:
     (_exp("  - {name: e, unit: u, variants: {control: 50, b: {weight: 50, params: "
           "{spam_demotion: {lambda: -3}}}}, rules: [spam_demotion]}"),
      "profiles.default.rerank[0] spam_demotion with experiments e variant b",
-     "parameter 'lambda'"),
+     "lambda: -3 is below 0"),
     (_exp("  - {name: e, unit: u, variants: {control: 50, b: {wieght: 50}}, rules: []}"),
      "experiments[0] e.variants.b.wieght", "unknown key"),
     (_exp("  - {name: e, unit: u, salt: '', variants: {a: 5}, rules: []}"),

@@ -91,7 +91,7 @@ def test_the_experiments_example():
     assert steps[("rerank", "sandbox_damping")]["variants"] == {}
 
 
-def test_sets_are_sorted_lists_and_reserved_keys_become_fields():
+def test_params_are_as_the_engine_checked_them_and_reserved_keys_become_fields():
     spec, _ = spec_of(load_bytes(b"""
 profiles:
   default:
@@ -101,7 +101,7 @@ profiles:
     rerank: [{spam_demotion: {enabled: false}}]
 """))
     topic, demotion = spec["profiles"]["default"]
-    assert topic["params"] == {"blocked_topics": ["adult", "betting", "casino"]}
+    assert topic["params"] == {"blocked_topics": ["casino", "adult", "betting"]}
     start = dt.datetime(2027, 1, 1, tzinfo=dt.UTC).timestamp()
     assert (topic["on_error"], topic["valid_from"], topic["valid_until"]) == (
         "open", start, start + 3 * 3600)

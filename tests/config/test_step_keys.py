@@ -45,7 +45,7 @@ profiles:
     assert got["rerank:sandbox_damping"] == StepPolicy(OPEN, True, start, start + 3 * 3600)
     engine = load_bytes(b"profiles: {default: {rerank: [{spam_demotion: "
                         b"{lambda: 3, on_error: closed}}]}}")
-    assert engine.profiles["default"].rules()[0][1].rule.params.lambda_ == 3
+    assert engine.profiles["default"].rules()[0][1].rule.params["lambda"] == 3
 
 
 def test_a_window_runs_from_its_start_until_before_its_end():

@@ -162,7 +162,7 @@ def test_fallback_stays_quiet_on_a_page_that_is_not_empty_or_was_empty_already(s
 
 
 def test_fallback_params_validated():
-    with pytest.raises(ConfigError, match="empty_result_fallback: parameter 'strategy'"):
+    with pytest.raises(ConfigError, match="empty_result_fallback: strategy: must be relax or"):
         load_bytes((FALLBACK % "{strategy: pray}").encode())
 
 

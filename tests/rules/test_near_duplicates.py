@@ -130,11 +130,11 @@ def test_minhash_folds_agree_with_exact_values_within_the_stated_error(side):
 
 
 @pytest.mark.parametrize(("params", "problem"), [
-    ("{method: fuzzy}", "parameter 'method'"),
-    ("{num_perm: 8}", "parameter 'num_perm'"),
-    ("{cache_mb: -1}", "parameter 'cache_mb'"),
-    ("{exact_cache_mb: -1}", "parameter 'exact_cache_mb'"),
-    ("{band_rows: 4}", "unknown parameter 'band_rows'"),
+    ("{method: fuzzy}", "method: must be auto, exact or minhash"),
+    ("{num_perm: 8}", "num_perm: 8 is outside [16, 1024]"),
+    ("{cache_mb: -1}", "cache_mb: invalid value: integer `-1`"),
+    ("{exact_cache_mb: 70000}", "exact_cache_mb: 70000 is outside [0, 65536]"),
+    ("{band_rows: 4}", "band_rows: unknown field `band_rows`"),
 ])
 def test_config_refuses_bad_parameters_naming_them(params, problem):
     raw = f"profiles:\n  default:\n    diversify: [{{near_duplicates: {params}}}]\n".encode()
