@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from app.phases import AGE_MODES
-from app.rules.query import url_key
+from app._engine import canonicalize
+from app.phases import AGE_MODES, PHASES
+from app.rules import RULES
 
 HOSTS = ("shop.example.com", "www.shop.example.com", "news.example.org", "a.b.example.net",
          "banned.example", "sub.banned.example", "xn--e1afmkfd.xn--p1ai", "пример.рф",
@@ -144,7 +145,7 @@ def _match(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def _pins(draw: st.DrawFn) -> list[dict[str, Any]]:
     """1 to 3 pins, no two on one URL or one position."""
-    pinned = draw(st.lists(urls(), min_size=1, max_size=3, unique_by=url_key))
+    pinned = draw(st.lists(urls(), min_size=1, max_size=3, unique_by=_pin_key))
     positions = draw(st.lists(st.integers(1, 8), min_size=len(pinned),
                               max_size=len(pinned), unique=True))
     return [{"url": u, "position": p} for u, p in zip(pinned, positions, strict=True)]
@@ -198,15 +199,15 @@ def _step(draw: st.DrawFn, rule: str) -> Any:
     return {rule: params(draw)}
 
 
-PHASE_RULES = {
-    "pre-filter": ("banlist", "regional_removals", "topic_filter", "safe_search", "spam_ban",
-                   "query_hide"),
-    "rerank": ("anti_seo_reset", "spam_demotion", "sandbox_damping", "query_boost"),
-    "diversify": ("query_pin", "host_crowding", "near_duplicates"),
-    "trim": ("depth", "host_quota"),
-    "annotate": ("ad_label", "age_label"),
-    "post-filter": ("safe_search", "empty_result_fallback"),
-}
+# Every built-in by the phases it may run in, as the engine's catalog lists them: a rule
+# added to the engine is drawn without a line here.
+PHASE_RULES = {phase.value: tuple(name for name, rule in RULES.items() if phase in rule.phases)
+               for phase in PHASES}
+
+
+def _pin_key(url: str) -> str:
+    """What query_pin keys a URL on: its canonical form without the scheme."""
+    return canonicalize(url).partition("://")[2]
 
 
 @st.composite
