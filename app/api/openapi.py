@@ -1,11 +1,11 @@
 """The OpenAPI document, and Swagger UI and ReDoc served from packaged assets (no CDN).
 
 FastAPI derives the paths, parameters and pydantic bodies from the routes. This module adds
-what it cannot see: /v1/rerank's msgspec schemas, the error body every refusal has (FastAPI
-would advertise its own `{detail: [...]}`), the statuses every route shares (a token
-refused, a body too large or too slow, a parameter invalid), and the bearer scheme of the
-routes that take a token. What one route alone refuses, it says in its decorator with
-`refusals`.
+what it cannot see: /v1/rerank's schemas and the error body every refusal has (the
+engine's, app/api/contract.py; FastAPI would advertise its own `{detail: [...]}`), the
+statuses every route shares (a token refused, a body too large or too slow, a parameter
+invalid), and the bearer scheme of the routes that take a token. What one route alone
+refuses, it says in its decorator with `refusals`.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from app.api import deps
-from app.api.contract import rerank_schemas
+from app.api.contract import wire_schemas
 
 BEARER = "bearer"
 DOCS, REDOC, ASSETS = "/docs", "/redoc", "/docs/assets"
@@ -98,7 +98,7 @@ def _document(app: FastAPI, read_auth: bool) -> dict[str, Any]:
     schemas = components.setdefault("schemas", {})
     for fastapi_own in ("HTTPValidationError", "ValidationError"):  # not what we answer
         schemas.pop(fastapi_own, None)
-    schemas.update(rerank_schemas()[2])
+    schemas.update(wire_schemas())
     components["securitySchemes"] = {BEARER: {
         "type": "http", "scheme": "bearer",
         "description": "an admin token of REARRANGE_ADMIN_TOKENS (`actor:token[:read]`)"}}

@@ -41,7 +41,7 @@ _EXPLAIN_PATTERN = r"^\s*([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\s*$"
 
 
 def _openapi() -> dict[str, Any]:
-    """The body (its schema is the msgspec Structs', added by app/api/openapi.py) and the QA
+    """The body (its schema is the engine's, added by app/api/openapi.py) and the QA
     header, documented by hand: the route takes no FastAPI parameters, because solving them
     cost ~0.1 ms a request. A token is needed only with the QA header."""
     return {

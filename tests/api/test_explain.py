@@ -206,7 +206,7 @@ def test_a_try_is_neither_audit_logged_nor_counted(client, settings):
      "profiles.default.trim[0] depth: "),
     ("profiles: [", body(), 422, "config", "config: not valid YAML"),
     (CONFIG, {**body(), "documents": [{"id": "a", "url": "http://a.example/", "score": "x"}]},
-     422, "request.documents[0].score", "Expected `float"),
+     422, "request.documents[0].score", "expected a number, got a string"),
 ])
 def test_a_refused_candidate_or_request_names_the_field(client, config, request_body, status,
                                                          field, problem):

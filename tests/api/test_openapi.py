@@ -1,18 +1,13 @@
 """The OpenAPI document says what the service does: bodies, errors, auth, media types; and
-Swagger UI and ReDoc work with no network (tests/api/test_fuzz.py holds every answer to it)."""
+Swagger UI and ReDoc work with no network (tests/api/test_fuzz.py holds every answer to it,
+tests/api/test_wire_schema.py /v1/rerank's)."""
 from __future__ import annotations
 
-import functools
-import operator
 import re
-import typing
-from typing import Any
 
-import msgspec
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.contract import RerankResponse
 from app.main import create_app
 from tests.conftest import AUTH
 
@@ -51,7 +46,7 @@ def test_the_rerank_answer_is_the_contract_s(doc):
     assert set(op["responses"]) == {"200", "400", "401", "403", "408", "413", "422", "503"}
     schemas = doc["components"]["schemas"]
     assert sorted(schemas["AuditRecord"]["properties"]["action"]["enum"]) == sorted([
-        "remove", "rescore", "move", "collapse", "trim", "annotate", "fallback"])
+        "remove", "rescore", "move", "collapse", "trim", "annotate", "fallback", "backfill"])
     assert "skipped" not in schemas["RerankResponse"]["required"]
 
 
@@ -127,41 +122,3 @@ def test_swagger_ui_and_redoc_load_only_their_packaged_assets(client):
         for url in urls:
             assert client.get(url).status_code == 200, url
     assert "persistAuthorization" in client.get("/docs").text
-
-
-PAGE = {"request_id": "r", "unit": {"user_id": "u1"}, "query": {"age_mode": "strict"},
-        "documents": [
-            {"id": "a", "url": "https://a.example/1", "score": 3, "is_ad": True},
-            {"id": "b", "url": "https://a.example/2", "score": 2},
-            {"id": "c", "url": "https://a.example/3", "score": 1},
-            {"id": "d", "url": "http://[", "score": 1, "spam_score": 0.9, "adult_score": 0.9}]}
-
-
-def strict(kind: Any) -> Any:
-    """`kind` with forbid_unknown_fields, its nested Structs too: the contract welcomes extra
-    fields, but one the engine writes and the document lacks means the document lags."""
-    if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-        return msgspec.defstruct(kind.__name__, [
-            (f.name, strict(f.type), f.default) if f.default is not msgspec.NODEFAULT
-            else (f.name, strict(f.type)) for f in msgspec.structs.fields(kind)],
-            forbid_unknown_fields=True)
-    args = typing.get_args(kind)
-    if not args or typing.get_origin(kind) in (typing.Annotated, typing.Literal):
-        return kind
-    if typing.get_origin(kind) in (list, dict):
-        return typing.get_origin(kind)[tuple(strict(a) for a in args)]
-    return functools.reduce(operator.or_, [strict(a) for a in args])  # a union
-
-
-def test_the_engine_writes_exactly_the_documented_response(client):
-    r = client.post("/v1/rerank", json=PAGE)
-    assert r.status_code == 200, r.text
-    got = msgspec.json.decode(r.content, type=strict(RerankResponse))
-    assert got.audit and got.removed and got.experiments and got.documents[0].annotations
-    assert any(d.collapsed for d in got.documents)
-    service = client.app.state.services.rearranger
-    service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
-    texts = [{**d, "text": "the same template text of more than ten words on every page"}
-             for d in PAGE["documents"][:3]]
-    late = client.post("/v1/rerank", json={"documents": texts}).content
-    assert msgspec.json.decode(late, type=strict(RerankResponse)).skipped

@@ -2,13 +2,14 @@
 //! the JSON primitives the response is written with.
 //!
 //! `decode` checks everything CONTRACT.md calls bad input (types, ranges, limits, unique
-//! ids) and names the field the way the Python service always has (`documents[3].score`).
+//! ids, a key given twice) and names the field as a JSON path (`documents[3].score`). The
+//! bounds are `wire`'s, whose types are the schema the OpenAPI document serves.
 //!
-//! The body is read by a hand-written scanner (`scan`), not serde: the 4xx must match
-//! msgspec's, and msgspec reports the first problem in the body's order, a syntax error by
-//! byte offset, and an out-of-range number before its type. Reading straight into these
-//! structs in one pass, with the path kept on the stack and rendered only for an error, is
-//! also what keeps a 100-document body well under one `orjson.loads` of it.
+//! The body is read by a hand-written scanner (`scan`), not serde: reading straight into
+//! these borrowed structs in one pass, with the path kept on the stack and rendered only for
+//! an error, refusing a repeated key where it stands, is what keeps a 100-document body well
+//! under one `orjson.loads` of it; serde_json's derive into `wire::RerankRequest` takes
+//! about twice as long and checks none of the bounds (`cargo bench --bench wire`).
 
 mod any;
 mod document;
@@ -17,14 +18,15 @@ mod fields;
 mod number;
 mod path;
 pub mod py;
-mod pyrepr;
 mod scan;
 mod strings;
 #[cfg(test)]
 mod tests;
 
 pub use few::Few;
-pub use pyrepr::py_repr;
+
+use crate::fmt::quoted;
+use crate::wire::REGION_CHARS;
 
 use std::borrow::Cow;
 
@@ -44,6 +46,9 @@ pub enum AgeMode {
 }
 
 impl AgeMode {
+    /// Every mode, strictest first.
+    pub const ALL: [AgeMode; 3] = [AgeMode::Strict, AgeMode::Moderate, AgeMode::Off];
+
     /// The literal as the request spells it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -165,31 +170,28 @@ pub struct Limits {
 pub struct Decoded<'a> {
     /// The request as sent.
     pub request: Request<'a>,
-    /// Minhash values or seeds past u64, by document: refused by `check_page`.
-    oversize: Vec<(usize, String)>,
 }
 
-/// Decode and type-check a body, then check the page against `limits`: what
-/// tests/reference/contract.py's `decode` followed by `to_docs` refuse, with the same status, field
-/// and problem (URLs are checked by the caller).
+/// Decode and type-check a body, then check the page against `limits` (URLs are checked by
+/// the caller).
 pub fn decode<'a>(body: &'a [u8], limits: &Limits) -> Result<Request<'a>, FieldError> {
     let decoded = decode_body(body)?;
     check_page(&decoded, limits, |_, _| Ok(()))?;
     Ok(decoded.request)
 }
 
-/// Decode and type-check a body (msgspec's part: types, ranges, unknown and missing
-/// fields, JSON syntax, nesting).
+/// Decode and type-check a body: JSON syntax, nesting, types, bounds, unknown, missing and
+/// repeated fields.
 pub fn decode_body(body: &[u8]) -> Result<Decoded<'_>, FieldError> {
     let mut f = fields::Fields::new(body);
-    let (request, oversize) = f.request().map_err(|e| *e)?;
+    let request = f.request().map_err(|e| *e)?;
     f.s.finish().map_err(|e| *e)?;
-    Ok(Decoded { request, oversize })
+    Ok(Decoded { request })
 }
 
-/// The checks types cannot make (to_docs): the query's region, the document limit (413),
-/// then per document in order a repeated id, text over the limit (413), a minhash value
-/// past u64, and whatever `each` refuses (the caller's URL check).
+/// The checks types cannot make: the query's region, the document limit (413), then per
+/// document in order a repeated id, text over the limit (413), its regions, and whatever
+/// `each` refuses (the caller's URL check).
 pub fn check_page(
     decoded: &Decoded<'_>,
     limits: &Limits,
@@ -211,7 +213,6 @@ pub fn check_page(
         });
     }
     let repeat = first_repeat(docs);
-    let mut oversize = decoded.oversize.iter().peekable();
     for (i, d) in docs.iter().enumerate() {
         if let Some((at, first)) = repeat {
             if at == i {
@@ -220,7 +221,7 @@ pub fn check_page(
                     field: format!("documents[{i}].id"),
                     problem: format!(
                         "duplicate id {} (first at documents[{first}])",
-                        py_repr(&d.id)
+                        quoted(&d.id)
                     ),
                 });
             }
@@ -240,13 +241,6 @@ pub fn check_page(
                 }
             }
         }
-        if let Some((_, field)) = oversize.next_if(|(at, _)| *at == i) {
-            return Err(FieldError {
-                status: 422,
-                field: field.clone(),
-                problem: "must be an unsigned 64-bit integer (<= 2**64 - 1)".into(),
-            });
-        }
         for (j, region) in d.blocked_regions.iter().enumerate() {
             check_region(region, || format!("documents[{i}].blocked_regions[{j}]"))?;
         }
@@ -260,7 +254,7 @@ pub fn check_page(
 /// served without the region's bans: no spelling of it is guessed at. A document's
 /// `blocked_regions` are held to the same (one spelled ` RU` would never match).
 fn check_region(region: &str, field: impl FnOnce() -> String) -> Result<(), FieldError> {
-    if region.len() == 2 && region.bytes().all(|b| b.is_ascii_alphabetic()) {
+    if region.len() == REGION_CHARS && region.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Ok(());
     }
     Err(FieldError {
@@ -268,7 +262,7 @@ fn check_region(region: &str, field: impl FnOnce() -> String) -> Result<(), Fiel
         field: field(),
         problem: format!(
             "{} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)",
-            py_repr(region)
+            quoted(region)
         ),
     })
 }

@@ -15,7 +15,7 @@ use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
 use crate::experiments::{assign, check_forced, FORCE_HEADER};
 use crate::explain::{not_in_profile, write_explain};
-use crate::fmt::py_repr;
+use crate::fmt::quoted;
 use crate::json::write_str;
 use crate::metrics::EngineMetrics;
 use crate::out::{PyOut, Sink};
@@ -297,7 +297,7 @@ impl Engine {
             max_text_chars,
         };
         // Types first, then the profile, then what types cannot check (limits, repeated
-        // ids): the order in which the Python service named the first problem.
+        // ids): a body's shape is named before what it asks for.
         let decoded = match decode_body(bytes) {
             Ok(d) => d,
             Err(e) => return Ok(Some(refuse(e))),
@@ -311,7 +311,7 @@ impl Engine {
                 known.sort_unstable();
                 let problem = format!(
                     "unknown profile {} (known: {})",
-                    py_repr(p),
+                    quoted(p),
                     known.join(", ")
                 );
                 return Ok(Some(refuse(FieldError {

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use unicode_normalization::UnicodeNormalization;
 
-use crate::fmt::py_repr;
+use crate::fmt::quoted;
 
 /// Buckets (and layer slots) per hash.
 pub const BUCKETS: u64 = 10_000;
@@ -234,14 +234,14 @@ pub fn check_forced(experiments: &[Experiment], forced: &[(String, String)]) -> 
             };
             return Err(format!(
                 "unknown experiment {} (running: {running})",
-                py_repr(name)
+                quoted(name)
             ));
         };
         if !exp.variants.iter().any(|(v, _)| v == variant) {
             let known: Vec<&str> = exp.variants.iter().map(|(v, _)| v.as_str()).collect();
             return Err(format!(
                 "experiment {name} has no variant {} (variants: {})",
-                py_repr(variant),
+                quoted(variant),
                 known.join(", ")
             ));
         }

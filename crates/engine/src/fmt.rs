@@ -321,8 +321,11 @@ fn strip_zeros(s: &str) -> &str {
     }
 }
 
-/// Python's `repr()` of a str (the exact one, from the decoder's Unicode tables).
-pub use crate::contract::py_repr;
+/// A value named in a message: in single quotes, quotes, backslashes and what does not
+/// print escaped (`'RUS'`, `'a\nb'`), so a stray space or control character shows.
+pub fn quoted(s: &str) -> String {
+    format!("'{}'", s.escape_debug())
+}
 
 #[cfg(test)]
 mod tests {
@@ -438,12 +441,11 @@ mod tests {
     }
 
     #[test]
-    fn repr_quotes_and_escapes_like_python() {
-        assert_eq!(py_repr("abc"), "'abc'");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
-        assert_eq!(py_repr("a\\b\n\u{1}"), "'a\\\\b\\n\\x01'");
-        assert_eq!(py_repr("диван\u{ad}"), "'диван\\xad'");
-        assert_eq!(py_repr("x\u{200b}"), "'x\\u200b'");
+    fn quoted_shows_what_does_not_print() {
+        assert_eq!(quoted("RUS"), "'RUS'");
+        assert_eq!(quoted(" RU"), "' RU'");
+        assert_eq!(quoted("it's"), "'it\\'s'");
+        assert_eq!(quoted("a\\b\n\u{1}"), "'a\\\\b\\n\\u{1}'");
+        assert_eq!(quoted("диван\u{ad}"), "'диван\\u{ad}'");
     }
 }

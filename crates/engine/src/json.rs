@@ -1,11 +1,10 @@
 //! JSON text primitives the response and the audit line are written with.
 //!
-//! The response must be byte-identical to what the Python service wrote with msgspec, so
-//! numbers and strings are spelled the way msgspec spells them: strings escape only `"`,
+//! One spelling for every answer (the golden HTTP files hold it): strings escape only `"`,
 //! `\` and the control characters below U+0020 (everything else, U+007F and U+2028
 //! included, is written as UTF-8), and floats are the shortest round-trip digits laid out
-//! as msgspec's writer lays them out (`1e16`, `1e-7`, `0.00001`, `1.2345678901234568e17`,
-//! `100.0`, `-0.0`).
+//! as ryu lays them out, with no `+` in an exponent (`1e16`, `1e-7`, `0.00001`,
+//! `1.2345678901234568e17`, `100.0`, `-0.0`).
 
 /// The escape of each byte below 0x20 (`\u00XX` unless JSON has a short form), and of `"`
 /// and `\`; 0 for a byte written as it is.
@@ -280,16 +279,16 @@ fn write_escaped<S: Sink + ?Sized>(out: &mut S, bytes: &[u8]) {
     out.extend_from_slice(&bytes[start..]);
 }
 
-/// Append a finite float the way msgspec writes a Python float (shortest round-trip form).
+/// Append a finite float in its shortest round-trip form.
 ///
 /// A non-finite value cannot come from a decoded request (it is refused) and the engine's
-/// arithmetic is bounded; msgspec writes one as `null`, and so does this.
+/// arithmetic is bounded; one is written as `null`, never as invalid JSON.
 pub fn write_f64<S: Sink + ?Sized>(out: &mut S, v: f64) {
     if v.is_finite() {
         let mut buf = zmij::Buffer::new();
         let text = buf.format_finite(v).as_bytes();
-        // zmij lays a float out as ryu does (msgspec's layout), except that a positive
-        // exponent gets a `+` (`1e+16`), which msgspec does not write.
+        // zmij lays a float out as ryu does, except that a positive exponent gets a `+`
+        // (`1e+16`), which the answers have never had.
         match text.iter().position(|&b| b == b'+') {
             Some(plus) => {
                 out.extend_from_slice(&text[..plus]);
@@ -314,7 +313,7 @@ const PAIRS: [u8; 200] = {
     t
 };
 
-/// Append an integer in decimal, as msgspec writes a Python int.
+/// Append an integer in decimal.
 ///
 /// Written in place from the last digit back, two digits a step, with no copy: a response
 /// spells two positions per document.
@@ -355,7 +354,7 @@ fn decimal_digits(v: u64) -> usize {
     digits
 }
 
-/// Append a signed integer in decimal, as msgspec writes a Python int.
+/// Append a signed integer in decimal.
 pub fn write_i64<S: Sink + ?Sized>(out: &mut S, v: i64) {
     if v < 0 {
         out.push(b'-');
@@ -429,9 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn floats_are_spelled_as_msgspec_spells_them() {
-        // Each pair checked against msgspec.json.encode (tests/engine/test_contract_engine.py
-        // property-tests the rest).
+    fn floats_are_spelled_in_the_answers_layout() {
         for (v, s) in [
             (8.0, "8.0"),
             (0.1, "0.1"),
@@ -452,7 +449,7 @@ mod tests {
 
     #[test]
     fn floats_respell_as_ryu_the_writer_they_replaced() {
-        // ryu (a dev-dependency) is the reference: msgspec's writer is a port of its layout.
+        // ryu (a dev-dependency) is the reference: the layout is its own.
         let mut rng = crate::testing::Xorshift(0x9e37_79b9_7f4a_7c15);
         for i in 0..2_000_000u64 {
             let state = rng.next();

@@ -25,6 +25,7 @@ pub mod rules;
 pub mod runner;
 pub mod spec;
 pub mod url;
+pub mod wire;
 
 #[cfg(test)]
 mod testing;

@@ -1,5 +1,6 @@
-//! The response body and the audit-log line, written as msgspec wrote the Python
-//! service's dicts and Structs (same keys, same order, same spelling of numbers).
+//! The response body and the audit-log line, written by hand in one pass (the keys as
+//! `wire::RerankResponse` declares them; tests/api/test_wire_schema.py validates real
+//! answers against its schema).
 
 use crate::doc::Page;
 use crate::experiments::Exposure;

@@ -1,10 +1,10 @@
-//! `attributes`: any JSON, re-written as msgspec writes what it decoded.
+//! `attributes`: any JSON, re-written in the answers' one spelling (`json.rs`).
 //!
-//! The response carries `attributes` back, and today's bytes are msgspec's encoding of the
-//! Python value it decoded, not the text as sent: compact, floats respelled (`1E2` is
-//! `100.0`), escapes decoded (`\u00e9` is `é`, `\/` is `/`), `-0` is `0`. An object that
-//! gives a key twice is refused (CONTRACT.md: no last one wins). Writing that while
-//! scanning costs one pass and no tree.
+//! The response carries `attributes` back as the value sent, written as the engine writes
+//! every value: compact, floats respelled (`1E2` is `100.0`), escapes decoded (`\u00e9` is
+//! `é`, `\/` is `/`), `-0` is `0`, so the same value comes back as the same bytes however
+//! it was spelled. An object that gives a key twice is refused (CONTRACT.md: no last one
+//! wins). Writing that while scanning costs one pass and no tree.
 
 use foldhash::HashSet;
 

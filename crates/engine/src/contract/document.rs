@@ -1,8 +1,9 @@
 //! A document of the page, its minhash and its attributes, field by field.
 
-use super::fields::{missing, once, Fields, Oversize};
+use super::fields::{missing, once, Fields};
 use super::scan::{invalid, repeated, Key, Path, R};
 use super::{given, Document, Few, MinHashIn, Text};
+use crate::wire;
 
 /// A document's fields in the contract's order, each as a compact body sends its key.
 const KEYS: [&[u8]; 13] = [
@@ -64,28 +65,24 @@ fn given_twice(path: &Path, field: usize) -> super::scan::Refusal {
 const MINHASH_KEYS: [&str; 4] = ["values", "shingles", "width", "seed"];
 
 impl<'a> Fields<'a> {
-    pub(super) fn documents(&mut self, path: &Path) -> R<(Vec<Document<'a>>, Vec<Oversize>)> {
+    pub(super) fn documents(&mut self, path: &Path) -> R<Vec<Document<'a>>> {
         self.array(path)?;
         // Sized from the body (a document is rarely under 128 bytes), so the page is not
         // moved as it grows.
         let mut docs = Vec::with_capacity(((self.s.buf.len() - self.s.pos) / 128).min(1024));
-        let mut oversize = Vec::new();
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let i = docs.len();
             // Filled in place: a Document is a few hundred bytes, not worth moving twice.
             docs.push(empty_document());
-            if let Some(field) = self.document(&Path::Index(path, i), &mut docs[i])? {
-                oversize.push((i, field));
-            }
+            self.document(&Path::Index(path, i), &mut docs[i])?;
         }
-        Ok((docs, oversize))
+        Ok(docs)
     }
 
-    fn document(&mut self, path: &Path, d: &mut Document<'a>) -> R<Option<String>> {
-        self.object_or_null(path, "object", false)?;
+    fn document(&mut self, path: &Path, d: &mut Document<'a>) -> R<()> {
+        self.object_or_null(path, "an object", false)?;
         let (mut id, mut url, mut score) = (None, None, None);
-        let mut big = None;
         let mut first = true;
         let mut prev = START;
         // The fields given so far, a bit each: a field given twice is refused at its key.
@@ -114,8 +111,14 @@ impl<'a> Fields<'a> {
             self.order.0[prev] = field as u8;
             prev = field;
             match field {
-                0 => id = Some(self.string(&path.field("id"), "str", 1, 512)?),
-                1 => url = Some(self.string(&path.field("url"), "str", 1, 8192)?),
+                0 => {
+                    let p = path.field("id");
+                    id = Some(self.string(&p, "a string", 1, wire::MAX_ID_CHARS)?)
+                }
+                1 => {
+                    let p = path.field("url");
+                    url = Some(self.string(&p, "a string", 1, wire::MAX_URL_CHARS)?)
+                }
                 2 => score = Some(self.score(&path.field("score"))?),
                 3 => {
                     d.given |= given::FACTORS;
@@ -136,7 +139,7 @@ impl<'a> Fields<'a> {
                         self.s.literal(b"ull")?;
                         None
                     } else {
-                        Some(self.float(&p, "float | null", (0.0, "0.0"), None)?)
+                        Some(self.float(&p, "a number or null", 0.0, f64::MAX)?)
                     };
                 }
                 7 => {
@@ -149,7 +152,9 @@ impl<'a> Fields<'a> {
                 }
                 9 => {
                     d.given |= given::BLOCKED_REGIONS;
-                    d.blocked_regions = self.strings(&path.field("blocked_regions"), 1, 16)?
+                    // Checked to be codes by `check_page`.
+                    d.blocked_regions =
+                        self.strings(&path.field("blocked_regions"), 0, usize::MAX)?
                 }
                 10 => {
                     d.given |= given::TEXT;
@@ -157,7 +162,7 @@ impl<'a> Fields<'a> {
                 }
                 11 => {
                     d.given |= given::MINHASH;
-                    (d.minhash, big) = self.minhash(&path.field("minhash"))?
+                    d.minhash = self.minhash(&path.field("minhash"))?
                 }
                 12 => {
                     d.given |= given::ATTRIBUTES;
@@ -169,13 +174,13 @@ impl<'a> Fields<'a> {
         d.id = id.ok_or_else(|| missing(path, "id"))?;
         d.url = url.ok_or_else(|| missing(path, "url"))?;
         d.score = score.ok_or_else(|| missing(path, "score"))?;
-        Ok(big)
+        Ok(())
     }
 
     fn attributes(&mut self, path: &Path) -> R<Text<'a>> {
         let c = self.s.peek()?;
         if c != b'{' {
-            return Err(self.s.wrong_type(c, "object", path, false));
+            return Err(self.s.wrong_type(c, "an object", path));
         }
         let mut out = Vec::new();
         self.any.object(&mut self.s, &mut out, path)?;
@@ -185,35 +190,27 @@ impl<'a> Fields<'a> {
             .map_err(|_| super::path::bad_utf8())
     }
 
-    fn minhash(&mut self, path: &Path) -> R<(Option<MinHashIn>, Option<String>)> {
-        if !self.object_or_null(path, "object | null", true)? {
-            return Ok((None, None));
+    fn minhash(&mut self, path: &Path) -> R<Option<MinHashIn>> {
+        if !self.object_or_null(path, "an object or null", true)? {
+            return Ok(None);
         }
         let (mut values, mut shingles, mut width, mut seed) = (None, None, None, None);
-        let (mut big_value, mut big_seed) = (None, None);
         let mut first = true;
         let mut seen = 0;
         while let Some((key, _)) = self.s.next_key(&mut first)? {
             once(&mut seen, &MINHASH_KEYS, &key, path)?;
             self.s.colon()?;
             match &*key {
-                b"values" => {
-                    let p = path.field("values");
-                    let (v, big) = self.values(&p)?;
-                    values = Some(v);
-                    big_value = big.map(|i| Path::Index(&p, i).render());
-                }
+                b"values" => values = Some(self.values(&path.field("values"))?),
                 b"shingles" => {
-                    shingles =
-                        Some(self.int(&path.field("shingles"), "int", 0, Some(100_000_000))?)
+                    let p = path.field("shingles");
+                    shingles = Some(self.int(&p, "an integer", 0, wire::MAX_MINHASH_SHINGLES)?)
                 }
-                b"width" => width = Some(self.int(&path.field("width"), "int", 1, Some(100))?),
-                b"seed" => {
-                    let p = path.field("seed");
-                    let v = self.int(&p, "int", 0, None)?;
-                    big_seed = v.is_none().then(|| p.render());
-                    seed = Some(v.unwrap_or(u64::MAX));
+                b"width" => {
+                    let p = path.field("width");
+                    width = Some(self.int(&p, "an integer", 1, wire::MAX_MINHASH_WIDTH)?)
                 }
+                b"seed" => seed = Some(self.int(&path.field("seed"), "an integer", 0, u64::MAX)?),
                 _ => return Err(self.unknown(path, key)),
             }
         }
@@ -221,37 +218,29 @@ impl<'a> Fields<'a> {
         let shingles = shingles.ok_or_else(|| missing(path, "shingles"))?;
         let width = width.ok_or_else(|| missing(path, "width"))?;
         let seed = seed.ok_or_else(|| missing(path, "seed"))?;
-        let m = MinHashIn {
+        Ok(Some(MinHashIn {
             values,
-            // Both bounded, so both are Some and fit.
-            shingles: shingles.unwrap_or_default(),
-            width: width.unwrap_or_default() as u32,
+            shingles,
+            // Bounded by MAX_MINHASH_WIDTH, so it fits.
+            width: width as u32,
             seed,
-        };
-        Ok((Some(m), big_value.or(big_seed)))
+        }))
     }
 
-    /// `values`: u64s, 1 to 4096 of them; the index of the first past u64, if any.
-    fn values(&mut self, path: &Path) -> R<(Vec<u64>, Option<usize>)> {
+    /// `values`: 1 to `wire::MAX_MINHASH_VALUES` unsigned 64-bit integers.
+    fn values(&mut self, path: &Path) -> R<Vec<u64>> {
         self.array(path)?;
         let mut out = Vec::new();
-        let mut big = None;
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let at = Path::Index(path, out.len());
-            let v = self.int(&at, "int", 0, None)?;
-            if v.is_none() && big.is_none() {
-                big = Some(out.len());
-            }
-            out.push(v.unwrap_or(u64::MAX));
+            out.push(self.int(&at, "an integer", 0, u64::MAX)?);
         }
-        if out.is_empty() {
-            return Err(invalid(path, "Expected `array` of length >= 1"));
+        if out.is_empty() || out.len() > wire::MAX_MINHASH_VALUES {
+            let max = wire::MAX_MINHASH_VALUES;
+            return Err(invalid(path, format!("must hold 1 to {max} values")));
         }
-        if out.len() > 4096 {
-            return Err(invalid(path, "Expected `array` of length <= 4096"));
-        }
-        Ok((out, big))
+        Ok(out)
     }
 }
 

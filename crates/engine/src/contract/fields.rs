@@ -1,16 +1,12 @@
-//! The request's objects field by field, with msgspec's types, constraints and messages.
+//! The request's objects field by field, with the types and bounds of `wire`.
 
 use std::borrow::Cow;
 
 use super::any::AnyWriter;
 use super::document::FieldOrder;
-use super::pyrepr::py_repr;
 use super::scan::{checked, invalid, repeated, utf8, Num, Path, Refusal, Scanner, R};
 use super::{AgeMode, Few, Query, Request, Text};
-
-/// A minhash value or seed past u64: msgspec keeps it (a Python int), the page check
-/// refuses it; `(document index, field path)`.
-pub(crate) type Oversize = (usize, String);
+use crate::wire;
 
 /// The body's own keys.
 const REQUEST_KEYS: [&str; 6] = [
@@ -94,13 +90,13 @@ impl<'a> Fields<'a> {
             self.s.literal(b"ull")?;
             return Ok(false);
         }
-        Err(self.s.wrong_type(c, expected, path, false))
+        Err(self.s.wrong_type(c, expected, path))
     }
 
     pub(super) fn array(&mut self, path: &Path) -> R<()> {
         let c = self.s.peek()?;
         if c != b'[' {
-            return Err(self.s.wrong_type(c, "array", path, false));
+            return Err(self.s.wrong_type(c, "an array", path));
         }
         self.s.open()
     }
@@ -115,14 +111,14 @@ impl<'a> Fields<'a> {
     ) -> R<Text<'a>> {
         let c = self.s.peek()?;
         if c != b'"' {
-            return Err(self.s.wrong_type(c, expected, path, false));
+            return Err(self.s.wrong_type(c, expected, path));
         }
         let s = self.s.str()?;
         if chars_under(&s, min) {
-            return Err(invalid(path, format!("Expected `str` of length >= {min}")));
+            return Err(invalid(path, format!("must be at least {min} characters")));
         }
         if chars_over(&s, max) {
-            return Err(invalid(path, format!("Expected `str` of length <= {max}")));
+            return Err(invalid(path, format!("must be at most {max} characters")));
         }
         Ok(s)
     }
@@ -137,91 +133,56 @@ impl<'a> Fields<'a> {
             self.s.literal(b"ull")?;
             return Ok(None);
         }
-        self.string(path, "str | null", min, max).map(Some)
+        self.string(path, "a string or null", min, max).map(Some)
     }
 
-    /// A float in `[lo, hi]`; `lo_s`/`hi_s` are the bounds as Python's repr spells them.
+    /// A number in `[lo, hi]`.
     #[inline(always)]
-    pub(super) fn float(
-        &mut self,
-        path: &Path,
-        expected: &str,
-        lo: (f64, &str),
-        hi: Option<(f64, &str)>,
-    ) -> R<f64> {
+    pub(super) fn float(&mut self, path: &Path, expected: &str, lo: f64, hi: f64) -> R<f64> {
         let c = self.s.peek()?;
         if !(c == b'-' || c.is_ascii_digit()) {
-            return Err(self.s.wrong_type(c, expected, path, false));
+            return Err(self.s.wrong_type(c, expected, path));
         }
         let v = self.s.number(path, false)?.as_f64();
-        if v < lo.0 {
-            return Err(invalid(path, format!("Expected `float` >= {}", lo.1)));
-        }
-        if let Some((hi, hi_s)) = hi {
-            if v > hi {
-                return Err(invalid(path, format!("Expected `float` <= {hi_s}")));
-            }
+        if v < lo || v > hi {
+            return Err(out_of(path, lo, hi));
         }
         Ok(v)
     }
 
+    /// A score or a factor: |x| <= `wire::MAX_SCORE`.
     #[inline(always)]
     pub(super) fn score(&mut self, path: &Path) -> R<f64> {
-        self.float(
-            path,
-            "float",
-            (-1e15, "-1000000000000000.0"),
-            Some((1e15, "1000000000000000.0")),
-        )
+        self.float(path, "a number", -wire::MAX_SCORE, wire::MAX_SCORE)
     }
 
     #[inline(always)]
     pub(super) fn probability(&mut self, path: &Path) -> R<f64> {
-        self.float(path, "float", (0.0, "0.0"), Some((1.0, "1.0")))
+        self.float(path, "a number", 0.0, 1.0)
     }
 
-    /// An int in `[lo, hi]`; `Ok(None)` for a positive int past u64 that no bound refuses.
-    pub(super) fn int(
-        &mut self,
-        path: &Path,
-        expected: &str,
-        lo: i64,
-        hi: Option<i64>,
-    ) -> R<Option<u64>> {
+    /// An integer in `[lo, hi]`.
+    pub(super) fn int(&mut self, path: &Path, expected: &str, lo: u64, hi: u64) -> R<u64> {
         let c = self.s.peek()?;
         if !(c == b'-' || c.is_ascii_digit()) {
-            return Err(self.s.wrong_type(c, expected, path, true));
+            return Err(self.s.wrong_type(c, expected, path));
         }
-        let (below, above, v) = match self.s.number(path, true)? {
-            Num::Int { neg, mag } => {
-                let v = if neg {
-                    -i128::from(mag)
-                } else {
-                    i128::from(mag)
-                };
-                let above = hi.is_some_and(|hi| v > i128::from(hi));
-                (v < i128::from(lo), above, Some(mag))
-            }
-            Num::Big(d) => (d[0] == b'-', d[0] != b'-' && hi.is_some(), None),
-            Num::Float(_) => {
-                return Err(invalid(path, format!("Expected `{expected}`, got `float`")))
-            }
-        };
-        if below {
-            return Err(invalid(path, format!("Expected `int` >= {lo}")));
+        match self.s.number(path, true)? {
+            Num::Int { neg: false, mag } if (lo..=hi).contains(&mag) => Ok(mag),
+            Num::Int { neg: true, mag: 0 } if lo == 0 => Ok(0),
+            Num::Float(_) => Err(invalid(
+                path,
+                format!("expected {expected}, got a number with a fraction or exponent"),
+            )),
+            _ => Err(out_of(path, lo, hi)),
         }
-        if above {
-            let hi = hi.unwrap_or_default();
-            return Err(invalid(path, format!("Expected `int` <= {hi}")));
-        }
-        Ok(v)
     }
 
     pub(super) fn bool(&mut self, path: &Path) -> R<bool> {
         match self.s.peek()? {
             b't' => self.s.literal(b"rue").map(|_| true),
             b'f' => self.s.literal(b"alse").map(|_| false),
-            c => Err(self.s.wrong_type(c, "bool", path, false)),
+            c => Err(self.s.wrong_type(c, "true or false", path)),
         }
     }
 
@@ -237,7 +198,7 @@ impl<'a> Fields<'a> {
         let mut first = true;
         while self.s.next_element(&mut first)? {
             let at = Path::Index(path, out.len());
-            out.push(self.string(&at, "str", min, max)?);
+            out.push(self.string(&at, "a string", min, max)?);
         }
         Ok(out)
     }
@@ -248,7 +209,7 @@ impl<'a> Fields<'a> {
         path: &Path,
         mut value: impl FnMut(&mut Self, &Path) -> R<T>,
     ) -> R<Few<(Text<'a>, T), 4>> {
-        if !self.object_or_null(path, "object", false)? {
+        if !self.object_or_null(path, "an object", false)? {
             return Ok(Few::new());
         }
         let mut out: Few<(Text<'a>, T), 4> = Few::new();
@@ -279,9 +240,9 @@ impl<'a> Fields<'a> {
     }
 
     /// The whole body.
-    pub(crate) fn request(&mut self) -> R<(Request<'a>, Vec<Oversize>)> {
+    pub(crate) fn request(&mut self) -> R<Request<'a>> {
         let root = Path::Root;
-        self.object_or_null(&root, "object", false)?;
+        self.object_or_null(&root, "an object", false)?;
         let mut documents = None;
         let mut req = Request {
             request_id: None,
@@ -299,13 +260,14 @@ impl<'a> Fields<'a> {
             match &*key {
                 b"documents" => documents = Some(self.documents(&root.field("documents"))?),
                 b"request_id" => {
-                    req.request_id = self.opt_string(&root.field("request_id"), 0, 256)?
+                    req.request_id =
+                        self.opt_string(&root.field("request_id"), 0, wire::MAX_REQUEST_ID_CHARS)?
                 }
                 b"query" => req.query = self.query(&root.field("query"))?,
                 b"unit" => {
                     req.unit = self
                         .map(&root.field("unit"), |f, p| {
-                            f.string(p, "str", 0, usize::MAX)
+                            f.string(p, "a string", 0, usize::MAX)
                         })?
                         .into_vec()
                 }
@@ -316,11 +278,11 @@ impl<'a> Fields<'a> {
                 _ => return Err(self.unknown(&root, key)),
             }
         }
-        let Some((docs, oversize)) = documents else {
+        let Some(docs) = documents else {
             return Err(missing(&root, "documents"));
         };
         req.documents = docs;
-        Ok((req, oversize))
+        Ok(req)
     }
 
     fn depth(&mut self, path: &Path) -> R<Option<u32>> {
@@ -328,14 +290,13 @@ impl<'a> Fields<'a> {
             self.s.literal(b"ull")?;
             return Ok(None);
         }
-        // Bounded to 1..=10000, so it fits.
-        Ok(self
-            .int(path, "int | null", 1, Some(10_000))?
-            .map(|v| v as u32))
+        // Bounded to 1..=MAX_DEPTH, so it fits.
+        let depth = self.int(path, "an integer or null", 1, wire::MAX_DEPTH)?;
+        Ok(Some(depth as u32))
     }
 
     fn query(&mut self, path: &Path) -> R<Query<'a>> {
-        self.object_or_null(path, "object", false)?;
+        self.object_or_null(path, "an object", false)?;
         let mut q = Query::default();
         let mut first = true;
         let mut seen = 0;
@@ -343,11 +304,21 @@ impl<'a> Fields<'a> {
             once(&mut seen, &QUERY_KEYS, &key, path)?;
             self.s.colon()?;
             match &*key {
-                b"text" => q.text = self.string(&path.field("text"), "str", 0, 4096)?,
-                b"classes" => {
-                    q.classes = self.strings::<4>(&path.field("classes"), 0, 64)?.into_vec()
+                b"text" => {
+                    q.text = self.string(
+                        &path.field("text"),
+                        "a string",
+                        0,
+                        wire::MAX_QUERY_TEXT_CHARS,
+                    )?
                 }
-                b"region" => q.region = self.opt_string(&path.field("region"), 1, 16)?,
+                b"classes" => {
+                    q.classes = self
+                        .strings::<4>(&path.field("classes"), 0, wire::MAX_CLASS_CHARS)?
+                        .into_vec()
+                }
+                // Checked to be a code by `check_page`.
+                b"region" => q.region = self.opt_string(&path.field("region"), 0, usize::MAX)?,
                 b"age_mode" => q.age_mode = self.age_mode(&path.field("age_mode"))?,
                 _ => return Err(self.unknown(path, key)),
             }
@@ -358,17 +329,26 @@ impl<'a> Fields<'a> {
     fn age_mode(&mut self, path: &Path) -> R<AgeMode> {
         let c = self.s.peek()?;
         if c != b'"' {
-            return Err(self.s.wrong_type(c, "str", path, false));
+            return Err(self.s.wrong_type(c, "a string", path));
         }
         let raw = self.s.string()?;
-        match &*raw {
-            b"strict" => Ok(AgeMode::Strict),
-            b"moderate" => Ok(AgeMode::Moderate),
-            b"off" => Ok(AgeMode::Off),
-            _ => Err(invalid(
-                path,
-                format!("Invalid enum value {}", py_repr(&utf8(raw)?)),
-            )),
+        if let Some(mode) = AgeMode::ALL
+            .into_iter()
+            .find(|m| m.as_str().as_bytes() == &*raw)
+        {
+            return Ok(mode);
         }
+        utf8(raw)?;
+        let modes: Vec<&str> = AgeMode::ALL.iter().map(|m| m.as_str()).collect();
+        Err(invalid(
+            path,
+            format!("must be one of {}", modes.join(", ")),
+        ))
     }
+}
+
+/// A number outside `[lo, hi]`.
+#[cold]
+fn out_of(path: &Path, lo: impl std::fmt::Display, hi: impl std::fmt::Display) -> Refusal {
+    invalid(path, format!("must be between {lo} and {hi}"))
 }

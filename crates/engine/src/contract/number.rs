@@ -1,11 +1,12 @@
-//! Numbers as msgspec reads them: an int that fits, a larger int kept as digits where
-//! ints are allowed (a float elsewhere), a float; past f64's range refused, whatever the
-//! type, and a malformed one a 400 at the byte msgspec names.
+//! Numbers as JSON has them: an int that fits, a larger int kept as digits where ints are
+//! allowed (a float elsewhere), a float; past f64's range refused, whatever the type, and a
+//! malformed one a 400 naming its byte.
 
 use super::path::{invalid, Path, R};
 use super::scan::Scanner;
 
-/// msgspec keeps an int of any size where the type allows ints, up to this many characters.
+/// An int of any size is kept where the type allows ints (`attributes`), up to this many
+/// characters (Python's own limit on converting one, so the control plane can read it).
 const MAX_INT_CHARS: usize = 4300;
 
 /// A number as read: an int that fits (u64, or a negative down to -2**63), a larger int
@@ -18,7 +19,7 @@ pub(crate) enum Num<'a> {
 }
 
 impl Num<'_> {
-    /// The value a float field gets: an int converts (`-0` is `0.0`, as in msgspec).
+    /// The value a float field gets: an int converts (`-0` is `0.0`).
     pub(crate) fn as_f64(self) -> f64 {
         match self {
             Num::Int { neg: true, mag } if mag != 0 => -(mag as f64),
@@ -38,7 +39,7 @@ const POW10: [f64; 23] = [
 
 impl<'a> Scanner<'a> {
     /// A number. `ints` says whether the type takes ints: there an int too large for u64
-    /// is kept as digits (`Big`); elsewhere it is read as a float, as msgspec does. A float
+    /// is kept as digits (`Big`); elsewhere it is read as a float. A float
     /// past f64's range is refused here, whatever the type.
     #[inline(always)]
     pub(crate) fn number(&mut self, path: &Path, ints: bool) -> R<Num<'a>> {
@@ -126,7 +127,7 @@ impl<'a> Scanner<'a> {
             }
             if ints {
                 if text.len() > MAX_INT_CHARS {
-                    return Err(invalid(path, "Integer value out of range"));
+                    return Err(invalid(path, "integer too long"));
                 }
                 return Ok(Num::Big(text));
             }
@@ -157,7 +158,7 @@ impl<'a> Scanner<'a> {
                 .unwrap_or(f64::INFINITY)
         };
         if v.is_infinite() {
-            return Err(invalid(path, "Number out of range"));
+            return Err(invalid(path, "number out of range (past a 64-bit float)"));
         }
         Ok(Num::Float(v))
     }

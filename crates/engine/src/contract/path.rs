@@ -1,5 +1,4 @@
-//! Where a value sits in the body, and the refusals the decoder makes, as the Python
-//! service words them.
+//! Where a value sits in the body, and the refusals the decoder makes.
 
 use std::borrow::Cow;
 
@@ -13,7 +12,7 @@ pub(crate) type R<T> = Result<T, Box<FieldError>>;
 pub(crate) type Refusal = Box<FieldError>;
 
 /// Where a value sits, built on the stack as the scanner descends; rendered only for an
-/// error, as the Python service names fields (`documents[3].score`, `unit.team`).
+/// error, as a JSON path (`documents[3].score`, `unit.team`).
 #[derive(Clone, Copy)]
 pub(crate) enum Path<'p> {
     Root,
@@ -104,14 +103,14 @@ pub(crate) fn body_error(problem: String) -> Refusal {
 }
 
 pub(crate) fn truncated() -> Refusal {
-    body_error("not valid JSON: Input data was truncated".into())
+    body_error("not valid JSON: the body ends in the middle of a value".into())
 }
 
 pub(crate) fn bad_utf8() -> Refusal {
-    body_error("not valid JSON: Invalid UTF-8 encoded string".into())
+    body_error("not valid JSON: a string is not valid UTF-8".into())
 }
 
-/// Bytes of a string, checked to be UTF-8 (msgspec checks only the strings it keeps).
+/// Bytes of a string, checked to be UTF-8 (only the strings kept are checked).
 pub(crate) fn utf8(bytes: Cow<'_, [u8]>) -> R<Cow<'_, str>> {
     match bytes {
         Cow::Borrowed(b) => std::str::from_utf8(b)
@@ -140,7 +139,7 @@ mod tests {
     use super::Path;
 
     #[test]
-    fn paths_render_as_the_python_service_names_fields() {
+    fn paths_render_as_json_paths() {
         let root = Path::Root;
         let docs = root.field("documents");
         let third = Path::Index(&docs, 3);

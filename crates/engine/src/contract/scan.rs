@@ -1,10 +1,7 @@
-//! The JSON scanner `decode` reads the body with: one pass, checking as it reads.
-//!
-//! It follows msgspec's decoder step by step, because the 4xx must be the one the Python
-//! service gave: the first problem in the body's order wins (a wrong type early beats a
-//! syntax error later), a syntax error names the same byte offset, a string is checked
-//! for UTF-8 only where it is kept, a number too large for a float is refused before its
-//! type is looked at.
+//! The JSON scanner `decode` reads the body with: one pass, checking as it reads. The
+//! first problem in the body's order is the one refused (a wrong type early beats a syntax
+//! error later); a syntax error names its byte offset; a string is checked for UTF-8 where
+//! it is kept.
 
 use std::borrow::Cow;
 
@@ -12,9 +9,8 @@ pub(crate) use super::number::Num;
 use super::path::body_error;
 pub(crate) use super::path::{checked, invalid, repeated, truncated, utf8, Path, Refusal, R};
 
-/// Arrays and objects within each other, the body's own object counted. msgspec stops at
-/// Python's recursion limit (1000 frames, its caller's frames included), so it refuses a
-/// few levels earlier, by as many frames as its caller has.
+/// Arrays and objects within each other, the body's own object counted: the scanner and
+/// `attributes`' writer recurse, so the depth is bounded well inside the stack.
 pub(crate) const MAX_DEPTH: usize = 1000;
 
 /// A key `Scanner::next_key_or` read.
@@ -43,10 +39,7 @@ impl<'a> Scanner<'a> {
 
     /// A 400: the body is not JSON, at the current byte.
     pub(crate) fn malformed(&self, what: &str) -> Refusal {
-        body_error(format!(
-            "not valid JSON: JSON is malformed: {what} (byte {})",
-            self.pos
-        ))
+        body_error(format!("not valid JSON: {what} at byte {}", self.pos))
     }
 
     /// The next byte that is not whitespace, not consumed.
@@ -106,35 +99,34 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The error for a value of the wrong type at a byte `c`: msgspec reads a scalar first
-    /// (so a malformed one is a 400), an array or object not at all.
+    /// The error for a value of the wrong type at a byte `c`. A scalar is read first (so a
+    /// malformed one is a 400 for the body), an array or object not at all.
     #[cold]
-    pub(crate) fn wrong_type(&mut self, c: u8, expected: &str, path: &Path, ints: bool) -> Refusal {
+    pub(crate) fn wrong_type(&mut self, c: u8, expected: &str, path: &Path) -> Refusal {
         let got = match c {
-            b'[' => "array",
-            b'{' => "object",
+            b'[' => "an array",
+            b'{' => "an object",
             b'"' => match self.string() {
-                Ok(_) => "str",
+                Ok(_) => "a string",
                 Err(e) => return e,
             },
             b'n' | b't' | b'f' => {
                 let (rest, got): (&[u8], _) = match c {
                     b'n' => (b"ull", "null"),
-                    b't' => (b"rue", "bool"),
-                    _ => (b"alse", "bool"),
+                    b't' => (b"rue", "true"),
+                    _ => (b"alse", "false"),
                 };
                 if let Err(e) = self.literal(rest) {
                     return e;
                 }
                 got
             }
-            _ => match self.number(path, ints) {
-                Ok(Num::Float(_)) => "float",
-                Ok(_) => "int",
+            _ => match self.number(path, true) {
+                Ok(_) => "a number",
                 Err(e) => return e,
             },
         };
-        invalid(path, format!("Expected `{expected}`, got `{got}`"))
+        invalid(path, format!("expected {expected}, got {got}"))
     }
 
     /// At `[` or `{`: step in.

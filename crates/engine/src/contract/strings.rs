@@ -1,5 +1,5 @@
-//! Strings as msgspec reads them: escapes decoded, a control character or a bad escape a
-//! 400 at the byte msgspec names, UTF-8 checked by the caller only where a string is kept.
+//! Strings: escapes decoded, a control character or a bad escape a 400 naming its byte,
+//! UTF-8 checked by the caller only where a string is kept.
 
 use std::borrow::Cow;
 

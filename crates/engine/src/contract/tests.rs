@@ -1,7 +1,7 @@
 //! The decoder's own paths: keys guessed from the last document's order or read in full,
 //! strings borrowed from the body or decoded from their escapes, and the 4xx a malformed
-//! body gets on either path. tests/test_contract_engine.py holds the whole decoder to
-//! msgspec on random pages; these pin the cases each path must agree on.
+//! body gets on either path. tests/api/test_wire_schema.py holds the whole decoder to the
+//! wire's schema on generated pages; these pin the cases each path must agree on.
 
 use std::borrow::Cow;
 
@@ -121,7 +121,7 @@ fn malformed_documents_are_refused_naming_the_field_on_either_path() {
     let cases: [Case; 8] = [
         (
             br#"{"documents":[{"id":"a","url":5,"score":1}]}"#,
-            (422, "documents[0].url", "Expected `str`, got `int`"),
+            (422, "documents[0].url", "expected a string, got a number"),
         ),
         (
             br#"{"documents":[{"id":"a","url":"u","score":1},{"url":"v","score":1}]}"#,
@@ -129,30 +129,30 @@ fn malformed_documents_are_refused_naming_the_field_on_either_path() {
         ),
         (
             br#"{"documents":[{"id":"a","url":"u","score":1},{"id":"b","url":"v","score":"1"}]}"#,
-            (422, "documents[1].score", "Expected `float`, got `str`"),
+            (422, "documents[1].score", "expected a number, got a string"),
         ),
         (
             br#"{"documents":[{"id" "a"}]}"#,
-            (
-                400,
-                "body",
-                "not valid JSON: JSON is malformed: expected ':' (byte 20)",
-            ),
+            (400, "body", "not valid JSON: expected ':' at byte 20"),
         ),
         (
             br#"{"documents":[{"id"#,
-            (400, "body", "not valid JSON: Input data was truncated"),
+            (
+                400,
+                "body",
+                "not valid JSON: the body ends in the middle of a value",
+            ),
         ),
         (
             b"{\"documents\":[{\"id\":\"a\xff\",\"url\":\"u\",\"score\":1}]}",
-            (400, "body", "not valid JSON: Invalid UTF-8 encoded string"),
+            (400, "body", "not valid JSON: a string is not valid UTF-8"),
         ),
         (
             br#"{"documents":[{"id":"a","url":"u\x","score":1}]}"#,
             (
                 400,
                 "body",
-                "not valid JSON: JSON is malformed: invalid escape character in string (byte 34)",
+                "not valid JSON: invalid escape character in string at byte 34",
             ),
         ),
         (
@@ -160,7 +160,7 @@ fn malformed_documents_are_refused_naming_the_field_on_either_path() {
             (
                 400,
                 "body",
-                "not valid JSON: JSON is malformed: unexpected end of escaped utf-16 surrogate pair (byte 37)",
+                "not valid JSON: unexpected end of escaped utf-16 surrogate pair at byte 37",
             ),
         ),
     ];
@@ -304,5 +304,74 @@ fn a_region_is_two_ascii_letters_in_any_case_and_nothing_else() {
             ),
             "{region}"
         );
+    }
+}
+
+#[test]
+fn bounds_and_types_are_worded_plainly_from_the_wire_s_constants() {
+    let long = "x".repeat(crate::wire::MAX_ID_CHARS + 1);
+    let cases: Vec<(String, (&str, String))> = vec![
+        (
+            page(&[&format!(r#"{{"id":"{long}","url":"u","score":1}}"#)]),
+            ("documents[0].id", "must be at most 512 characters".into()),
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1e16}"#]),
+            (
+                "documents[0].score",
+                "must be between -1000000000000000 and 1000000000000000".into(),
+            ),
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1,"spam_score":1.5}"#]),
+            ("documents[0].spam_score", "must be between 0 and 1".into()),
+        ),
+        (
+            r#"{"documents":[],"depth":0}"#.into(),
+            ("depth", "must be between 1 and 10000".into()),
+        ),
+        (
+            r#"{"documents":[],"depth":2.5}"#.into(),
+            (
+                "depth",
+                "expected an integer or null, got a number with a fraction or exponent".into(),
+            ),
+        ),
+        (
+            r#"{"documents":[],"query":{"age_mode":"lax"}}"#.into(),
+            (
+                "query.age_mode",
+                "must be one of strict, moderate, off".into(),
+            ),
+        ),
+        (
+            page(&[
+                r#"{"id":"a","url":"u","score":1,"minhash":{"values":[18446744073709551616],"shingles":1,"width":1,"seed":1}}"#,
+            ]),
+            (
+                "documents[0].minhash.values[0]",
+                "must be between 0 and 18446744073709551615".into(),
+            ),
+        ),
+        (
+            page(&[
+                r#"{"id":"a","url":"u","score":1,"minhash":{"values":[],"shingles":1,"width":1,"seed":1}}"#,
+            ]),
+            (
+                "documents[0].minhash.values",
+                "must hold 1 to 4096 values".into(),
+            ),
+        ),
+        (
+            page(&[r#"{"id":"a","url":"u","score":1},{"id":"a","url":"v","score":1}"#]),
+            (
+                "documents[1].id",
+                "duplicate id 'a' (first at documents[0])".into(),
+            ),
+        ),
+    ];
+    for (body, (field, problem)) in cases {
+        let (status, f, p) = refused(body.as_bytes());
+        assert_eq!((status, f.as_str(), p), (422, field, problem), "{body}");
     }
 }

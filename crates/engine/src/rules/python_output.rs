@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::{Ctx, Failure, Out, RuleResult};
-use crate::contract::py_repr;
 use crate::doc::Doc;
+use crate::fmt::quoted;
 use crate::record::{Action, Delta, Phase, Reason, Rec};
 
 /// The request's own bound on scores: sums of deltas stay finite.
@@ -207,7 +207,7 @@ pub fn check<'a>(
             && !said.contains_key(&(i, Action::Remove))
             && !said.contains_key(&(i, Action::Trim))
         {
-            let id = py_repr(page.id(doc));
+            let id = quoted(page.id(doc));
             return refused(format!("removed {id} without a remove or trim record"));
         }
     }
@@ -215,7 +215,7 @@ pub fn check<'a>(
         let before = docs[at].score;
         if score != before {
             let Some(&r) = said.get(&(at, Action::Rescore)) else {
-                let id = py_repr(page.id(&docs[at]));
+                let id = quoted(page.id(&docs[at]));
                 return refused(format!("rescored {id} without a rescore record"));
             };
             if recs[r].delta == Delta::None {
@@ -240,7 +240,7 @@ pub fn check<'a>(
             let delta = after as i64 - before[at] as i64;
             if delta != 0 {
                 let Some(&r) = said.get(&(at, Action::Move)) else {
-                    let id = py_repr(page.id(&docs[at]));
+                    let id = quoted(page.id(&docs[at]));
                     return refused(format!("moved {id} without a move record"));
                 };
                 if recs[r].delta == Delta::None {
