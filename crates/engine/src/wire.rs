@@ -29,6 +29,8 @@ pub const MAX_ID_CHARS: usize = 512;
 pub const MAX_URL_CHARS: usize = 8192;
 /// |score| and |factor|: bounded so no sum of rule deltas can overflow to infinity.
 pub const MAX_SCORE: f64 = 1e15;
+/// `spam_score` and `adult_score`: a probability, in `[lo, hi]`.
+pub const PROBABILITY: (f64, f64) = (0.0, 1.0);
 /// `depth`: 1 to this.
 pub const MAX_DEPTH: u64 = 10_000;
 /// `minhash.values`: 1 to this many.
@@ -70,7 +72,7 @@ impl JsonSchema for Probability {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": "number", "minimum": 0.0, "maximum": 1.0,
+        json_schema!({"type": "number", "minimum": PROBABILITY.0, "maximum": PROBABILITY.1,
                       "description": "a probability in [0, 1]"})
     }
 }

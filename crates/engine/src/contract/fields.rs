@@ -158,7 +158,7 @@ impl<'a> Fields<'a> {
 
     #[inline(always)]
     pub(super) fn probability(&mut self, path: &Path) -> R<f64> {
-        self.float(path, "a number", 0.0, 1.0)
+        self.float(path, "a number", wire::PROBABILITY.0, wire::PROBABILITY.1)
     }
 
     /// An integer in `[lo, hi]`.
