@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.config.settings import Settings
 from app.main import create_app
-from tests.sides import Side
+from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "tns:tns-token,antispam:spam-token"
@@ -89,7 +89,7 @@ def plugin_path(monkeypatch):
     return PLUGINS
 
 
-@pytest.fixture(params=["engine", "reference"])
+@pytest.fixture(params=SIDES, ids=lambda side: side.name)
 def side(request) -> Side:
     """The engine behind a config and request builder (tests/sides.py)."""
     return request.param

@@ -179,7 +179,7 @@ def test_the_engine_writes_exactly_the_documented_response(client):
     assert explained.status_code == 200, explained.text
     assert explained.json()["explain"]["steps"]
     strict("RerankResponse").validate(explained.json())
-    service = client.app.state.service
+    service = client.app.state.services.rearranger
     service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
     texts = [{**d, "text": "the same template text of more than ten words on every page"}
              for d in PAGE["documents"][:3]]
