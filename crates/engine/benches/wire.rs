@@ -1,15 +1,30 @@
-//! `cargo bench --bench wire`: decoding a /v1/rerank body with the engine's hand-written
-//! decoder (`contract::decode`, with its page checks) beside serde_json's derive into the
-//! wire's types (`wire::RerankRequest`, no bounds checked, no field named in an error, a
-//! key given twice in `attributes` or `unit` not refused): the measure of whether the
-//! hand-tuned path pays (wire.rs). Interleaved rounds, medians, ratios within one run;
-//! nothing here asserts a time.
+//! `cargo bench --bench wire`: the /v1/rerank wire's hand-written paths beside serde_json
+//! with wire.rs's types, the measure of whether the hand-tuned paths pay (wire.rs).
+//!
+//! Decoding: the engine's decoder (`contract::decode`, with its page checks) beside
+//! serde_json's derive into `wire::RerankRequest` (no bounds checked, no field named in an
+//! error, a key given twice in `attributes` or `unit` not refused).
+//!
+//! Encoding: `response::write_response` writing the 200 answer from the runner's page and
+//! outcome beside `serde_json::to_writer` of the same answer as `wire::RerankResponse`,
+//! both into a buffer of the size the engine reserves; once with the answer built from the
+//! runner's structures each time (`response::as_wire::answer`, what a serde-based encoder
+//! would do) and once of an answer built beforehand (serialization alone). Both outputs
+//! are checked to be one JSON value first.
+//!
+//! Interleaved rounds, medians, ratios within one run; nothing here asserts a time.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use rearrange_engine::contract::{decode, Limits};
-use rearrange_engine::wire::RerankRequest;
+use rearrange_engine::doc::{Canon, Canonical, Doc, Folded, Page};
+use rearrange_engine::experiments::Exposure;
+use rearrange_engine::record::{Action, Delta, Mode, Phase, Reason, Rec, Record};
+use rearrange_engine::response::as_wire::answer;
+use rearrange_engine::response::{write_response, Head};
+use rearrange_engine::runner::Outcome;
+use rearrange_engine::wire::{RerankRequest, RerankResponse};
 
 /// A ranker's page of `n` documents: what bench/pages.py's SERPs carry (factors, scores,
 /// topics, attributes), compact, as a ranker sends it.
@@ -41,22 +56,124 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() {
-    let limits = Limits {
-        max_documents: 1000,
-        max_text_chars: 100_000,
+/// The engine's URL canonicalization (the answer's page is built as a request's is).
+struct UrlCanon;
+
+impl Canon for UrlCanon {
+    fn canonical_parts<'u>(&self, url: &'u str) -> Result<Canonical<'u>, String> {
+        rearrange_engine::url::canonical_parts(url).map_err(|e| e.to_string())
+    }
+
+    fn registrable_domain<'h>(&self, host: &'h str) -> &'h str {
+        rearrange_engine::domain::registrable_domain(host)
+    }
+}
+
+/// What a default-like profile does to `page(n)`: the banlist removes one document in 20
+/// (one shared reason), spam demotion rescores the half with spam_score >= 0.5, a
+/// freshness boost one in five, one pin moves a document, host collapse folds one in 50
+/// under the document before, ads are annotated; two experiments exposed.
+fn outcome<'a>(page: &Page<'a>, docs: &[Doc]) -> Outcome<'a> {
+    let mut audit = Vec::new();
+    let mut kept = Vec::new();
+    let banned = Reason::shared("host banned [entry 4711]: counterfeit goods".into());
+    let record = |rule, phase, rec| Record {
+        rule,
+        phase,
+        mode: Mode::Applied,
+        rec,
     };
-    println!("documents  hand µs  serde µs  serde/hand");
+    for d in docs {
+        let at = d.at;
+        let i = at as usize;
+        if i % 20 == 3 {
+            let rec = Rec::on(page, at, Action::Remove, banned.clone());
+            audit.push(record("banlist", Phase::PreFilter, rec));
+            continue;
+        }
+        let mut d = d.clone();
+        if i % 10 >= 5 {
+            let delta = -0.25 * (i % 10) as f64 / 9.0;
+            d.score += delta;
+            let reason = format!("spam_score 0.{} above 0.5", i % 10);
+            let rec = Rec {
+                delta: Delta::Float(delta),
+                ..Rec::on(page, at, Action::Rescore, reason)
+            };
+            audit.push(record("spam_demotion", Phase::Rerank, rec));
+        }
+        if i % 5 == 1 {
+            d.score += 0.1;
+            let rec = Rec {
+                delta: Delta::Float(0.1),
+                ..Rec::on(page, at, Action::Rescore, "fresh: under 30 days")
+            };
+            audit.push(record("freshness_boost", Phase::Rerank, rec));
+        }
+        if i == 7 {
+            let rec = Rec {
+                delta: Delta::Int(-5),
+                ..Rec::on(page, at, Action::Move, "pinned to position 3")
+            };
+            audit.push(record("pin", Phase::Rerank, rec));
+        }
+        if i % 50 == 9 {
+            let under: &mut Doc = kept.last_mut().expect("a document before");
+            under.collapsed.push(Folded {
+                at,
+                rule: "host_collapse",
+            });
+            let reason = format!("same host as {}", page.id(under));
+            let rec = Rec::on(page, at, Action::Collapse, reason);
+            audit.push(record("host_collapse", Phase::Diversify, rec));
+            continue;
+        }
+        if i % 9 == 0 {
+            d.annotations.push("ad");
+            let rec = Rec::on(page, at, Action::Annotate, "is_ad");
+            audit.push(record("ad_label", Phase::Annotate, rec));
+        }
+        kept.push(d);
+    }
+    Outcome {
+        docs: kept,
+        audit,
+        fallback: None,
+        timings: vec![],
+        skipped: vec![],
+        actions: vec![],
+        errors: vec![],
+        trace: vec![],
+    }
+}
+
+fn exposures() -> Vec<Exposure> {
+    let exposure = |experiment: &str, variant: &str, bucket| Exposure {
+        experiment: experiment.into(),
+        variant: variant.into(),
+        bucket: Some(bucket),
+        layer: Some("ranking".into()),
+        salt: Some(format!("{experiment}-2026")),
+        forced: false,
+    };
+    vec![
+        exposure("spam_threshold", "treatment", 4417),
+        exposure("fresh_boost", "control", 812),
+    ]
+}
+
+fn decoding(limits: &Limits) {
+    println!("decode  documents  hand µs  serde µs  serde/hand");
     for n in [20, 100, 500] {
         let body = page(n);
-        assert!(decode(&body, &limits).is_ok());
+        assert!(decode(&body, limits).is_ok());
         assert!(serde_json::from_slice::<RerankRequest>(&body).is_ok());
         let reps = 20_000 / n;
         let (mut hand, mut serde) = (Vec::new(), Vec::new());
         for _ in 0..41 {
             let t = Instant::now();
             for _ in 0..reps {
-                black_box(decode(black_box(&body), &limits).is_ok());
+                black_box(decode(black_box(&body), limits).is_ok());
             }
             hand.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
             let t = Instant::now();
@@ -66,6 +183,77 @@ fn main() {
             serde.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
         }
         let (h, s) = (median(hand), median(serde));
-        println!("{n:>9}  {h:>7.1}  {s:>8.1}  {:>10.2}", s / h);
+        println!("{n:>17}  {h:>7.1}  {s:>8.1}  {:>10.2}", s / h);
     }
+}
+
+fn encoding(limits: &Limits) {
+    println!(
+        "encode  documents  records  hand µs  serde µs  serde/hand  \
+         serde-only µs  serde-only/hand"
+    );
+    let exposures = exposures();
+    for n in [20, 100, 500] {
+        let body = page(n);
+        let req = decode(&body, limits).unwrap();
+        let (page, docs) = Page::build(&req, &UrlCanon, false);
+        let outcome = outcome(&page, &docs);
+        let head = Head {
+            request_id: "r-1",
+            profile: "default",
+            config_version: "2026-12-06T04:00:00Z-3f9a",
+            banlist_version: 1_733_456_789_012,
+            exposures: &exposures,
+        };
+        // What engine.rs reserves for the answer.
+        let size = 512 + body.len() + 192 * outcome.audit.len();
+        let hand_bytes = || {
+            let mut out = Vec::with_capacity(size);
+            write_response(&mut out, &head, &page, &outcome, false);
+            out
+        };
+        let serde_bytes = |wire: &RerankResponse| {
+            let mut out = Vec::with_capacity(size);
+            serde_json::to_writer(&mut out, wire).unwrap();
+            out
+        };
+        let built = answer(&head, &page, &outcome);
+        let value = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+        assert_eq!(value(&hand_bytes()), value(&serde_bytes(&built)));
+        let reps = 20_000 / n;
+        let (mut hand, mut serde, mut only) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..41 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                black_box(hand_bytes());
+            }
+            hand.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+            let t = Instant::now();
+            for _ in 0..reps {
+                black_box(serde_bytes(&answer(&head, &page, black_box(&outcome))));
+            }
+            serde.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+            let t = Instant::now();
+            for _ in 0..reps {
+                black_box(serde_bytes(black_box(&built)));
+            }
+            only.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+        }
+        let (h, s, o) = (median(hand), median(serde), median(only));
+        let records = outcome.audit.len();
+        println!(
+            "{n:>17}  {records:>7}  {h:>7.1}  {s:>8.1}  {:>10.2}  {o:>13.1}  {:>15.2}",
+            s / h,
+            o / h
+        );
+    }
+}
+
+fn main() {
+    let limits = Limits {
+        max_documents: 1000,
+        max_text_chars: 100_000,
+    };
+    decoding(&limits);
+    encoding(&limits);
 }

@@ -2,6 +2,8 @@
 //! `wire::RerankResponse` declares them; tests/api/test_wire_schema.py validates real
 //! answers against its schema).
 
+pub mod as_wire;
+
 use crate::doc::Page;
 use crate::experiments::Exposure;
 use crate::json::{extend_short, write_f64, write_i64, write_list, write_opt_str, write_str, Sink};

@@ -7,7 +7,9 @@
 //! `response.rs`, both hand-tuned (docs/speed.md says by how much they pay); they read
 //! their bounds from the constants below, and tests hold both to these schemas:
 //! tests/api/test_wire_schema.py sends bodies generated from the request schema and
-//! validates real answers against the response schema.
+//! validates real answers against the response schema. The answer's types also derive
+//! `Serialize`: `response::as_wire` fills them, and its test holds the hand-written bytes
+//! to what serde_json writes of them (the encoder bench times the two).
 
 use std::collections::BTreeMap;
 
@@ -100,6 +102,19 @@ macro_rules! names_schema {
         }
     };
 }
+
+/// The engine's names written as their CONTRACT strings.
+macro_rules! names_serialize {
+    ($($ty:ty),*) => {$(
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+names_serialize!(Phase, Action, Mode);
 
 names_schema!(Phase, "Phase", Phase::ALL);
 names_schema!(Action, "Action", Action::ALL);
@@ -213,7 +228,7 @@ pub struct RerankRequest {
 }
 
 /// The variant of one experiment this request was assigned (`bucket` null: outside).
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Exposure {
     pub experiment: String,
@@ -228,7 +243,7 @@ pub struct Exposure {
 }
 
 /// A document folded under the one it is listed in.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Collapsed {
     pub id: String,
@@ -237,7 +252,7 @@ pub struct Collapsed {
 }
 
 /// A document of the answered page; positions are 1-based.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RankedDocument {
     pub id: String,
@@ -250,11 +265,13 @@ pub struct RankedDocument {
     pub original_score: f64,
     pub annotations: Vec<String>,
     pub collapsed: Vec<Collapsed>,
-    pub attributes: serde_json::Map<String, serde_json::Value>,
+    // The document's `attributes` as it came, written back unchanged (key order kept).
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    pub attributes: Box<serde_json::value::RawValue>,
 }
 
 /// A document an applied rule removed or trimmed.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Removed {
     pub id: Option<String>,
@@ -283,7 +300,7 @@ impl JsonSchema for RemovedAction {
 }
 
 /// What the post-filter did when filters emptied the page.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fallback {
     pub rule: String,
@@ -292,7 +309,7 @@ pub struct Fallback {
 }
 
 /// One thing a rule did; `delta`: score change (rescore), position change (move).
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {
     pub rule: String,
@@ -300,7 +317,9 @@ pub struct AuditRecord {
     pub doc_id: Option<String>,
     pub action: Action,
     pub reason: String,
-    pub delta: Option<f64>,
+    // A float for a score change, an integer for a position change (as `Number` writes).
+    #[schemars(with = "Option<f64>")]
+    pub delta: Option<serde_json::Number>,
     pub mode: Mode,
     /// The fallback's milder age mode, only on its record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,7 +328,7 @@ pub struct AuditRecord {
 }
 
 /// A rule that did not run to completion (`deadline`, or `error` under `on_error: open`).
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Skip {
     pub rule: String,
@@ -318,7 +337,7 @@ pub struct Skip {
 }
 
 /// What a step of the run did, as explain reports it (docs/explain.md).
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Applied,
@@ -331,7 +350,7 @@ pub enum StepStatus {
 }
 
 /// One step of the run as explain reports it.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExplainedStep {
     pub rule: String,
@@ -348,7 +367,7 @@ pub struct ExplainedStep {
 }
 
 /// A rule other profiles run and this one does not.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Elsewhere {
     pub rule: String,
@@ -358,7 +377,7 @@ pub struct Elsewhere {
 
 /// `explain`, with `X-Rearrange-Explain: true`: every step, and the rules of other
 /// profiles this one lacks.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Explain {
     pub steps: Vec<ExplainedStep>,
@@ -366,7 +385,7 @@ pub struct Explain {
 }
 
 /// POST /v1/rerank 200: the page after every phase, with removals and the audit.
-#[derive(JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RerankResponse {
     pub request_id: String,
