@@ -1,20 +1,20 @@
-"""Benchmark: decoding a /v1/rerank body in the engine, as a ratio to `orjson.loads` of it.
+"""Benchmark: the engine's call on a /v1/rerank body, as a ratio to `orjson.loads` of it.
 
 Per page size (`--sizes`, default 20,100,500; pages from bench.pipeline's generator, with
 `--text` ~300 words per document), interleaved in one run:
 
   (a) `orjson.loads(body)`: the yardstick;
-  (c) `app._engine.decode_check(body, …)`: the engine's decode and page checks (the
-      request built as Rust values and dropped; URLs not canonicalized).
+  (c) `Engine.rerank(body)` under a profile of no rules: the engine's decode and page
+      checks, the URLs canonicalized, the answer and the audit line written.
 
-The issue's target: the whole engine call for a 100-document page <= 1.5x (a), so (c)
-should be well under 1x. Only the ratios within one run are comparable; nothing here
-asserts a time.
+The issue's target: the whole engine call for a 100-document page <= 1.5x (a). The
+decoder alone: `cargo bench --bench wire` (beside serde_json) and the decode_loop example.
+Only the ratios within one run are comparable; nothing here asserts a time.
 
 (b) is left out: the Python decoder the engine replaced is retired.
 
 `--baseline PATH` adds (d), the same call on another build of the engine (another
-checkout's `app/_engine*.so`, loaded beside this one), so a change to the decoder is
+checkout's `app/_engine*.so`, loaded beside this one), so a change to the engine is
 measured against the code before it in the same run: (c) and (d) are timed again in
 rounds of their own (so each follows the other as often: a call timed right after
 orjson's allocations runs slower), and (c) / (d) is the change's
@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 import orjson
 
 from app import _engine
+from app.config.load import load_bytes
+from app.config.spec import compile_spec
 from bench.pages import make_serp
 from bench.pipeline import Measured, Stats, run_interleaved
 
@@ -51,14 +53,26 @@ def load_engine(path: str) -> ModuleType:
     return module
 
 
+def no_rules(module: ModuleType) -> Callable[[bytes], object]:
+    """`module`'s Engine under a profile that runs no rule: its rerank of a body."""
+    spec, python_rules = compile_spec(load_bytes(b"profiles: {default: {rerank: []}}"))
+    engine = module.Engine(spec, python_rules, module.EngineMetrics())
+
+    def call(body: bytes) -> object:
+        return engine.rerank(body, max_documents=MAX_DOCUMENTS,
+                             max_text_chars=MAX_TEXT_CHARS)
+    return call
+
+
 def bench_size(n: int, args: argparse.Namespace,
                baseline: ModuleType | None = None) -> dict[str, Stats]:
     body = orjson.dumps(make_serp(n, args.seed, "u-000000", args.text))
-    _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)  # refuses nothing here
+    mine = no_rules(_engine)
+    answer = mine(body)
+    assert isinstance(answer, tuple) and answer[0] == 200, answer  # refuses nothing here
     measured = [
         Measured("(a) orjson.loads(body)", lambda: orjson.loads(body)),
-        Measured("(c) _engine.decode_check(body)",
-                 lambda: _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)),
+        Measured("(c) Engine.rerank(body)", lambda: mine(body)),
     ]
     gc.collect()
     gc.freeze()
@@ -70,10 +84,9 @@ def bench_size(n: int, args: argparse.Namespace,
     for label, s in stats.items():
         print(f"  {label:34} {s.median_us:10.1f} {s.p99_us:9.1f} {s.median_us / base:7.2f}")
     if baseline is not None:
-        pair = [Measured("(c) _engine.decode_check(body)",
-                         lambda: _engine.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS)),
-                Measured("(d) baseline decode_check(body)",
-                         lambda: baseline.decode_check(body, MAX_DOCUMENTS, MAX_TEXT_CHARS))]
+        theirs = no_rules(baseline)
+        pair = [Measured("(c) Engine.rerank(body)", lambda: mine(body)),
+                Measured("(d) baseline Engine.rerank(body)", lambda: theirs(body))]
         run_interleaved(pair, args.iterations, args.warmup)
         c, d = (Stats.of(m.samples) for m in pair)
         print(f"  alone: (c) {c.median_us:.1f} µs, (d) {d.median_us:.1f} µs, "

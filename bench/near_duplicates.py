@@ -1,4 +1,4 @@
-"""Benchmark: the near_duplicates matcher per result page, as ratios to one orjson parse.
+"""Benchmark: the near_duplicates rule per result page, as ratios to one orjson parse.
 
 Per page of `--docs` documents × `--words` words (default 100 × 300; about a fifth of them
 in template families, from tests/corpus.py), measured interleaved in one run:
@@ -7,17 +7,18 @@ in template families, from tests/corpus.py), measured interleaved in one run:
   (b) datasketch (a separate MinHash library in Python and numpy): a `MinHash` of 128
       permutations per text from the same shingle hashes, and its `jaccard` for every pair
       below a higher document: what MinHash matching costs done well without the engine;
-  (c) the engine's Matcher (crates/engine/src/neardup) with `method: exact` (shingle sets,
-      all pairs against kept documents), with no shingle-set cache, and with a warm one;
-  (d) the Matcher with `method: minhash` and no cache (shingles + signatures + comparison);
-  (e) the Matcher with `method: minhash` and a warm cache (every text seen before);
-  (f) the Matcher on documents that bring precomputed signatures (no text).
+  (c) `Engine.rerank` of the body under a profile of near_duplicates alone with
+      `method: exact`, with no shingle-set cache, and with a warm one;
+  (d) the same with `method: minhash` and no cache (shingles + signatures + comparison);
+  (e) the same with `method: minhash` and a warm cache (every text seen before);
+  (f) the same on documents that bring precomputed signatures (no text);
+  (g) `Engine.rerank` of the body under a profile of no rules: the decoding and answer
+      that (c) to (f) include, so that (c) - (g) is the rule's own cost.
 
-The Matcher runs on a page converted to Rust values beforehand (as the engine's decoder
-hands it), its pairs only. Then the crossover behind `exact_max_docs`: exact and MinHash
-(no caches) for growing page sizes. Each round calls every function once in a rotated
-order; the tables give the median, p99 in µs and the median's ratio to (a). Only ratios
-within one run compare across machines.
+Then the crossover behind `exact_max_docs`: exact and MinHash (no caches) for growing
+page sizes, less (g). Each round calls every function once in a rotated order; the
+tables give the median, p99 in µs and the median's ratio to (a). Only ratios within one
+run compare across machines.
 
 Run from the repository root: `python -m bench.near_duplicates [--docs 100] [--words 300]`.
 """
@@ -33,37 +34,40 @@ import numpy as np
 import orjson
 from datasketch import MinHash
 
-from app import _engine
+from app._engine import Engine
 from app.neardup import shingles
 from tests.corpus import corpus
 from tests.minhash_reference import signature as reference_signature
-
-Page = list[tuple[str | None, tuple[list[int], int, int, int] | None]]
+from tests.sides import EngineLoaded, only
 
 
 def page(n: int, words: int, seed: int) -> list[tuple[str, str]]:
     return corpus(n, seed=seed, words=words, family_share=0.2, family_size=(2, 5))
 
 
-def body(texts: list[tuple[str, str]]) -> bytes:
-    return orjson.dumps({"documents": [
-        {"id": f"d{i}", "url": f"https://h{i}.example.com{u}", "score": 100.0 - i, "text": t}
+def body(texts: list[tuple[str, str]], signed: bool = False) -> bytes:
+    """The request: each document with its text, or (`signed`) its signature alone."""
+    return orjson.dumps({"request_id": "bench", "documents": [
+        {"id": f"d{i}", "url": f"https://h{i}.example.com{u}", "score": 100.0 - i,
+         **({"minhash": reference_signature(t)} if signed else {"text": t})}
         for i, (u, t) in enumerate(texts)]})
 
 
-def engine(method: str, cache_mb: int = 64, exact_cache_mb: int = 32) -> _engine.NearDupMatcher:
-    return _engine.NearDupMatcher(method=method, cache_bytes=cache_mb << 20,
-                                  exact_cache_bytes=exact_cache_mb << 20)
+def engine(method: str | None, cache_mb: int = 64, exact_cache_mb: int = 32) -> Engine:
+    """An engine whose profile runs near_duplicates alone (None: no rule)."""
+    steps = [] if method is None else [{"near_duplicates": {
+        "method": method, "cache_mb": cache_mb, "exact_cache_mb": exact_cache_mb}}]
+    return EngineLoaded(only("diversify", *steps).encode()).core
 
 
-def text_page(texts: list[tuple[str, str]]) -> _engine.NearDupPage:
-    return _engine.NearDupPage([(t, None) for _, t in texts])
+def rerank(e: Engine, b: bytes) -> dict:
+    answer = e.rerank(b, audit_line=False)
+    assert answer is not None and answer[0] == 200, answer
+    return orjson.loads(answer[1])
 
 
-def signed_page(texts: list[tuple[str, str]]) -> _engine.NearDupPage:
-    sigs = [reference_signature(t) for _, t in texts]
-    return _engine.NearDupPage([(None, (s["values"], s["shingles"], s["width"], s["seed"]))
-                                for s in sigs])
+def collapsed(e: Engine, b: bytes) -> int:
+    return sum(len(d.get("collapsed", [])) for d in rerank(e, b)["documents"])
 
 
 def datasketch_pairs(texts: list[tuple[str, str]], threshold: float = 0.5) -> int:
@@ -103,22 +107,24 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = page(args.docs, args.words, args.seed)
-    text_body = body(texts)
-    plain, signed = text_page(texts), signed_page(texts)
+    text_body, signed_body = body(texts), body(texts, signed=True)
     e_exact, e_cold = engine("exact", exact_cache_mb=0), engine("minhash", cache_mb=0)
     e_warm, e_signed, e_warm_exact = engine("minhash"), engine("minhash"), engine("exact")
-    e_warm.pairs_page(plain)
-    e_warm_exact.pairs_page(plain)
-    folded = {name: len(m.pairs_page(p)[0]) for name, m, p in (
-        ("exact", e_exact, plain), ("minhash", e_cold, plain), ("signatures", e_signed, signed))}
+    e_none = engine(None)
+    rerank(e_warm, text_body)
+    rerank(e_warm_exact, text_body)
+    folded = {name: collapsed(e, b) for name, e, b in (
+        ("exact", e_exact, text_body), ("minhash", e_cold, text_body),
+        ("signatures", e_signed, signed_body))}
     funcs: dict[str, Callable[[], object]] = {
         "(a) orjson.loads(body with texts)": lambda: orjson.loads(text_body),
         "(b) datasketch MinHash, all pairs": lambda: datasketch_pairs(texts),
-        "(c) engine, exact": lambda: e_exact.pairs_page(plain),
-        "(c) engine, exact, warm shingle-set cache": lambda: e_warm_exact.pairs_page(plain),
-        "(d) engine, MinHash, cold (no cache)": lambda: e_cold.pairs_page(plain),
-        "(e) engine, MinHash, warm cache": lambda: e_warm.pairs_page(plain),
-        "(f) engine, precomputed signatures": lambda: e_signed.pairs_page(signed),
+        "(c) engine, exact": lambda: e_exact.rerank(text_body),
+        "(c) engine, exact, warm shingle-set cache": lambda: e_warm_exact.rerank(text_body),
+        "(d) engine, MinHash, cold (no cache)": lambda: e_cold.rerank(text_body),
+        "(e) engine, MinHash, warm cache": lambda: e_warm.rerank(text_body),
+        "(f) engine, precomputed signatures": lambda: e_signed.rerank(signed_body),
+        "(g) engine, no rule": lambda: e_none.rerank(text_body),
     }
     gc.collect()
     gc.freeze()
@@ -133,18 +139,22 @@ def main() -> None:
     for name, values in times.items():
         med = statistics.median(values)
         print(f"{name:45} {med:10.0f} {p99(values):10.2f} {med / base:9.3f}")
+    none = statistics.median(times["(g) engine, no rule"])
     ratio = (statistics.median(times["(b) datasketch MinHash, all pairs"])
-             / statistics.median(times["(d) engine, MinHash, cold (no cache)"]))
-    print(f"\ndatasketch / engine MinHash (cold), medians of the same run: {ratio:.1f}x")
+             / (statistics.median(times["(d) engine, MinHash, cold (no cache)"]) - none))
+    print(f"\ndatasketch / engine MinHash (cold, less (g)), medians of the same run: "
+          f"{ratio:.1f}x")
 
-    print("\ncrossover (cold caches): the engine's median µs of exact vs MinHash by "
-          "documents with text")
+    print("\ncrossover (cold caches): the rule's median µs (less no rule's) of exact vs "
+          "MinHash by documents with text")
     print(f"{'docs':>6} {'exact':>10} {'minhash':>10} {'exact/minhash':>14}")
     for n in (5, 10, 20, 30, 40, 60, 100):
-        p = text_page(page(n, args.words, args.seed + n))
-        t = measure({"exact": lambda p=p: e_exact.pairs_page(p),
-                     "minhash": lambda p=p: e_cold.pairs_page(p)}, max(10, args.rounds // 3))
-        e, m = (statistics.median(t[k]) for k in ("exact", "minhash"))
+        b = body(page(n, args.words, args.seed + n))
+        t = measure({"exact": lambda b=b: e_exact.rerank(b),
+                     "minhash": lambda b=b: e_cold.rerank(b),
+                     "none": lambda b=b: e_none.rerank(b)}, max(10, args.rounds // 3))
+        e, m = (statistics.median(t[k]) - statistics.median(t["none"])
+                for k in ("exact", "minhash"))
         print(f"{n:6} {e:10.0f} {m:10.0f} {e / m:14.2f}")
 
 

@@ -1,13 +1,11 @@
 """T&S tooling over HTTP: bulk import/export, org groups, token roles, lookup explanations."""
 from __future__ import annotations
 
-import logging
 import time
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.banlist.index import FilterKeeper
 from app.config.settings import Settings
 from app.main import create_app
 from tests.conftest import AUTH
@@ -195,67 +193,36 @@ def _until(read, done, what: str):
     raise AssertionError(f"no {what} in a minute: {state}")
 
 
-def _poll_until(keeper, index, done, what: str):
-    """`keeper.poll` (the housekeeping's call) until `done(state)`."""
-    return _until(lambda: keeper.poll("banlist", index), done, what)
-
-
-def test_a_failed_remaking_of_the_sites_filter_is_counted_logged_once_and_tried_again(
-        client, caplog):
-    index = client.app.state.services.store.index
-    # the next making of the filter fails (its thread panics), and it is made again once
-    # two names have gone, not 4,096
-    index._fail_next_refresh(2)
-    ids = [client.post("/v1/banlist/entries", headers=AUTH,
-                       json={"scope": "host", "value": f"f{i}.com", "reason": "r"}
-                       ).json()["entry"]["id"] for i in range(5)]
-    delete = {"reason": "appeal granted"}
-    for entry_id in ids[:2]:
-        client.request("DELETE", f"/v1/banlist/entries/{entry_id}", headers=AUTH, json=delete)
-    keeper = FilterKeeper()  # what the housekeeping polls
-    with caplog.at_level(logging.WARNING, logger="app.banlist.index"):
-        state = _poll_until(keeper, index, lambda s: s["failures"] == 1, "failure")
-        assert "panicked: the refresh a test asked to fail" in state["failure"]
-        # the polls do not make it again (a failure that repeats would cost a thread a
-        # poll); the next batch of changes does, and a poll publishes it
-        for _ in range(3):
-            assert keeper.poll("banlist", index)["refreshed"] == 0
-        client.request("DELETE", f"/v1/banlist/entries/{ids[2]}", headers=AUTH, json=delete)
-        state = _poll_until(keeper, index, lambda s: s["refreshed"] == 1, "filter made")
-        assert state["gone"] == 0.0 and state["failures"] == 1
-    warned = [r.getMessage() for r in caplog.records if r.name == "app.banlist.index"]
-    assert len(warned) == 1, warned  # logged once, with its cause
-    assert "could not be made again (1 time(s))" in warned[0]
-    assert "panicked: the refresh a test asked to fail" in warned[0]
-    metrics = client.get("/metrics").text
-    assert 'rearrange_banlist_filter_refresh_failures{index="banlist"} 1.0' in metrics
-    assert "rearrange_banlist_filter_refreshes 1.0" in metrics
-    # the lookups answer as ever
-    for host, banned in (("f0.com", False), ("f3.com", True)):
-        r = client.get("/v1/banlist/lookup", params={"url": f"http://{host}/x"})
-        assert r.json()["banned"] is banned, host
 
 
 def test_the_housekeeping_publishes_a_filter_made_again_with_no_batch_after_it(settings):
-    # the service as deployed polls its housekeeping (the suite's default turns it off)
+    # A failure to make the filter cannot be provoked from outside (the engine's unit tests
+    # make its thread panic: crates/engine/src/banlist/model_test.rs count it, keep its
+    # cause and try again); its success can: 4,096 sites gone, a quarter of them.
     with TestClient(create_app(settings.model_copy(
             update={"config_poll_seconds": 0.02}))) as client:
         index = client.app.state.services.store.index
-        index._fail_next_refresh(2)  # made again past two names gone, the first one fails
-        ids = [client.post("/v1/banlist/entries", headers=AUTH,
-                           json={"scope": "host", "value": f"h{i}.com", "reason": "r"}
-                           ).json()["entry"]["id"] for i in range(5)]
+        n = 4200
+        body = ndjson(*(f'{{"scope": "host", "value": "h{i}.com", "reason": "r"}}'
+                        for i in range(n)))
+        imported = client.post("/v1/banlist/import", content=body, headers=AUTH)
+        assert imported.status_code == 200, imported.text
+        ids = [e.id for e in index if e.value != "h0.com"][:4096]
         delete = {"reason": "appeal granted"}
-        for entry_id in ids[:2]:
+        for entry_id in ids[:-1]:
             client.request("DELETE", f"/v1/banlist/entries/{entry_id}", headers=AUTH,
                            json=delete)
-        # the failed making is noted by a poll (its thread may finish after a third
-        # batch: wait for it, or that batch would find it still running)
-        _until(lambda: index.filter_state, lambda s: s["failures"] == 1, "failure noted")
-        client.request("DELETE", f"/v1/banlist/entries/{ids[2]}", headers=AUTH, json=delete)
-        # the third removal made it again, and a poll publishes that one: no batch comes
-        # after it
-        _until(lambda: index.filter_state,
-               lambda s: s["refreshed"] == 1 and s["failures"] == 1, "filter published")
+        assert index.filter_state["refreshed"] == 0  # 4,095 gone: not yet
+        # the last removal makes it again aside; no batch comes after it, and a poll of
+        # the housekeeping publishes it
+        client.request("DELETE", f"/v1/banlist/entries/{ids[-1]}", headers=AUTH, json=delete)
+        state = _until(lambda: index.filter_state, lambda s: s["refreshed"] == 1,
+                       "filter published")
+        assert state == {"gone": 0.0, "refreshed": 1, "failures": 0, "failure": None}
         metrics = client.get("/metrics").text
-        assert 'rearrange_banlist_filter_refresh_failures{index="banlist"} 1.0' in metrics
+        assert "rearrange_banlist_filter_refreshes 1.0" in metrics
+        assert 'rearrange_banlist_filter_refresh_failures{index="banlist"} 0.0' in metrics
+        # the lookups answer as ever
+        gone = next(e for e in index if e.value == "h0.com")  # still banned
+        assert client.get("/v1/banlist/lookup", params={"url": f"http://{gone.value}/x"}
+                          ).json()["banned"] is True

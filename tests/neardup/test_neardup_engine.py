@@ -1,13 +1,16 @@
-"""The engine's near-duplicate matching against independent oracles.
+"""The engine's near-duplicate matching against independent oracles, through what the
+service uses: `NearDupSets` (the audit's shingle sets and signatures) and the
+near_duplicates rule as a request runs it.
 
 Shingle hashes and signatures must be bit-identical to app/neardup's (which
 tests/neardup/test_minhash.py and test_shingles.py hold to a plain-Python MinHash and to
-MurmurHash3); content keys are MurmurHash3 x64 128 of the UTF-8 (mmh3). The pairs of a
-page are those of the fold written out below from the definitions (docs/near-duplicates.md:
-each document, in rank order, folds under the first kept document above it whose
-containment or Jaccard reaches the threshold; exact values from shingle sets, MinHash
-estimates from signatures), on random pages of a small vocabulary (so that
-near-duplicates occur) and random parameters.
+MurmurHash3); content keys are MurmurHash3 x64 128 of the UTF-8 (mmh3: the Rust unit test
+in crates/engine/src/neardup/cache.rs reads tests/data/content_keys.json, checked here).
+The rule's folds are those written out below from the definitions
+(docs/near-duplicates.md: each document, in rank order, folds under the first kept
+document above it whose containment or Jaccard reaches the threshold; exact values from
+shingle sets, MinHash estimates from signatures), on random pages of a small vocabulary
+(so that near-duplicates occur) and random parameters.
 """
 from __future__ import annotations
 
@@ -15,19 +18,21 @@ import json
 import pathlib
 import sys
 
-import mmh3
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import _engine
+from app._engine import NearDupSets
 from app.neardup import minhash, shingles
+from tests.data import gen_content_keys
 from tests.data.gen_word_tables import tables
 from tests.minhash_reference import signature as reference_signature
-from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
+from tests.sides import SIDES, document, only
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TABLES = ROOT / "crates/engine/src/neardup/tables.rs"
+ENGINE = SIDES[0]
 
 # Words whose lowercasing or \w-splitting is special: final sigma, İ (lowers to i + a
 # combining mark \w does not match), ß, digits of other scripts, marks, underscores.
@@ -47,11 +52,25 @@ def words_as_hashes(text: str) -> list[int]:
     return sorted(shingles.shingles(text, 1))
 
 
+def engine_shingles(text: str, width: int) -> list[int]:
+    """The engine's shingle hashes of `text`, ascending (NearDupSets, as the audit holds them)."""
+    sets = NearDupSets(width)
+    sets.add([text], 1)
+    return np.frombuffer(sets.shingles(0), "<u8").tolist()
+
+
+def engine_signature(text: str, width: int, k: int, seed: int) -> tuple[list[int], int]:
+    """(values, shingle count) of `text`'s signature as the engine makes it."""
+    sets = NearDupSets(width)
+    size = int(np.frombuffer(sets.add([text], 1), "<u4")[0])
+    return np.frombuffer(sets.sign(0, 1, k, seed, 1), "<u8").tolist(), size
+
+
 def test_every_character_lowers_and_splits_as_in_python():
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     for sep in ("", " ", "Σ", "AΣ"):  # each alone, in runs, and beside a capital sigma
         text = sep.join(chars)
-        assert _engine.shingle_hashes(text, 1) == words_as_hashes(text)
+        assert engine_shingles(text, 1) == words_as_hashes(text)
 
 
 # Lone surrogates are left out: a request carrying one is refused before any rule runs.
@@ -62,7 +81,7 @@ CHARS = st.characters(exclude_categories=["Cs"])
 @given(st.text(st.sampled_from(list("AaΣσς İı'.\u0301\u00ad_9 ·\u02b0ΑΒ")) | CHARS,
                max_size=40))
 def test_words_match_python(text):
-    assert _engine.shingle_hashes(text, 1) == words_as_hashes(text)
+    assert engine_shingles(text, 1) == words_as_hashes(text)
 
 
 def texts(max_words: int = 25) -> st.SearchStrategy[str]:
@@ -73,24 +92,28 @@ def texts(max_words: int = 25) -> st.SearchStrategy[str]:
 
 @settings(max_examples=200)
 @given(texts() | st.text(CHARS, max_size=60), st.integers(1, 12))
-def test_shingle_hashes_and_content_keys_match_python(text, width):
-    assert _engine.shingle_hashes(text, width) == sorted(shingles.shingles(text, width))
-    assert _engine.neardup_content_key(text) == mmh3.hash128(text.encode(), seed=0,
-                                                             signed=False)
+def test_shingle_hashes_match_python(text, width):
+    assert engine_shingles(text, width) == sorted(shingles.shingles(text, width))
+
+
+def test_the_content_key_vectors_are_what_mmh3_computes():
+    # the engine's side of them is crates/engine/src/neardup/cache.rs's content_keys_are_mmh3s
+    assert gen_content_keys.OUT.read_text(encoding="utf-8") == gen_content_keys.document(), (
+        "python -m tests.data.gen_content_keys")
 
 
 @settings(max_examples=100)
 @given(texts(), st.integers(1, 6), st.sampled_from([1, 16, 128, 300]), st.integers(0, 2**64 - 1))
 def test_signatures_match_python(text, width, k, seed):
     sig = minhash.signature(shingles.shingles(text, width), k, seed)
-    assert _engine.minhash_signature(text, width, k, seed) == (sig.values.tolist(), sig.shingles)
+    assert engine_signature(text, width, k, seed) == (sig.values.tolist(), sig.shingles)
 
 
 def test_the_published_vectors():
     vectors = json.loads((ROOT / "tests/data/minhash_vectors.json").read_text())
     for case in vectors["cases"]:
-        assert _engine.minhash_signature(case["text"], case["width"], case["k"],
-                                         case["seed"]) == (case["values"], case["shingles"])
+        assert engine_signature(case["text"], case["width"], case["k"], case["seed"]) == (
+            case["values"], case["shingles"])
 
 
 # --- pages ----------------------------------------------------------------------------
@@ -133,17 +156,22 @@ def pages(draw):
     return params, docs
 
 
-def as_engine(page):
-    return [(text, (sig["values"], sig["shingles"], sig["width"], sig["seed"])
-             if sig is not None else None) for text, sig in page]
+def body(page) -> list[dict]:
+    """The page as request documents d0, d1, … in rank order (scores descending)."""
+    docs = []
+    for n, (text, sig) in enumerate(page):
+        fields = {} if text is None else {"text": text}
+        if sig is not None:
+            fields["minhash"] = sig
+        docs.append(document(f"d{n}", score=float(len(page) - n), **fields))
+    return docs
 
 
-def matcher(params, cache_bytes=0, exact_cache_bytes=0):
-    return _engine.NearDupMatcher(
-        width=params["shingle_words"], measure=params["measure"],
-        threshold=params["threshold"], method=params["method"],
-        exact_max_docs=params["exact_max_docs"], num_perm=params["num_perm"],
-        seed=params["seed"], cache_bytes=cache_bytes, exact_cache_bytes=exact_cache_bytes)
+def rerank(params, page):
+    """The engine's answer to the page under a profile of the rule alone, caches off."""
+    config = only("diversify", {"near_duplicates": {**params, "cache_mb": 0,
+                                                    "exact_cache_mb": 0}})
+    return ENGINE.rerank(config, body(page))
 
 
 # --- the oracle: the fold from its definition ----------------------------------------------
@@ -204,73 +232,30 @@ def expected_pairs(params, page) -> tuple[list[tuple[int, int, float]], str]:
     return folded, method
 
 
-class Stop(Exception):
-    """The deadline's exception, raised by a check past its budget."""
-
-
-class Counting:
-    """A check that raises after `budget` calls (None: never), counting them."""
-
-    def __init__(self, budget: int | None = None) -> None:
-        self.budget, self.calls = budget, 0
-
-    def __call__(self) -> None:
-        self.calls += 1
-        if self.budget is not None and self.calls > self.budget:
-            raise Stop
-
-
 PAGE_SETTINGS = settings(max_examples=300, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow])
 
 
+def reason(params, value: float, leader: int, method: str) -> str:
+    """The audit reason of a fold, as docs/near-duplicates.md writes it."""
+    how = f" (MinHash estimate, k={params['num_perm']})" if method == "minhash" else ""
+    return (f"{params['measure']} {value:.2f} >= {params['threshold']:g} with d{leader}{how}; "
+            "collapsed under it")
+
+
 @PAGE_SETTINGS
 @given(pages())
-def test_pairs_values_and_method_are_the_folds(page):
+def test_the_folds_their_values_and_the_method_are_the_definitions(page):
     params, raw = page
-    got, used = matcher(params).pairs(as_engine(raw), Counting())
+    answer = rerank(params, raw)
     expected, method = expected_pairs(params, raw)
-    assert used == method
-    assert got == expected  # values equal as floats
-
-
-@PAGE_SETTINGS
-@given(pages(), st.integers(0, 30))
-def test_a_deadline_stops_the_work_and_what_was_cached_stays(page, budget):
-    params, raw = page
-    docs = as_engine(raw)
-    m = matcher(params, cache_bytes=1 << 20, exact_cache_bytes=1 << 20)
-    unbounded = Counting()
-    want = matcher(params).pairs(docs, unbounded)
-    try:
-        got = m.pairs(docs, Counting(budget))
-    except Stop:
-        assert budget < unbounded.calls
-        finished = False
-    else:
-        assert got == want
-        finished = True
-    before = [s["misses"] if s else 0 for s in m.cache_stats()]
-    assert m.pairs(docs) == want  # what the cut run left in the caches changes nothing
-    for stats, missed in zip(m.cache_stats(), before, strict=True):
-        if stats is not None:
-            assert stats["entries"] <= stats["misses"]
-            if finished:  # every text is cached now: the second run computes none again
-                assert stats["misses"] == missed
-
-
-@settings(max_examples=100, deadline=None)
-@given(pages(), st.integers(1, 6))
-def test_a_small_signature_cache_changes_no_answer(page, capacity):
-    """Evictions (crates/engine/src/neardup/cache.rs's unit tests: oldest first) only cost
-    time: the pairs are those without a cache, the entries within the capacity."""
-    params, raw = page
-    m = matcher(params, cache_bytes=capacity * (params["num_perm"] * 8 + 8 + 104))
-    for order in (raw, raw[::-1], raw):
-        assert m.pairs(as_engine(order))[0] == matcher(params).pairs(as_engine(order))[0]
-        signature, _ = m.cache_stats()
-        assert signature["entries"] <= capacity
-        assert signature["hits"] + signature["misses"] >= signature["entries"]
+    folded = {i for i, _, _ in expected}
+    assert answer.ids() == [f"d{n}" for n in range(len(raw)) if n not in folded]
+    under = {f"d{n}": [f"d{i}" for i, j, _ in expected if j == n] for n in range(len(raw))}
+    assert {d["id"]: [c["id"] for c in d["collapsed"]] for d in answer.documents} == {
+        d: under[d] for d in answer.ids()}
+    assert [(r["doc_id"], r["reason"]) for r in answer.records("near_duplicates")] == [
+        (f"d{i}", reason(params, v, j, method)) for i, j, v in expected]
 
 
 @settings(max_examples=100, deadline=None)
@@ -284,40 +269,16 @@ def test_an_incompatible_signature_is_refused_naming_its_field(page, data):
                               change.get("seed", params["seed"]),
                               change.get("width", params["shingle_words"]))
     raw = [*raw[:at], (data.draw(st.sampled_from([None, text])), bad), *raw[at:]]
-    refused = matcher(params).refused(as_engine(raw))
+    answer = rerank(params, raw)
     compared = sum(1 for text, sig in raw if text or sig is not None)
     if method_for(params, raw) == "exact" or compared < 2:
-        assert refused is None  # no signature is compared: none is refused
+        assert answer.status == 200  # no signature is compared: none is refused
         return
     field = {"k": "values", "width": "width", "seed": "seed"}[next(iter(change))]
     # the first signature sent that this profile cannot compare: the drawn one, as the
     # page's own signatures are made with its parameters
-    assert refused is not None and refused[:2] == (at, field)
-    assert str(bad[{"values": "values", "width": "width", "seed": "seed"}[field]]
-               if field != "values" else len(bad["values"])) in refused[2]
-
-
-@settings(max_examples=300)
-@given(st.floats(0, 1), st.floats(1e-9, 1.0) | st.sampled_from([0.5, 1.0, 1e-5, 0.1 + 0.2]),
-       st.sampled_from(["containment", "jaccard"]), st.sampled_from(["exact", "minhash"]))
-def test_reasons_are_formatted_as_documented(value, threshold, measure, used):
-    m = matcher({"shingle_words": 10, "measure": measure, "threshold": threshold,
-                 "method": "auto", "exact_max_docs": 30, "num_perm": 64, "seed": 1})
-    how = " (MinHash estimate, k=64)" if used == "minhash" else ""
-    assert m.reason(value, "d7", used) == (
-        f"{measure} {value:.2f} >= {threshold:g} with d7{how}; collapsed under it")
-
-
-def test_the_seed_situation():
-    # tests/rules/test_near_duplicates.py: Perm and Omsk fold under Kazan by containment
-    page = [(KAZAN, None), (PERM, None), (OMSK, None), (RETURNS, None)]
-    m = matcher({"shingle_words": 10, "measure": "containment", "threshold": 0.5,
-                 "method": "exact", "exact_max_docs": 30, "num_perm": 128, "seed": 1})
-    got, used = m.pairs(page)
-    assert used == "exact" and [(i, j) for i, j, _ in got] == [(1, 0), (2, 0)]
-    assert [m.reason(v, "kazan", used) for _, _, v in got] == [
-        "containment 0.83 >= 0.5 with kazan; collapsed under it",
-        "containment 0.52 >= 0.5 with kazan; collapsed under it"]
+    assert (answer.status, answer.body["field"]) == (422, f"documents[{at}].minhash.{field}")
+    assert str(bad[field] if field != "values" else len(bad["values"])) in answer.body["problem"]
 
 
 if __name__ == "__main__":

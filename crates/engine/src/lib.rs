@@ -51,7 +51,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<rules::python::RuleTimeout>(),
     )?;
     banlist::register(m)?;
-    neardup::python::register(m)?;
+    neardup::audit_py::register(m)?;
     url::register(m)?;
     domain::register(m)?;
     contract::py::register(m)?;

@@ -58,7 +58,9 @@ pub struct Writer {
     failure: Option<String>,
     /// `REFRESH_LEAST` unless a test sets fewer.
     least: Option<usize>,
-    /// The next refresh thread panics (`panic_next_refresh`: the tests' failed refresh).
+    /// The next refresh thread panics (`panic_next_refresh`: the tests' failed refresh;
+    /// not compiled into the shipped module).
+    #[cfg(test)]
     panic_next: bool,
 }
 
@@ -175,13 +177,14 @@ impl Writer {
     }
 
     /// Make the filter again past `least` slots gone (and a quarter), not `REFRESH_LEAST`,
-    /// from now on (the tests', and `BanIndex._fail_next_refresh`'s).
+    /// from now on (the tests').
+    #[cfg(test)]
     pub fn refresh_past(&mut self, least: usize) {
         self.least = Some(least);
     }
 
-    /// The next refresh thread panics: what a failed refresh does, for the tests (Rust's
-    /// and, through `BanIndex._fail_next_refresh`, Python's).
+    /// The next refresh thread panics: what a failed refresh does, for the tests.
+    #[cfg(test)]
     pub fn panic_next_refresh(&mut self) {
         self.panic_next = true;
     }
@@ -279,7 +282,10 @@ impl Writer {
     /// thread can be started (a failure, `take_failure`), the next batch tries again.
     pub fn refresh_from(&mut self, snapshot: Arc<IndexData>) {
         let (tx, made) = mpsc::channel();
+        #[cfg(test)]
         let panics = std::mem::take(&mut self.panic_next);
+        #[cfg(not(test))]
+        let panics = false;
         let spawned = std::thread::Builder::new()
             .name("banlist-filter".into())
             .spawn(move || {

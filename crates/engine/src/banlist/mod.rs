@@ -244,7 +244,6 @@ pub(crate) fn both<R, S: Send>(
 /// Registers the `BanIndex` class on the Python module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BanIndex>()?;
-    m.add_class::<py::EntryIter>()?;
     Ok(())
 }
 

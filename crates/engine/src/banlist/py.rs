@@ -376,16 +376,6 @@ impl BanIndex {
         py.detach(|| self.publish_ready_filter())
     }
 
-    /// Make the next refresh of the sites filter fail (its thread panics), and the filter
-    /// be made again past `least` slots gone rather than 4,096 from now on: the tests' way
-    /// to a failed refresh. Not for production use.
-    fn _fail_next_refresh(&self, py: Python<'_>, least: usize) -> PyResult<()> {
-        let mut writer = self.lock(py)?;
-        writer.panic_next_refresh();
-        writer.refresh_past(least);
-        Ok(())
-    }
-
     /// Org group name -> its member domains (a copy).
     #[getter]
     fn groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -141,3 +141,8 @@ impl PySets {
         ))
     }
 }
+
+/// Add `NearDupSets` to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySets>()
+}

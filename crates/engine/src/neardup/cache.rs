@@ -30,7 +30,7 @@ pub struct Stats {
     pub max_bytes: u64,
 }
 
-/// The cache key of a text: `tests.reference.sigcache.content_key`.
+/// The cache key of a text: MurmurHash3 x64 128 of its UTF-8 (mmh3's `hash128`).
 pub fn content_key(text: &str) -> u128 {
     murmur3::hash128(text.as_bytes())
 }
@@ -194,6 +194,20 @@ fn bytes_of(set: &[u64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys computed by mmh3 (tests/data/gen_content_keys.py), an independent MurmurHash3.
+    #[test]
+    fn content_keys_are_mmh3s() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../tests/data/content_keys.json")).unwrap();
+        let cases = doc["cases"].as_array().unwrap();
+        assert!(cases.len() > 30);
+        for case in cases {
+            let text = case["text"].as_str().unwrap();
+            let want: u128 = case["key"].as_str().unwrap().parse().unwrap();
+            assert_eq!(content_key(text), want, "{text:?}");
+        }
+    }
 
     #[test]
     fn signatures_are_copied_out_counted_and_evicted_oldest_first() {

@@ -16,7 +16,6 @@ mod format;
 mod lru;
 mod minhash;
 mod murmur3;
-pub mod python;
 mod shingles;
 mod tables;
 mod unicode;
