@@ -38,7 +38,8 @@ class Step:
     config load); a variant not in it runs `rule`. Control, outside and holdout shadow `rule`.
     """
 
-    rule: Any  # a Rule (app/rules/) or a Python rule instance (app/config/plugins.py)
+    # a built-in's BuiltinRule (app/rules.py) or a Python rule instance (app/config/plugins.py)
+    rule: Any
     experiment: str | None = None
     variants: Mapping[str, Any] = field(default_factory=dict)
     policy: StepPolicy = StepPolicy()  # reserved keys: on_error, enabled, validity window

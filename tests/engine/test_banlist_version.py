@@ -10,6 +10,7 @@ import orjson
 
 from app.api.services import build_services
 from app.banlist.base import EntrySpec
+from app.banlist.embedded import checkpoint
 
 BODY = orjson.dumps({"request_id": "v", "query": {"text": "q"}, "documents": [
     {"id": "spam", "url": "https://spam.example/page", "score": 2.0},
@@ -51,3 +52,24 @@ def test_each_response_reports_the_version_of_the_banlist_it_matched(settings):
     assert {banned for _, banned in seen} == {True, False}  # both states were served
     wrong = [(v, banned) for v, banned in seen if banned_at[v] != banned]
     assert wrong == [], f"{len(wrong)} of {len(seen)} reported a version they did not match"
+
+
+def test_a_store_started_from_its_log_alone_serves_the_logs_version(settings):
+    """A start with no usable snapshot replays the whole log: the index it serves carries
+    the log's version, as responses report it (not 0 until the next write)."""
+    services = build_services(settings.model_copy(update={"audit_log": None}))
+    for host in ("a.example", "b.example", "spam.example"):
+        services.store.add(EntrySpec("host", host, "spam"), "tester")
+    version = services.store.version
+    services.close()
+    # a crash before the first snapshot: the log alone
+    checkpoint.path_of(settings.banlist_path).unlink(missing_ok=True)
+    again = build_services(settings.model_copy(update={"audit_log": None}))
+    try:
+        assert again.store.version == version == 3
+        status, out = again.rearranger.rerank(BODY)
+        answer = orjson.loads(out)
+        assert status == 200 and answer["banlist_version"] == version
+        assert [d["id"] for d in answer["documents"]] == ["fine"]
+    finally:
+        again.close()

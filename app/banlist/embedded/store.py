@@ -117,8 +117,10 @@ class EmbeddedStore(StoreBase):
         a snapshot in batches of REPLAY_BATCH, the digest following them."""
         loaded = checkpoint.load(self.snapshot_path, changelog) if self.snapshot_path else "replay"
         if isinstance(loaded, str):
-            self.index.apply(self._index_changes(changelog.replay(repair)), changelog.seq)
+            self.index.apply(self._index_changes(changelog.replay(repair)))
+            # the log's seq is known once the replay has read it, not when apply is called
             self.version, self.digest = changelog.seq, int(self.index.digest(), 16)
+            self.index.apply((), self.version)  # before any request reads it
             return loaded
         snap, at = loaded
         self.index, self.digest, self._bare_ends = snap.index, snap.digest, at.bare_ends
