@@ -91,15 +91,19 @@ def test_a_bad_parameter_is_refused_naming_it(rule, phase, params, problem):
     assert problem in info.value.problem, info.value.problem
 
 
-@pytest.mark.parametrize(("rule", "phase", "params", "problem"), BAD)
+# The bad values a variant can override: an unknown key is refused before any value is
+# checked, so those cases are left to the step's test above.
+OVERRIDES = [case for case in BAD
+             if not set(yaml.safe_load(case[2])) - RULES[case[0]].param_names()]
+
+
+@pytest.mark.parametrize(("rule", "phase", "params", "problem"), OVERRIDES)
 def test_a_variant_override_is_checked_as_the_step_is(rule, phase, params, problem):
     # The same value given by an experiment's treatment variant is refused the same way.
     base = {"query_hide": "{match: {hosts: [a.example]}}",
             "query_boost": "{match: {hosts: [a.example]}, by: 1}",
             "query_pin": "{pin: [{url: 'https://b.example/', position: 2}]}"}.get(rule, "{}")
     overrides = yaml.safe_load(params)
-    if set(overrides) - RULES[rule].param_names():
-        pytest.skip("an unknown key is refused before any value is checked")
     doc = {"profiles": {"default": {phase: [{rule: yaml.safe_load(base)}]}},
            "experiments": [{"name": "e", "unit": "user_id", "rules": [rule],
                             "variants": {"t": {"weight": 50, "params": {rule: overrides}}}}]}
