@@ -49,13 +49,12 @@ impl Canon for UrlCanon {
 /// with, whatever batches are applied meanwhile.
 struct Snapshot(Arc<IndexData>);
 
-impl Snapshot {
-    fn of(index: Option<Bound<'_, PyAny>>) -> PyResult<Option<Self>> {
-        match index {
-            None => Ok(None),
-            Some(i) if i.is_none() => Ok(None),
-            Some(i) => Ok(Some(Snapshot(i.cast::<BanIndex>()?.get().snapshot()))),
-        }
+/// The snapshot of a BanIndex (or None) given from Python.
+fn snapshot(index: Option<Bound<'_, PyAny>>) -> PyResult<Option<Arc<IndexData>>> {
+    match index {
+        None => Ok(None),
+        Some(i) if i.is_none() => Ok(None),
+        Some(i) => Ok(Some(i.cast::<BanIndex>()?.get().snapshot())),
     }
 }
 
@@ -125,9 +124,34 @@ fn rule_failed_body(rule: &str, phase: &str, problem: &str) -> Vec<u8> {
     out
 }
 
-/// A rule failure for the service's log: (rule, phase, problem, whether it closed the
-/// page, the profile, the Python exception or None).
-type Failed = (
+/// A rule failure for the service's log, owned so that it can leave the request (the
+/// native listener hands it to the Python thread that logs): the rule, its phase, the
+/// problem, whether it closed the page, the profile, the Python exception if one raised.
+pub struct Failure {
+    pub rule: String,
+    pub phase: &'static str,
+    pub problem: String,
+    pub closed: bool,
+    pub profile: String,
+    pub cause: Option<crate::rules::Cause>,
+}
+
+impl Failure {
+    /// As the Python log takes it: (rule, phase, problem, closed, profile, exception|None).
+    pub fn into_py(self, py: Python<'_>) -> Failed {
+        (
+            self.rule,
+            self.phase,
+            self.problem,
+            self.closed,
+            self.profile,
+            self.cause.map(|c| c.0.clone_ref(py)),
+        )
+    }
+}
+
+/// A rule failure as `Engine.rerank` returns it to Python.
+pub type Failed = (
     String,
     &'static str,
     String,
@@ -138,33 +162,263 @@ type Failed = (
 
 type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>, Vec<Failed>);
 
-fn answer(py: Python<'_>, status: u16, body: &[u8], line: Option<&[u8]>) -> Answer {
-    (
-        status,
-        PyBytes::new(py, body).unbind(),
-        line.map(|l| PyBytes::new(py, l).unbind()),
-        Vec::new(),
-    )
-}
-
 /// The failures of a request as the log takes them; the last one closed the page if
 /// `closed`.
-fn failures(py: Python<'_>, errors: &[RuleError], closed: bool, profile: &str) -> Vec<Failed> {
+fn failures(errors: Vec<RuleError<'_>>, closed: bool, profile: &str) -> Vec<Failure> {
     let last = errors.len().saturating_sub(1);
     errors
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, e)| {
-            (
-                e.rule.to_string(),
-                e.phase.as_str(),
-                e.problem.clone(),
-                closed && i == last,
-                profile.to_string(),
-                e.cause.as_ref().map(|c| c.0.clone_ref(py)),
-            )
+        .map(|(i, e)| Failure {
+            rule: e.rule.to_string(),
+            phase: e.phase.as_str(),
+            problem: e.problem,
+            closed: closed && i == last,
+            profile: profile.to_string(),
+            cause: e.cause,
         })
         .collect()
+}
+
+/// What one request is answered with, besides its body: the snapshots matched, the time,
+/// the QA override and what the caller wants written. `Engine.rerank` (Python) and the
+/// native listener (crate::serve) each fill one.
+pub struct Call<'a> {
+    /// The banlist and quarantine snapshots the request matches (None: no list).
+    pub banlist: Option<Arc<IndexData>>,
+    pub quarantine: Option<Arc<IndexData>>,
+    /// Epoch seconds: ban expiry and the audit line's ts.
+    pub now: f64,
+    /// What is left of the request's time budget (None: no deadline), on `clock`.
+    pub budget_seconds: Option<f64>,
+    /// Experiment → variant from the QA header; `forced_by` its checked actor.
+    pub forced: &'a [(String, String)],
+    pub forced_by: Option<&'a str>,
+    pub limits: Limits,
+    /// Seconds spent before the call (reading the body), added to the request duration.
+    pub elapsed: f64,
+    pub clock: &'a dyn Clock,
+    /// Write the audit line (there is a log to write it to).
+    pub audit_line: bool,
+    /// QA, the caller having checked the token: add the response's `explain`.
+    pub explain: bool,
+    /// app.engine.executor.RuleExecutor, which runs the Python rules (None: on this thread).
+    pub executor: Option<&'a Py<PyAny>>,
+    /// Answer `Served::Deferred` instead of running a profile with a Python rule.
+    pub defer_python: bool,
+}
+
+/// A request's answer: the status, the JSON body, the audit line if one is due, and the
+/// rule failures to log; `O` is where the text is written (a Vec, or Python bytes).
+pub struct Reply<O> {
+    pub status: u16,
+    pub body: O,
+    pub line: Option<O>,
+    pub failures: Vec<Failure>,
+}
+
+/// `Engine::serve`'s answer: a reply, or the profile has a Python rule and the caller
+/// asked to run such a profile elsewhere (`Call::defer_python`).
+pub enum Served<O> {
+    Reply(Reply<O>),
+    Deferred,
+}
+
+impl Engine {
+    /// The loaded config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Answer one /v1/rerank body (see `rerank`, the Python door, for what each part of
+    /// `call` means). `out(n)` makes an empty text with room for about `n` bytes, where the
+    /// body and the audit line are written. Needs no GIL: a profile with a Python rule
+    /// takes it for each call of the rule (rules/python.rs).
+    pub fn serve<O: Sink>(
+        &self,
+        bytes: &[u8],
+        call: &Call<'_>,
+        out: &mut dyn FnMut(usize) -> PyResult<O>,
+    ) -> PyResult<Served<O>> {
+        let started = Instant::now();
+        let clock = call.clock;
+        let deadline = call
+            .budget_seconds
+            .map(|b| clock.now() + Duration::from_secs_f64(b.max(0.0)));
+        let metrics = self.metrics.get();
+        let mut written = |status: u16, body: &[u8]| -> PyResult<Served<O>> {
+            let mut o = out(body.len())?;
+            o.extend_from_slice(body);
+            Ok(Served::Reply(Reply {
+                status,
+                body: o,
+                line: None,
+                failures: Vec::new(),
+            }))
+        };
+        let mut refuse = |e: FieldError| {
+            metrics.request("", "invalid");
+            written(e.status, &error_body(e.status, Some(&e.field), &e.problem))
+        };
+        // Types first, then the profile, then what types cannot check (limits, repeated
+        // ids): a body's shape is named before what it asks for.
+        let decoded = match decode_body(bytes) {
+            Ok(d) => d,
+            Err(e) => return refuse(e),
+        };
+        let req = &decoded.request;
+        let config = &self.config;
+        let profile: &str = match &req.profile {
+            Some(p) if config.profiles.contains_key(&**p) => p,
+            Some(p) => {
+                let mut known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                let problem = format!(
+                    "unknown profile {} (known: {})",
+                    quoted(p),
+                    known.join(", ")
+                );
+                return refuse(FieldError {
+                    status: 422,
+                    field: "profile".into(),
+                    problem,
+                });
+            }
+            None => config.route(&req.query.classes),
+        };
+        if let Err(e) = check_page(&decoded, &call.limits, |_, _| Ok(())) {
+            return refuse(e);
+        }
+        let Some(pipeline) = config.profiles.get(profile) else {
+            return Err(PyValueError::new_err(format!(
+                "routing names a missing profile {profile:?}"
+            )));
+        };
+        if call.defer_python && pipeline.python {
+            return Ok(Served::Deferred);
+        }
+        let forced = call.forced;
+        if !forced.is_empty() {
+            if let Err(problem) = check_forced(&config.experiments, forced) {
+                return refuse(FieldError {
+                    status: 422,
+                    field: FORCE_HEADER.into(),
+                    problem,
+                });
+            }
+        }
+        let assigned = assign(
+            &config.experiments,
+            config.holdout.as_ref(),
+            &req.unit,
+            forced,
+        );
+        let banlist = call.banlist.clone().map(Snapshot);
+        // The version of the very snapshot matched (0 without a banlist): one load.
+        let banlist_version = banlist.as_ref().map_or(0, |b| b.0.version());
+        let quarantine = call.quarantine.clone().map(Snapshot);
+        let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
+        let (page, docs) = Page::build(req, &UrlCanon, need_domain);
+        // Two ASCII letters (check_page refused anything else).
+        let region = req.query.region.as_ref().map(|r| r.to_ascii_uppercase());
+        let ctx = Ctx {
+            page: &page,
+            region: region.as_deref(),
+            age_mode: req.query.age_mode,
+            depth: req.depth,
+            input_count: docs.len(),
+            now: call.now,
+            banlist: banlist.as_ref().map(|b| b as &dyn Lookup),
+            quarantine: quarantine.as_ref().map(|q| q as &dyn Lookup),
+            variants: &assigned.variants,
+            relaxed_from: None,
+            deadline,
+            clock,
+            profile,
+            explain: call.explain,
+            executor: call.executor,
+        };
+        let outcome = match pipeline.run(&docs, &ctx) {
+            Ok(o) => o,
+            Err(crate::runner::RuleFailed {
+                refused: Some(bad), ..
+            }) => return refuse(*bad),
+            Err(failed) => {
+                metrics.refused_by_rule(profile, &failed.errors);
+                let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
+                let mut o = out(body.len())?;
+                o.extend_from_slice(&body);
+                return Ok(Served::Reply(Reply {
+                    status: 503,
+                    body: o,
+                    line: None,
+                    failures: failures(failed.errors, true, profile),
+                }));
+            }
+        };
+        let generated;
+        let request_id = match req.request_id.as_deref() {
+            Some(id) if !id.is_empty() => id,
+            _ => {
+                generated = uuid::Uuid::new_v4().simple().to_string();
+                &generated
+            }
+        };
+        let head = Head {
+            request_id,
+            profile,
+            config_version: &config.version,
+            banlist_version,
+            exposures: &assigned.exposures,
+        };
+        // Kept documents are at most the body's size; audit records ~150 bytes each.
+        let mut body = out(512 + bytes.len() + 192 * outcome.audit.len())?;
+        let logged = call.audit_line
+            && (!outcome.audit.is_empty()
+                || !assigned.exposures.is_empty()
+                || !outcome.skipped.is_empty());
+        let tail = write_response(&mut body, &head, &page, &outcome, logged);
+        if call.explain {
+            // One more member before the body's closing brace (the audit tail lies before it).
+            body.unpush();
+            let elsewhere = not_in_profile(config, profile);
+            write_explain(&mut body, &page, &outcome.trace, &elsewhere);
+            body.push(b'}');
+        }
+        let line = if logged {
+            // Each record adds its document's URL and host (~100 bytes).
+            let size = 512 + tail.range.len() + 128 * outcome.audit.len() + req.query.text.len();
+            let mut line = out(size)?;
+            let query = (&*req.query.text, region.as_deref());
+            write_audit_line(
+                &mut line,
+                &head,
+                call.now,
+                query,
+                &page,
+                &outcome,
+                body.as_slice(),
+                &tail,
+                call.forced_by,
+            );
+            Some(line)
+        } else {
+            None
+        };
+        metrics.served(
+            profile,
+            &outcome,
+            &assigned.counted,
+            call.elapsed + started.elapsed().as_secs_f64(),
+        );
+        let profile = profile.to_string();
+        Ok(Served::Reply(Reply {
+            status: 200,
+            body,
+            line,
+            failures: failures(outcome.errors, false, &profile),
+        }))
+    }
 }
 
 #[pymethods]
@@ -266,14 +520,11 @@ impl Engine {
         executor: Option<Py<PyAny>>,
         defer_python: bool,
     ) -> PyResult<Option<Answer>> {
-        let started = Instant::now();
         let given = clock.map(PyClock::new);
         let clock: &dyn Clock = match &given {
             Some(c) => c,
             None => &Monotonic,
         };
-        let deadline = budget_seconds.map(|b| clock.now() + Duration::from_secs_f64(b.max(0.0)));
-        let metrics = self.metrics.get();
         let owned;
         let bytes: &[u8] = if let Ok(b) = body.cast::<PyBytes>() {
             b.as_bytes()
@@ -283,175 +534,39 @@ impl Engine {
         } else {
             return Err(PyValueError::new_err("body must be bytes or bytearray"));
         };
-        let refuse = |e: FieldError| {
-            metrics.request("", "invalid");
-            answer(
-                py,
-                e.status,
-                &error_body(e.status, Some(&e.field), &e.problem),
-                None,
-            )
-        };
-        let limits = Limits {
-            max_documents,
-            max_text_chars,
-        };
-        // Types first, then the profile, then what types cannot check (limits, repeated
-        // ids): a body's shape is named before what it asks for.
-        let decoded = match decode_body(bytes) {
-            Ok(d) => d,
-            Err(e) => return Ok(Some(refuse(e))),
-        };
-        let req = &decoded.request;
-        let config = &self.config;
-        let profile: &str = match &req.profile {
-            Some(p) if config.profiles.contains_key(&**p) => p,
-            Some(p) => {
-                let mut known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                let problem = format!(
-                    "unknown profile {} (known: {})",
-                    quoted(p),
-                    known.join(", ")
-                );
-                return Ok(Some(refuse(FieldError {
-                    status: 422,
-                    field: "profile".into(),
-                    problem,
-                })));
-            }
-            None => config.route(&req.query.classes),
-        };
-        if let Err(e) = check_page(&decoded, &limits, |_, _| Ok(())) {
-            return Ok(Some(refuse(e)));
-        }
-        let Some(pipeline) = config.profiles.get(profile) else {
-            return Err(PyValueError::new_err(format!(
-                "routing names a missing profile {profile:?}"
-            )));
-        };
-        if defer_python && pipeline.python {
-            return Ok(None);
-        }
         let forced: Vec<(String, String)> = match forced {
             Some(d) => d
                 .extract::<Vec<(String, String)>>()
                 .or_else(|_| d.items().extract::<Vec<(String, String)>>())?,
             None => Vec::new(),
         };
-        if !forced.is_empty() {
-            if let Err(problem) = check_forced(&config.experiments, &forced) {
-                return Ok(Some(refuse(FieldError {
-                    status: 422,
-                    field: FORCE_HEADER.into(),
-                    problem,
-                })));
-            }
-        }
-        let assigned = assign(
-            &config.experiments,
-            config.holdout.as_ref(),
-            &req.unit,
-            &forced,
-        );
-        let banlist = Snapshot::of(banlist)?;
-        // The version of the very snapshot matched (0 without a banlist): one load.
-        let banlist_version = banlist.as_ref().map_or(0, |b| b.0.version());
-        let quarantine = Snapshot::of(quarantine)?;
-        let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
-        let (page, docs) = Page::build(req, &UrlCanon, need_domain);
-        // Two ASCII letters (check_page refused anything else).
-        let region = req.query.region.as_ref().map(|r| r.to_ascii_uppercase());
-        let ctx = Ctx {
-            page: &page,
-            region: region.as_deref(),
-            age_mode: req.query.age_mode,
-            depth: req.depth,
-            input_count: docs.len(),
+        let call = Call {
+            banlist: snapshot(banlist)?,
+            quarantine: snapshot(quarantine)?,
             now,
-            banlist: banlist.as_ref().map(|b| b as &dyn Lookup),
-            quarantine: quarantine.as_ref().map(|q| q as &dyn Lookup),
-            variants: &assigned.variants,
-            relaxed_from: None,
-            deadline,
+            budget_seconds,
+            forced: &forced,
+            forced_by: forced_by.as_deref(),
+            limits: Limits {
+                max_documents,
+                max_text_chars,
+            },
+            elapsed,
             clock,
-            profile,
+            audit_line,
             explain,
             executor: executor.as_ref(),
+            defer_python,
         };
-        let outcome = match pipeline.run(&docs, &ctx) {
-            Ok(o) => o,
-            Err(crate::runner::RuleFailed {
-                refused: Some(bad), ..
-            }) => return Ok(Some(refuse(*bad))),
-            Err(failed) => {
-                metrics.refused_by_rule(profile, &failed.errors);
-                let body = rule_failed_body(failed.rule, failed.phase.as_str(), &failed.problem);
-                let mut refused = answer(py, 503, &body, None);
-                refused.3 = failures(py, &failed.errors, true, profile);
-                return Ok(Some(refused));
-            }
-        };
-        let generated;
-        let request_id = match req.request_id.as_deref() {
-            Some(id) if !id.is_empty() => id,
-            _ => {
-                generated = uuid::Uuid::new_v4().simple().to_string();
-                &generated
-            }
-        };
-        let head = Head {
-            request_id,
-            profile,
-            config_version: &config.version,
-            banlist_version,
-            exposures: &assigned.exposures,
-        };
-        // Kept documents are at most the body's size; audit records ~150 bytes each.
-        let mut out = PyOut::with_capacity(py, 512 + bytes.len() + 192 * outcome.audit.len())?;
-        let logged = audit_line
-            && (!outcome.audit.is_empty()
-                || !assigned.exposures.is_empty()
-                || !outcome.skipped.is_empty());
-        let tail = write_response(&mut out, &head, &page, &outcome, logged);
-        if explain {
-            // One more member before the body's closing brace (the audit tail lies before it).
-            out.unpush();
-            let elsewhere = not_in_profile(config, profile);
-            write_explain(&mut out, &page, &outcome.trace, &elsewhere);
-            out.push(b'}');
+        let mut out = |n: usize| PyOut::with_capacity(py, n);
+        match self.serve(bytes, &call, &mut out)? {
+            Served::Deferred => Ok(None),
+            Served::Reply(r) => Ok(Some((
+                r.status,
+                r.body.finish(py)?,
+                r.line.map(|l| l.finish(py)).transpose()?,
+                r.failures.into_iter().map(|f| f.into_py(py)).collect(),
+            ))),
         }
-        let line = if logged {
-            // Each record adds its document's URL and host (~100 bytes).
-            let size = 512 + tail.range.len() + 128 * outcome.audit.len() + req.query.text.len();
-            let mut line = PyOut::with_capacity(py, size)?;
-            let query = (&*req.query.text, region.as_deref());
-            write_audit_line(
-                &mut line,
-                &head,
-                now,
-                query,
-                &page,
-                &outcome,
-                out.as_slice(),
-                &tail,
-                forced_by.as_deref(),
-            );
-            Some(line)
-        } else {
-            None
-        };
-        metrics.served(
-            profile,
-            &outcome,
-            &assigned.counted,
-            elapsed + started.elapsed().as_secs_f64(),
-        );
-        Ok(Some((
-            200,
-            out.finish(py)?,
-            line.map(|l| l.finish(py)).transpose()?,
-            failures(py, &outcome.errors, false, profile),
-        )))
     }
 }

@@ -23,6 +23,7 @@ pub mod record;
 pub mod response;
 pub mod rules;
 pub mod runner;
+pub mod serve;
 pub mod spec;
 pub mod url;
 pub mod wire;
@@ -46,6 +47,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<engine::Engine>()?;
     m.add_class::<metrics::EngineMetrics>()?;
+    m.add_class::<serve::DataPlane>()?;
     m.add(
         "RuleTimeout",
         m.py().get_type::<rules::python::RuleTimeout>(),

@@ -25,6 +25,8 @@ pub trait Sink {
     }
     /// Room for at least `additional` more bytes.
     fn reserve(&mut self, additional: usize);
+    /// The text written so far.
+    fn as_slice(&self) -> &[u8];
     /// The start of the buffer (its first `len()` bytes are the text).
     fn as_mut_ptr(&mut self) -> *mut u8;
     /// Make the first `new_len` bytes the text.
@@ -89,6 +91,10 @@ impl Sink for Vec<u8> {
         Vec::len(self)
     }
     #[inline]
+    fn as_slice(&self) -> &[u8] {
+        self
+    }
+    #[inline]
     fn reserve(&mut self, additional: usize) {
         Vec::reserve(self, additional)
     }
@@ -142,12 +148,6 @@ impl PyOut {
         })
     }
 
-    /// The text written so far.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes of the object's buffer are written.
-        unsafe { std::slice::from_raw_parts(self.data, self.len) }
-    }
-
     /// The bytes object, cut to the text.
     pub fn finish(mut self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
         // SAFETY: `obj` has one reference, ours; on failure CPython frees it, sets it to
@@ -180,6 +180,11 @@ impl Sink for PyOut {
     #[inline]
     fn len(&self) -> usize {
         self.len
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes of the object's buffer are written.
+        unsafe { std::slice::from_raw_parts(self.data, self.len) }
     }
 
     #[inline]

@@ -1,0 +1,398 @@
+//! One request on the data port: `POST /v1/rerank` as app/api/rerank.py answers it (the
+//! body's size cap and deadline, the QA headers, the engine's call, the same bytes out)
+//! and `GET /healthz`; every other request a 404 or 405 in the API's error shape.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use pyo3::prelude::*;
+
+use crate::clock::Monotonic;
+use crate::contract::Limits;
+use crate::engine::{error_body, Call, Engine, Reply, Served};
+use crate::experiments::FORCE_HEADER;
+
+use super::events::Captured;
+use super::Shared;
+
+pub const RERANK: &str = "/v1/rerank";
+pub const HEALTHZ: &str = "/healthz";
+/// nginx's code for a client that left before its answer: counted, never sent.
+const GONE: u16 = 499;
+const EXPLAIN_HEADER: &str = "x-rearrange-explain";
+
+type Answer = Response<Full<Bytes>>;
+
+/// A JSON response; `close` asks hyper to close the connection after it (the rest of a
+/// refused body is unread: it would be taken for the next request).
+fn json(status: u16, body: impl Into<Bytes>, close: bool) -> Answer {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if close {
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// `{timeout:g}` as Python writes it for the values a setting takes (`10`, `0.5`).
+fn g(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, Infallible> {
+    let arrived = Instant::now();
+    let path = req.uri().path();
+    let (route, answer) = match (req.method(), path) {
+        (&Method::POST, RERANK) => (RERANK, rerank(&shared, req, arrived).await),
+        (&Method::GET | &Method::HEAD, HEALTHZ) => {
+            (HEALTHZ, json(200, shared.settings.healthz.clone(), false))
+        }
+        (_, RERANK | HEALTHZ) => {
+            let allow = if path == RERANK { "POST" } else { "GET" };
+            let mut refused = json(405, error_body(405, None, "Method Not Allowed"), false);
+            refused
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static(allow));
+            (if path == RERANK { RERANK } else { HEALTHZ }, refused)
+        }
+        _ => (
+            "other",
+            json(
+                404,
+                error_body(
+                    404,
+                    None,
+                    "Not Found: the data port serves POST /v1/rerank and GET /healthz; \
+                     the rest of the API is on the control port (REARRANGE_PORT)",
+                ),
+                false,
+            ),
+        ),
+    };
+    if route != RERANK {
+        shared
+            .events
+            .push(route, answer.status().as_u16(), None, Vec::new(), None);
+    }
+    Ok(answer)
+}
+
+/// The QA headers and the token that may come with them.
+#[derive(Default)]
+struct Qa {
+    force: Option<String>,
+    explain: Option<String>,
+    authorization: Option<String>,
+}
+
+fn latin1(value: &HeaderValue) -> String {
+    value.as_bytes().iter().map(|&b| b as char).collect()
+}
+
+async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) -> Answer {
+    let settings = &shared.settings;
+    let mut qa = Qa::default();
+    let mut declared: Option<&HeaderValue> = None;
+    for (name, value) in req.headers() {
+        match name.as_str() {
+            "content-length" => declared = Some(value),
+            "authorization" => qa.authorization = Some(latin1(value)),
+            EXPLAIN_HEADER => qa.explain = Some(latin1(value)),
+            n if n.eq_ignore_ascii_case(FORCE_HEADER) => qa.force = Some(latin1(value)),
+            _ => {}
+        }
+    }
+    let limit = settings.max_body_bytes;
+    // A declared length over the cap is refused unread, as observe.read_body does.
+    if let Some(n) = declared
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+    {
+        let n = n.trim_start_matches('0');
+        let over = n.len() > 20 || n.parse::<u128>().is_ok_and(|n| n > limit as u128);
+        if over {
+            return refuse_body(
+                shared,
+                413,
+                "invalid",
+                &format!(
+                    "{} bytes, over the limit of {limit}",
+                    if n.is_empty() { "0" } else { n }
+                ),
+            );
+        }
+    }
+    let body = match tokio::time::timeout(settings.body_timeout, read_capped(req, limit)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(Read::TooLarge)) => {
+            return refuse_body(
+                shared,
+                413,
+                "invalid",
+                &format!("over the limit of {limit} bytes"),
+            )
+        }
+        Ok(Err(Read::Gone)) => {
+            shared.events.push(RERANK, GONE, None, Vec::new(), None);
+            return json(GONE, Bytes::new(), true);
+        }
+        Err(_) => {
+            let problem = format!(
+                "not received within {} s",
+                g(settings.body_timeout.as_secs_f64())
+            );
+            return refuse_body(shared, 408, "timeout", &problem);
+        }
+    };
+    let mut forced: Vec<(String, String)> = Vec::new();
+    let mut forced_by = None;
+    let mut explain = false;
+    if qa.force.is_some() || qa.explain.is_some() {
+        // The token check and the headers' parsing are the control plane's (app/api/rerank.py
+        // `check_qa`), on a blocking thread: QA traffic is rare, and its GIL wait holds no
+        // serving thread.
+        let checker = Arc::clone(shared);
+        let checked = tokio::task::spawn_blocking(move || checker.check_qa(qa)).await;
+        match checked {
+            Ok(Ok(QaChecked::Refused(status, body, headers))) => {
+                shared.events.push(RERANK, status, None, Vec::new(), None);
+                let mut refused = json(status, body, false);
+                for (name, value) in headers {
+                    if let (Ok(n), Ok(v)) = (
+                        hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                        HeaderValue::from_str(&value),
+                    ) {
+                        refused.headers_mut().insert(n, v);
+                    }
+                }
+                return refused;
+            }
+            Ok(Ok(QaChecked::Allowed(f, by, e))) => {
+                forced = f;
+                forced_by = by;
+                explain = e;
+            }
+            Ok(Err(problem)) => {
+                shared.problem("qa", &problem);
+                shared.events.push(RERANK, 500, None, Vec::new(), None);
+                return json(500, error_body(500, None, "Internal Server Error"), false);
+            }
+            Err(panicked) => {
+                let problem = panicked.to_string();
+                shared.problem("qa", &problem);
+                shared.events.push(RERANK, 500, None, Vec::new(), None);
+                return json(500, error_body(500, None, "Internal Server Error"), false);
+            }
+        }
+    }
+    let Some(engine) = shared.engine.load_full() else {
+        shared.events.push(RERANK, 503, None, Vec::new(), None);
+        return json(503, error_body(503, None, "no config is loaded yet"), false);
+    };
+    let job = Job {
+        shared: Arc::clone(shared),
+        engine,
+        body,
+        forced,
+        forced_by,
+        explain,
+        arrived,
+    };
+    // Answered on this thread unless the profile has a Python rule; then on a blocking
+    // thread, so that the serving threads never wait for a rule (or the GIL).
+    match job.run(true) {
+        Some(answer) => answer,
+        None => match tokio::task::spawn_blocking(move || job.run(false)).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => unreachable!("answered when not deferred"),
+            Err(panicked) => {
+                shared.problem("rerank", &panicked.to_string());
+                shared.events.push(RERANK, 500, None, Vec::new(), None);
+                json(500, error_body(500, None, "Internal Server Error"), false)
+            }
+        },
+    }
+}
+
+/// A refusal of the body itself (size, deadline): counted as the Python path counts it,
+/// the connection closed.
+fn refuse_body(shared: &Shared, status: u16, outcome: &str, problem: &str) -> Answer {
+    shared.metrics.get().request("", outcome);
+    shared.events.push(RERANK, status, None, Vec::new(), None);
+    json(status, error_body(status, Some("body"), problem), true)
+}
+
+enum Read {
+    TooLarge,
+    Gone,
+}
+
+/// The whole body, or TooLarge past `limit` bytes; a body in one frame is not copied.
+async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<Bytes, Read> {
+    let mut body = req.into_body();
+    let mut first: Option<Bytes> = None;
+    let mut more = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Read::Gone)?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        let held = first.as_ref().map_or(0, Bytes::len) + more.len() + data.len();
+        if held > limit {
+            return Err(Read::TooLarge);
+        }
+        match first.take() {
+            None if more.is_empty() => first = Some(data),
+            None => more.extend_from_slice(&data),
+            Some(f) => {
+                more.extend_from_slice(&f);
+                more.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| more.freeze()))
+}
+
+/// What `check_qa` answers: (status, error body, headers, forced, forced_by, explain).
+type QaAnswer = (
+    u16,
+    Vec<u8>,
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    Option<String>,
+    bool,
+);
+
+pub enum QaChecked {
+    /// (status, error body, headers)
+    Refused(u16, Vec<u8>, Vec<(String, String)>),
+    /// (forced variants, who forced them, explain)
+    Allowed(Vec<(String, String)>, Option<String>, bool),
+}
+
+impl Shared {
+    fn check_qa(&self, qa: Qa) -> Result<QaChecked, String> {
+        Python::attach(|py| {
+            let answer = self
+                .qa
+                .call1(py, (qa.force, qa.explain, qa.authorization))
+                .map_err(|e| e.to_string())?;
+            let (status, body, headers, forced, forced_by, explain): QaAnswer =
+                answer.extract(py).map_err(|e: PyErr| e.to_string())?;
+            Ok(if status != 0 {
+                QaChecked::Refused(status, body, headers)
+            } else {
+                QaChecked::Allowed(forced, forced_by, explain)
+            })
+        })
+    }
+}
+
+/// One request for the engine, owned, so that it can move to a blocking thread.
+struct Job {
+    shared: Arc<Shared>,
+    engine: Arc<Py<Engine>>,
+    body: Bytes,
+    forced: Vec<(String, String)>,
+    forced_by: Option<String>,
+    explain: bool,
+    arrived: Instant,
+}
+
+impl Job {
+    /// The answer, or None with `defer` when the profile has a Python rule.
+    fn run(&self, defer: bool) -> Option<Answer> {
+        let shared = &*self.shared;
+        let settings = &shared.settings;
+        let engine = self.engine.get();
+        let banlist = shared.banlist.load().as_ref().map(|i| i.get().snapshot());
+        let quarantine = shared
+            .quarantine
+            .load()
+            .as_ref()
+            .map(|i| i.get().snapshot());
+        let banlist_version = banlist.as_ref().map_or(0, |b| b.version());
+        let started = Instant::now();
+        let elapsed = started.duration_since(self.arrived).as_secs_f64();
+        let budget = settings.deadline.map(|d| d.as_secs_f64() - elapsed);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let call = Call {
+            banlist,
+            quarantine,
+            now,
+            budget_seconds: budget,
+            forced: &self.forced,
+            forced_by: self.forced_by.as_deref(),
+            limits: Limits {
+                max_documents: settings.max_documents,
+                max_text_chars: settings.max_text_chars,
+            },
+            elapsed,
+            clock: &Monotonic,
+            audit_line: settings.audit,
+            explain: self.explain,
+            executor: shared.executor.as_ref(),
+            defer_python: defer,
+        };
+        let mut out = |n: usize| Ok(Vec::with_capacity(n));
+        let served = match engine.serve(&self.body, &call, &mut out) {
+            Ok(served) => served,
+            Err(e) => {
+                let problem = e.to_string();
+                shared.problem("rerank", &problem);
+                shared.events.push(RERANK, 500, None, Vec::new(), None);
+                return Some(json(
+                    500,
+                    error_body(500, None, "Internal Server Error"),
+                    false,
+                ));
+            }
+        };
+        let Reply {
+            status,
+            body,
+            line,
+            failures,
+        } = match served {
+            Served::Deferred => return None,
+            Served::Reply(r) => r,
+        };
+        // QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx.
+        let capture = (settings.capture && self.forced.is_empty() && matches!(status, 200 | 503))
+            .then(|| Captured {
+                body: self.body.clone(),
+                status,
+                config_version: engine.config().version.clone(),
+                banlist_version,
+            });
+        // Queued before the answer leaves: whoever has the answer finds its line queued.
+        shared.events.push(RERANK, status, line, failures, capture);
+        Some(json(status, body, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::g;
+
+    #[test]
+    fn seconds_are_written_as_python_writes_them_with_g() {
+        assert_eq!(g(10.0), "10");
+        assert_eq!(g(0.5), "0.5");
+        assert_eq!(g(2.25), "2.25");
+    }
+}
