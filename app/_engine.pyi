@@ -15,7 +15,7 @@ from app.banlist.model import Entry, Match
 
 # What the control plane uses, and nothing else (issue 46's narrow door: at most 16).
 __all__ = [
-    "__version__", "Engine", "EngineMetrics", "RuleTimeout", "BanIndex", "NearDupSets",
+    "__version__", "Engine", "DataPlane", "EngineMetrics", "RuleTimeout", "BanIndex", "NearDupSets",
     "InvalidURL", "canonicalize", "canonicalize_with_host", "canonicalize_bytes",
     "parse_ipv4", "registrable_domain", "is_public_suffix", "wire_schemas", "builtin_rules",
 ]
@@ -88,6 +88,38 @@ class EngineMetrics:
     def path(self) -> Path | None: ...
     @staticmethod
     def buckets() -> dict[str, list[float]]: ...
+
+# --- the data port's listener (crates/engine/src/serve/) --------------------------------
+
+_Drained: TypeAlias = tuple[
+    list[bytes],  # audit lines
+    list[_Failure],  # rule failures
+    list[tuple[bytes, int, str, int]],  # captures: (body, status, config, banlist version)
+    list[tuple[str, int, int]],  # responses: (route, status, count)
+    list[tuple[str, int]],  # dropped events: (kind, count)
+    list[str],  # the listener's own problems, for the log
+]
+
+@final
+class DataPlane:
+    """POST /v1/rerank and GET /healthz on threads of this process (app/api/dataplane.py)."""
+
+    def __new__(cls, *, metrics: EngineMetrics,
+                qa: Callable[[str | None, str | None, str | None],
+                             tuple[int, bytes, list[tuple[str, str]], list[tuple[str, str]],
+                                   str | None, bool]],
+                executor: _Executor | None, healthz: bytes, max_body_bytes: int,
+                body_timeout: float, header_timeout: float, deadline: float,
+                max_documents: int, max_text_chars: int, audit: bool,
+                capture: bool) -> DataPlane: ...
+    def publish(self, *, engine: Engine | None = None, banlist: BanIndex | None = None,
+                quarantine: BanIndex | None = None) -> None: ...
+    def start(self, host: str, port: int, threads: int) -> int: ...
+    @property
+    def port(self) -> int | None: ...
+    def stop(self, grace: float) -> bool: ...
+    def wait(self, timeout: float) -> bool: ...
+    def drain(self) -> _Drained: ...
 
 # --- the banlist index (crates/engine/src/banlist/py.rs) --------------------------------
 

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.config.settings import Settings
 from app.main import create_app
+from tests.paths import PATHS, involves_rerank, native  # noqa: F401 (a fixture)
 from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,10 @@ AUTH = {"Authorization": "Bearer tns-token"}
 # it) each draws the same ones every run, seeded by the test itself, so that a CI failure
 # reproduces and a CI pass is not luck (no example database either: a fresh clone has none).
 # A test's own @settings (max_examples, deadline) applies on top of the profile.
+# Every `rearrange serve` a test starts binds its data port where the test says, else any free
+# port: two servers of two tests (or a developer's own on 8081) never fight over the default.
+os.environ.setdefault("REARRANGE_DATA_PORT", "0")
+
 hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "default")
 
@@ -30,6 +35,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "redis_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.redis)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test of a module sending /v1/rerank requests runs on both paths (tests/paths.py)."""
+    if "rerank_path" in metafunc.fixturenames and involves_rerank(metafunc):
+        metafunc.parametrize("rerank_path", PATHS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def rerank_path(request: pytest.FixtureRequest) -> str:
+    """The path TestClients' /v1/rerank requests take: `python` (the app's own) or
+    `native` (the app's data-plane listener, tests/paths.py)."""
+    path: str = getattr(request, "param", "python")
+    if path == "native":
+        request.getfixturevalue("native")
+    return path
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

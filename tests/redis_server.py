@@ -86,31 +86,46 @@ class RedisServer:
         self.start()
 
 
+# (host, control port) → data port of every ServeProcess running (tests/paths.py sends the
+# /v1/rerank requests of a test on the native path to the data port)
+LIVE: dict[tuple[str, int], int] = {}
+
+
 class ServeProcess:
     """`rearrange serve` on a free port, as deployed (for multi-instance tests)."""
 
     def __init__(self, root: Path, workdir: Path, env: dict[str, str],
                  args: tuple[str, ...] = (), host: str = "127.0.0.1",
-                 wrap: tuple[str, ...] = ()) -> None:
+                 wrap: tuple[str, ...] = (),
+                 program: tuple[str, ...] = ("-m", "app.cli", "serve")) -> None:
         """`host`: the address it listens on; `wrap`: what runs it (say, `ip netns exec`:
-        tests/netns.py's `Namespace.command`)."""
+        tests/netns.py's `Namespace.command`); `program`: Python's arguments before the
+        listen address (`-m uvicorn app.main:app` serves no data port)."""
         self.port = free_port()
         self.base = f"http://{host}:{self.port}"
+        # the data port (POST /v1/rerank on the engine's listener), a free one unless given
+        self.data_port = int(env.get("REARRANGE_DATA_PORT") or free_port())
+        self.data_base = f"http://{host}:{self.data_port}"
         self.log = workdir / f"serve-{self.port}.log"
         # no drain on SIGTERM unless a test asks for one (the default's 5 s is a deploy's)
         full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_DRAIN_SECONDS": "0",
-                **env}
+                **env, "REARRANGE_DATA_PORT": str(self.data_port)}
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [*wrap, sys.executable, "-m", "app.cli", "serve", "--host", host,
-                 "--port", str(self.port), *args],
+                [*wrap, sys.executable, *program, "--host", host, "--port", str(self.port),
+                 *args],
                 cwd=root, env=full, stderr=err)
-        if answers(f"{self.base}/healthz", 60):  # a loaded shared machine starts slowly
+        # a loaded shared machine starts slowly
+        data = "serve" not in program or answers(f"{self.data_base}/healthz", 10)
+        if answers(f"{self.base}/healthz", 60) and data:
+            if "serve" in program:  # tests/paths.py: the native path
+                LIVE[(host, self.port)] = self.data_port
             return
         self.stop()
         raise RuntimeError(f"server did not start: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
+        LIVE.pop((self.base.split("//")[1].rsplit(":", 1)[0], self.port), None)
         self.proc.terminate()
         try:
             self.proc.wait(15)

@@ -11,6 +11,7 @@ when the fast path is switched off (`RearrangeApp.fast_rerank`). Both read the b
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -25,7 +26,7 @@ from app.api.openapi import BEARER, refusals, schema_ref
 from app.api.services import Services
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER
 from app.errors import FieldError
-from app.observability.metrics import RERANK_ROUTE
+from app.observability.metrics import RERANK_ROUTE, Metrics
 
 PATH = RERANK_ROUTE
 GONE = 499  # nginx's code for a client that left first: counted, never read
@@ -153,13 +154,9 @@ async def answer(services: Services, state: State, scope: Scope,
     try:
         body = await read_body(declared, receive, settings.max_body_bytes,
                                settings.body_timeout_seconds)
-        forced, forced_by = None, None
-        if force is not None:  # QA override: never honoured without a token
-            forced_by = token_actor(state.tokens, authorization, FORCE_HEADER)
-            forced = parse_force(force)
-        explained = explain is not None and parse_explain(explain)
-        if explained:  # QA: what the rules did is not for every caller to read
-            token_reader(state.tokens, authorization, EXPLAIN_HEADER)
+        forced, forced_by, explained = None, None, False
+        if force is not None or explain is not None:
+            forced, forced_by, explained = qa(state.tokens, force, explain, authorization)
     except FieldError as exc:  # the body: over its limit (413), too slow (408)
         timeout = isinstance(exc, BodyTooSlow)
         services.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
@@ -168,6 +165,39 @@ async def answer(services: Services, state: State, scope: Scope,
         services.metrics.requests.labels("", "invalid").inc()
         raise
     return await service.serve(body, forced, forced_by, arrived, explained)
+
+
+def qa(tokens: Mapping[str, tuple[str, str]], force: str | None, explain: str | None,
+       authorization: str | None) -> tuple[dict[str, str] | None, str | None, bool]:
+    """(forced variants, who forced them, explain) of the QA headers, their token checked:
+    HTTPException for a header without a token (401), with a read-only one where a write
+    one is needed (403), or malformed (422)."""
+    forced, forced_by = None, None
+    if force is not None:  # QA override: never honoured without a token
+        forced_by = token_actor(tokens, authorization, FORCE_HEADER)
+        forced = parse_force(force)
+    explained = explain is not None and parse_explain(explain)
+    if explained:  # QA: what the rules did is not for every caller to read
+        token_reader(tokens, authorization, EXPLAIN_HEADER)
+    return forced, forced_by, explained
+
+
+QaAnswer = tuple[int, bytes, list[tuple[str, str]], list[tuple[str, str]], str | None, bool]
+
+
+def check_qa(tokens: Mapping[str, tuple[str, str]], metrics: Metrics, force: str | None,
+             explain: str | None, authorization: str | None) -> QaAnswer:
+    """`qa` for the native listener (app._engine.DataPlane), which cannot catch a Python
+    exception: (0, b"", [], forced pairs, forced_by, explain) when the request goes on,
+    else (status, error body, headers, [], None, False) of the refusal, counted as the
+    Python path counts it."""
+    try:
+        forced, forced_by, explained = qa(tokens, force, explain, authorization)
+    except HTTPException as exc:
+        metrics.requests.labels("", "invalid").inc()
+        refused = refusal(exc)
+        return refused.status, refused.body, list(refused.headers.items()), [], None, False
+    return 0, b"", [], list((forced or {}).items()), forced_by, explained
 
 
 def parse_explain(header: str) -> bool:

@@ -1,16 +1,13 @@
-"""`rearrange serve`: uvicorn with uvloop + httptools, a deadline on request headers, and a
-drain before every stop."""
+"""`rearrange serve`: the data port (the engine's own listener, app/api/dataplane.py) and
+the control port (uvicorn with uvloop + httptools and a deadline on request headers) in one
+process, and a drain of both before every stop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
-import shutil
-import tempfile
+import socket
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -21,7 +18,10 @@ from app.api import errors
 from app.config.settings import Settings
 
 if TYPE_CHECKING:
+    from app.api.dataplane import DataPlaneServer
     from app.api.services import Services
+
+GRACE_SECONDS = 10  # requests in flight at a stop finish within this, both ports together
 
 
 class DrainingServer(uvicorn.Server):
@@ -34,11 +34,23 @@ class DrainingServer(uvicorn.Server):
     """
 
     def __init__(self, config: uvicorn.Config, services: Services,
-                 drain_seconds: float) -> None:
+                 drain_seconds: float, data_plane: DataPlaneServer | None = None) -> None:
         super().__init__(config)
         self.services = services
         self.drain_seconds = drain_seconds
+        self.data_plane = data_plane
         self._drain: threading.Timer | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """The data port's requests finish first, then uvicorn's own shutdown (the control
+        port's requests, then the app's lifespan, which closes the services both use), the
+        two within GRACE_SECONDS together."""
+        if self.data_plane is not None:
+            started = time.monotonic()
+            await asyncio.to_thread(self.data_plane.stop, GRACE_SECONDS)
+            left = GRACE_SECONDS - (time.monotonic() - started)
+            self.config.timeout_graceful_shutdown = max(1, int(left))
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.drain_seconds <= 0 or self.should_exit:
@@ -137,56 +149,34 @@ class _Options(TypedDict):
     log_level: str
 
 
-def serve(settings: Settings, host: str | None, port: int | None, workers: int) -> None:
-    """Run the service; with several workers, drain from outside (Kubernetes preStop)."""
-    # A partial of a module-level class: pickled to each worker as it is (a class made here
-    # would not be).
+def serve(settings: Settings, host: str | None, port: int | None, workers: int,
+          data_port: int | None = None) -> None:
+    """Run the service: `workers` threads serve the data port, uvicorn the control port.
+
+    One process holds one copy of the banlist index and one set of metrics whatever the
+    number of threads (docs/architecture.md); OSError if the data port cannot be bound.
+    """
     # (uvicorn calls `http` as it calls a protocol class: a partial of one will do)
     http = functools.partial(HeaderDeadline, header_timeout=settings.header_timeout_seconds)
-    options = _Options(host=host or settings.host, port=port or settings.port, loop="uvloop",
+    host = host or settings.host
+    options = _Options(host=host, port=settings.port if port is None else port, loop="uvloop",
                        http=cast("type[asyncio.Protocol]", http), proxy_headers=False,
-                       timeout_graceful_shutdown=10, timeout_keep_alive=5,
+                       timeout_graceful_shutdown=GRACE_SECONDS, timeout_keep_alive=5,
                        access_log=settings.access_log, log_level=settings.log_level)
-    if workers > 1:
-        if not settings.redis_url and not settings.banlist_read_only:
-            # Each worker is its own process: with the embedded store each would hold its own
-            # copy of the list and append to the one log, and a ban would reach one worker.
-            raise SystemExit(
-                f"--workers {workers} needs REDIS_URL: the embedded banlist belongs to one "
-                "process. Run one worker per replica (the deployment's way), point the workers "
-                "at Redis, or set REARRANGE_BANLIST_READ_ONLY=true to serve a frozen list.")
-        # uvicorn's supervisor forwards SIGTERM to each worker, which finishes its requests.
-        with metrics_directory(settings.metrics_dir):
-            uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
-        return
     from app.api.app import create_app
+    from app.api.dataplane import DataPlaneServer
     from app.observability.workers import wipe
 
-    if settings.metrics_dir is not None:  # one worker of its own in the directory
+    if settings.metrics_dir is not None:  # PROMETHEUS_MULTIPROC_DIR set: this process's own
         settings.metrics_dir.mkdir(parents=True, exist_ok=True)
         wipe(settings.metrics_dir)
     app = create_app(settings)
-    DrainingServer(uvicorn.Config(app, **options), app.state.services,
-                   settings.drain_seconds).run()
-
-
-@contextlib.contextmanager
-def metrics_directory(given: Path | None) -> Iterator[Path]:
-    """The directory the workers write their metrics to, empty at the start: the one in
-    PROMETHEUS_MULTIPROC_DIR (the last run's files wiped), else a fresh one removed at the
-    end. The variable is set for the workers, which import prometheus_client after it is
-    (uvicorn spawns them as new interpreters)."""
-    from app.observability.workers import wipe
-
-    if given is not None:
-        given.mkdir(parents=True, exist_ok=True)
-        wipe(given)
-        yield given
-        return
-    made = Path(tempfile.mkdtemp(prefix="rearrange-metrics-"))
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(made)
+    services = app.state.services
+    data_plane = DataPlaneServer(services, app.state.tokens)
     try:
-        yield made
-    finally:
-        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
-        shutil.rmtree(made, ignore_errors=True)
+        data_plane.start(host, settings.data_port if data_port is None else data_port, workers)
+    except OSError:
+        services.close()
+        raise
+    DrainingServer(uvicorn.Config(app, **options), services, settings.drain_seconds,
+                   data_plane).run()

@@ -260,6 +260,10 @@ class BanStore(Protocol):
     @property
     def index(self) -> BanIndex: ...
 
+    def follow_index(self, served: Callable[[BanIndex], None]) -> None:
+        """Call `served` with the index served now and with each one swapped in later
+        (changes applied to an index in place reach its holders without a call)."""
+
     @property
     def version(self) -> int: ...
 
@@ -346,6 +350,7 @@ class StoreBase(ABC):
 
     clock: Callable[[], float]  # epoch seconds
     _index_lock: AbstractContextManager[Any]
+    _followers: tuple[Callable[[BanIndex], None], ...] = ()
 
     @property
     def index(self) -> BanIndex:
@@ -355,6 +360,13 @@ class StoreBase(ABC):
     @index.setter
     def index(self, index: BanIndex) -> None:
         self._index = index
+        for served in self._followers:
+            served(index)
+
+    def follow_index(self, served: Callable[[BanIndex], None]) -> None:
+        """Call `served` with the index served now and with each one swapped in later."""
+        self._followers = (*self._followers, served)
+        served(self.index)
 
     def __len__(self) -> int:
         return len(self.index)

@@ -31,8 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service (settings from the environment)")
     serve.add_argument("--host", help="listen address (default REARRANGE_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default REARRANGE_PORT or 8080)")
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.add_argument("--port", type=int, help="control port: every route (default "
+                       "REARRANGE_PORT or 8080)")
+    serve.add_argument("--data-port", type=int, help="data port: POST /v1/rerank and GET "
+                       "/healthz on the engine's own listener (default REARRANGE_DATA_PORT "
+                       "or 8081)")
+    serve.add_argument("--workers", type=int, default=1, help="threads serving the data "
+                       "port, in this one process (one banlist index whatever their number)")
     check = sub.add_parser("check-config", help="validate a rules file the way the service does")
     check.add_argument("file", type=Path)
     check.add_argument("--against", type=Path, metavar="OLD",
@@ -149,10 +154,14 @@ def _srm_verdict(args: argparse.Namespace, engine: Any) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from app.api.serving import serve
 
+    if args.workers < 1:
+        print("rearrange: not starting: --workers: at least 1", file=sys.stderr)
+        return USAGE
     try:
-        serve(load_settings(), args.host, args.port, args.workers)
-    except RearrangeError as exc:  # StartupRefused, SettingsError, ConfigError, a store's
-        # One line, no traceback: the operator's to fix (docs/cli.md, exit codes).
+        serve(load_settings(), args.host, args.port, args.workers, args.data_port)
+    except (RearrangeError, OSError) as exc:  # StartupRefused, SettingsError, ConfigError,
+        # a store's; a port that cannot be bound. One line, no traceback: the operator's to
+        # fix (docs/cli.md, exit codes).
         print(f"rearrange: not starting: {exc}", file=sys.stderr)
         return USAGE
     return OK

@@ -83,7 +83,9 @@ class Settings(BaseSettings):
     metrics_dir: Path | None = Field(
         default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR"))
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = Field(default=8080, ge=0, le=65535)  # `serve`: the control port (every route)
+    # `serve`: the data port, POST /v1/rerank and GET /healthz on the engine's own listener
+    data_port: int = Field(default=8081, ge=0, le=65535)
 
     @field_validator("redis_url")
     @classmethod

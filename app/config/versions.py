@@ -78,7 +78,12 @@ class ConfigHolder:
     new one by default), so a change keeps the counters; loads and swaps are reported to
     `events` (the service's Metrics). Changes take `lock`: a reload, a rollback and a
     replica's change come from different threads.
+
+    `follow(served)` calls `served` with the Engine in use now and after every swap (the
+    native listener serves what this holds).
     """
+
+    _followers: tuple[Callable[[Engine], None], ...] = ()
 
     def __init__(self, path: Path, events: ConfigEvents | None = None,
                  engine_metrics: Any = None, clock: Callable[[], float] = time.time) -> None:
@@ -208,8 +213,16 @@ class ConfigHolder:
     def _build(self, engine: Engine) -> Engine:
         return with_core(engine, self.engine_metrics)
 
+    def follow(self, served: Callable[[Engine], None]) -> None:
+        """Call `served` with the Engine in use, now and after each swap."""
+        with self.lock:
+            self._followers = (*self._followers, served)
+            served(self.engine)
+
     def _swap(self, engine: Engine, record: Version) -> None:
         self.engine = engine  # one reference: a request sees the old config or the new one
+        for served in self._followers:
+            served(engine)
         self.history.appendleft(record)
         self.events.config_served(record.loaded_at)
         gc.freeze()  # the new Engine lives until the next change: keep it out of collections

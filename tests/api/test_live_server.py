@@ -221,27 +221,32 @@ def test_a_second_signal_cuts_the_drain_short_and_in_flight_requests_finish(tmp_
             proc.wait(10)
 
 
-def test_several_workers_need_redis_or_a_read_only_list(tmp_path):
-    """Each uvicorn worker is a process: on one embedded log they would split the banlist."""
-    port = free_port()
+def test_several_serving_threads_share_one_embedded_banlist(tmp_path):
+    """`--workers 2` is two threads of one process: a ban written on the control port is
+    matched by the data port's next request, with no Redis (one index for both)."""
+    port, data = free_port(), free_port()
     env = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
-           "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_ADMIN_TOKENS": "tns:t"}
+           "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_ADMIN_TOKENS": "tns:t",
+           "REARRANGE_DATA_PORT": str(data), "REARRANGE_BANLIST_SEED": ""}
     env.pop("REDIS_URL", None)
     serve = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"]
-    refused = subprocess.run(serve, cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=60)
-    assert refused.returncode != 0
-    assert "--workers 2 needs REDIS_URL" in refused.stderr
-    proc = subprocess.Popen(serve, cwd=ROOT, env={**env, "REARRANGE_BANLIST_READ_ONLY": "true"},
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(serve, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
-        if not answers(f"http://127.0.0.1:{port}/readyz", 30):
-            pytest.fail("two read-only workers did not start")
+        assert answers(f"http://127.0.0.1:{port}/readyz", 30), "did not start"
+        assert answers(f"http://127.0.0.1:{data}/healthz", 30), "no data port"
+        page = {"documents": [{"id": "a", "url": "https://a.example/", "score": 2.0},
+                              {"id": "b", "url": "https://b.example/", "score": 1.0}]}
+        before = httpx.post(f"http://127.0.0.1:{data}/v1/rerank", json=page).json()
+        assert [d["id"] for d in before["documents"]] == ["a", "b"]
         r = httpx.post(f"http://127.0.0.1:{port}/v1/banlist/entries",
                        json={"scope": "host", "value": "a.example", "reason": "spam"},
                        headers={"Authorization": "Bearer t"})
-        assert r.status_code == 409 and "read-only" in r.json()["problem"]
-        assert httpx.post(f"http://127.0.0.1:{port}/v1/rerank", json=PAGE).status_code == 200
+        assert r.status_code == 201, r.text
+        for _ in range(4):  # new connections: either thread may answer
+            with httpx.Client() as c:
+                after = c.post(f"http://127.0.0.1:{data}/v1/rerank", json=page).json()
+            assert [d["id"] for d in after["documents"]] == ["b"]
+            assert after["banlist_version"] == before["banlist_version"] + 1
     finally:
         proc.terminate()
         proc.wait(15)

@@ -19,6 +19,9 @@ from app.main import create_app
 from tests.api.test_rerank import page
 from tests.conftest import AUTH
 
+pytestmark = pytest.mark.python_path(
+    "middleware added to the FastAPI app wraps its routes, not the data port's listener")
+
 ORIGIN = "https://front.example"
 JSON = {"content-type": "application/json"}
 BAN = {"scope": "host", "value": "a.example", "reason": "spam"}

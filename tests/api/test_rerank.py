@@ -289,6 +289,8 @@ def test_openapi_documents_the_rerank_body(client):
     assert set(doc["required"]) == {"id", "url", "score"}
 
 
+@pytest.mark.python_path("changes the request path's deadline between two requests: the "
+                         "listener reads its settings once, when it starts")
 def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
     service = client.app.state.services.rearranger
     body = page(3)
@@ -305,6 +307,7 @@ def test_past_the_deadline_near_duplicates_is_skipped_and_said(client):
             'rule="near_duplicates"} 1.0') in client.get("/metrics").text
 
 
+@pytest.mark.python_path("a fake clock: the listener reads the monotonic clock")
 def test_near_duplicates_cut_by_the_deadline_while_running_is_said(settings):
     """On a clock a second later at each reading, the deadline passes after about 60: the
     runner reads it once before the rule, then the rule once per text it shingles, so it

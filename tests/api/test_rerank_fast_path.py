@@ -8,6 +8,9 @@ import pytest
 from tests.api.test_rerank import BAD, page
 from tests.conftest import AUTH
 
+pytestmark = pytest.mark.python_path(
+    "compares the Python path's two ways of answering")
+
 
 def _both(client, *args, **kwargs):
     """(fast, routed) responses to the same request."""

@@ -3,7 +3,9 @@
 Every route answers a trickling body 408 (the contract's error body) and closes the
 connection; headers that do not complete, or a connection that sends nothing, are closed.
 Each test trickles for a bounded number of bytes: a server that held the connection would
-still be waiting when they run out, and the test fails on that, not on a clock.
+still be waiting when they run out, and the test fails on that, not on a clock. On the
+native path (tests/paths.py) `port` is the data port, where `/v1/rerank` and `/healthz`
+are served: the routes it does not serve are tried on the control port (`ports`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import httpx
 import pytest
 
 from tests.api.test_live_server import PAGE, start_server
+from tests.redis_server import answers, free_port
 
 TIMEOUT = "0.5"  # REARRANGE_BODY_TIMEOUT_SECONDS and REARRANGE_HEADER_TIMEOUT_SECONDS
 STEP = 0.1  # seconds between two trickled bytes
@@ -24,13 +27,28 @@ AUTH = "Authorization: Bearer t\r\n"
 
 
 @pytest.fixture(scope="module")
-def port(tmp_path_factory) -> Iterator[int]:
+def ports(tmp_path_factory) -> Iterator[tuple[int, int]]:
+    """(the control port, the data port) of one server."""
+    data = free_port()
     proc, base, _ = start_server(tmp_path_factory.mktemp("slow"),
                                  REARRANGE_BODY_TIMEOUT_SECONDS=TIMEOUT,
-                                 REARRANGE_HEADER_TIMEOUT_SECONDS=TIMEOUT)
-    yield int(base.rsplit(":", 1)[1])
+                                 REARRANGE_HEADER_TIMEOUT_SECONDS=TIMEOUT,
+                                 REARRANGE_DATA_PORT=str(data))
+    assert answers(f"http://127.0.0.1:{data}/healthz", 20)
+    yield int(base.rsplit(":", 1)[1]), data
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture
+def port(ports: tuple[int, int], rerank_path: str) -> int:
+    """The port under test: the control port, or the data port on the native path."""
+    return ports[1] if rerank_path == "native" else ports[0]
+
+
+def serving(path: str, port: int, ports: tuple[int, int]) -> int:
+    """`port`, unless it is the data port and `path` is not one it serves."""
+    return port if path in ("/v1/rerank", "/healthz") else ports[0]
 
 
 def connect(port: int) -> socket.socket:
@@ -114,10 +132,11 @@ ROUTES = [
 
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
 @pytest.mark.parametrize(("method", "path"), ROUTES)
-def test_a_trickling_body_gets_408_and_the_connection_is_closed(port, method, path, framing):
+def test_a_trickling_body_gets_408_and_the_connection_is_closed(port, ports, method, path,
+                                                                framing):
     length = b"Content-Length: 1000\r\n" if framing == "content-length" else (
         b"Transfer-Encoding: chunked\r\n")
-    with connect(port) as s:
+    with connect(serving(path, port, ports)) as s:
         s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\n{AUTH}".encode()
                   + b"Content-Type: application/json\r\n" + length + b"\r\n"
                   + (b"" if framing == "content-length" else b"3e8\r\n"))
@@ -162,21 +181,23 @@ def test_slow_headers_behind_a_pipelined_request_are_closed_after_its_answer(por
     assert reply.startswith(b"HTTP/1.1 200") and reply.count(b"HTTP/1.1") == 1
 
 
-def test_healthy_clients_are_not_cut(port):
+def test_healthy_clients_are_not_cut(port, ports):
     """Headers in several packets, keep-alive requests, and bodies that come whole."""
     with connect(port) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\n")
         time.sleep(STEP)  # a second packet well within the deadline
         s.sendall(b"Host: t\r\n\r\n")
         assert response(s).startswith(b"HTTP/1.1 200")
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
-        for _ in range(3):  # one kept-alive connection
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c, \
+            httpx.Client(base_url=f"http://127.0.0.1:{ports[0]}", timeout=5) as control:
+        for _ in range(3):  # one kept-alive connection each
             assert c.post("/v1/rerank", json=PAGE).status_code == 200
-            r = c.post("/v1/banlist/entries", headers={"Authorization": "Bearer t"},
-                       json={"scope": "host", "value": "whole.example", "reason": "spam"})
+            r = control.post("/v1/banlist/entries", headers={"Authorization": "Bearer t"},
+                             json={"scope": "host", "value": "whole.example", "reason": "spam"})
             assert r.status_code in (200, 201), r.text
 
 
+@pytest.mark.python_path("bytes hyper cannot parse get hyper's own answer (docs/architecture.md)")
 def test_a_request_line_past_the_parsers_limit_gets_the_json_error_body(port):
     """uvicorn answers bytes httptools refuses (here a query string of 100 KiB) with plain
     text; ours is the contract's JSON error, as every other 4xx."""

@@ -16,10 +16,12 @@ import re
 from typing import Any
 
 import jsonschema
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.api.contract import wire_schemas
+from app.main import create_app
 from tests.conftest import AUTH
 from tests.sides import EngineLoaded, only
 
@@ -191,11 +193,14 @@ def test_the_engine_writes_exactly_the_documented_response(client):
     assert explained.status_code == 200, explained.text
     assert explained.json()["explain"]["steps"]
     strict("RerankResponse").validate(explained.json())
-    service = client.app.state.services.rearranger
-    service.settings = service.settings.model_copy(update={"deadline_ms": 1e-6})
-    texts = [{**d, "text": "the same template text of more than ten words on every page"}
-             for d in PAGE["documents"][:3]]
-    late = client.post("/v1/rerank", json={"documents": texts}).json()
+
+
+def test_a_page_skipping_a_rule_is_the_documented_response(settings):
+    settings = settings.model_copy(update={"deadline_ms": 1e-6})
+    with TestClient(create_app(settings)) as client:
+        texts = [{**d, "text": "the same template text of more than ten words on every page"}
+                 for d in PAGE["documents"][:3]]
+        late = client.post("/v1/rerank", json={"documents": texts}).json()
     strict("RerankResponse").validate(late)
     assert late["skipped"]
 

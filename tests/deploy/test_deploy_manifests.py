@@ -25,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from app.api.serving import GRACE_SECONDS
 from app.config.load import load_file
 from app.config.settings import Settings
 from bench.replicas import start as start_replicas
@@ -472,9 +473,8 @@ def test_deployment_probes_and_shutdown_sequence():
     pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     # After the preStop sleep, SIGTERM: /readyz 503 for REARRANGE_DRAIN_SECONDS while still
-    # serving, then uvicorn's graceful stop lets in-flight requests finish.
-    graceful = int(re.search(r"timeout_graceful_shutdown=(\d+)",
-                             (ROOT / "app" / "api" / "serving.py").read_text())[1])
+    # serving, then both ports' graceful stop lets in-flight requests finish.
+    graceful = GRACE_SECONDS
     drain = float(env_of(c).get("REARRANGE_DRAIN_SECONDS", {}).get(
         "value", Settings.model_fields["drain_seconds"].default))
     assert pod["terminationGracePeriodSeconds"] >= int(pre_stop[1]) + drain + graceful, \

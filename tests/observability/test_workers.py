@@ -1,5 +1,6 @@
-"""`rearrange serve --workers 2` on a real Redis: every scrape, whichever worker answers it,
-is the whole service's (N requests: every scrape says N), and so is the SRM check."""
+"""`uvicorn app.main:app --workers 2` (worker processes: `rearrange serve --workers N` runs
+threads) on a real Redis: every scrape, whichever worker answers it, is the whole
+service's (N requests: every scrape says N), and so is the SRM check."""
 from __future__ import annotations
 
 import os
@@ -17,7 +18,8 @@ from tests.conftest import ROOT
 from tests.corpus import corpus
 from tests.redis_server import RedisServer, ServeProcess
 
-pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
+# every test here runs on a redis-server of its own, and on uvicorn's processes (no data port)
+pytestmark = [pytest.mark.redis, pytest.mark.python_path("uvicorn's worker processes")]
 
 SCRAPES = 8
 BAD = 3
@@ -28,12 +30,12 @@ def service(tmp_path: Path):
     redis = RedisServer(tmp_path / "redis").start()
     directory = tmp_path / "metrics"
     directory.mkdir()
-    (directory / "counter_1.db").write_bytes(b"a file of a former run, wiped at start")
     env = {"REDIS_URL": redis.url, "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml"),
            "PROMETHEUS_MULTIPROC_DIR": str(directory), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
            "REARRANGE_BANLIST_SNAPSHOT_PATH": str(tmp_path / "snapshot.json"),
            "REARRANGE_BANLIST_PATH": str(tmp_path / "unused.jsonl")}
-    proc = ServeProcess(ROOT, tmp_path, env, args=("--workers", "2"))
+    proc = ServeProcess(ROOT, tmp_path, env, args=("--workers", "2"),
+                        program=("-m", "uvicorn", "app.main:app"))
     try:
         yield proc, directory
     finally:

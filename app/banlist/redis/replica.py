@@ -131,6 +131,26 @@ def record_hash(f: dict[str, str], changes: digest.Changes) -> int:
 class Replicator(Follower):
     """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
 
+    _followers: tuple[Callable[[BanIndex], None], ...] = ()
+    _index: BanIndex
+
+    @property
+    def index(self) -> BanIndex:
+        """The copy served; whoever follows it (`follow_index`) is told of each swap."""
+        return self._index
+
+    @index.setter
+    def index(self, index: BanIndex) -> None:
+        self._index = index
+        for served in self._followers:
+            served(index)
+
+    def follow_index(self, served: Callable[[BanIndex], None]) -> None:
+        """Call `served` with the index served now and with each one swapped in later."""
+        with self.lock:
+            self._followers = (*self._followers, served)
+            served(self._index)
+
     def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
                  durability: Durability, events: StoreEvents, *, name: str,
                  clock: Callable[[], float], block_seconds: float, snapshot_path: Path | None,

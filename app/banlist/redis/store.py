@@ -121,6 +121,9 @@ class RedisStore(StoreBase):
     def index(self, index: BanIndex) -> None:
         raise AttributeError("the Redis store's index is its replica's: only it swaps one in")
 
+    def follow_index(self, served: Callable[[BanIndex], None]) -> None:
+        self.replica.follow_index(served)
+
     @property
     def version(self) -> int:
         return self.replica.version

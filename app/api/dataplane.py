@@ -1,0 +1,125 @@
+"""The native data-plane listener's control side: `POST /v1/rerank` and `GET /healthz` on
+their own port, served by threads of the engine (app._engine.DataPlane, hyper on tokio,
+crates/engine/src/serve/) over the config and the banlist indexes this process holds.
+
+`DataPlaneServer` builds the listener from the services, publishes to it the Engine and
+the indexes in use and each one swapped in later (`ConfigHolder.follow`,
+`BanStore.follow_index`; a change applied to an index in place reaches it without a
+call), and runs the thread that writes what its requests leave behind: the audit lines,
+the rule failures (the failure log), the capture records and the response counts. The
+serving threads never wait for that thread, nor for the GIL, unless a profile has a
+Python rule (a blocking thread runs it, through the executor) or a request carries a QA
+header (its token is checked here).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from app import __version__
+from app._engine import DataPlane
+from app.api.rerank import check_qa
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from app.api.services import Services
+
+log = logging.getLogger("rearrange.dataplane")
+ROUTES = ("/v1/rerank", "/healthz")  # all the data port serves
+DRAIN_WAIT = 1.0  # seconds the writer waits for events before checking whether to stop
+
+
+class DataPlaneServer:
+    """The native listener over `services` (`tokens`: the admin tokens, for QA headers)."""
+
+    def __init__(self, services: Services, tokens: Mapping[str, tuple[str, str]]) -> None:
+        settings = services.rearranger.settings  # the request path's (limits, deadline)
+        self.services = services
+        self.plane = DataPlane(
+            metrics=services.metrics.engine_metrics,
+            qa=functools.partial(check_qa, tokens, services.metrics),
+            executor=services.executor,
+            healthz=b'{"status":"ok","version":"%s"}' % __version__.encode(),
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout=settings.body_timeout_seconds,
+            header_timeout=settings.header_timeout_seconds,
+            deadline=settings.deadline_ms / 1000,
+            max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
+            audit=services.audit_log is not None, capture=services.capture is not None)
+        services.config.follow(lambda engine: self.plane.publish(engine=engine.core))
+        services.store.follow_index(lambda index: self.plane.publish(banlist=index))
+        services.quarantine.follow_index(lambda index: self.plane.publish(quarantine=index))
+        self._writer: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._drain_lock = threading.Lock()  # one batch written at a time, in order
+
+    @property
+    def port(self) -> int | None:
+        """The port served, None when not serving."""
+        port: int | None = self.plane.port
+        return port
+
+    def start(self, host: str, port: int, threads: int) -> int:
+        """Serve on `host:port` (0: a free port) with `threads` threads; the port bound.
+        OSError (the port is taken, say) before anything is served."""
+        bound: int = self.plane.start(host, port, threads)
+        self._stopping.clear()
+        self._writer = threading.Thread(target=self._write_until_stopped,
+                                        name="rearrange-data-writer", daemon=True)
+        self._writer.start()
+        log.info("data plane: serving POST /v1/rerank on %s:%d with %d thread%s", host, bound,
+                 threads, "" if threads == 1 else "s")
+        return bound
+
+    def stop(self, grace: float) -> bool:
+        """Stop accepting, let requests in flight finish (up to `grace` seconds), write
+        what they left; True if every connection closed in time."""
+        self._stopping.set()  # the writer's wait ends with the listener's stop
+        drained: bool = self.plane.stop(grace)
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        self.flush()  # what the last requests left after the writer's last batch
+        if not drained:
+            log.warning("data plane: connections still open after %g s were closed", grace)
+        return drained
+
+    def flush(self) -> None:
+        """Write what the listener's requests left, now, on this thread: once a response
+        has arrived, its audit line, failures and counts are written when this returns."""
+        self._write()
+
+    def _write_until_stopped(self) -> None:
+        while not self._stopping.is_set():
+            if self.plane.wait(DRAIN_WAIT):
+                self._write()
+
+    def _write(self) -> None:
+        with self._drain_lock:
+            lines, failures, captures, responses, dropped, problems = self.plane.drain()
+            services = self.services
+            audit = services.audit_log
+            if audit is not None:
+                for line in lines:
+                    audit.emit_line(line)
+            rearranger = services.rearranger
+            for rule, phase, problem, closed, profile, cause in failures:
+                rearranger.failures.failed(rule, phase, problem, closed, profile, cause)
+            if services.capture is not None:
+                for body, status, config_version, banlist_version in captures:
+                    services.capture.offer(body, status, config_version, banlist_version)
+            metrics = services.metrics
+            for route, status, count in responses:
+                metrics.http_responses.labels(route, str(status)).inc(count)
+            for kind, count in dropped:
+                if kind == "audit":
+                    metrics.audit_dropped.inc(count)
+                elif kind == "capture":
+                    metrics.capture_dropped.labels("queue_full").inc(count)
+                log.error("data plane: %d %s event%s dropped: the writer fell behind", count,
+                          kind, "" if count == 1 else "s")
+            for problem in problems:
+                log.error("data plane: %s", problem)
