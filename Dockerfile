@@ -59,18 +59,26 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     REARRANGE_HOST=0.0.0.0 \
     REARRANGE_PORT=8080 \
+    REARRANGE_DATA_PORT=8081 \
     REARRANGE_CONFIG=/srv/config/rules.yaml \
     REARRANGE_BANLIST_PATH=/srv/var/banlist.jsonl
 USER 10001:10001
-EXPOSE 8080
-# Liveness only (/healthz): readiness (/readyz, 503 while draining) is the load balancer's call.
-# The port opens once the banlist is loaded: 3 minutes of grace, as the Kubernetes startup
+# Two listeners: the data port (POST /v1/rerank and GET /healthz: what the balancer and the
+# search frontend call) and the control port (every route: the admin API, the inspector,
+# /metrics, /readyz), so a network policy can keep the admin surface away from the
+# frontend's network.
+EXPOSE 8081 8080
+# Liveness only: readiness (/readyz, 503 while draining) is the load balancer's call. Healthy
+# means both listeners answer /healthz: the data port is what the balancer needs (compose's
+# nginx waits for this check before it starts), the control port is the only way to reach
+# the admin API and /metrics, and a process with either one dead is no replica.
+# The ports open once the banlist is loaded: 3 minutes of grace, as the Kubernetes startup
 # probe (a 1 M-entry embedded list: 22 s to seed on first start, 7 s to replay after;
 # deploy/README.md, "Memory"), so depends_on does not give up on a slower machine.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=180s --retries=3 \
-    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('REARRANGE_PORT', '8080'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2).status != 200)"]
-# SIGTERM (Docker's and Kubernetes' default) starts the graceful shutdown: /readyz turns 503
-# while requests are still served for REARRANGE_DRAIN_SECONDS, then in-flight requests
-# finish (up to 10 s) and the process exits.
+    CMD ["python", "-c", "import os, sys, urllib.request; ports = (os.environ.get('REARRANGE_DATA_PORT', '8081'), os.environ.get('REARRANGE_PORT', '8080')); sys.exit(any(urllib.request.urlopen(f'http://127.0.0.1:{p}/healthz', timeout=1).status != 200 for p in ports))"]
+# SIGTERM (Docker's and Kubernetes' default) starts the graceful shutdown: /readyz (control
+# port) turns 503 while both ports still serve for REARRANGE_DRAIN_SECONDS, then both
+# listeners stop accepting, in-flight requests finish (up to 10 s) and the process exits.
 STOPSIGNAL SIGTERM
 CMD ["rearrange", "serve"]

@@ -10,6 +10,9 @@ Environment:
                          (round robin), so replicas without a load balancer share the load.
                          Unset: locust's --host.
   REARRANGE_WRITE_TOKEN  a bearer token of REARRANGE_ADMIN_TOKENS for the T&S writer.
+  REARRANGE_ADMIN_URL    the T&S writer's base URL: a control port, or a balancer's admin
+                         server (the staging compose file's http://lb:8080). Unset: the
+                         writer's target as above (a replica's control port serves both).
   LOAD_SEED              seed of the generated pages (default 7), so runs are comparable.
   LOAD_THINK_MS          a frontend user's think time between queries, 0 to this (default 5).
 
@@ -152,6 +155,7 @@ PAGES_BUILT = [make_page(random.Random(f"{os.environ.get('LOAD_SEED', '7')}:{n}"
 TARGETS = [t.strip().rstrip("/") for t in os.environ.get("REARRANGE_TARGETS", "").split(",")
            if t.strip()]
 _next_target = itertools.count()
+ADMIN_URL = os.environ.get("REARRANGE_ADMIN_URL", "").strip().rstrip("/")
 JSON = {"content-type": "application/json"}
 
 
@@ -161,9 +165,14 @@ class TargetedUser(FastHttpUser):
     abstract = True
 
     def __init__(self, environment) -> None:
-        if TARGETS:
-            self.host = TARGETS[next(_next_target) % len(TARGETS)]
+        target = self.target()
+        if target:
+            self.host = target
         super().__init__(environment)
+
+    def target(self) -> str | None:
+        """This user's base URL; None: locust's --host."""
+        return TARGETS[next(_next_target) % len(TARGETS)] if TARGETS else None
 
 
 class Frontend(TargetedUser):
@@ -193,6 +202,10 @@ class TrustAndSafety(TargetedUser):
 
     fixed_count = 1
     wait_time = between(0.5, 2.0)
+
+    def target(self) -> str | None:
+        """The admin API's address when it is not the frontend's (REARRANGE_ADMIN_URL)."""
+        return ADMIN_URL or super().target()
 
     def on_start(self) -> None:
         token = os.environ.get("REARRANGE_WRITE_TOKEN", "")

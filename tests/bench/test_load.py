@@ -6,6 +6,7 @@ standard library with gevent, which must not happen inside the test process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -21,6 +22,26 @@ for p in lf.PAGES_BUILT:
     body = p.body.replace(lf.UNIT.encode(), b"u-12345") if p.unit else p.body
     print(json.dumps({"name": p.name, "body": body.decode(), "unit": p.unit}))
 """
+
+
+HOSTS = """
+from locust.env import Environment
+import bench.locustfile as lf
+env = Environment(host="http://unused")
+print(*(user(env).host for user in (lf.Frontend, lf.Frontend, lf.TrustAndSafety)))
+"""
+
+
+@pytest.mark.parametrize(("admin_url", "writer"), [("", "http://r1:8081"),
+                                                   ("http://lb:8080/", "http://lb:8080")])
+def test_the_writer_goes_to_the_admin_url_and_the_frontend_to_the_targets(admin_url, writer):
+    """The staging compose file sends the T&S writer to the balancer's admin server
+    (REARRANGE_ADMIN_URL) and the frontend's reranks to its public one."""
+    env = {**os.environ, "REARRANGE_TARGETS": "http://r1:8081,http://r2:8081",
+           "REARRANGE_ADMIN_URL": admin_url}
+    out = subprocess.run([sys.executable, "-c", HOSTS], cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=120, env=env).stdout.split()
+    assert out == ["http://r1:8081", "http://r2:8081", writer]
 
 
 @pytest.fixture(scope="module")

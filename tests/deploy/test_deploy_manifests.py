@@ -101,8 +101,10 @@ def test_image_is_multi_stage_slim_and_non_root():
 
 
 def test_image_has_a_healthcheck_on_healthz():
+    """Of both listeners (tests/deploy/test_deploy_ports.py runs it against a live server)."""
     (check,) = instruction(dockerfile_stages()[-1], "HEALTHCHECK")
     assert "/healthz" in check and "CMD" in check
+    assert "REARRANGE_PORT" in check and "REARRANGE_DATA_PORT" in check
 
 
 def test_image_starts_with_the_readme_command():
@@ -282,8 +284,17 @@ def test_compose_depends_on_defined_healthy_services(compose):
                 assert has_check, f"{name} waits for {dep} to be healthy; it has no healthcheck"
 
 
+def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of each `ports:` entry ("" = every address)."""
+    found = []
+    for entry in service.get("ports", []):
+        *address, host, inside = str(entry).split(":")
+        found.append((address[0] if address else "", int(host), int(inside)))
+    return found
+
+
 def test_compose_host_ports_are_unique(compose):
-    ports = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
+    ports = [host for s in compose["services"].values() for _, host, _ in published(s)]
     assert len(ports) == len(set(ports)), ports
 
 
@@ -300,15 +311,6 @@ def test_compose_runs_three_replicas_with_the_rules_mounted(compose):
         sources = {target: source for source, target in bind_mounts(service)}
         assert config_dir in sources, "the rules are mounted as a directory (hot reload)"
         assert (COMPOSE_DIR / sources[config_dir] / "rules.yaml").is_file()
-
-
-def test_load_balancer_sends_to_every_replica(compose):
-    port = image_env()["REARRANGE_PORT"]
-    (conf_source,) = [s for s, t in bind_mounts(compose["services"]["lb"])
-                      if t == "/etc/nginx/nginx.conf"]
-    upstreams = re.findall(r"^\s*server\s+([\w.-]+:\d+)", (COMPOSE_DIR / conf_source).read_text(),
-                           re.M)
-    assert sorted(upstreams) == sorted(f"{n}:{port}" for n in rearrange_services(compose))
 
 
 def test_prometheus_scrapes_every_replica_and_loads_the_alert_rules(compose):
@@ -419,13 +421,21 @@ def kustomization() -> dict[str, Any]:
     return yaml.safe_load((K8S / "kustomization.yaml").read_text())
 
 
+def resources() -> list[dict[str, Any]]:
+    """Every resource of the files kustomization.yaml lists."""
+    return [doc for name in kustomization()["resources"]
+            for doc in yaml.safe_load_all((K8S / name).read_text())]
+
+
 def manifests() -> dict[str, dict[str, Any]]:
-    """kind → resource, from the files kustomization.yaml lists."""
-    found = {}
-    for name in kustomization()["resources"]:
-        for doc in yaml.safe_load_all((K8S / name).read_text()):
-            found[doc["kind"]] = doc
-    return found
+    """kind → resource, for the kinds there is one of (the Services: `named`)."""
+    kinds = [doc["kind"] for doc in resources()]
+    return {doc["kind"]: doc for doc in resources() if kinds.count(doc["kind"]) == 1}
+
+
+def named(kind: str) -> dict[str, dict[str, Any]]:
+    """name → resource, of one kind."""
+    return {doc["metadata"]["name"]: doc for doc in resources() if doc["kind"] == kind}
 
 
 def test_kustomization_lists_every_manifest_and_only_existing_ones():
@@ -464,12 +474,13 @@ def test_deployment_probes_and_shutdown_sequence():
     c = container()
     pod = manifests()["Deployment"]["spec"]["template"]["spec"]
     port = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert port["http"] == int(image_env()["REARRANGE_PORT"])
-    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert "httpGet" in c["startupProbe"]
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        assert c[probe]["httpGet"]["port"] in port
+    assert port == {"data": int(image_env()["REARRANGE_DATA_PORT"]),
+                    "control": int(image_env()["REARRANGE_PORT"])}
+    # /readyz (and its drain) is the control port's; the liveness probe, and the startup
+    # probe that holds it back, ask the data port the frontend calls
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "control"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "data"}
+    assert c["startupProbe"]["httpGet"] == c["livenessProbe"]["httpGet"]
     pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     # After the preStop sleep, SIGTERM: /readyz 503 for REARRANGE_DRAIN_SECONDS while still
@@ -514,9 +525,10 @@ def test_service_hpa_and_pdb_select_the_deployment():
     m = manifests()
     labels = m["Deployment"]["spec"]["template"]["metadata"]["labels"]
     assert m["Deployment"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    assert m["Service"]["spec"]["selector"].items() <= labels.items()
-    ports = {p["name"] for p in container()["ports"]}
-    assert all(p["targetPort"] in ports for p in m["Service"]["spec"]["ports"])
+    services = named("Service")
+    assert services
+    for service in services.values():
+        assert service["spec"]["selector"].items() <= labels.items()
     assert m["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
     target = m["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", m["Deployment"]["metadata"]["name"])
