@@ -49,7 +49,7 @@ def test_promtool_runs_the_alert_unit_tests():
                                                  "alerts_test.yml").read_text()))
     assert {"RearrangeHousekeepingErrors", "RearrangeAuditLogDropping", "RearrangeRedisErrors",
             "RearrangeRuleErrors", "RearrangeRulesSkipped", "RearrangeMemoryNearLimit",
-            "RearrangeConfigReloadRefused"} <= tested
+            "RearrangeConfigReloadRefused", "RearrangeReplicaServesNoReranks"} <= tested
 
 
 def test_dashboard_matches_its_json_schema_and_panels_fit_the_grid():
@@ -123,7 +123,8 @@ def test_alerts_parse_and_reference_only_real_metrics():
     names = {r["alert"] for r in rules}
     assert {"RearrangeSampleRatioMismatch", "RearrangeBanlistStale", "RearrangeFallbackRateHigh",
             "RearrangeServerErrors"} <= names
-    assert {"RearrangeReplicaDown", "RearrangeAllReplicasDown", "RearrangeLatencyHigh"} <= names
+    assert {"RearrangeReplicaDown", "RearrangeAllReplicasDown", "RearrangeLatencyHigh",
+            "RearrangeReplicaServesNoReranks"} <= names
     for rule in rules:
         assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}
         assert rule["expr"].count("(") == rule["expr"].count(")")
