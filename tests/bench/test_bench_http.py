@@ -1,8 +1,10 @@
 """bench.http: the --against revision's worktree, wrk's threads, the servers stopped
-whatever happens; the --ceiling config (bench.http and bench.pipeline)."""
+whatever happens, the native server's missing data port, the rounds and the scaling summed
+up; the --ceiling config (bench.http and bench.pipeline)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -12,8 +14,12 @@ import pytest
 
 from app.config.load import load_bytes, load_file
 from app.phases import Phase
+from bench import http as bench_http
 from bench import pipeline as bench_pipeline
-from bench.http import cores_for, revision_tree, round_ratios, serving, wrk_threads
+from bench.http import distinct_ports, revision_tree
+from bench.http_load import wrk_threads
+from bench.http_report import scaling, summarize
+from bench.http_servers import Server, cores_for, make, serving
 from bench.pipeline import ceiling_config
 from bench.replicas import free_port
 from tests.conftest import ROOT
@@ -131,8 +137,8 @@ def test_a_server_that_fails_to_start_stops_those_started_before_it_workers_and_
                                    ("third", "exit")], sorted(ports), strict=True):
         pids_file = tmp_path / name
         pids.append(pids_file)
-        servers.append(([sys.executable, "-c", _SERVER, str(port), str(pids_file), mode],
-                        dict(os.environ), port, tmp_path))
+        servers.append(Server(name, [sys.executable, "-c", _SERVER, str(port), str(pids_file),
+                                     mode], dict(os.environ), port, cwd=tmp_path))
     with pytest.raises(SystemExit, match="did not start"), serving(servers):
         pytest.fail("the third server never answers: serving must not get here")
     started = [int(pid) for f in pids for pid in f.read_text().split()]
@@ -142,28 +148,103 @@ def test_a_server_that_fails_to_start_stops_those_started_before_it_workers_and_
 
 def test_serving_stops_every_server_and_its_children_on_the_way_out(tmp_path):
     port, pids_file = free_port(), tmp_path / "pids"
-    server = ([sys.executable, "-c", _SERVER, str(port), str(pids_file), "answer"],
-              dict(os.environ), port, tmp_path)
+    server = Server("one", [sys.executable, "-c", _SERVER, str(port), str(pids_file), "answer"],
+                    dict(os.environ), port, cwd=tmp_path)
     with serving([server]) as (proc,):
         started = [int(pid) for pid in pids_file.read_text().split()]
         assert proc.pid == started[0] and all(_alive(pid) for pid in started)
     assert not [pid for pid in started if _alive(pid)]
 
 
+def _run(rps, p99, cpu_us=100.0):
+    return {"rps": rps, "p99_ms": p99, "errors": 0, "p50_ms": 1.0, "requests": rps * 4,
+            "cpu_us": cpu_us, "server_cores": 1.0, "load_cpu_us": 10.0, "load_cores": 0.3}
+
+
 def test_the_ratios_are_medians_of_each_rounds_ratio_not_of_the_best_runs():
-    def run(rps, p99):
-        return {"rps": rps, "p99_ms": p99, "errors": 0, "p50_ms": 1.0}
     # the machine slows down in round 2: both servers with it
-    runs = {"bare": [run(1000, 10), run(500, 20), run(1000, 10)],
-            "rearrange": [run(800, 12), run(400, 24), run(900, 30)],
-            "against": [run(400, 10), run(200, 10), run(450, 10)]}
-    ratios = round_ratios(runs)
-    assert ratios["rearrange_rps_x"] == pytest.approx(0.8)  # 0.8, 0.8, 0.9
-    assert ratios["rearrange_p99_x"] == pytest.approx(1.2)  # 1.2, 1.2, 3.0
-    assert ratios["against_rps_x"] == pytest.approx(0.4)
-    assert ratios["vs_against_x"] == pytest.approx(2.0)  # 2.0, 2.0, 2.0
+    runs = {"echo": [_run(1000, 10, 30), _run(500, 20, 40), _run(1000, 10, 30)],
+            "python": [_run(800, 12, 60), _run(400, 24, 100), _run(900, 30, 90)],
+            "against": [_run(400, 10), _run(200, 10), _run(450, 10)]}
+    figures = summarize(runs, reference="echo")
+    assert figures["python"]["rps_x"] == pytest.approx(0.8)  # 0.8, 0.8, 0.9
+    assert figures["python"]["p99_x"] == pytest.approx(1.2)  # 1.2, 1.2, 3.0
+    assert figures["python"]["cpu_x"] == pytest.approx(2.5)  # 2.0, 2.5, 3.0
+    assert figures["against"]["rps_x"] == pytest.approx(0.4)
+    assert figures["python"]["vs_against_x"] == pytest.approx(2.0)  # 2.0, 2.0, 2.0
+    assert figures["echo"]["rps_x"] == figures["echo"]["cpu_x"] == 1.0
+    # absolute figures: the best run's req/s and p99, the median run's CPU per request
+    assert (figures["python"]["rps"], figures["python"]["p99_ms"]) == (900, 30)
+    assert figures["python"]["cpu_us"] == 90
     # the best runs alone would say 900 / 1000
-    assert max(r["rps"] for r in runs["rearrange"]) / 1000 == pytest.approx(0.9)
+    assert max(r["rps"] for r in runs["python"]) / 1000 == pytest.approx(0.9)
+
+
+def test_a_server_that_served_nothing_has_no_ratio_rather_than_a_crash():
+    figures = summarize({"echo": [_run(0, 0, float("nan"))], "python": [_run(500, 3)]},
+                        reference="echo")
+    assert math.isnan(figures["python"]["rps_x"]) and math.isnan(figures["python"]["p99_x"])
+
+
+def test_scaling_is_the_most_threads_over_the_fewest_for_each_server_and_page():
+    def row(threads, docs, servers):
+        return {"threads": threads, "profile": "default", "documents": docs,
+                "servers": {name: {**_run(rps, 5, cpu), "load_cores": load}
+                            for name, (rps, cpu, load) in servers.items()}}
+    rows = [row(1, 20, {"echo": (1000, 30, 0.4), "python": (300, 100, 0.2)}),
+            row(1, 100, {"echo": (500, 60, 0.3)}),
+            row(2, 20, {"echo": (1900, 33, 0.7), "python": (500, 120, 0.3)})]
+    got = {(s["server"], s["documents"]): s for s in scaling(rows)}
+    assert set(got) == {("echo", 20), ("python", 20)}  # 100 docs: one thread count only
+    assert got["echo", 20]["threads"] == [1, 2]
+    assert got["echo", 20]["rps_x"] == pytest.approx(1.9)
+    assert got["echo", 20]["cpu_x"] == pytest.approx(1.1)
+    assert got["echo", 20]["load_cores"] == [0.4, 0.7]
+    assert got["python", 20]["rps_x"] == pytest.approx(500 / 300)
+
+
+def test_the_native_server_is_rearrange_serve_with_its_data_port_set():
+    native = make("native", 2, 9001, {"X": "1"}, echo=None, control_port=9002)
+    assert native.argv[-4:] == ["--workers", "2", "--port", "9002"]
+    assert native.env == {"X": "1", "REARRANGE_DATA_PORT": "9001"}
+    assert (native.port, native.control_port, native.path) == (9001, 9002, "/v1/rerank")
+    python = make("python", 2, 9003, {"X": "1"}, echo=None)
+    assert python.argv[-4:] == ["--workers", "2", "--port", "9003"]
+    assert (python.control_port, python.env) == (None, {"X": "1"})
+    echo = make("echo-serde", 2, 9004, {}, echo=Path("/bin/echo-floor"))
+    assert echo.argv == ["/bin/echo-floor", "--port", "9004", "--threads", "2", "--serde"]
+    with pytest.raises(SystemExit, match="unknown server 'granian'"):
+        make("granian", 1, 9005, {}, echo=None)
+
+
+def test_a_native_server_whose_data_port_never_answers_is_stopped_with_a_clear_error(tmp_path):
+    control, data = distinct_ports(2)
+    pids_file = tmp_path / "pids"
+    # answers /healthz on its control port only, as `rearrange serve` without the listener
+    server = Server("native", [sys.executable, "-c", _SERVER, str(control), str(pids_file),
+                               "answer"], dict(os.environ), data, cwd=tmp_path,
+                    control_port=control, data_timeout=1.0)
+    with pytest.raises(SystemExit, match=f"answered on its control port {control} but not "
+                                         f"on its data port {data}.*no native data-plane"), \
+            serving([server]):
+        pytest.fail("the data port never answers: serving must not get here")
+    started = [int(pid) for pid in pids_file.read_text().split()]
+    assert len(started) == 2 and not [pid for pid in started if _alive(pid)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--servers", "echo,granian"], "unknown granian"),
+    (["--fixed-rate", "70"], "a fraction of the maximum"),
+])
+def test_a_bad_command_line_fails_before_anything_is_built_or_started(capsys, argv, message):
+    with pytest.raises(SystemExit) as exited:
+        bench_http.main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_distinct_ports_are_distinct():
+    ports = distinct_ports(6)
+    assert len(set(ports)) == 6
 
 
 def test_servers_are_pinned_only_when_wrk_keeps_a_core_of_its_own():

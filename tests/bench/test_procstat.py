@@ -1,0 +1,112 @@
+"""bench.procstat and bench.http_load's pure parts: CPU time and RSS from /proc (checked
+against the kernel's getrusage and a fake /proc), the fixed rate, oha's report read."""
+from __future__ import annotations
+
+import math
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.http_load import fixed_rate, oha_figures
+from bench.procstat import (
+    children_cpu_seconds,
+    cpu_seconds,
+    group_pids,
+    per_request_us,
+    rss_kib,
+)
+from tests.helpers import until
+
+
+def test_cpu_seconds_of_this_process_agree_with_getrusage():
+    sum(i * i for i in range(300_000))  # some CPU time of our own to read
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    read = cpu_seconds([os.getpid()])
+    # the same kernel account, /proc's in clock ticks (10 ms): a tick or two apart at most
+    assert read > 0
+    assert read == pytest.approx(usage.ru_utime + usage.ru_stime, abs=0.05)
+
+
+def test_a_process_gone_counts_nothing():
+    assert cpu_seconds([2**22 + 12345]) == 0  # above the kernel's pid_max: never a process
+    assert rss_kib([2**22 + 12345]) == 0
+
+
+def test_the_rss_of_this_process_is_its_vmrss():
+    status = Path(f"/proc/{os.getpid()}/status").read_text()
+    vmrss = int(next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+                .split()[1])
+    # read twice a moment apart: the figure of a live process moves a little
+    assert rss_kib([os.getpid()]) == pytest.approx(vmrss, rel=0.2)
+    assert rss_kib([os.getpid(), os.getpid()]) > rss_kib([os.getpid()])
+
+
+def _fake_stat(proc, pid, command, state, group, utime, stime):
+    (proc / str(pid)).mkdir()
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    # stime ...: fields 1 to 15 of proc(5)
+    (proc / str(pid) / "stat").write_text(
+        f"{pid} ({command}) {state} 1 {group} {group} 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20\n")
+
+
+def test_the_group_and_its_cpu_time_read_from_a_proc_tree(tmp_path):
+    tick = os.sysconf("SC_CLK_TCK")
+    _fake_stat(tmp_path, 100, "uvicorn", "S", 100, 3 * tick, tick)
+    _fake_stat(tmp_path, 101, "a (worker) name", "R", 100, 2 * tick, 0)  # `)` in the name
+    _fake_stat(tmp_path, 102, "gone", "Z", 100, 50 * tick, 0)  # a zombie runs no more
+    _fake_stat(tmp_path, 200, "wrk", "R", 200, 9 * tick, 0)
+    (tmp_path / "self").mkdir()  # not a process directory
+    assert sorted(group_pids(100, tmp_path)) == [100, 101]
+    assert cpu_seconds(group_pids(100, tmp_path), tmp_path) == pytest.approx(6.0)
+
+
+def test_the_group_of_a_new_session_is_its_leader_and_its_children():
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, "
+         "'-c', 'import time; time.sleep(60)']).wait()"], start_new_session=True)
+    try:
+        until(lambda: len(group_pids(leader.pid)) == 2)
+        assert leader.pid in group_pids(leader.pid)
+        assert os.getpid() not in group_pids(leader.pid)
+    finally:
+        os.killpg(leader.pid, 9)
+        leader.wait()
+
+
+def test_a_finished_childs_cpu_time_is_counted_once_it_is_waited_for():
+    before = children_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(2_000_000))"], check=True)
+    assert children_cpu_seconds() > before
+
+
+def test_cpu_per_request_in_microseconds():
+    assert per_request_us(10.0, 12.5, 50_000) == pytest.approx(50.0)
+    assert math.isnan(per_request_us(1.0, 1.0, 0))
+
+
+def test_the_fixed_rate_is_the_fraction_of_the_maximum():
+    assert fixed_rate(10_000, 0.7) == pytest.approx(7_000)
+    assert fixed_rate(1.0, 0.5) == 1.0  # never below one request a second
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="fraction"):
+            fixed_rate(1000, bad)
+
+
+def test_oha_report_read_for_its_latencies_errors_and_cpu():
+    # the parts of `oha --output-format json` read (oha 1.16)
+    report = {"summary": {"successRate": 1.0, "total": 4.0, "requestsPerSec": 699.5},
+              "metrics": {"success_rate": 1.0, "requests_per_sec": 699.5,
+                          "latency_ms": {"min": 0.4, "mean": 1.2, "p50": 1.0, "p95": 2.0,
+                                         "p99": 2.5, "max": 9.0}},
+              "statusCodeDistribution": {"200": 2790, "400": 8},
+              "errorDistribution": {"aborted due to deadline": 2}}
+    got = oha_figures(report, 700.0, server_cpu=0.28, load_cpu=0.14)
+    assert got["p99_over_p50"] == pytest.approx(2.5)
+    assert (got["requests"], got["errors"], got["rps"], got["rate"]) == (2798, 10, 699.5, 700.0)
+    assert got["cpu_us"] == pytest.approx(0.28 / 2798 * 1e6)
+    assert (got["server_cores"], got["load_cores"]) == (pytest.approx(0.07),
+                                                        pytest.approx(0.035))
