@@ -56,7 +56,8 @@ class Server:
                "REARRANGE_BANLIST_PATH": str(workdir / "banlist.jsonl"),
                "REARRANGE_BANLIST_SEED": "", "REARRANGE_CONFIG_POLL_SECONDS": "0",
                "REARRANGE_DRAIN_SECONDS": "0", "REARRANGE_LOG_LEVEL": "critical",
-               "REDIS_URL": "", "PYTHONPATH": str(PLUGINS), "PYTHONDONTWRITEBYTECODE": "1"}
+               "REDIS_URL": "", "PYTHONPATH": str(PLUGINS), "PYTHONDONTWRITEBYTECODE": "1",
+               "REARRANGE_DATA_PORT": "0"}  # the control port is measured
         self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port",
                                       str(self.port)], cwd=root, env=env,
                                      stderr=subprocess.DEVNULL)

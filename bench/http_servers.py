@@ -9,7 +9,8 @@
 | `native` | `rearrange serve`'s native data-plane listener, on its REARRANGE_DATA_PORT |
 
 `threads` is the echo's tokio worker threads and the native listener's serving threads;
-for `python` and `bare` it is uvicorn's worker processes (`--workers`).
+for `python` and `bare` it is uvicorn's worker processes (`python` with one is
+`rearrange serve`'s control port, with several `uvicorn app.main:app --workers N`).
 """
 from __future__ import annotations
 
@@ -163,7 +164,14 @@ def make(name: str, threads: int, port: int, env: dict[str, str], echo: Path | N
         return Server(name, [*uvicorn, "--workers", str(threads), "--port", str(port),
                              "bench.bare_app:app"], env, port, path="/", cwd=cwd)
     if name == "python":
-        return Server(name, [*serve, "--port", str(port)], env, port, cwd=cwd)
+        if threads > 1:  # `serve --workers N` is N data-port threads: uvicorn's processes here
+            return Server(name, [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http",
+                                 "httptools", "--log-level", "warning", "--no-access-log",
+                                 "--workers", str(threads), "--port", str(port),
+                                 "app.main:app"], env, port, cwd=cwd)
+        # its data port anywhere free: only the control port is measured
+        return Server(name, [*serve, "--port", str(port)],
+                      {**env, "REARRANGE_DATA_PORT": "0"}, port, cwd=cwd)
     if name == "native":
         if control_port is None:
             raise ValueError("the native server needs a control port beside its data port")

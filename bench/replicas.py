@@ -120,7 +120,9 @@ def start(count: int, workdir: Path, env: dict[str, str], workers: int = 1) -> l
             proc = subprocess.Popen(
                 [str(REARRANGE), "serve", "--port", str(port), "--workers", str(workers)],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                env={**env, "REARRANGE_BANLIST_PATH": str(state / "banlist.jsonl")})
+                # each replica's data port anywhere free (the default 8081 is one per host)
+                env={"REARRANGE_DATA_PORT": "0", **env,
+                     "REARRANGE_BANLIST_PATH": str(state / "banlist.jsonl")})
         replicas.append(Replica(proc, port, log))
     return replicas
 

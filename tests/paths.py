@@ -90,9 +90,10 @@ def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def to_data_port(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
         url = request.url
-        data_port = LIVE.get((url.host, url.port or 80))
-        if request.method == "POST" and url.path == RERANK and data_port is not None:
-            request.url = url.copy_with(port=data_port)
+        live = LIVE.get((url.host, url.port or 80))
+        if request.method == "POST" and url.path == RERANK and live is not None \
+                and live[1].poll() is None:
+            request.url = url.copy_with(port=live[0])
         return send(self, request, **kwargs)
 
     monkeypatch.setattr(httpx.Client, "send", to_data_port)

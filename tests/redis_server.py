@@ -86,9 +86,10 @@ class RedisServer:
         self.start()
 
 
-# (host, control port) → data port of every ServeProcess running (tests/paths.py sends the
-# /v1/rerank requests of a test on the native path to the data port)
-LIVE: dict[tuple[str, int], int] = {}
+# (host, control port) → (data port, process) of every `rearrange serve` a test started
+# (tests/paths.py sends the /v1/rerank requests of a test on the native path to the data
+# port of a process still running)
+LIVE: dict[tuple[str, int], tuple[int, subprocess.Popen[bytes]]] = {}
 
 
 class ServeProcess:
@@ -119,13 +120,12 @@ class ServeProcess:
         data = "serve" not in program or answers(f"{self.data_base}/healthz", 10)
         if answers(f"{self.base}/healthz", 60) and data:
             if "serve" in program:  # tests/paths.py: the native path
-                LIVE[(host, self.port)] = self.data_port
+                LIVE[(host, self.port)] = (self.data_port, self.proc)
             return
         self.stop()
         raise RuntimeError(f"server did not start: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        LIVE.pop((self.base.split("//")[1].rsplit(":", 1)[0], self.port), None)
         self.proc.terminate()
         try:
             self.proc.wait(15)

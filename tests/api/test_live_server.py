@@ -17,6 +17,7 @@ import pytest
 from bench.replicas import free_port
 from tests.conftest import ROOT
 from tests.helpers import answers
+from tests.redis_server import LIVE
 
 PAGE = {"documents": [{"id": f"d{i}", "url": f"http://h{i}.example/{i}", "score": 20 - i}
                       for i in range(20)]}
@@ -35,21 +36,24 @@ def server(tmp_path: Path):
 def start_server(tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, str, Path]:
     config = tmp_path / "rules.yaml"
     config.write_text("profiles: {default: {trim: [{depth: {k: 5}}]}}")
-    port = free_port()
+    port, data = free_port(), free_port()
     env = {**os.environ, "REARRANGE_CONFIG": str(config), "REARRANGE_CONFIG_POLL_SECONDS": "0.2",
+           "REARRANGE_DATA_PORT": str(data),
            "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
            "REARRANGE_ADMIN_TOKENS": "tns:t", "REARRANGE_LOG_LEVEL": "INFO",
            "REARRANGE_BODY_TIMEOUT_SECONDS": "0.5", "REARRANGE_DRAIN_SECONDS": "1.5"}
     env.pop("REDIS_URL", None)  # the embedded store, unless the test names a Redis
     env.update(extra_env)
+    data = int(env["REARRANGE_DATA_PORT"])
     log = tmp_path / "server.log"
     with log.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
                                 cwd=ROOT, env=env, stderr=err)
     base = f"http://127.0.0.1:{port}"
-    if not answers(f"{base}/readyz", 20):
+    if not answers(f"{base}/readyz", 20) or not answers(f"http://127.0.0.1:{data}/healthz", 10):
         proc.kill()
         pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
+    LIVE[("127.0.0.1", port)] = (data, proc)  # tests/paths.py: the native path
     return proc, base, config
 
 
