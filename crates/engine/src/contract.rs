@@ -13,15 +13,19 @@
 
 mod any;
 mod document;
+mod fast;
 mod few;
 mod fields;
 mod number;
 mod path;
 pub mod py;
 mod scan;
+mod spelled;
 mod strings;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fast;
 
 pub use few::Few;
 
@@ -187,6 +191,16 @@ pub fn decode_body(body: &[u8]) -> Result<Decoded<'_>, FieldError> {
     let request = f.request().map_err(|e| *e)?;
     f.s.finish().map_err(|e| *e)?;
     Ok(Decoded { request })
+}
+
+/// `decode_body` with each document read on its happy path first (`fast`) or by the
+/// careful path alone, and how many documents the happy path took.
+#[cfg(test)]
+fn decode_body_with(body: &[u8], fast: bool) -> (Result<Decoded<'_>, FieldError>, usize) {
+    let mut f = fields::Fields::new(body);
+    f.fast = fast;
+    let request = f.request().and_then(|r| f.s.finish().map(|_| r));
+    (request.map(|request| Decoded { request }).map_err(|e| *e), f.taken)
 }
 
 /// The checks types cannot make: the query's region, the document limit (413), then per

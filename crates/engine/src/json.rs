@@ -170,16 +170,17 @@ fn copy_clean_prefix<S: Sink + ?Sized>(out: &mut S, bytes: &[u8]) -> usize {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod sse2 {
+pub(crate) mod sse2 {
     use super::Sink;
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8, _mm_storeu_si128,
     };
 
-    /// One bit per byte of `block` that needs escaping: `"`, `\`, or below 0x20.
+    /// One bit per byte of `block` that needs escaping: `"`, `\`, or below 0x20 (the
+    /// bytes that also end a plain run inside a string the decoder reads).
     #[inline(always)]
-    fn escapes(block: __m128i) -> u32 {
+    pub(crate) fn escapes(block: __m128i) -> u32 {
         // SAFETY: SSE2 is part of x86-64.
         unsafe {
             let quote = _mm_cmpeq_epi8(block, _mm_set1_epi8(b'"' as i8));

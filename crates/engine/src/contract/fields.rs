@@ -26,6 +26,14 @@ pub(crate) struct Fields<'a> {
     pub(super) any: AnyWriter,
     /// The order of a document's keys, as the last document sent them.
     pub(super) order: FieldOrder,
+    /// Whether a document is tried on its happy path first (`fast`); the tests turn it off
+    /// to hold the two paths to each other.
+    pub(super) fast: bool,
+    /// Room to respell a float of `attributes` in (`spelled.rs`).
+    pub(super) floats: Vec<u8>,
+    /// Documents the happy path took, for the tests.
+    #[cfg(test)]
+    pub(super) taken: usize,
 }
 
 pub(super) fn missing(path: &Path, name: &str) -> Refusal {
@@ -47,13 +55,13 @@ pub(super) fn once(seen: &mut u16, names: &[&str], key: &[u8], object: &Path) ->
 
 /// A map's keys compared one by one up to this many, then through a hash set: a body's
 /// object of a million keys must not cost a million squared.
-const FEW_KEYS: usize = 16;
+pub(super) const FEW_KEYS: usize = 16;
 
-fn chars_over(s: &str, max: usize) -> bool {
+pub(super) fn chars_over(s: &str, max: usize) -> bool {
     s.len() > max && s.chars().count() > max
 }
 
-fn chars_under(s: &str, min: usize) -> bool {
+pub(super) fn chars_under(s: &str, min: usize) -> bool {
     // A char is at most 4 bytes: only a short string needs counting.
     s.len() < min * 4 && s.chars().count() < min
 }
@@ -64,6 +72,10 @@ impl<'a> Fields<'a> {
             s: Scanner::new(body),
             any: AnyWriter::new(),
             order: FieldOrder::new(),
+            fast: true,
+            floats: Vec::new(),
+            #[cfg(test)]
+            taken: 0,
         }
     }
 

@@ -71,6 +71,22 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
+    /// Where the scanner is and how deep, to come back to with `back_to`.
+    pub(crate) fn mark(&self) -> (usize, usize) {
+        (self.pos, self.depth)
+    }
+
+    /// Back to a `mark`.
+    pub(crate) fn back_to(&mut self, (pos, depth): (usize, usize)) {
+        self.pos = pos;
+        self.depth = depth;
+    }
+
+    /// Past the `]` or `}` of what `open` stepped into: one level up.
+    pub(crate) fn step_out(&mut self) {
+        self.depth -= 1;
+    }
+
     fn enter(&mut self) -> R<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -222,7 +238,7 @@ impl<'a> Scanner<'a> {
 /// `rest.starts_with(key)` for a key of a few to 24 bytes, compared as two or three
 /// overlapping words (no call to memcmp); a longer or shorter key as a slice.
 #[inline(always)]
-fn starts_with_key(rest: &[u8], key: &[u8]) -> bool {
+pub(super) fn starts_with_key(rest: &[u8], key: &[u8]) -> bool {
     let n = key.len();
     if rest.len() < n {
         return false;
