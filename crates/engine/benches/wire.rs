@@ -1,9 +1,15 @@
 //! `cargo bench --bench wire`: the /v1/rerank wire's hand-written paths beside serde_json
 //! with wire.rs's types, the measure of whether the hand-tuned paths pay (wire.rs).
 //!
-//! Decoding: the engine's decoder (`contract::decode`, with its page checks) beside
-//! serde_json's derive into `wire::RerankRequest` (no bounds checked, no field named in an
-//! error, a key given twice in `attributes` or `unit` not refused).
+//! Decoding: the engine's decoder (`contract::decode`, with its page checks) beside the same
+//! with the happy path off (`contract::decode_careful`: every document read the careful
+//! way, as before the happy path) and serde_json's derive into `wire::RerankRequest` (no
+//! bounds checked, no field named in an error, a key given twice in `attributes` or `unit`
+//! not refused).
+//!
+//! `cargo bench --bench wire -- decode-calls hand|careful DOCS CALLS` decodes `page(DOCS)`
+//! CALLS times and nothing else: run under `valgrind --tool=callgrind` with CALLS 0 and 10,
+//! the difference over ten is one decode's instructions (docs/speed.md).
 //!
 //! Encoding: `response::write_response` writing the 200 answer from the runner's page and
 //! outcome beside `serde_json::to_writer` of the same answer as `wire::RerankResponse`,
@@ -17,7 +23,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use rearrange_engine::contract::{decode, Limits};
+use rearrange_engine::contract::{decode, decode_careful, Limits};
 use rearrange_engine::doc::{Canon, Canonical, Doc, Folded, Page};
 use rearrange_engine::experiments::Exposure;
 use rearrange_engine::record::{Action, Delta, Mode, Phase, Reason, Rec, Record};
@@ -163,13 +169,20 @@ fn exposures() -> Vec<Exposure> {
 }
 
 fn decoding(limits: &Limits) {
-    println!("decode  documents  hand µs  serde µs  serde/hand");
+    println!(
+        "decode  documents  bytes  hand µs  ns/byte  careful µs  careful/hand  serde µs  \
+         serde/hand"
+    );
     for n in [20, 100, 500] {
         let body = page(n);
-        assert!(decode(&body, limits).is_ok());
+        let hand = decode(&body, limits).expect("decoded");
+        assert_eq!(
+            format!("{hand:?}"),
+            format!("{:?}", decode_careful(&body, limits).expect("decoded"))
+        );
         assert!(serde_json::from_slice::<RerankRequest>(&body).is_ok());
         let reps = 20_000 / n;
-        let (mut hand, mut serde) = (Vec::new(), Vec::new());
+        let (mut hand, mut careful, mut serde) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..41 {
             let t = Instant::now();
             for _ in 0..reps {
@@ -178,12 +191,40 @@ fn decoding(limits: &Limits) {
             hand.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
             let t = Instant::now();
             for _ in 0..reps {
+                black_box(decode_careful(black_box(&body), limits).is_ok());
+            }
+            careful.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+            let t = Instant::now();
+            for _ in 0..reps {
                 black_box(serde_json::from_slice::<RerankRequest>(black_box(&body)).is_ok());
             }
             serde.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
         }
-        let (h, s) = (median(hand), median(serde));
-        println!("{n:>17}  {h:>7.1}  {s:>8.1}  {:>10.2}", s / h);
+        let (h, c, s) = (median(hand), median(careful), median(serde));
+        let bytes = body.len();
+        println!(
+            "{n:>17}  {bytes:>5}  {h:>7.1}  {:>7.2}  {c:>10.1}  {:>12.2}  {s:>8.1}  {:>10.2}",
+            h * 1e3 / bytes as f64,
+            c / h,
+            s / h
+        );
+    }
+}
+
+/// `decode-calls hand|careful DOCS CALLS`: CALLS decodes of `page(DOCS)` and nothing else,
+/// for callgrind to count.
+fn decode_calls(args: &[String], limits: &Limits) {
+    let [how, docs, calls] = args else {
+        panic!("decode-calls hand|careful DOCS CALLS");
+    };
+    let body = page(docs.parse().expect("DOCS"));
+    let decoder = match how.as_str() {
+        "hand" => decode,
+        "careful" => decode_careful,
+        _ => panic!("hand or careful, not {how}"),
+    };
+    for _ in 0..calls.parse::<usize>().expect("CALLS") {
+        black_box(decoder(black_box(&body), limits).is_ok());
     }
 }
 
@@ -254,6 +295,14 @@ fn main() {
         max_documents: 1000,
         max_text_chars: 100_000,
     };
+    // `cargo bench` adds `--bench`.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if args.first().map(String::as_str) == Some("decode-calls") {
+        return decode_calls(&args[1..], &limits);
+    }
     decoding(&limits);
     encoding(&limits);
 }

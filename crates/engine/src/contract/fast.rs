@@ -308,9 +308,8 @@ impl<'a> Fields<'a> {
                 // careful path's own readers; whatever they refuse, the careful path
                 // refuses again with its field named.
                 11 => {
-                    at.pos = self.careful(at.pos, |f| {
-                        f.minhash(&Path::Root).map(|m| d.minhash = m)
-                    })?;
+                    at.pos =
+                        self.careful(at.pos, |f| f.minhash(&Path::Root).map(|m| d.minhash = m))?;
                 }
                 _ => {
                     if at.next_byte()? != b'{' {

@@ -246,7 +246,11 @@ mod tests {
             let end = (start..len).find(|&i| special(buf[i])).unwrap_or(len);
             let ascii = buf[start..end].is_ascii();
             assert_eq!(plain_run(&buf, start), (end, ascii), "{buf:?} from {start}");
-            assert_eq!(plain_words(&buf, start), (end, ascii), "{buf:?} from {start}");
+            assert_eq!(
+                plain_words(&buf, start),
+                (end, ascii),
+                "{buf:?} from {start}"
+            );
         }
     }
 }

@@ -40,7 +40,11 @@ fn ws(r: &mut Rng) -> &'static str {
 
 /// A string literal: plain mostly, else escaped, past ASCII, empty, long or broken.
 fn string(r: &mut Rng) -> String {
-    let kind = if r.one_in(15) { r.below(14) } else { 7 + r.below(7) };
+    let kind = if r.one_in(15) {
+        r.below(14)
+    } else {
+        7 + r.below(7)
+    };
     let body = match kind {
         0 => "caf\\u00e9 \\\"q\\\" \\\\ \\/ \\n".to_owned(),
         1 => "Москва €".to_owned(),
@@ -49,9 +53,23 @@ fn string(r: &mut Rng) -> String {
         4 => "\\ud83d\\ude00 😀".to_owned(),
         5 => "bad\\x".to_owned(),
         6 => "ctl\u{1}".to_owned(),
-        7 => format!("https://www.shop{}.example.com/catalog/item?id=3&ref=serp", r.below(9)),
+        7 => format!(
+            "https://www.shop{}.example.com/catalog/item?id=3&ref=serp",
+            r.below(9)
+        ),
         _ => r
-            .pick(&["a", "doc-1", "news", "text", "link", "RU", "de", "id", "k", "0123456789abcdef"])
+            .pick(&[
+                "a",
+                "doc-1",
+                "news",
+                "text",
+                "link",
+                "RU",
+                "de",
+                "id",
+                "k",
+                "0123456789abcdef",
+            ])
             .to_owned(),
     };
     format!("\"{body}\"")
@@ -77,7 +95,12 @@ fn number(r: &mut Rng) -> String {
         11 => format!("-{}.{}", r.below(2000), r.below(100)),
         12 => "1e400".into(),
         13 => format!("{}", r.below(3)),
-        _ => format!("{}.{:0w$}", r.below(20), r.below(10_000), w = 1 + r.below(4)),
+        _ => format!(
+            "{}.{:0w$}",
+            r.below(20),
+            r.below(10_000),
+            w = 1 + r.below(4)
+        ),
     }
 }
 
@@ -98,7 +121,11 @@ fn any(r: &mut Rng, depth: usize) -> String {
 }
 
 fn object(r: &mut Rng, depth: usize) -> String {
-    let n = if r.one_in(20) { 17 + r.below(3) } else { r.below(4) };
+    let n = if r.one_in(20) {
+        17 + r.below(3)
+    } else {
+        r.below(4)
+    };
     let mut keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\"")).collect();
     if n > 1 && r.one_in(15) {
         keys[n - 1] = keys[r.below(n - 1)].clone();
@@ -133,8 +160,10 @@ fn field(r: &mut Rng, name: &str) -> String {
             if r.one_in(20) {
                 names.push("link");
             }
-            let items: Vec<String> =
-                names.iter().map(|n| format!("\"{n}\":{}", number(r))).collect();
+            let items: Vec<String> = names
+                .iter()
+                .map(|n| format!("\"{n}\":{}", number(r)))
+                .collect();
             format!("{{{}}}", items.join(","))
         }
         "minhash" if r.one_in(3) => "null".into(),
@@ -240,7 +269,11 @@ fn agree(body: &[u8]) -> (bool, usize, usize) {
     let docs = match (&fast, &careful) {
         (Ok(f), Ok(c)) => {
             // Debug, not ==, so that -0.0 and 0.0 differ.
-            assert_eq!(format!("{:?}", f.request), format!("{:?}", c.request), "{text}");
+            assert_eq!(
+                format!("{:?}", f.request),
+                format!("{:?}", c.request),
+                "{text}"
+            );
             assert_eq!(
                 check_page(f, &limits, |_, _| Ok(())),
                 check_page(c, &limits, |_, _| Ok(())),
@@ -252,7 +285,11 @@ fn agree(body: &[u8]) -> (bool, usize, usize) {
             assert_eq!(f, c, "{text}");
             0
         }
-        _ => panic!("{text}: happy path {:?}, careful {:?}", fast.map(|_| ()), careful.map(|_| ())),
+        _ => panic!(
+            "{text}: happy path {:?}, careful {:?}",
+            fast.map(|_| ()),
+            careful.map(|_| ())
+        ),
     };
     (fast.is_ok(), taken, docs)
 }
@@ -275,8 +312,14 @@ fn the_happy_path_reads_every_page_as_the_careful_path_does() {
     }
     // Both outcomes are common, and the happy path took part of the documents decoded
     // (the rest it handed on: escapes, exponents, fields out of bounds).
-    assert!(decoded > 1_000 && refused > 1_000, "{decoded} decoded, {refused} refused");
-    assert!(taken > docs / 2 && docs > 2_000, "{taken} of {docs} documents");
+    assert!(
+        decoded > 1_000 && refused > 1_000,
+        "{decoded} decoded, {refused} refused"
+    );
+    assert!(
+        taken > docs / 2 && docs > 2_000,
+        "{taken} of {docs} documents"
+    );
 }
 
 /// A compact page as a ranker sends it is taken whole by the happy path, `attributes`
@@ -302,7 +345,10 @@ fn a_ranker_s_page_is_taken_on_the_happy_path() {
     assert!(matches!(docs[0].attributes, std::borrow::Cow::Borrowed(_)));
     assert_eq!(docs[0].attributes, spelled);
     assert_eq!(docs[1].attributes, r#"{"k":1,"p":100.0,"z":0,"e":"é"}"#);
-    assert_eq!(docs[0].factors, vec![("text".into(), 1.5), ("link".into(), 0.0)]);
+    assert_eq!(
+        docs[0].factors,
+        vec![("text".into(), 1.5), ("link".into(), 0.0)]
+    );
     assert_eq!(docs[0].given, 0b10_1111_1111 & !(1 << 8));
     agree(body.as_bytes());
 }
