@@ -8,10 +8,11 @@
 //! its `{` and refuses it, or takes it, naming what it finds as it always has: every 4xx
 //! is the careful path's. So this path refuses nothing itself; it only has to take exactly
 //! the documents the careful path takes, with the same values (the tests below hold the
-//! two to that on generated and mutated bodies).
+//! two to that on generated and mutated bodies: `tests_fast.rs`).
 //!
 //! What it saves is the careful path's generality on every value: the path to name,
-//! the error to build, the type to tell apart; `minhash` and `attributes`, rare or
+//! the error to build, the type to tell apart. `attributes` already in the answers'
+//! spelling are kept as sent (`spelled.rs`); other `attributes` and `minhash`, rare or
 //! free-form, are read by the careful path's own functions even here.
 
 use super::document::{field_of, KEYS, START};
