@@ -94,8 +94,10 @@ class DataPlaneServer:
 
     def _write_until_stopped(self) -> None:
         while not self._stopping.is_set():
-            if self.plane.wait(DRAIN_WAIT):
-                self._write()
+            # woken for lines, failures or captures; response counts alone are written at
+            # least every DRAIN_WAIT seconds (and by every flush)
+            self.plane.wait(DRAIN_WAIT)
+            self._write()
 
     def _write(self) -> None:
         with self._drain_lock:
