@@ -94,7 +94,7 @@ class EngineMetrics:
 _Drained: TypeAlias = tuple[
     list[bytes],  # audit lines
     list[_Failure],  # rule failures
-    list[tuple[bytes, int, str, int]],  # captures: (body, status, config, banlist version)
+    list[tuple[bytes, int, str, int, float]],  # captures: (body, status, config, banlist, at)
     list[tuple[str, int, int]],  # responses: (route, status, count)
     list[tuple[str, int]],  # dropped events: (kind, count)
     list[str],  # the listener's own problems, for the log
@@ -109,9 +109,9 @@ class DataPlane:
                              tuple[int, bytes, list[tuple[str, str]], list[tuple[str, str]],
                                    str | None, bool]],
                 executor: _Executor | None, healthz: bytes, max_body_bytes: int,
-                body_timeout: float, header_timeout: float, deadline: float,
-                max_documents: int, max_text_chars: int, audit: bool,
-                capture: bool) -> DataPlane: ...
+                body_timeout: float, body_timeout_text: str, header_timeout: float,
+                deadline: float, max_documents: int, max_text_chars: int, audit: bool,
+                capture_rate: float) -> DataPlane: ...
     def publish(self, *, engine: Engine | None = None, banlist: BanIndex | None = None,
                 quarantine: BanIndex | None = None) -> None: ...
     def start(self, host: str, port: int, threads: int) -> int: ...

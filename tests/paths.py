@@ -29,7 +29,7 @@ from tests.redis_server import LIVE
 
 PATHS = ("python", "native")
 RERANK = "/v1/rerank"
-_MARKS = ('"/v1/rerank"', "RERANK", "rerank_path")
+_MARKS = ("/v1/rerank", "RERANK", "rerank_path")
 
 
 def involves_rerank(metafunc: pytest.Metafunc) -> bool:
@@ -62,7 +62,7 @@ class Listener:
 @pytest.fixture
 def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """TestClients whose `POST /v1/rerank` goes to the app's native listener."""
-    listeners: dict[int, Listener] = {}
+    listeners: dict[int, Listener] = {}  # by the id of the app (kept alive by its client)
     request, leave = TestClient.request, TestClient.__exit__
 
     def routed(self: TestClient, method: str, url: Any, **kwargs: Any) -> httpx.Response:
@@ -74,14 +74,14 @@ def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             given = {k: v for k, v in kwargs.items()
                      if k != "timeout" and type(v).__name__ != "UseClientDefault"}
             given["headers"] = {**self.headers, **dict(httpx.Headers(given.get("headers")))}
-            listener = listeners.get(id(self))
+            listener = listeners.get(id(self.app))
             if listener is None:
-                listener = listeners[id(self)] = Listener(self.app)
+                listener = listeners[id(self.app)] = Listener(self.app)
             return listener.request(method, merged.raw_path.decode("ascii"), **given)
         return request(self, method, url, **kwargs)
 
     def exit(self: TestClient, *args: Any) -> None:
-        listener = listeners.pop(id(self), None)
+        listener = listeners.pop(id(self.app), None)
         if listener is not None:  # before the app's shutdown closes what it serves with
             listener.stop()
         leave(self, *args)

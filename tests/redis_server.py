@@ -117,8 +117,9 @@ class ServeProcess:
                  *args],
                 cwd=root, env=full, stderr=err)
         # a loaded shared machine starts slowly
-        data = "serve" not in program or answers(f"{self.data_base}/healthz", 10)
-        if answers(f"{self.base}/healthz", 60) and data:
+        # the control port first (a loaded machine starts slowly), then the data port
+        if answers(f"{self.base}/healthz", 60) and (
+                "serve" not in program or answers(f"{self.data_base}/healthz", 10)):
             if "serve" in program:  # tests/paths.py: the native path
                 LIVE[(host, self.port)] = (self.data_port, self.proc)
             return

@@ -13,6 +13,7 @@ header (its token is checked here).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -23,7 +24,7 @@ from app._engine import DataPlane
 from app.api.rerank import check_qa
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from app.api.services import Services
 
@@ -45,10 +46,12 @@ class DataPlaneServer:
             healthz=b'{"status":"ok","version":"%s"}' % __version__.encode(),
             max_body_bytes=settings.max_body_bytes,
             body_timeout=settings.body_timeout_seconds,
+            body_timeout_text=f"{settings.body_timeout_seconds:g}",  # as the 408 says it
             header_timeout=settings.header_timeout_seconds,
             deadline=settings.deadline_ms / 1000,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
-            audit=services.audit_log is not None, capture=services.capture is not None)
+            audit=services.audit_log is not None,
+            capture_rate=0.0 if services.capture is None else services.capture.settings.rate)
         services.config.follow(lambda engine: self.plane.publish(engine=engine.core))
         services.store.follow_index(lambda index: self.plane.publish(banlist=index))
         services.quarantine.follow_index(lambda index: self.plane.publish(quarantine=index))
@@ -76,9 +79,10 @@ class DataPlaneServer:
 
     def stop(self, grace: float) -> bool:
         """Stop accepting, let requests in flight finish (up to `grace` seconds), write
-        what they left; True if every connection closed in time."""
-        self._stopping.set()  # the writer's wait ends with the listener's stop
+        what they left; True if every connection closed in time. The writer keeps writing
+        during the drain; the listener's stop ends its wait."""
         drained: bool = self.plane.stop(grace)
+        self._stopping.set()
         if self._writer is not None:
             self._writer.join()
             self._writer = None
@@ -103,19 +107,25 @@ class DataPlaneServer:
         with self._drain_lock:
             lines, failures, captures, responses, dropped, problems = self.plane.drain()
             services = self.services
-            audit = services.audit_log
-            if audit is not None:
-                for line in lines:
-                    audit.emit_line(line)
-            rearranger = services.rearranger
-            for rule, phase, problem, closed, profile, cause in failures:
-                rearranger.failures.failed(rule, phase, problem, closed, profile, cause)
-            if services.capture is not None:
-                for body, status, config_version, banlist_version in captures:
-                    services.capture.offer(body, status, config_version, banlist_version)
             metrics = services.metrics
-            for route, status, count in responses:
-                metrics.http_responses.labels(route, str(status)).inc(count)
+            # Each sink on its own: one that raises is logged with its cause and the rest of
+            # the batch (and every later one) is still written.
+            with self._sink("the audit log"):
+                audit = services.audit_log
+                if audit is not None:
+                    for line in lines:
+                        audit.emit_line(line)
+            with self._sink("the failure log"):
+                rearranger = services.rearranger
+                for rule, phase, problem, closed, profile, cause in failures:
+                    rearranger.failures.failed(rule, phase, problem, closed, profile, cause)
+            with self._sink("the capture"):
+                if services.capture is not None:
+                    for body, status, config_version, banlist_version, at in captures:
+                        services.capture.keep(body, status, config_version, banlist_version, at)
+            with self._sink("the response counts"):
+                for route, status, count in responses:
+                    metrics.http_responses.labels(route, str(status)).inc(count)
             for kind, count in dropped:
                 if kind == "audit":
                     metrics.audit_dropped.inc(count)
@@ -125,3 +135,12 @@ class DataPlaneServer:
                           kind, "" if count == 1 else "s")
             for problem in problems:
                 log.error("data plane: %s", problem)
+
+    @contextlib.contextmanager
+    def _sink(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception:  # noqa: BLE001 (logged with its cause, and counted as a dropped event)
+            self.services.metrics.housekeeping_errors.labels("data_plane_writer").inc()
+            log.exception("data plane: writing to %s failed; the rest of the batch goes on",
+                          name)

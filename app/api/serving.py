@@ -49,7 +49,8 @@ class DrainingServer(uvicorn.Server):
             started = time.monotonic()
             await asyncio.to_thread(self.data_plane.stop, GRACE_SECONDS)
             left = GRACE_SECONDS - (time.monotonic() - started)
-            self.config.timeout_graceful_shutdown = max(1, int(left))
+            # uvicorn's own typing says int; a float is what asyncio's wait takes
+            self.config.timeout_graceful_shutdown = max(0.0, left)  # type: ignore[assignment]
         await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -178,5 +179,8 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int,
     except OSError:
         services.close()
         raise
-    DrainingServer(uvicorn.Config(app, **options), services, settings.drain_seconds,
-                   data_plane).run()
+    try:
+        DrainingServer(uvicorn.Config(app, **options), services, settings.drain_seconds,
+                       data_plane).run()
+    finally:  # uvicorn may exit without its shutdown (a control port it cannot bind)
+        data_plane.stop(0)

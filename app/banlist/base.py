@@ -365,8 +365,9 @@ class StoreBase(ABC):
 
     def follow_index(self, served: Callable[[BanIndex], None]) -> None:
         """Call `served` with the index served now and with each one swapped in later."""
-        self._followers = (*self._followers, served)
-        served(self.index)
+        with self._index_lock:  # no swap between the two: the last one published is served
+            self._followers = (*self._followers, served)
+            served(self.index)
 
     def __len__(self) -> int:
         return len(self.index)

@@ -49,7 +49,8 @@ CONFIG_REDIS_OPS = ("publish", "follow")  # rearrange_config_redis_errors_total
 RESYNC_CAUSES = ("start", "gap", "epoch", "reseed", "seed", "adopt", "recover", "digest",
                  "bootstrap")
 # rearrange_housekeeping_errors_total
-HOUSEKEEPING_TASKS = ("config", "sweep", "snapshot", "banlist_filter", "gauges")
+HOUSEKEEPING_TASKS = ("config", "sweep", "snapshot", "banlist_filter", "gauges",
+                      "data_plane_writer")  # the data port's writer thread (app/api/dataplane.py)
 # What the service keeps in Redis (the `structure` label of rearrange_redis_*), and why a
 # replica refused what Redis holds of one (rearrange_redis_refusals_total{cause})
 STRUCTURES = ("banlist", "quarantine", "sanctions")
@@ -272,7 +273,7 @@ class Metrics:
         self.housekeeping_errors = Counter(
             "rearrange_housekeeping_errors_total",
             "Unexpected errors of the background tasks (config poll, TTL sweep, filter "
-            "rebuild, gauge refresh), by task",
+            "rebuild, gauge refresh, the data port's writer), by task",
             ["task"], registry=r)
         # Series that alerts take increase() of exist at 0 from the start: a series born at 1
         # has no earlier sample, so its first event (a refused reload) would never alert.

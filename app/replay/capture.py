@@ -104,13 +104,18 @@ class Capture:
         """Called per request after the engine answered: queue the body if it is drawn."""
         if self._draw() >= self.settings.rate:
             return
+        self.keep(body, status, config_version, banlist_version, time.time())
+
+    def keep(self, body: bytes | bytearray, status: int, config_version: str,
+             banlist_version: int, at: float) -> None:
+        """Queue a body already drawn (the data port's listener draws at `settings.rate`
+        itself, so that only the kept bodies cross to Python), answered at `at`."""
         if len(body) > self.settings.max_body_bytes:
             self._drop("too_large", f"a body of {len(body)} bytes is over the cap of "
                        f"{self.settings.max_body_bytes}")
             return
         try:
-            self._queue.put_nowait((time.time(), status, config_version, banlist_version,
-                                    bytes(body)))
+            self._queue.put_nowait((at, status, config_version, banlist_version, bytes(body)))
         except queue.Full:
             self._drop("queue_full", f"the writer is {self.settings.queue} bodies behind")
 

@@ -13,6 +13,8 @@ import pytest
 from tests.api.test_live_server import start_server
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.python_path("the browser's page calls the control port")
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SAMPLE = (ROOT / "config" / "request.sample.json").read_text()
 

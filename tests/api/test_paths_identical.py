@@ -1,7 +1,7 @@
 """The two request paths answer alike, byte for byte: on random configs, banlists and pages
 (tests/strategies.py), `POST /v1/rerank` on the app (the Python path) and on its data-plane
-listener (the native path) give the same status and the same body, and leave the same
-audit line. One app serves every example: its config is reloaded from the drawn YAML and
+listener (the native path) give the same status and the same body, with and without the
+QA explain header. One app serves every example: its config is reloaded from the drawn YAML and
 its banlist holds the drawn bans, as an operator would change them. (The audit lines of
 both paths are compared by the suite's audit tests, which run on both.)"""
 from __future__ import annotations

@@ -34,6 +34,8 @@ from bench.replicas import wait_ready
 from tests.conftest import ROOT
 from tests.deploy import tools
 
+pytestmark = pytest.mark.python_path("checks files, sends no request")
+
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 # The design card puts the image and the staging stack at the top level (`docker compose up`

@@ -15,6 +15,8 @@ use crate::engine::Failure;
 /// Events held before the drain falls behind far enough to drop them (counted, by kind):
 /// at 100 µs a request, 64 K events is six seconds of a stalled Python thread.
 pub const MAX_QUEUED: usize = 65_536;
+/// Bytes of captured bodies held at most, whatever their number.
+pub const MAX_CAPTURED_BYTES: usize = 64 << 20;
 
 /// A request body kept for replay, with what answered it.
 pub struct Captured {
@@ -22,6 +24,8 @@ pub struct Captured {
     pub status: u16,
     pub config_version: String,
     pub banlist_version: i64,
+    /// When the request was answered (epoch seconds).
+    pub at: f64,
 }
 
 /// One drain's worth.
@@ -36,6 +40,8 @@ pub struct Batch {
     pub dropped: HashMap<&'static str, u64>,
     /// Failures of the listener itself, for the log (already rate-limited).
     pub problems: Vec<String>,
+    /// Bytes of the captured bodies held.
+    captured_bytes: usize,
 }
 
 impl Batch {
@@ -101,7 +107,9 @@ impl Events {
             }
         }
         if let Some(capture) = capture {
-            if room > 1 {
+            let bytes = batch.captured_bytes + capture.body.len();
+            if room > 1 && bytes <= MAX_CAPTURED_BYTES {
+                batch.captured_bytes = bytes;
                 batch.captures.push(capture);
             } else {
                 *batch.dropped.entry("capture").or_default() += 1;
@@ -162,7 +170,12 @@ mod tests {
     fn a_wake_ends_waits_at_once() {
         let events = Events::default();
         events.wake();
+        let started = std::time::Instant::now();
         assert!(!events.wait(Duration::from_secs(30)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "waited for its timeout"
+        );
     }
 
     use super::*;
@@ -194,7 +207,12 @@ mod tests {
             pusher.push("/v1/rerank", 200, Some(b"{}".to_vec()), Vec::new(), None);
         });
         // (the wait below returns on the push, long before its 30 s)
+        let started = std::time::Instant::now();
         assert!(events.wait(Duration::from_secs(30)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "woken by its timeout"
+        );
         let batch = events.take();
         t.join().unwrap();
         assert_eq!(batch.responses.get(&("/v1/rerank", 200)), Some(&1));

@@ -42,23 +42,13 @@ fn json(status: u16, body: impl Into<Bytes>, close: bool) -> Answer {
     response
 }
 
-/// `{timeout:g}` as Python writes it for the values a setting takes (`10`, `0.5`).
-fn g(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e16 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
-}
-
 pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, Infallible> {
     let arrived = Instant::now();
     let path = req.uri().path();
     let (route, answer) = match (req.method(), path) {
-        (&Method::POST, RERANK) => (RERANK, rerank(&shared, req, arrived).await),
-        (&Method::GET | &Method::HEAD, HEALTHZ) => {
-            (HEALTHZ, json(200, shared.settings.healthz.clone(), false))
-        }
+        // counted by `rerank` itself, with what the request left to write
+        (&Method::POST, RERANK) => return Ok(rerank(&shared, req, arrived).await),
+        (&Method::GET, HEALTHZ) => (HEALTHZ, json(200, shared.settings.healthz.clone(), false)),
         (_, RERANK | HEALTHZ) => {
             let allow = if path == RERANK { "POST" } else { "GET" };
             let mut refused = json(405, error_body(405, None, "Method Not Allowed"), false);
@@ -148,11 +138,14 @@ async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) 
             shared.events.push(RERANK, GONE, None, Vec::new(), None);
             return json(GONE, Bytes::new(), true);
         }
+        Ok(Err(Read::Malformed)) => {
+            // the control port's answer to bytes its HTTP parser refuses (app/api/serving.py)
+            shared.metrics.get().request("", "invalid");
+            shared.events.push(RERANK, 400, None, Vec::new(), None);
+            return json(400, error_body(400, Some("request"), UNREADABLE), true);
+        }
         Err(_) => {
-            let problem = format!(
-                "not received within {} s",
-                g(settings.body_timeout.as_secs_f64())
-            );
+            let problem = format!("not received within {} s", settings.body_timeout_text);
             return refuse_body(shared, 408, "timeout", &problem);
         }
     };
@@ -212,9 +205,20 @@ async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) 
     };
     // Answered on this thread unless the profile has a Python rule; then on a blocking
     // thread, so that the serving threads never wait for a rule (or the GIL).
-    match job.run(true) {
-        Some(answer) => answer,
-        None => match tokio::task::spawn_blocking(move || job.run(false)).await {
+    let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(true)));
+    match answered {
+        Err(panicked) => {
+            let problem = panicked
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panicked.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            shared.problem("rerank", &problem);
+            shared.events.push(RERANK, 500, None, Vec::new(), None);
+            json(500, error_body(500, None, "Internal Server Error"), false)
+        }
+        Ok(Some(answer)) => answer,
+        Ok(None) => match tokio::task::spawn_blocking(move || job.run(false)).await {
             Ok(Some(answer)) => answer,
             Ok(None) => unreachable!("answered when not deferred"),
             Err(panicked) => {
@@ -236,8 +240,16 @@ fn refuse_body(shared: &Shared, status: u16, outcome: &str, problem: &str) -> An
 
 enum Read {
     TooLarge,
+    /// The client closed the connection before its body was whole.
     Gone,
+    /// The body's framing is broken (a malformed chunk).
+    Malformed,
 }
+
+/// app/api/serving.py's problem for bytes the HTTP parser refuses, word for word.
+const UNREADABLE: &str = "not an HTTP/1.1 request this server can read: a malformed request \
+                          line or header, or one longer than the parser takes (a URL or a \
+                          header past about 64 KiB)";
 
 /// The whole body, or TooLarge past `limit` bytes; a body in one frame is not copied.
 async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<Bytes, Read> {
@@ -245,7 +257,13 @@ async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<Bytes, Read
     let mut first: Option<Bytes> = None;
     let mut more = BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| Read::Gone)?;
+        let frame = frame.map_err(|e| {
+            if e.is_parse() {
+                Read::Malformed
+            } else {
+                Read::Gone
+            }
+        })?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
@@ -371,28 +389,21 @@ impl Job {
             Served::Deferred => return None,
             Served::Reply(r) => r,
         };
-        // QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx.
-        let capture = (settings.capture && self.forced.is_empty() && matches!(status, 200 | 503))
+        // QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx. Drawn
+        // here, as Capture.offer draws: only the kept bodies are queued and copied.
+        let capture = (self.forced.is_empty()
+            && matches!(status, 200 | 503)
+            && settings.capture_rate > 0.0
+            && super::draw() < settings.capture_rate)
             .then(|| Captured {
                 body: self.body.clone(),
                 status,
                 config_version: engine.config().version.clone(),
                 banlist_version,
+                at: now,
             });
         // Queued before the answer leaves: whoever has the answer finds its line queued.
         shared.events.push(RERANK, status, line, failures, capture);
         Some(json(status, body, false))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::g;
-
-    #[test]
-    fn seconds_are_written_as_python_writes_them_with_g() {
-        assert_eq!(g(10.0), "10");
-        assert_eq!(g(0.5), "0.5");
-        assert_eq!(g(2.25), "2.25");
     }
 }

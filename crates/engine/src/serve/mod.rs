@@ -35,6 +35,8 @@ use events::Events;
 pub struct Settings {
     pub max_body_bytes: usize,
     pub body_timeout: Duration,
+    /// The body timeout as the Python path writes it in its 408 (`f"{timeout:g}"`).
+    pub body_timeout_text: String,
     pub header_timeout: Duration,
     /// The request's time budget from its arrival (None: no deadline).
     pub deadline: Option<Duration>,
@@ -42,8 +44,8 @@ pub struct Settings {
     pub max_text_chars: usize,
     /// An audit log is written: the engine writes each request's line.
     pub audit: bool,
-    /// Bodies are captured for replay.
-    pub capture: bool,
+    /// The share of answered bodies captured for replay (0: none).
+    pub capture_rate: f64,
     /// The body of `GET /healthz`, the control port's own.
     pub healthz: bytes::Bytes,
 }
@@ -83,17 +85,51 @@ impl Shared {
 
 struct Running {
     runtime: tokio::runtime::Runtime,
-    stop: watch::Sender<bool>,
+    /// Set to the grace period: stop accepting and drain within it.
+    stop: watch::Sender<Option<Duration>>,
     done: std::sync::mpsc::Receiver<bool>,
     port: u16,
 }
 
-/// The data-plane listener (Python: `app._engine.DataPlane`; app/engine/dataplane.py runs
+/// The data-plane listener (Python: `app._engine.DataPlane`; app/api/dataplane.py runs
 /// it).
 #[pyclass(frozen, module = "app._engine")]
 pub struct DataPlane {
     shared: Arc<Shared>,
     running: Mutex<Option<Running>>,
+}
+
+impl Drop for DataPlane {
+    /// A listener dropped while serving (the process exits without a stop) does not wait
+    /// for its threads: a blocking one may be waiting for the GIL its dropper holds.
+    fn drop(&mut self) {
+        let running = self
+            .running
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(running) = running {
+            running.runtime.shutdown_background();
+        }
+    }
+}
+
+/// A uniform draw in [0, 1), for the capture's sampling: a per-thread xorshift seeded from
+/// the standard library's random hasher keys (no dependency for a sample rate).
+pub(crate) fn draw() -> f64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, RandomState};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(0u64) | 1);
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
 }
 
 /// A batch as Python takes it: (audit lines, rule failures, captures as (body, status,
@@ -102,7 +138,7 @@ pub struct DataPlane {
 type Drained = (
     Vec<Py<PyBytes>>,
     Vec<Failed>,
-    Vec<(Py<PyBytes>, u16, String, i64)>,
+    Vec<(Py<PyBytes>, u16, String, i64, f64)>,
     Vec<(&'static str, u16, u64)>,
     Vec<(&'static str, u64)>,
     Vec<String>,
@@ -119,8 +155,8 @@ impl DataPlane {
     /// `executor` runs Python rules, `deadline` is seconds from arrival (0: none).
     #[new]
     #[pyo3(signature = (*, metrics, qa, executor, healthz, max_body_bytes, body_timeout,
-                        header_timeout, deadline, max_documents, max_text_chars, audit,
-                        capture))]
+                        body_timeout_text, header_timeout, deadline, max_documents,
+                        max_text_chars, audit, capture_rate))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         metrics: Py<EngineMetrics>,
@@ -129,16 +165,18 @@ impl DataPlane {
         healthz: Vec<u8>,
         max_body_bytes: usize,
         body_timeout: f64,
+        body_timeout_text: String,
         header_timeout: f64,
         deadline: f64,
         max_documents: usize,
         max_text_chars: usize,
         audit: bool,
-        capture: bool,
+        capture_rate: f64,
     ) -> PyResult<Self> {
         let settings = Settings {
             max_body_bytes,
             body_timeout: seconds("body_timeout", body_timeout)?,
+            body_timeout_text,
             header_timeout: seconds("header_timeout", header_timeout)?,
             deadline: (deadline > 0.0)
                 .then(|| seconds("deadline", deadline))
@@ -146,7 +184,7 @@ impl DataPlane {
             max_documents,
             max_text_chars,
             audit,
-            capture,
+            capture_rate,
             healthz: healthz.into(),
         };
         Ok(DataPlane {
@@ -201,11 +239,14 @@ impl DataPlane {
         let port = listener.local_addr()?.port();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
+            // Python-rule profiles and QA checks, as many at once as anyio's default
+            // limiter lets the control port run
+            .max_blocking_threads(40)
             .thread_name("rearrange-data")
             .enable_all()
             .build()?;
         self.shared.events.rearm();
-        let (stop, stopping) = watch::channel(false);
+        let (stop, stopping) = watch::channel(None);
         let (finished, done) = std::sync::mpsc::channel();
         let shared = Arc::clone(&self.shared);
         let listener = {
@@ -254,13 +295,16 @@ impl DataPlane {
         let done = Mutex::new(done); // a Receiver is Send, not Sync: detach wants Sync
         py.detach(move || {
             // The accept loop may be gone (a runtime shutting down): then nothing accepts.
-            let _ = stop.send(true);
+            let _ = stop.send(Some(grace));
+            // The accept loop ends its drain at `grace`; the margin is its last steps'.
             let drained = done
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .recv_timeout(grace + Duration::from_secs(1))
+                .recv_timeout(grace + Duration::from_millis(100))
                 .unwrap_or(false);
-            runtime.shutdown_timeout(Duration::from_secs(1));
+            // What is still running (a Python rule past the grace) is left to the process's
+            // exit, not waited for.
+            runtime.shutdown_background();
             self.shared.events.wake();
             Ok(drained)
         })
@@ -293,6 +337,7 @@ impl DataPlane {
                         c.status,
                         c.config_version,
                         c.banlist_version,
+                        c.at,
                     )
                 })
                 .collect(),
@@ -311,7 +356,7 @@ impl DataPlane {
 async fn accept(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
-    mut stopping: watch::Receiver<bool>,
+    mut stopping: watch::Receiver<Option<Duration>>,
 ) -> bool {
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
@@ -349,6 +394,8 @@ async fn accept(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
-    true
+    let grace = stopping.borrow().unwrap_or_default();
+    tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_ok()
 }
