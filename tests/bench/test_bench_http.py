@@ -103,6 +103,8 @@ def test_bench_pipeline_judges_the_engine_in_rounds_without_the_python_path(tmp_
 # still running), as a server does that fails to start.
 _SERVER = """
 import http.server, os, subprocess, sys
+
+pytestmark = pytest.mark.python_path("tests the benchmark's own code")
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 with open(sys.argv[2], "w") as fh:
     fh.write(f"{os.getpid()} {child.pid}")
@@ -208,9 +210,13 @@ def test_the_native_server_is_rearrange_serve_with_its_data_port_set():
     assert native.argv[-4:] == ["--workers", "2", "--port", "9002"]
     assert native.env == {"X": "1", "REARRANGE_DATA_PORT": "9001"}
     assert (native.port, native.control_port, native.path) == (9001, 9002, "/v1/rerank")
-    python = make("python", 2, 9003, {"X": "1"}, echo=None)
-    assert python.argv[-4:] == ["--workers", "2", "--port", "9003"]
-    assert (python.control_port, python.env) == (None, {"X": "1"})
+    python = make("python", 1, 9003, {"X": "1"}, echo=None)
+    assert python.argv[-4:] == ["--workers", "1", "--port", "9003"]
+    # its data port anywhere free: the control port is measured
+    assert (python.control_port, python.env) == (None, {"X": "1", "REARRANGE_DATA_PORT": "0"})
+    # several: uvicorn's worker processes (`serve --workers N` is N data-port threads)
+    processes = make("python", 2, 9006, {"X": "1"}, echo=None)
+    assert processes.argv[-5:] == ["--workers", "2", "--port", "9006", "app.main:app"]
     echo = make("echo-serde", 2, 9004, {}, echo=Path("/bin/echo-floor"))
     assert echo.argv == ["/bin/echo-floor", "--port", "9004", "--threads", "2", "--serde"]
     with pytest.raises(SystemExit, match="unknown server 'granian'"):

@@ -27,6 +27,8 @@ for p in lf.PAGES_BUILT:
 HOSTS = """
 from locust.env import Environment
 import bench.locustfile as lf
+
+pytestmark = pytest.mark.python_path("tests the benchmark's own code")
 env = Environment(host="http://unused")
 print(*(user(env).host for user in (lf.Frontend, lf.Frontend, lf.TrustAndSafety)))
 """
