@@ -24,6 +24,8 @@ from bench.pipeline import ceiling_config
 from bench.replicas import free_port
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.python_path("tests the benchmark's own code")
+
 
 def _git(*argv: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True,
@@ -103,8 +105,6 @@ def test_bench_pipeline_judges_the_engine_in_rounds_without_the_python_path(tmp_
 # still running), as a server does that fails to start.
 _SERVER = """
 import http.server, os, subprocess, sys
-
-pytestmark = pytest.mark.python_path("tests the benchmark's own code")
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 with open(sys.argv[2], "w") as fh:
     fh.write(f"{os.getpid()} {child.pid}")

@@ -16,6 +16,8 @@ import pytest
 from bench.load import counter_sum, memory_growth
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.python_path("tests the benchmark's own code")
+
 DUMP_PAGES = """
 import json, bench.locustfile as lf
 for p in lf.PAGES_BUILT:
@@ -27,8 +29,6 @@ for p in lf.PAGES_BUILT:
 HOSTS = """
 from locust.env import Environment
 import bench.locustfile as lf
-
-pytestmark = pytest.mark.python_path("tests the benchmark's own code")
 env = Environment(host="http://unused")
 print(*(user(env).host for user in (lf.Frontend, lf.Frontend, lf.TrustAndSafety)))
 """
