@@ -341,20 +341,18 @@ def index_change(change: Mapping[str, Any]) -> IndexChange | None:
     return None
 
 
-class StoreBase(ABC):
-    """What the embedded and the Redis store do alike, on top of each one's `put_import`.
+class FollowedIndex:
+    """An `index` (the one the request path reads) whose every swap is told to whoever
+    follows it (`follow_index`: the data port's listener); a batch applied to the index in
+    place needs no telling. `_index_lock` is held while the index changes."""
 
-    A store sets `index` (read on the request path), `clock`, and `_index_lock`, which it
-    holds while it changes the index, so a reader iterating it sees no half-applied batch.
-    """
-
-    clock: Callable[[], float]  # epoch seconds
+    _index: BanIndex
     _index_lock: AbstractContextManager[Any]
     _followers: tuple[Callable[[BanIndex], None], ...] = ()
 
     @property
     def index(self) -> BanIndex:
-        """The index the request path reads: the store's own (embedded) or its replica's."""
+        """The index served."""
         return self._index
 
     @index.setter
@@ -367,7 +365,17 @@ class StoreBase(ABC):
         """Call `served` with the index served now and with each one swapped in later."""
         with self._index_lock:  # no swap between the two: the last one published is served
             self._followers = (*self._followers, served)
-            served(self.index)
+            served(self._index)
+
+
+class StoreBase(FollowedIndex, ABC):
+    """What the embedded and the Redis store do alike, on top of each one's `put_import`.
+
+    A store sets `index` (read on the request path), `clock`, and `_index_lock`, which it
+    holds while it changes the index, so a reader iterating it sees no half-applied batch.
+    """
+
+    clock: Callable[[], float]  # epoch seconds
 
     def __len__(self) -> int:
         return len(self.index)

@@ -36,7 +36,7 @@ import orjson
 import redis
 
 from app.banlist import digest, snapshot
-from app.banlist.base import IndexChange, SyncState, index_change
+from app.banlist.base import FollowedIndex, IndexChange, SyncState, index_change
 from app.banlist.edits import edit_change
 from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
@@ -128,28 +128,8 @@ def record_hash(f: dict[str, str], changes: digest.Changes) -> int:
     return 0
 
 
-class Replicator(Follower):
+class Replicator(Follower, FollowedIndex):
     """This process's copy of the banlist and the thread that keeps it equal to Redis's."""
-
-    _followers: tuple[Callable[[BanIndex], None], ...] = ()
-    _index: BanIndex
-
-    @property
-    def index(self) -> BanIndex:
-        """The copy served; whoever follows it (`follow_index`) is told of each swap."""
-        return self._index
-
-    @index.setter
-    def index(self, index: BanIndex) -> None:
-        self._index = index
-        for served in self._followers:
-            served(index)
-
-    def follow_index(self, served: Callable[[BanIndex], None]) -> None:
-        """Call `served` with the index served now and with each one swapped in later."""
-        with self.lock:
-            self._followers = (*self._followers, served)
-            served(self._index)
 
     def __init__(self, client: TextRedis, keys: Keys, policy: EvictionPolicy,
                  durability: Durability, events: StoreEvents, *, name: str,
@@ -165,6 +145,7 @@ class Replicator(Follower):
         self.provisional = False
         self.snapshot_seconds = snapshot_seconds
         self.lock = threading.RLock()  # applying changes, swapping the index, copying it
+        self._index_lock = self.lock
         self.index = BanIndex()
         self.digest = 0  # of the index's content (digest.py), published with each batch
         self.version = 0
