@@ -704,11 +704,13 @@ struct Tally<'a> {
 }
 
 impl Tally<'_> {
-    /// Sized for a page most of whose documents get a record or two and for one timing
-    /// per step, so neither is regrown (and copied) as the rules run.
+    /// Sized for a page most of whose documents get up to four records (the commercial
+    /// profile gives about three: a rescore, a sort move, a collapse or trim) and for one
+    /// timing per step, so neither is regrown as the rules run: at 500 documents a regrown
+    /// audit copied some 150 KB, 3 % of the call's instructions.
     fn sized(docs: usize, steps: usize) -> Self {
         Tally {
-            audit: Vec::with_capacity(3 * docs + 8),
+            audit: Vec::with_capacity(4 * docs + 8),
             timings: Vec::with_capacity(steps),
             actions: Vec::with_capacity(steps),
             skipped: Vec::new(),
