@@ -60,3 +60,61 @@ def mixed_site(templates: int = 40, pages: int = 50, words: int = 300,
         a, b = bodies[t], bodies[(t + 1) % templates]
         out.append((f"/mixed/{t}", " ".join(a[:2 * third] + b[third:])))
     return out
+
+
+def audit_site(templates: int = 8, pages: int = 12, unique: int = 300, words: int = 300,
+               quoting: int = 30, seed: int = 5) -> tuple[list[tuple[str, str]], dict]:
+    """A site an SEO audit should sort out, and what it should find (`truth`):
+
+    - `templates` families of `pages` pages made from one body (3 words of each their own,
+      as a city name): `truth["families"]`, each one cluster, every member `rewrite`;
+    - one near copy of each family's first page (one word changed): `canonical`;
+    - a page per template t holding two thirds of t's body and two thirds of t+1's
+      (`truth["bridges"]`): in no cluster, reported as holding several templates;
+    - a 40-word notice included in `quoting` unique pages (about a tenth of each) and
+      saved as a page of its own (`/includes/notice`: `noindex`), and a 40-word
+      disclaimer that `quoting` other unique pages quote with no page of its own: each a
+      shared block (`truth["blocks"]`), none of those pages clustered;
+    - a thin page, the first 150 words of a unique page (`truth["merge"]`: its target);
+    - the rest unique pages: `ok`, in no cluster.
+    """
+    rng = random.Random(seed)
+    vocab = vocabulary(seed=seed)
+    out: list[tuple[str, str]] = []
+    truth: dict = {"families": [], "bridges": [], "blocks": [], "merge": {}, "copies": {}}
+    bodies = [rng.choices(vocab, k=words) for _ in range(templates)]
+    for t, body in enumerate(bodies):
+        family = []
+        for p in range(pages):
+            page = list(body)
+            for _ in range(3):
+                page[rng.randrange(words)] = rng.choice(vocab)
+            family.append(f"/t{t}/p{p}")
+            out.append((family[-1], " ".join(page)))
+        copy = out[-pages][1].split()
+        copy[words // 2] = rng.choice(vocab)
+        out.append((f"/t{t}/copy", " ".join(copy)))
+        family.append(f"/t{t}/copy")
+        truth["families"].append(family)
+        truth["copies"][f"/t{t}/copy"] = f"/t{t}/p0"
+    third = words // 3
+    for t in range(templates):
+        a, b = bodies[t], bodies[(t + 1) % templates]
+        out.append((f"/mixed/{t}", " ".join(a[:2 * third] + b[third:])))
+        truth["bridges"].append(f"/mixed/{t}")
+    for name, standalone in (("notice", True), ("disclaimer", False)):
+        block = rng.choices(vocab, k=40)
+        carriers = [f"/{name}/{i}" for i in range(quoting)]
+        for url in carriers:
+            text = rng.choices(vocab, k=400)
+            at = rng.randrange(len(text))
+            out.append((url, " ".join(text[:at] + block + text[at:])))
+        if standalone:
+            out.append(("/includes/notice", " ".join(block)))
+            carriers.append("/includes/notice")
+        truth["blocks"].append(sorted(carriers))
+    for i in range(unique):
+        out.append((f"/u/{i}", " ".join(rng.choices(vocab, k=400))))
+    out.append(("/thin", " ".join(out[-1][1].split()[:150])))
+    truth["merge"]["/thin"] = out[-2][0]
+    return out, truth

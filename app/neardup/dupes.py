@@ -19,6 +19,7 @@ import numpy as np
 
 from app._engine import NearDupSets
 from app.neardup import minhash, shingles
+from app.neardup.blocks import Block, shared_blocks
 from app.neardup.cluster import Cluster, MultiTemplate, Progress, clusters
 from app.neardup.read import read_pages  # noqa: F401 (the CLI's import)
 from app.neardup.site import Pairs, Site, Texts
@@ -55,6 +56,8 @@ class Audit:
     clusters: list[Cluster] = field(default_factory=list)
     templates: dict[int, list[str]] = field(default_factory=dict)  # by representative, as shown
     multi: list[MultiTemplate] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    unique: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per page
 
     def __enter__(self) -> Audit:
         return self
@@ -97,6 +100,15 @@ class Audit:
         """The pairs at or over the threshold."""
         return self.pairs.take(self.values() >= self.threshold)
 
+    def linked(self) -> Pairs:
+        """The pairs clusters are made of: each page holds the threshold's share of its own
+        shingles in the other (by Jaccard, with `--measure jaccard`)."""
+        if self.measure == "jaccard":
+            return self.pairs.take(self.jaccard() >= self.threshold)
+        p = self.pairs
+        own = p.both / np.maximum(self.sizes[p.a], self.sizes[p.b])
+        return p.take(own >= self.threshold)
+
     def ranked(self, p: Pairs | None = None) -> Pairs:
         """Pairs by the measure, highest first (input order among ties)."""
         p = self.pairs if p is None else p
@@ -105,10 +117,23 @@ class Audit:
 
     def best_containment(self) -> np.ndarray:
         """For each page, the largest share of it found inside any one other page."""
-        best = np.zeros(len(self.urls))
-        np.maximum.at(best, self.pairs.a, self.inside())
-        np.maximum.at(best, self.pairs.b, self.outside())
-        return best
+        return self.nearest()[1]
+
+    def nearest(self) -> tuple[np.ndarray, np.ndarray]:
+        """For each page, the page holding the largest share of it (-1 for none: no pair
+        shares text with it) and that share; the earlier page among ties."""
+        p = self.pairs
+        page = np.concatenate([p.a, p.b]).astype(np.int64)
+        other = np.concatenate([p.b, p.a]).astype(np.int64)
+        share = np.concatenate([self.inside(), self.outside()])
+        order = np.lexsort((other, -share, page))  # by page, then best share, then other
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = page[order][1:] != page[order][:-1]
+        best_of, best = np.full(len(self.urls), -1, np.int64), np.zeros(len(self.urls))
+        best_of[page[order][first]] = other[order][first]
+        best[page[order][first]] = share[order][first]
+        best_of[best == 0] = -1  # the pairs listed in a small run share nothing
+        return best_of, best
 
 
 def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
@@ -166,8 +191,11 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
         result.pairs = _exact_pairs(site, n, progress)
     else:
         _lsh_pairs(result, k, max_size_ratio, weights, progress, sink)
-    over = result.over()
-    result.clusters, result.multi = clusters(n, over.a, over.b, site.shared, progress)
+    linked, over = result.linked(), result.over()
+    result.clusters, result.multi = clusters(
+        n, (linked.a, linked.b, linked.both), (over.a, over.b, over.both), site.sizes,
+        threshold, site.shared, progress)
+    result.blocks = shared_blocks(result, progress)
     return result
 
 

@@ -77,7 +77,8 @@ def test_every_stage_reports_progress():
     stages = [line.split()[0] for line in err.getvalue().replace("\r", "\n").splitlines()
               if line.strip()]
     order = list(dict.fromkeys(stages))
-    assert order == ["shingling", "signatures", "candidates", "verifying", "clustering"]
+    assert order == ["shingling", "signatures", "candidates", "verifying", "multi-template",
+                     "clustering", "blocks"]
     assert "100%" in err.getvalue().split("clustering")[-1]
 
 

@@ -92,6 +92,78 @@ impl Sets {
     }
 }
 
+/// Text the listed pages share, by who shares it: `Postings::of`.
+#[derive(Debug, Default, PartialEq)]
+pub struct Postings {
+    /// For each listed page, how many of its shingles no other listed page holds.
+    pub unique: Vec<u32>,
+    /// Shingles held by the very same pages (at least `min_pages` of them), grouped by
+    /// that list of pages: a notice quoted word for word by twelve pages is one group.
+    pub groups: Vec<Group>,
+}
+
+/// Shingles that exactly the pages `pages` (indexes into the list, ascending) hold.
+#[derive(Debug, Default, PartialEq)]
+pub struct Group {
+    pub pages: Vec<u32>,
+    pub shingles: Vec<u64>,
+}
+
+impl Postings {
+    /// Every shingle of the listed pages (`pages[i]` is a page of `sets`) with the pages
+    /// holding it, found by sorting (shingle, page) pairs: 16 bytes a shingle while it runs.
+    /// Groups of fewer than `min_shingles` shingles are dropped.
+    pub fn of(sets: &Sets, pages: &[u32], min_pages: usize, min_shingles: usize) -> Self {
+        let total = pages.iter().map(|&p| sets.get(p as usize).len()).sum();
+        let mut all: Vec<(u64, u32)> = Vec::with_capacity(total);
+        for (i, &p) in pages.iter().enumerate() {
+            all.extend(sets.get(p as usize).iter().map(|&h| (h, i as u32)));
+        }
+        all.sort_unstable();
+        let mut unique = vec![0u32; pages.len()];
+        let mut groups: Vec<Group> = Vec::new();
+        // Groups by their list of pages: a hash of the list, then the list compared.
+        let mut by_pages: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+        let mut start = 0;
+        while start < all.len() {
+            let shingle = all[start].0;
+            let mut end = start + 1;
+            while end < all.len() && all[end].0 == shingle {
+                end += 1;
+            }
+            let holders = &all[start..end];
+            if holders.len() == 1 {
+                unique[holders[0].1 as usize] += 1;
+            } else if holders.len() >= min_pages.max(2) {
+                let key = holders.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &(_, p)| {
+                    (h ^ u64::from(p)).wrapping_mul(0x0100_0000_01b3)
+                });
+                let same = by_pages.entry(key).or_default();
+                let found = same.iter().copied().find(|&g| {
+                    groups[g].pages.len() == holders.len()
+                        && groups[g]
+                            .pages
+                            .iter()
+                            .zip(holders)
+                            .all(|(&a, &(_, b))| a == b)
+                });
+                let g = found.unwrap_or_else(|| {
+                    groups.push(Group {
+                        pages: holders.iter().map(|&(_, p)| p).collect(),
+                        shingles: Vec::new(),
+                    });
+                    same.push(groups.len() - 1);
+                    groups.len() - 1
+                });
+                groups[g].shingles.push(shingle);
+            }
+            start = end;
+        }
+        groups.retain(|g| g.shingles.len() >= min_shingles.max(1));
+        Postings { unique, groups }
+    }
+}
+
 /// |a ∩ b| of two sorted, deduplicated sets.
 fn intersection(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut both) = (0, 0, 0);
@@ -198,6 +270,37 @@ mod tests {
             family.sign(sets.get(i), &mut alone);
             assert_eq!(row, &alone[..]);
         }
+    }
+
+    #[test]
+    fn postings_group_shingles_by_the_pages_that_hold_them() {
+        let mut sets = Sets::default();
+        // 0 and 2 quote "n o t e" (3 shingles of 2 words); 1 and 3 are one template.
+        sets.add(
+            &texts(&["a b n o t e", "x y z w", "n o t e c d", "x y z w v", "q r"]),
+            2,
+            2,
+        );
+        let found = Postings::of(&sets, &[0, 1, 2, 3, 4], 2, 1);
+        let words = |t: &str| shingles(t, 2, &mut Words::default());
+        let mut note = words("n o t e");
+        note.sort_unstable();
+        let mut template = words("x y z w");
+        template.sort_unstable();
+        let mut groups: Vec<_> = found
+            .groups
+            .iter()
+            .map(|g| (g.pages.clone(), g.shingles.clone()))
+            .collect();
+        groups.sort();
+        assert_eq!(groups, vec![(vec![0, 2], note), (vec![1, 3], template)]);
+        // a b, b n | e c, c d | - | w v | q r
+        assert_eq!(found.unique, vec![2, 0, 2, 1, 1]);
+        // a list of some pages only, and groups cut by their size and pages
+        let some = Postings::of(&sets, &[3, 1], 2, 4);
+        assert!(some.groups.is_empty());
+        assert_eq!(some.unique, vec![1, 0]);
+        assert!(Postings::of(&sets, &[0, 1, 2, 3], 3, 1).groups.is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::audit::Sets;
+use super::audit::{Postings, Sets};
 use super::minhash::Family;
 
 /// A site's shingle sets, added batch by batch.
@@ -130,6 +130,49 @@ impl PySets {
         }
         let rows = py.detach(|| self.read().shared(i, &others));
         Ok(PyBytes::new(py, &rows))
+    }
+
+    /// What the listed pages (u32) share, by who shares it (`audit::Postings`): each page's
+    /// count of shingles no other listed page holds (u32), then the groups of at least
+    /// `min_shingles` shingles held by the very same `min_pages` or more pages, as
+    /// (ends of each group's pages: u64, pages: u32 indexes into the list, ends of each
+    /// group's shingles: u64, shingles: u64).
+    #[allow(clippy::type_complexity)]
+    fn postings<'py>(
+        &self,
+        py: Python<'py>,
+        pages: &[u8],
+        min_pages: usize,
+        min_shingles: usize,
+    ) -> PyResult<(
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    )> {
+        let pages = words_of(pages);
+        let n = self.read().len();
+        if pages.iter().any(|&p| p as usize >= n) {
+            return Err(PyIndexError::new_err("pages name pages not held"));
+        }
+        let found = py.detach(|| Postings::of(&self.read(), &pages, min_pages, min_shingles));
+        let mut page_ends = Vec::with_capacity(found.groups.len());
+        let mut shingle_ends = Vec::with_capacity(found.groups.len());
+        let (mut held, mut shingles) = (Vec::new(), Vec::new());
+        for g in &found.groups {
+            held.extend_from_slice(&g.pages);
+            shingles.extend_from_slice(&g.shingles);
+            page_ends.push(held.len() as u64);
+            shingle_ends.push(shingles.len() as u64);
+        }
+        Ok((
+            PyBytes::new(py, &bytes_of(&found.unique, u32::to_le_bytes)),
+            PyBytes::new(py, &bytes_of(&page_ends, u64::to_le_bytes)),
+            PyBytes::new(py, &bytes_of(&held, u32::to_le_bytes)),
+            PyBytes::new(py, &bytes_of(&shingle_ends, u64::to_le_bytes)),
+            PyBytes::new(py, &bytes_of(&shingles, u64::to_le_bytes)),
+        ))
     }
 
     /// Page i's shingle hashes (u64, ascending).
