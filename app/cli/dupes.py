@@ -84,6 +84,10 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    "core)")
     p.add_argument("--csv", type=Path,
                    help="write the pairs at or over the threshold to this CSV file")
+    p.add_argument("--verdicts", type=Path, metavar="FILE",
+                   help="write a verdict per page to this CSV file: its cluster, the shares "
+                   "of its text that are template, shared blocks or its own, its nearest "
+                   "page and a recommendation (canonical, rewrite, merge, noindex, ok)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the whole audit to this "
                    "JSON file; `--json -` prints it on stdout instead of the report")
     p.add_argument("--html", type=Path,
@@ -157,6 +161,13 @@ def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
         write_csv(args.csv, result, args.all_candidates, bar)
         bar.close()
         print(f"pairs written to {args.csv}", file=sys.stderr)
+    if args.verdicts is not None:
+        from app.neardup.report import write_verdicts
+        from app.neardup.verdict import verdicts
+
+        write_verdicts(args.verdicts, result, verdicts(result), bar)
+        bar.close()
+        print(f"verdicts written to {args.verdicts}", file=sys.stderr)
     if args.json is not None:
         params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
                   "method": result.method, "num_perm": args.num_perm,

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import IO
 
+import numpy as np
 from rich.bar import Bar
 from rich.table import Table
 from rich.text import Text
 
 from app.cli.tables import add_row, new_table, show
 from app.neardup.dupes import Audit, histogram
-from app.neardup.report import template_text
+from app.neardup.report import block_text, template_text
 from app.neardup.site import Pairs
+from app.neardup.verdict import RECOMMENDATIONS, verdicts
 
 BAR_WIDTH = 40  # characters of the histogram's longest bar
 MEMBERS_SHOWN = 5  # pages of a cluster named in its row
@@ -46,6 +48,9 @@ def render(audit: Audit, top: int, sample: Pairs, bins: int, out: IO[str]) -> No
     _section(out, _clusters(audit, top), bool(audit.clusters))
     if audit.multi:
         _section(out, _multi(audit, top), True)
+    if audit.blocks:
+        _section(out, _blocks(audit, top), True)
+    _section(out, _recommendations(audit), bool(audit.urls))
     if len(sample):
         _section(out, _pairs(audit, sample, f"{len(sample)} pairs near the threshold to open "
                              "and judge by eye:"), True)
@@ -108,4 +113,27 @@ def _multi(audit: Audit, top: int) -> Table:
         parts = ", ".join(audit.urls[p] for p in m.parts[:PARTS_SHOWN])
         more = f" and {len(m.parts) - PARTS_SHOWN} more" if len(m.parts) > PARTS_SHOWN else ""
         add_row(table, Text(audit.urls[m.page]), Text(parts + more))
+    return table
+
+
+def _blocks(audit: Audit, top: int) -> Table:
+    """The first `top` shared blocks: how many pages quote them, their median share, text."""
+    table = new_table((("PAGES", "right"), ("SHARE", "right"), "TEXT"),
+                      f"shared blocks (text several pages quote, a small part of most; "
+                      f"not clusters): {len(audit.blocks)}")
+    for block in audit.blocks[:top]:
+        add_row(table, block.pages.size, f"{float(np.median(block.shares)):.2f}",
+                Text(block_text(audit, block, TEMPLATE_WORDS)))
+    return table
+
+
+def _recommendations(audit: Audit) -> Table:
+    """How many pages get each recommendation (docs/near-duplicates.md: A verdict per page)."""
+    v = verdicts(audit)
+    table = new_table((("PAGES", "right"), "RECOMMENDATION"),
+                      "recommendations (per page: --verdicts FILE):")
+    for name in RECOMMENDATIONS:
+        count = v.recommendation.count(name)
+        if count:
+            add_row(table, count, name)
     return table

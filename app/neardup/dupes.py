@@ -14,6 +14,7 @@ import os
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from app.neardup.blocks import Block, shared_blocks
 from app.neardup.cluster import Cluster, MultiTemplate, Progress, clusters
 from app.neardup.read import read_pages  # noqa: F401 (the CLI's import)
 from app.neardup.site import Pairs, Site, Texts
+
+if TYPE_CHECKING:
+    from app.neardup.verdict import Verdicts
 
 EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine
 SHINGLE_BATCH = 2048  # texts shingled per engine call
@@ -58,6 +62,7 @@ class Audit:
     multi: list[MultiTemplate] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
     unique: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per page
+    judged: Verdicts | None = None  # app/neardup/verdict.py's, once asked for
 
     def __enter__(self) -> Audit:
         return self

@@ -14,9 +14,11 @@ import numpy as np
 import orjson
 
 from app.neardup import minhash
+from app.neardup.blocks import Block
 from app.neardup.cluster import Cluster
 from app.neardup.dupes import Audit, histogram
 from app.neardup.site import Pairs
+from app.neardup.verdict import Verdicts, verdicts
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 T = TypeVar("T")
@@ -32,7 +34,14 @@ def template_runs(audit: Audit, cluster: Cluster) -> list[str]:
 
 
 def _template_runs(audit: Audit, cluster: Cluster) -> list[str]:
-    text = audit.site.text(cluster.rep)
+    template = audit.site.shingles(cluster.rep)[cluster.template]
+    return runs_of(audit, cluster.rep, template)
+
+
+def runs_of(audit: Audit, page: int, held: np.ndarray) -> list[str]:
+    """The page's text where its shingles are among `held`, as runs of consecutive words
+    (with their punctuation, when lowercasing kept the text's length)."""
+    text = audit.site.text(page)
     lower = text.lower()
     spans = [m.span() for m in _WORD.finditer(lower)]
     words = [lower[a:b].encode() for a, b in spans]
@@ -40,18 +49,25 @@ def _template_runs(audit: Audit, cluster: Cluster) -> list[str]:
     windows = len(words) - width + 1
     hashes = np.fromiter((mmh3.hash64(b" ".join(words[i:i + width]), seed=0, signed=False)[0]
                           for i in range(windows)), dtype=np.uint64, count=windows)
-    template = audit.site.shingles(cluster.rep)[cluster.template]
-    # a word is template text when a template shingle (a window of `width` words) covers it
-    starts = np.isin(hashes, template).astype(np.int32)
+    # a word is held text when a held shingle (a window of `width` words) covers it
+    starts = np.isin(hashes, held).astype(np.int32)
     covered = np.convolve(starts, np.ones(width, dtype=np.int32))[:len(words)] > 0
     source = text if len(lower) == len(text) else lower
     edges = np.flatnonzero(np.diff(np.concatenate([[False], covered, [False]]).astype(int)))
     return [source[spans[first][0]:spans[last - 1][1]] for first, last in edges.reshape(-1, 2)]
 
 
+def block_text(audit: Audit, block: Block, words: int = 0) -> str:
+    """A shared block's text, from the page it is the largest share of; cut after `words`."""
+    return _cut(runs_of(audit, block.source, block.shingles), words)
+
+
 def template_text(audit: Audit, cluster: Cluster, words: int = 0) -> str:
     """The template's runs joined by " … ", cut after `words` words when given."""
-    runs = template_runs(audit, cluster)
+    return _cut(template_runs(audit, cluster), words)
+
+
+def _cut(runs: list[str], words: int) -> str:
     if not words:
         return " … ".join(runs)
     out, left = [], words
@@ -103,6 +119,47 @@ def write_csv(path: Path, audit: Audit, everything: bool = False,
         progress("writing csv", len(p), len(p))
 
 
+VERDICT_COLUMNS = ("url", "recommendation", "target", "cluster", "template_share",
+                   "block_share", "unique_share", "nearest", "nearest_share", "multi_template")
+
+
+def verdict_rows(audit: Audit, v: Verdicts) -> Iterator[dict[str, Any]]:
+    """One dict per page (VERDICT_COLUMNS), in the input's order; shares to 4 places."""
+    urls = audit.urls
+    for i, url in enumerate(urls):
+        yield {"url": url, "recommendation": v.recommendation[i],
+               "target": urls[v.target[i]] if v.target[i] >= 0 else None,
+               "cluster": int(v.cluster[i]) or None,
+               "template_share": round(float(v.template_share[i]), 4),
+               "block_share": round(float(v.block_share[i]), 4),
+               "unique_share": round(float(v.unique_share[i]), 4),
+               "nearest": urls[v.nearest[i]] if v.nearest[i] >= 0 else None,
+               "nearest_share": round(float(v.nearest_share[i]), 4),
+               "multi_template": bool(v.multi[i])}
+
+
+def write_verdicts(path: Path, audit: Audit, v: Verdicts,
+                   progress: Progress = no_progress) -> None:
+    """--verdicts FILE: the per-page CSV (VERDICT_COLUMNS; empty for none)."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(VERDICT_COLUMNS)
+        for n, row in enumerate(verdict_rows(audit, v)):
+            writer.writerow(["" if row[c] is None else int(row[c])
+                             if isinstance(row[c], bool) else row[c] for c in VERDICT_COLUMNS])
+            if n % 50_000 == 0:
+                progress("writing verdicts", n, len(audit.urls))
+        progress("writing verdicts", len(audit.urls), len(audit.urls))
+
+
+def block_dicts(audit: Audit, words: int = 0) -> list[dict[str, Any]]:
+    urls = audit.urls
+    return [{"text": block_text(audit, b, words), "shingles": int(b.shingles.size),
+             "pages": [{"url": urls[p], "share": round(float(s), 4)}
+                       for p, s in zip(b.pages.tolist(), b.shares.tolist(), strict=True)]}
+            for b in audit.blocks]
+
+
 def pair_dicts(audit: Audit, p: Pairs) -> list[dict[str, Any]]:
     urls = audit.urls
     return [{"url_a": urls[a], "url_b": urls[b], "jaccard": round(j, 4), "in": round(i, 4),
@@ -130,9 +187,12 @@ def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
         "histogram": [{"low": lo, "high": hi, "pages": c}
                       for lo, hi, c in histogram(audit.best_containment(), bins)],
         "clusters": [{"representative": urls[c.rep], "pages": [urls[i] for i in c.members],
+                      "template_shares": [round(x, 4) for x in c.shares.tolist()],
                       "template": t} for c, t in zip(audit.clusters, templates, strict=True)],
-        "multi_template": [{"url": urls[m.page], "parts": [urls[p] for p in m.parts]}
-                           for m in audit.multi],
+        "multi_template": [{"url": urls[m.page], "parts": [urls[p] for p in m.parts],
+                            "covered": round(m.covered, 4)} for m in audit.multi],
+        "shared_blocks": block_dicts(audit),
+        "verdicts": list(verdict_rows(audit, verdicts(audit))),
         "sample": pair_dicts(audit, sample),
     }
 

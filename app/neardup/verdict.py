@@ -45,6 +45,13 @@ class Verdicts:
 
 
 def verdicts(audit: Audit) -> Verdicts:
+    """The audit's verdicts, worked out on the first call."""
+    if audit.judged is None:
+        audit.judged = _verdicts(audit)
+    return audit.judged
+
+
+def _verdicts(audit: Audit) -> Verdicts:
     n = len(audit.urls)
     cluster = np.zeros(n, dtype=np.int64)
     template = np.zeros(n)

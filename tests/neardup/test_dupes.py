@@ -13,7 +13,7 @@ import pytest
 from app.cli.main import main
 from app.neardup import dupes, minhash
 from app.neardup.site import Pairs
-from tests.corpus import corpus
+from tests.corpus import audit_site, corpus
 from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 SEED = [("/delivery/kazan", KAZAN), ("/delivery/perm", PERM), ("/delivery/omsk", OMSK),
@@ -253,3 +253,37 @@ def test_lsh_bands_and_rows_come_from_the_threshold_and_the_weights(tmp_path, ca
     with pytest.raises(SystemExit):
         main(["dupes", str(pages), "--lsh-weights", "1"])
     assert "expected two numbers FP,FN" in capsys.readouterr().err
+
+
+def test_verdicts_blocks_and_recommendations_in_the_report_and_files(tmp_path, capsys):
+    site, truth = audit_site()
+    pages = write_jsonl(tmp_path / "site.jsonl", site)
+    assert main(["dupes", str(pages), "--verdicts", str(tmp_path / "v.csv"),
+                 "--json", str(tmp_path / "a.json"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    rows = list(csv.DictReader((tmp_path / "v.csv").read_text(encoding="utf-8").splitlines()))
+    assert [r["url"] for r in rows] == [u for u, _ in site]  # one a page, in the input's order
+    by_url = {r["url"]: r for r in rows}
+    assert by_url["/thin"]["recommendation"] == "merge"
+    assert by_url["/thin"]["target"] == truth["merge"]["/thin"]
+    assert by_url["/thin"]["nearest_share"] == "1.0" and by_url["/thin"]["cluster"] == ""
+    assert by_url["/includes/notice"]["recommendation"] == "noindex"
+    assert float(by_url["/includes/notice"]["block_share"]) == 1.0
+    assert by_url["/mixed/0"]["multi_template"] == "1"
+    for copy, original in truth["copies"].items():
+        assert (by_url[copy]["recommendation"], by_url[copy]["target"]) == ("canonical", original)
+        assert by_url[copy]["cluster"] == by_url[original]["cluster"] != ""
+    for url in ("/u/3", "/notice/4"):
+        row = by_url[url]
+        assert row["recommendation"] == "ok" and row["cluster"] == ""
+        shares = float(row["unique_share"]) + float(row["block_share"])
+        assert shares == pytest.approx(1.0, abs=0.06)  # a block's edges are shingles of both
+    report = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    assert [v["url"] for v in report["verdicts"]] == [r["url"] for r in rows]
+    assert sorted(sorted(p["url"] for p in b["pages"]) for b in report["shared_blocks"]) == sorted(
+        truth["blocks"])
+    recommended = {r[1]: int(r[0]) for r in table_rows(out, "recommendations")}
+    assert recommended == {name: sum(r["recommendation"] == name for r in rows)
+                           for name in ("canonical", "rewrite", "merge", "noindex", "ok")}
+    blocks = table_rows(out, "shared blocks")
+    assert sorted(int(b[0]) for b in blocks) == [30, 31] and {b[1] for b in blocks} == {"0.07"}

@@ -15,20 +15,22 @@ from app.neardup import dupes
 from app.neardup import html as dupes_html
 from app.neardup.html import side_by_side, svg_histogram
 from app.neardup.site import Pairs
-from tests.corpus import corpus, mixed_site
+from tests.corpus import audit_site, corpus, mixed_site
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-def chromium_dom(page) -> tuple[str, list[str]]:
-    """The DOM after load and the console messages, from headless Chromium."""
+def chromium_dom(page, fragment: str = "") -> tuple[str, list[str]]:
+    """The DOM after load and the console messages, from headless Chromium (the page's
+    address ending in `fragment`)."""
     if not os.path.exists(CHROMIUM):
         if os.environ.get("CI"):
             pytest.fail("chromium is missing: .ci/run installs it (apt-get install chromium)")
         pytest.skip("chromium is not installed here (apt-get install -y chromium)")
     run = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-         "--v=0", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+         "--v=0", "--dump-dom", page.as_uri() + fragment],
+        capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     # Every console message (log, error, a CSP refusal, an uncaught exception) is one line.
     return run.stdout, [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
@@ -49,8 +51,13 @@ def test_report_loads_offline_with_no_console_message_and_the_counts(tmp_path, c
     assert 'data-ready="1"' in dom  # the inline script ran to its end
     audit = json.loads(data.read_bytes())
     counts = dict(re.findall(r'id="count-(\w+)">(\d+)<', dom))
+    advice = [v["recommendation"] for v in audit["verdicts"]]
     assert counts == {"pages": "2040", "skipped": "0", "excluded": "0",
-                      "pairs": str(len(audit["pairs"])), "clusters": "40", "multi": "40"}
+                      "pairs": str(len(audit["pairs"])), "clusters": "40", "multi": "40",
+                      "blocks": "0", **{name: str(advice.count(name)) for name in
+                                        ("canonical", "rewrite", "merge", "noindex", "ok")}}
+    assert advice.count("noindex") == 40  # the mixed pages: all their text is the templates'
+    assert advice.count("canonical") + advice.count("rewrite") == 2000
     assert dom.count('class="cluster"') == 40 and dom.count('class="multi"') == 40
     assert dom.count('<rect class="bar"') == 10
     assert 0 < dom.count('class="pair"') <= 25
@@ -76,3 +83,34 @@ def test_the_page_shows_the_largest_clusters_and_says_how_many_more(tmp_path, mo
         assert len(result.clusters) > 3
         assert html.count('class="cluster"') == 3
         assert f"… and {len(result.clusters) - 3} more clusters (all in --json)" in html
+
+
+@pytest.mark.parametrize("bin_", [9, 0])
+def test_a_histogram_bin_lists_its_pages_sorted_by_a_column(tmp_path, capsys, bin_):
+    site, _ = audit_site()
+    pages = tmp_path / "site.jsonl"
+    pages.write_text("".join(json.dumps({"url": u, "text": t}) + "\n" for u, t in site),
+                     encoding="utf-8")
+    report, data = tmp_path / "report.html", tmp_path / "audit.json"
+    assert main(["dupes", str(pages), "--no-progress", "--html", str(report),
+                 "--json", str(data)]) == 0
+    capsys.readouterr()
+    audit = json.loads(data.read_bytes())
+    # what a click on the bar and on the column's head sets
+    dom, console = chromium_dom(report, f"#bin={bin_}&sort=template_share")
+    assert console == [] and 'data-ready="1"' in dom
+    rows = re.findall(r'<tr ([^>]*)>', dom.split('id="pages"')[1].split("</table>")[0])
+    shown = [r for r in rows if 'class="hidden"' not in r]
+    assert len(rows) == len(audit["verdicts"])
+    assert len(shown) == audit["histogram"][bin_]["pages"] > 0
+    assert re.search(rf'id="pages-shown">{len(shown)}<', dom)
+    shares = [float(re.search(r'data-template_share="([^"]*)"', r).group(1)) for r in shown]
+    assert shares == sorted(shares, reverse=True)
+    low, high = audit["histogram"][bin_]["low"], audit["histogram"][bin_]["high"]
+    for r in shown:
+        near = float(re.search(r'data-nearest_share="([^"]*)"', r).group(1))
+        assert low - 1e-9 <= near <= high + 1e-9
+    assert dom.count('class="block"') == len(audit["shared_blocks"]) == 2
+    counts = dict(re.findall(r'id="count-(\w+)">(\d+)<', dom))
+    for name in ("canonical", "rewrite", "merge", "noindex", "ok"):
+        assert int(counts[name]) == sum(v["recommendation"] == name for v in audit["verdicts"])
