@@ -97,6 +97,9 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--signatures", type=Path, metavar="FILE",
                    help="write each page's url, shingle count and MinHash values as JSON "
                    "lines (docs/near-duplicates.md: Exporting signatures)")
+    p.add_argument("--compare", type=Path, metavar="PREVIOUS.json",
+                   help="compare the clusters with those of an earlier run's --json file: "
+                   "which appeared, went away, grew or shrank")
     p.add_argument("--all-candidates", action="store_true",
                    help="--csv and --json hold every verified pair sharing text, not only "
                    "those at or over the threshold")
@@ -119,6 +122,13 @@ def run(args: argparse.Namespace) -> int:
     if args.max_size_ratio < 1:
         print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
         return USAGE
+    from app.neardup import compare
+
+    try:
+        before = compare.load(args.compare) if args.compare is not None else None
+    except InputFileError as exc:
+        print(f"rearrange dupes: {exc}", file=sys.stderr)
+        return REFUSED
     bar = ProgressBar.of(args.progress)
     excluded: list[str] = []
     sink = SignatureWriter(args.signatures, args.width) if args.signatures else None
@@ -140,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     if sink is not None:
         print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
+    if before is not None:
+        result.compared = (str(args.compare), compare.compare(before, result.cluster_urls()))
     with result:
         _report(args, dupes, result, bar)
     return OK

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli.tables import add_row, new_table, show
+from app.neardup.compare import summary
 from app.neardup.dupes import Audit, histogram
 from app.neardup.report import block_text, template_text
 from app.neardup.site import Pairs
@@ -51,6 +52,8 @@ def render(audit: Audit, top: int, sample: Pairs, bins: int, out: IO[str]) -> No
     if audit.blocks:
         _section(out, _blocks(audit, top), True)
     _section(out, _recommendations(audit), bool(audit.urls))
+    if audit.compared is not None:
+        _section(out, _compared(audit, top), True)
     if len(sample):
         _section(out, _pairs(audit, sample, f"{len(sample)} pairs near the threshold to open "
                              "and judge by eye:"), True)
@@ -136,4 +139,20 @@ def _recommendations(audit: Audit) -> Table:
         count = v.recommendation.count(name)
         if count:
             add_row(table, count, name)
+    return table
+
+
+def _compared(audit: Audit, top: int) -> Table:
+    """--compare: the summary, then the first `top` clusters that changed."""
+    assert audit.compared is not None
+    path, changes = audit.compared
+    counts = summary(changes)
+    table = new_table(("CHANGE", ("BEFORE", "right"), ("AFTER", "right"), "REPRESENTATIVE"),
+                      f"clusters against {path}: {counts['appeared']} appeared, "
+                      f"{counts['went away']} went away, {counts['grew']} grew, "
+                      f"{counts['shrank']} shrank, {counts['same']} the same; pages in "
+                      f"clusters {counts['pages_before']} -> {counts['pages_after']}")
+    for change in [c for c in changes if c.kind != "same"][:top]:
+        add_row(table, change.kind, len(change.before), len(change.after),
+                Text(change.representative))
     return table

@@ -26,6 +26,7 @@ from app.neardup.read import read_pages  # noqa: F401 (the CLI's import)
 from app.neardup.site import Pairs, Site, Texts
 
 if TYPE_CHECKING:
+    from app.neardup.compare import Change
     from app.neardup.verdict import Verdicts
 
 EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine
@@ -63,6 +64,7 @@ class Audit:
     blocks: list[Block] = field(default_factory=list)
     unique: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per page
     judged: Verdicts | None = None  # app/neardup/verdict.py's, once asked for
+    compared: tuple[str, list[Change]] | None = None  # --compare: the file, the changes
 
     def __enter__(self) -> Audit:
         return self
@@ -119,6 +121,10 @@ class Audit:
         p = self.pairs if p is None else p
         order = np.lexsort((p.b, p.a, -self.values(p)))
         return p.take(order)
+
+    def cluster_urls(self) -> list[list[str]]:
+        """Each cluster's pages, representative first (what --json writes)."""
+        return [[self.urls[i] for i in c.members] for c in self.clusters]
 
     def best_containment(self) -> np.ndarray:
         """For each page, the largest share of it found inside any one other page."""

@@ -16,6 +16,7 @@ import orjson
 from app.neardup import minhash
 from app.neardup.blocks import Block
 from app.neardup.cluster import Cluster
+from app.neardup.compare import summary
 from app.neardup.dupes import Audit, histogram
 from app.neardup.site import Pairs
 from app.neardup.verdict import Verdicts, verdicts
@@ -193,6 +194,9 @@ def as_json(audit: Audit, sample: Pairs, params: dict[str, Any], bins: int = 10,
                             "covered": round(m.covered, 4)} for m in audit.multi],
         "shared_blocks": block_dicts(audit),
         "verdicts": list(verdict_rows(audit, verdicts(audit))),
+        "comparison": None if audit.compared is None else {
+            "with": audit.compared[0], "summary": summary(audit.compared[1]),
+            "clusters": [c.as_json() for c in audit.compared[1]]},
         "sample": pair_dicts(audit, sample),
     }
 
