@@ -18,7 +18,10 @@ verification). `--large N` adds ours alone on N pages, and `--html-tree DIR` our
 folder of saved HTML (`cargo doc`'s output, say). Times compare only within one run.
 
 Run from the repository root:
-`python -m bench.dupes_audit [--sizes 20000] [--large 100000] [--html-tree DIR]`.
+`python -m bench.dupes_audit [--sizes 20000] [--large 100000] [--html-tree DIR]
+[--reworded 20000]`. `--reworded N` runs ours with and without `--reworded` on N pages, 120
+of them rewritten from 12 templates (tests/corpus.reworded_site), the ratio being to the
+default run.
 """
 from __future__ import annotations
 
@@ -36,18 +39,18 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.corpus import corpus
+from tests.corpus import corpus, reworded_site
 
 THRESHOLD = 0.5
 
 
-def child_ours(pages: Path, out: Path) -> None:
+def child_ours(pages: Path, out: Path, *flags: str) -> None:
     from app.cli.main import main
 
     tree = TreePeak() if pages.is_dir() else None
     started = time.perf_counter()
     code = main(["dupes", str(pages), "--method", "minhash", "--no-progress", "--top", "0",
-                 "--csv", str(out)])
+                 "--csv", str(out), *flags])
     report({"code": code, "seconds": time.perf_counter() - started}, tree)
 
 
@@ -171,6 +174,30 @@ def line(what: str, pages: int, r: dict, yardstick: dict | None = None, extra: s
           f"  {extra}", flush=True)
 
 
+def reworded(size: int, tmp: Path) -> None:
+    """The default run and --reworded on pages rewritten from templates among unique ones:
+    each run's time, and the share of the pairs of one template's pages it clustered
+    together (recall) beside the unique pages it clustered."""
+    site, families = reworded_site(unique=size - 120)
+    pages = tmp / "reworded.jsonl"
+    with pages.open("w", encoding="utf-8") as fh:
+        for url, text in site:
+            fh.write(json.dumps({"url": url, "text": text}, ensure_ascii=False) + "\n")
+    default = None
+    for what, flags in (("ours", []), ("--reworded", ["--reworded"])):
+        out = tmp / "reworded.json"
+        r = run("--child", "ours", str(pages), str(tmp / "reworded.csv"), "--json", str(out),
+                *flags)
+        clusters = json.loads(out.read_bytes())["clusters"]
+        of = {u: n for n, c in enumerate(clusters) for u in c["pages"]}
+        pairs = [(a, b) for f in families for i, a in enumerate(f) for b in f[i + 1:]]
+        found = sum(1 for a, b in pairs if a in of and of[a] == of.get(b))
+        unique = sum(1 for u in of if u.startswith("/u/"))
+        line(what, size, r, default, f"recall {found / len(pairs):.3f} of {len(pairs)} "
+             f"template pairs, {unique} unique pages clustered")
+        default = default or r
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="20000")
@@ -178,15 +205,17 @@ def main() -> None:
     parser.add_argument("--datasketch-max", type=int, default=20000)
     parser.add_argument("--large", type=int, default=0, help="ours alone on this many pages")
     parser.add_argument("--html-tree", type=Path, help="ours on this folder of saved HTML")
-    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        kind, pages, out, *lsh = args.child
+    parser.add_argument("--reworded", type=int, default=0, metavar="PAGES",
+                        help="ours and ours --reworded on a site of this many pages, 120 of "
+                        "them rewritten from 12 templates")
+    if sys.argv[1:2] == ["--child"]:  # a measured run: what follows is its own (flags too)
+        kind, pages, out, *lsh = sys.argv[2:]
         if kind == "ours":
-            child_ours(Path(pages), Path(out))
+            child_ours(Path(pages), Path(out), *lsh)
         else:
             child_datasketch(Path(pages), Path(out), *map(int, lsh))
         return
+    args = parser.parse_args()
     print(f"{'pages':>7} {'run':<12} {'seconds':>8} {'× ds':>6} {'peak MiB':>9}  checks")
     with tempfile.TemporaryDirectory() as tmp:
         sizes = [int(s) for s in args.sizes.split(",")] + ([args.large] if args.large else [])
@@ -213,6 +242,8 @@ def main() -> None:
                          str(bands), str(rows))
                 line("datasketch", size, ds, ds, f"{ds['candidates']} candidates, unverified")
             line("ours", size, ours, ds, checks)
+        if args.reworded:
+            reworded(args.reworded, Path(tmp))
         if args.html_tree:
             n = sum(1 for p in args.html_tree.rglob("*") if p.suffix in (".html", ".htm"))
             r = run("--child", "ours", str(args.html_tree), str(Path(tmp) / "html.csv"))

@@ -7,6 +7,7 @@ the whole [0, 1] range; singletons are unrelated pages.
 """
 from __future__ import annotations
 
+import itertools
 import random
 
 
@@ -118,3 +119,41 @@ def audit_site(templates: int = 8, pages: int = 12, unique: int = 300, words: in
     out.append(("/thin", " ".join(out[-1][1].split()[:150])))
     truth["merge"]["/thin"] = out[-2][0]
     return out, truth
+
+
+def zipf_text(rng: random.Random, vocab: list[str], cum_weights: list[float],
+              sentences: int) -> list[list[str]]:
+    """Sentences of 8 to 20 words drawn as a language draws them: a few words very often."""
+    return [rng.choices(vocab, cum_weights=cum_weights, k=rng.randint(8, 20))
+            for _ in range(sentences)]
+
+
+def reworded_site(templates: int = 12, pages: int = 10, unique: int = 1000,
+                  sentences: int = 20, swapped: float = 1 / 3,
+                  seed: int = 11) -> tuple[list[tuple[str, str]], list[list[str]]]:
+    """Pages rewritten from templates as a language model rewrites: each page of a family
+    has its template's sentences in a new order and `swapped` of its words replaced by one
+    of three synonyms of each; and `unique` unrelated pages in the same language (words
+    drawn by Zipf's law, so every page shares its common words with every other). The
+    pages and the families (the truth)."""
+    rng = random.Random(seed)
+    vocab = vocabulary(size=30_000, seed=seed)
+    weights = list(itertools.accumulate(1 / rank for rank in range(1, len(vocab) + 1)))
+    synonyms = {w: rng.sample(vocab, 3) for w in vocab}
+    out: list[tuple[str, str]] = []
+    families = []
+    for t in range(templates):
+        body = zipf_text(rng, vocab, weights, sentences)
+        family = []
+        for p in range(pages):
+            order = rng.sample(body, len(body))
+            text = ". ".join(" ".join(rng.choice(synonyms[w]) if rng.random() < swapped else w
+                                      for w in sentence) for sentence in order)
+            family.append(f"/r{t}/p{p}")
+            out.append((family[-1], text + "."))
+        families.append(family)
+    for i in range(unique):
+        out.append((f"/u/{i}", ". ".join(" ".join(s) for s in
+                                         zipf_text(rng, vocab, weights, sentences)) + "."))
+    rng.shuffle(out)
+    return out, families

@@ -40,9 +40,14 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `rearrange dupes`."""
     p.add_argument("pages", type=Path,
                    help="JSON lines of {url, text}, or a folder of saved .html pages")
-    p.add_argument("--threshold", type=_unit, default=0.5,
+    p.add_argument("--threshold", type=_unit, default=None,
                    help="cluster pairs at or over this (default 0.5, the only published "
-                   "threshold; choose yours by eyeballing --sample pairs)")
+                   "threshold, and 0.15 with --reworded; choose yours by eyeballing "
+                   "--sample pairs)")
+    p.add_argument("--reworded", action="store_true",
+                   help="find pages rewritten from one template (sentences reordered, "
+                   "words swapped): compare pages by their distinctive words, not by "
+                   "10-word shingles (docs/near-duplicates.md: Reworded templates)")
     p.add_argument("--measure", choices=("containment", "jaccard"), default="containment",
                    help="containment: max(in, out), catches a page inside a longer "
                    "template (default); jaccard: symmetric resemblance")
@@ -109,7 +114,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read pages, audit, print the report and write the files; 1 on input it cannot read,
     2 on bad options (docs/cli.md#exit-codes)."""
-    from app.neardup import dupes
+    from app.neardup import dupes, shingles
     from app.neardup.read import read_pages
     from app.neardup.report import SignatureWriter
 
@@ -119,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"rearrange dupes: --{name.replace('_', '-')} must be >= {low}",
                   file=sys.stderr)
             return USAGE
+    if args.threshold is None:
+        args.threshold = (dupes.REWORDED_THRESHOLD if args.reworded
+                          else shingles.DEFAULT_THRESHOLD)
+    if args.reworded and args.signatures is not None:
+        print("rearrange dupes: --signatures exports the 10-word shingles' signatures the "
+              "near_duplicates rule reads; it does not go with --reworded", file=sys.stderr)
+        return USAGE
     if args.max_size_ratio < 1:
         print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
         return USAGE
@@ -139,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
             pages, width=args.width, measure=args.measure, threshold=args.threshold,
             method=args.method, exact_max=args.exact_max, k=args.num_perm,
             max_size_ratio=args.max_size_ratio, weights=args.lsh_weights,
-            threads=args.workers, excluded=excluded, progress=bar, sink=sink)
+            threads=args.workers, excluded=excluded, progress=bar, sink=sink,
+            reworded=args.reworded)
     except InputFileError as exc:
         bar.close()
         print(f"rearrange dupes: {exc}", file=sys.stderr)

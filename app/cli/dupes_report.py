@@ -38,6 +38,9 @@ def render(audit: Audit, top: int, sample: Pairs, bins: int, out: IO[str]) -> No
         out.write(f"method: exact, all {n * (n - 1) // 2} pairs\n")
     what = "jaccard" if audit.measure == "jaccard" else "max(in, out)"
     out.write(f"threshold: {what} >= {audit.threshold:g}\n")
+    if audit.reworded:
+        out.write("compared by distinctive words (--reworded): the words two or more pages "
+                  "use, less the most common; shares are of those words\n")
     ranked = audit.ranked()
     shown = ranked.take(slice(0, top))
     over = int((audit.values() >= audit.threshold).sum())

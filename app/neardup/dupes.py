@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from app.neardup.compare import Change
     from app.neardup.verdict import Verdicts
 
+REWORDED_THRESHOLD = 0.15  # --reworded's default: rewrites share 0.25 to 0.45 of their words
+REWORDED_COMMON = 0.02  # --reworded leaves out words more than this share of pages use
+REWORDED_MIN_COMMON = 20  # ... but never fewer pages than this
+REWORDED_WINDOW = 8  # --reworded proposes pages sharing pairs of words met this close
+REWORDED_PAIRS_JACCARD = 0.05  # ... aiming LSH at this Jaccard of those pairs
 EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engine
 SHINGLE_BATCH = 2048  # texts shingled per engine call
 SIGN_BATCH = 8192  # signatures per engine call
@@ -65,6 +70,7 @@ class Audit:
     unique: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per page
     judged: Verdicts | None = None  # app/neardup/verdict.py's, once asked for
     compared: tuple[str, list[Change]] | None = None  # --compare: the file, the changes
+    reworded: bool = False  # pages compared by their distinctive words (--reworded)
 
     def __enter__(self) -> Audit:
         return self
@@ -152,20 +158,23 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
           method: str = "auto", exact_max: int = EXACT_MAX, k: int = minhash.DEFAULT_K,
           max_size_ratio: float = 2.0, weights: tuple[float, float] = minhash.LSH_WEIGHTS,
           threads: int = 0, excluded: list[str] | None = None,
-          progress: Progress = _no_progress, sink: Sink | None = None) -> Audit:
+          progress: Progress = _no_progress, sink: Sink | None = None,
+          reworded: bool = False) -> Audit:
     """Shingle every page, find the pairs that share text, cluster at the threshold.
 
     `excluded` is the list the reader appends the names of excluded pages to, as it goes.
     `sink`, when given, is handed each batch of signatures (the audit so far, first page,
     rows) as they are computed (--signatures); the exact method computes them for it alone.
+    `reworded` compares pages by their distinctive words instead (`width` is then 1): the
+    words 2 or more pages use but not more than REWORDED_COMMON of them.
     """
     if measure not in shingles.MEASURES:
         raise ValueError(f"measure must be one of {shingles.MEASURES}")
     texts = Texts()
     try:
-        return _audit(texts, pages, width, measure, threshold, method, exact_max, k,
-                      max_size_ratio, weights, threads or os.cpu_count() or 1,
-                      excluded if excluded is not None else [], progress, sink)
+        return _audit(texts, pages, 1 if reworded else width, measure, threshold, method,
+                      exact_max, k, max_size_ratio, weights, threads or os.cpu_count() or 1,
+                      excluded if excluded is not None else [], progress, sink, reworded)
     except BaseException:
         texts.close()
         raise
@@ -174,7 +183,7 @@ def audit(pages: Iterable[tuple[str, str]], width: int = shingles.DEFAULT_WIDTH,
 def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: str,
            threshold: float, method: str, exact_max: int, k: int, max_size_ratio: float,
            weights: tuple[float, float], threads: int, excluded: list[str],
-           progress: Progress, sink: Sink | None) -> Audit:
+           progress: Progress, sink: Sink | None, reworded: bool) -> Audit:
     urls = []
     for url, text in pages:
         urls.append(url)
@@ -187,11 +196,21 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
         sizes[done:done + len(batch)] = np.frombuffer(sets.add(batch, threads), np.uint32)
         done += len(batch)
         progress("shingling", done, len(texts))
+    features = None
+    if reworded:
+        common = max(REWORDED_MIN_COMMON, int(REWORDED_COMMON * len(texts)))
+        sizes = np.frombuffer(sets.keep_held_by(2, common), np.uint32).astype(np.int64)
+        features, done = NearDupSets(1), 0
+        progress("co-occurrences", 0, len(texts))
+        for batch in texts.batches(SHINGLE_BATCH):
+            features.add_cooccurring(batch, sets, done, REWORDED_WINDOW, threads)
+            done += len(batch)
+            progress("co-occurrences", done, len(texts))
     ids = np.flatnonzero(sizes > 0)
     site = Site(sets, texts, ids, sizes[ids], threads)
     without = [urls[i] for i in np.flatnonzero(sizes == 0)]
     result = Audit([urls[i] for i in ids], site.sizes, without, excluded, Pairs.empty(),
-                   method, measure, threshold, site, width)
+                   method, measure, threshold, site, width, reworded=reworded)
     n = ids.size
     if method == "auto":
         result.method = "exact" if n <= exact_max else "minhash"
@@ -201,7 +220,7 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
                 sink(result, first, rows)
         result.pairs = _exact_pairs(site, n, progress)
     else:
-        _lsh_pairs(result, k, max_size_ratio, weights, progress, sink)
+        _lsh_pairs(result, k, max_size_ratio, weights, progress, sink, features)
     linked, over = result.linked(), result.over()
     result.clusters, result.multi = clusters(
         n, (linked.a, linked.b, linked.both), (over.a, over.b, over.both), site.sizes,
@@ -246,13 +265,17 @@ def lsh_jaccard_floor(measure: str, threshold: float, max_size_ratio: float) -> 
 
 
 def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[float, float],
-               progress: Progress, sink: Sink | None) -> None:
-    """Signatures stream batch by batch into LSH band keys; candidates are then verified."""
+               progress: Progress, sink: Sink | None,
+               features: NearDupSets | None = None) -> None:
+    """Signatures stream batch by batch into LSH band keys; candidates are then verified.
+    With `features` (--reworded: pairs of words met close together) the signatures are
+    theirs, aimed at REWORDED_PAIRS_JACCARD, and the pages' own sets verify."""
     site, n = result.site, len(result.urls)
-    floor = lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio)
+    floor = (REWORDED_PAIRS_JACCARD if features is not None else
+             lsh_jaccard_floor(result.measure, result.threshold, max_size_ratio))
     bands, rows = minhash.lsh_params(floor, k, *weights)
     keys = np.empty((n, bands), dtype=np.uint64)
-    for first, matrix in signatures(site, k, progress):
+    for first, matrix in signatures(site, k, progress, sets=features):
         keys[first:first + len(matrix)] = minhash.band_keys(matrix, bands, rows)
         if sink is not None:
             sink(result, first, matrix)
@@ -271,14 +294,17 @@ def _lsh_pairs(result: Audit, k: int, max_size_ratio: float, weights: tuple[floa
 
 
 def signatures(site: Site, k: int, progress: Progress = _no_progress,
-               seed: int = minhash.DEFAULT_SEED) -> Iterator[tuple[int, np.ndarray]]:
-    """(first page, (m, k) uint64 signatures) of the pages with words, a batch at a time."""
+               seed: int = minhash.DEFAULT_SEED,
+               sets: NearDupSets | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(first page, (m, k) uint64 signatures) of the pages with words, a batch at a time
+    (of `sets` when given: other sets held for the same pages)."""
     n = site.ids.size
     progress("signatures", 0, n)
     for first in range(0, n, SIGN_BATCH):
         ids = site.ids[first:first + SIGN_BATCH]
         lo, hi = int(ids[0]), int(ids[-1]) + 1
-        rows = np.frombuffer(site.sets.sign(lo, hi, k, seed, site.threads),
+        held = site.sets if sets is None else sets
+        rows = np.frombuffer(held.sign(lo, hi, k, seed, site.threads),
                              dtype=np.uint64).reshape(hi - lo, k)
         yield first, rows[ids - lo]
         progress("signatures", first + ids.size, n)

@@ -13,7 +13,7 @@ import pytest
 from app.cli.main import main
 from app.neardup import dupes, minhash
 from app.neardup.site import Pairs
-from tests.corpus import audit_site, corpus
+from tests.corpus import audit_site, corpus, reworded_site
 from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 SEED = [("/delivery/kazan", KAZAN), ("/delivery/perm", PERM), ("/delivery/omsk", OMSK),
@@ -287,3 +287,20 @@ def test_verdicts_blocks_and_recommendations_in_the_report_and_files(tmp_path, c
                            for name in ("canonical", "rewrite", "merge", "noindex", "ok")}
     blocks = table_rows(out, "shared blocks")
     assert sorted(int(b[0]) for b in blocks) == [30, 31] and {b[1] for b in blocks} == {"0.07"}
+
+
+def test_reworded_says_how_it_compares_and_refuses_signatures(tmp_path, capsys):
+    site, _ = reworded_site(templates=3, pages=6, unique=100)
+    pages = write_jsonl(tmp_path / "site.jsonl", site)
+    assert main(["dupes", str(pages), "--reworded", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "threshold: max(in, out) >= 0.15" in out and "distinctive words" in out
+    rows = table_rows(out, "clusters at the threshold")
+    assert sorted(int(r[1]) for r in rows) == [6, 6, 6]
+    assert main(["dupes", str(pages), "--reworded", "--threshold", "0.3",
+                 "--no-progress"]) == 0
+    assert "threshold: max(in, out) >= 0.3" in capsys.readouterr().out
+    assert main(["dupes", str(pages), "--reworded", "--signatures",
+                 str(tmp_path / "s.jsonl"), "--no-progress"]) == 2
+    assert "--signatures" in capsys.readouterr().err
+    assert not (tmp_path / "s.jsonl").exists()

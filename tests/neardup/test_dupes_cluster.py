@@ -10,7 +10,7 @@ from app.neardup import dupes
 from app.neardup.cluster import MIN_PART, clusters, disjoint_parts
 from app.neardup.report import template_runs
 from app.neardup.verdict import verdicts
-from tests.corpus import audit_site, mixed_site, vocabulary
+from tests.corpus import audit_site, mixed_site, reworded_site, vocabulary
 
 
 def shared_of(sets: list[set[int]]):
@@ -169,3 +169,25 @@ def test_bridges_stay_out_of_clusters_on_a_large_site():
         assert all(len(c.members) == 50 for c in result.clusters)
         assert sorted(result.urls[m.page] for m in result.multi) == sorted(
             f"/mixed/{t}" for t in range(40))
+
+
+def pair_recall(result, families: list[list[str]]) -> float:
+    """The share of the pairs of one family's pages that one cluster holds."""
+    of = {result.urls[i]: n for n, c in enumerate(result.clusters) for i in c.members}
+    pairs = [(a, b) for f in families for i, a in enumerate(f) for b in f[i + 1:]]
+    return sum(1 for a, b in pairs if a in of and of[a] == of.get(b)) / len(pairs)
+
+
+@pytest.mark.parametrize(("unique", "method"), [(1000, "exact"), (6000, "minhash")])
+def test_reworded_templates_are_found_and_no_unique_page_clustered(unique, method):
+    site, families = reworded_site(unique=unique)
+    with dupes.audit(site) as plain:  # ten-word shingles cannot see them
+        assert pair_recall(plain, families) < 0.1
+    with dupes.audit(site, reworded=True, threshold=dupes.REWORDED_THRESHOLD) as result:
+        assert result.method == method
+        assert pair_recall(result, families) >= 0.9
+        clustered = {result.urls[i] for c in result.clusters for i in c.members}
+        assert not {u for u in clustered if u.startswith("/u/")}
+        family_of = {u: n for n, f in enumerate(families) for u in f}
+        for c in result.clusters:  # and no cluster mixes two templates
+            assert len({family_of[result.urls[i]] for i in c.members}) == 1

@@ -47,6 +47,11 @@ impl Sets {
                 .map(|t| shingles(t, width, &mut words))
                 .collect()
         });
+        self.push_chunk(sets)
+    }
+
+    /// Keep the sets as one chunk; their sizes.
+    fn push_chunk(&mut self, sets: Vec<Vec<u64>>) -> Vec<u32> {
         let mut chunk = Vec::with_capacity(sets.iter().map(Vec::len).sum());
         let mut sizes = Vec::with_capacity(sets.len());
         let id = self.chunks.len() as u32;
@@ -57,6 +62,80 @@ impl Sets {
         }
         self.chunks.push(chunk);
         sizes
+    }
+
+    /// Keep of each page only the shingles that `min_pages` to `max_pages` pages hold
+    /// (document frequency, counted over every page held): with one-word shingles, a
+    /// page's distinctive words, less those every page uses and those no other page has.
+    /// The pages' new sizes.
+    pub fn keep_held_by(&mut self, min_pages: usize, max_pages: usize) -> Vec<u32> {
+        let mut all: Vec<u64> = self.chunks.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let mut held: std::collections::HashMap<u64, u32> =
+            std::collections::HashMap::with_capacity(all.len() / 4);
+        for run in all.chunk_by(|a, b| a == b) {
+            held.insert(run[0], run.len() as u32);
+        }
+        drop(all);
+        let keep = |h: &u64| (min_pages..=max_pages).contains(&(held[h] as usize));
+        let mut chunks = Vec::with_capacity(self.chunks.len());
+        let mut at = Vec::with_capacity(self.at.len());
+        let mut sizes = Vec::with_capacity(self.at.len());
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let mut kept = Vec::new();
+            for &(_, start, len) in self.at.iter().filter(|&&(id, _, _)| id as usize == c) {
+                let first = kept.len();
+                kept.extend(chunk[start..start + len].iter().copied().filter(keep));
+                at.push((c as u32, first, kept.len() - first));
+                sizes.push((kept.len() - first) as u32);
+            }
+            kept.shrink_to_fit();
+            chunks.push(kept);
+        }
+        self.chunks = chunks;
+        self.at = at;
+        sizes
+    }
+
+    /// Add, for each text (page `first + n` of `words`), the unordered pairs of its words
+    /// that its set in `words` holds, met within `window` words of each other: a rewrite
+    /// that reorders sentences and swaps a third of the words keeps many such pairs of its
+    /// template's distinctive words, where two unrelated pages share almost none. Each pair
+    /// is hashed from its two words' hashes; the sets' sizes.
+    pub fn add_cooccurring(
+        &mut self,
+        texts: &[String],
+        words: &Sets,
+        first: usize,
+        window: usize,
+        threads: usize,
+    ) -> Vec<u32> {
+        let sets = parallel(texts.len(), threads, |range| {
+            let mut scratch = Words::default();
+            range
+                .map(|n| {
+                    let mine = words.get(first + n);
+                    scratch.read(&texts[n]);
+                    let kept: Vec<(usize, u64)> = (0..scratch.len())
+                        .map(|i| (i, super::murmur3::x64_128(scratch.window(i, i + 1), 0).0))
+                        .filter(|(_, h)| mine.binary_search(h).is_ok())
+                        .collect();
+                    let mut pairs = Vec::new();
+                    for (k, &(at, a)) in kept.iter().enumerate() {
+                        for &(_, b) in kept[k + 1..].iter().take_while(|(to, _)| to - at <= window)
+                        {
+                            if a != b {
+                                pairs.push(pair_hash(a.min(b), a.max(b)));
+                            }
+                        }
+                    }
+                    pairs.sort_unstable();
+                    pairs.dedup();
+                    pairs
+                })
+                .collect()
+        });
+        self.push_chunk(sets)
     }
 
     /// The k-value signatures of pages `pages`, row after row.
@@ -162,6 +241,17 @@ impl Postings {
         groups.retain(|g| g.shingles.len() >= min_shingles.max(1));
         Postings { unique, groups }
     }
+}
+
+/// One hash for an unordered pair of word hashes (given smaller first): MurmurHash3's
+/// 64-bit finalizer over the two mixed, so pairs sharing a word spread apart.
+fn pair_hash(a: u64, b: u64) -> u64 {
+    let mut h = a ^ b.rotate_left(31).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 /// |a ∩ b| of two sorted, deduplicated sets.
@@ -301,6 +391,40 @@ mod tests {
         assert!(some.groups.is_empty());
         assert_eq!(some.unique, vec![1, 0]);
         assert!(Postings::of(&sets, &[0, 1, 2, 3], 3, 1).groups.is_empty());
+    }
+
+    #[test]
+    fn keeping_the_words_some_pages_hold() {
+        let mut sets = Sets::default();
+        sets.add(&texts(&["the cat sat", "the dog sat"]), 1, 1);
+        sets.add(&texts(&["the cat ran", "a fox"]), 1, 1);
+        // the: 3 pages, cat: 2, sat: 2, dog, ran, a, fox: 1
+        assert_eq!(sets.keep_held_by(2, 2), vec![2, 1, 1, 0]);
+        let word = |w: &str| shingles(w, 1, &mut Words::default())[0];
+        let mut both = [word("cat"), word("sat")];
+        both.sort_unstable();
+        assert_eq!(sets.get(0), &both[..]);
+        assert_eq!(sets.get(1), &[word("sat")]);
+        assert_eq!(sets.get(2), &[word("cat")]);
+        assert!(sets.get(3).is_empty());
+    }
+
+    #[test]
+    fn cooccurring_pairs_of_the_words_kept_within_a_window() {
+        let mut words = Sets::default();
+        let pages = texts(&["a x b y c", "c b a", "a b"]);
+        words.add(&pages, 1, 1);
+        words.keep_held_by(2, 3); // a, b, c: x and y are one page's
+        let mut pairs = Sets::default();
+        assert_eq!(pairs.add_cooccurring(&pages[..1], &words, 0, 2, 1), vec![2]); // ab, bc
+        assert_eq!(
+            pairs.add_cooccurring(&pages[1..], &words, 1, 2, 2),
+            vec![3, 1]
+        );
+        // "c b a" holds ab, bc and ca (two apart); "a x b y c" has no ca within two words
+        let (first, second) = (pairs.get(0), pairs.get(1));
+        assert_eq!(intersection(first, second), 2);
+        assert_eq!(intersection(second, pairs.get(2)), 1);
     }
 
     #[test]

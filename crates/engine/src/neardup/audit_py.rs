@@ -75,6 +75,39 @@ impl PySets {
         PyBytes::new(py, &bytes_of(&sizes, u32::to_le_bytes))
     }
 
+    /// Add, for each text (page `first + n` of `words`), the pairs of its words `words`
+    /// holds met within `window` words (`audit::Sets::add_cooccurring`); their sizes (u32).
+    fn add_cooccurring<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<String>,
+        words: PyRef<'py, PySets>,
+        first: usize,
+        window: usize,
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        if std::ptr::eq(self, &*words) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the words must be another NearDupSets",
+            ));
+        }
+        if first + texts.len() > words.read().len() {
+            return Err(PyIndexError::new_err(format!(
+                "no pages {first}..{} of the words",
+                first + texts.len()
+            )));
+        }
+        let other: &PySets = &words;
+        let sizes = py.detach(|| {
+            let words = other.read();
+            self.sets
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .add_cooccurring(&texts, &words, first, window, threads)
+        });
+        Ok(PyBytes::new(py, &bytes_of(&sizes, u32::to_le_bytes)))
+    }
+
     /// Signatures (u64, k per page) of pages start..end, family `seed`.
     fn sign<'py>(
         &self,
@@ -173,6 +206,23 @@ impl PySets {
             PyBytes::new(py, &bytes_of(&shingle_ends, u64::to_le_bytes)),
             PyBytes::new(py, &bytes_of(&shingles, u64::to_le_bytes)),
         ))
+    }
+
+    /// Keep of each page only the shingles `min_pages` to `max_pages` pages hold
+    /// (`audit::Sets::keep_held_by`); the pages' new sizes (u32).
+    fn keep_held_by<'py>(
+        &self,
+        py: Python<'py>,
+        min_pages: usize,
+        max_pages: usize,
+    ) -> Bound<'py, PyBytes> {
+        let sizes = py.detach(|| {
+            self.sets
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .keep_held_by(min_pages, max_pages)
+        });
+        PyBytes::new(py, &bytes_of(&sizes, u32::to_le_bytes))
     }
 
     /// Page i's shingle hashes (u64, ascending).
