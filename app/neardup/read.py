@@ -1,11 +1,10 @@
 """Pages for `rearrange dupes`: JSON lines of {url, text}, or saved HTML pages whose main
-text is extracted with trafilatura in worker processes, one per core."""
+text is extracted (app/neardup/extract.py) in worker processes, one per core."""
 from __future__ import annotations
 
 import fnmatch
 import multiprocessing
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -13,6 +12,7 @@ from pathlib import Path, PurePosixPath
 import orjson
 
 from app.errors import InputFileError
+from app.neardup.extract import extract
 
 HTML_SUFFIXES = (".html", ".htm")
 # Below this many files the worker processes cost more to start than they save.
@@ -90,76 +90,6 @@ def _check_trafilatura() -> None:
             "reading saved HTML needs trafilatura, which is not installed: "
             "pip install 'rearrange[audit]' (or give a JSON-lines file of {url, text})"
         ) from None
-
-
-# Taken as one block of text each; what a page marks as besides its main text is dropped.
-_BLOCKS = ("p", "div", "section", "article", "li", "dt", "dd", "tr", "td", "th", "pre",
-           "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "br", "table", "ul", "ol", "dl")
-_ASIDE = ("script", "style", "noscript", "template", "nav", "aside", "footer", "form")
-_SPACES = re.compile(r"[^\S\n]+")
-_LINES = re.compile(r"\s*\n\s*")
-
-
-def extract(job: tuple[str, str, bool, str]) -> tuple[str, str]:
-    """(url, main text) of one saved page: (file, its name in the folder, canonical_urls,
-    extractor). With extractor "auto" a page that marks its main content (`<main>`, or
-    role=main) gives that element's text, and a page redirecting elsewhere (meta refresh
-    to a URL) none; other pages, and every page with "trafilatura", go through
-    trafilatura's heuristics (about ten times slower)."""
-    file, name, canonical_urls, extractor = job
-    html = Path(file).read_bytes().decode("utf-8", errors="replace")
-    if extractor == "auto":
-        found = _marked_main(html, canonical_urls)
-        if found is not None:
-            url, text = found
-            return url or name, text
-    import trafilatura
-
-    doc = trafilatura.bare_extraction(html, with_metadata=canonical_urls,
-                                      include_comments=False, include_tables=True,
-                                      favor_precision=True)
-    assert not isinstance(doc, dict), "a dict only with as_dict=True"
-    url = doc.url if canonical_urls and doc is not None and doc.url else name
-    return url, (doc.text or "") if doc is not None else ""
-
-
-def _marked_main(html: str, canonical_urls: bool) -> tuple[str | None, str] | None:
-    """(canonical url or None, text of the page's main element), or None without one."""
-    from lxml import etree
-    from lxml import html as lxml_html
-
-    try:
-        root = lxml_html.document_fromstring(
-            html.encode("utf-8"), parser=lxml_html.HTMLParser(encoding="utf-8"))
-    except (etree.ParserError, ValueError):
-        return None
-    url = None
-    if canonical_urls:
-        declared = _listed(root.xpath("//link[@rel='canonical']/@href | "
-                                      "//meta[@property='og:url']/@content"))
-        url = str(declared[0]).strip() or None if declared else None
-    refresh = _listed(root.xpath(
-        "//meta[translate(@http-equiv, 'REFSH', 'refsh') = 'refresh']/@content"))
-    if any("url=" in str(r).lower() for r in refresh):
-        return url, ""  # a redirect: no text of its own
-    mains = [m for m in _listed(root.xpath("//main | //*[@role='main']"))
-             if isinstance(m, lxml_html.HtmlElement)]
-    if not mains:
-        return None
-    main = mains[0]
-    for element in _listed(main.xpath(" | ".join(f".//{tag}" for tag in _ASIDE))):
-        if isinstance(element, lxml_html.HtmlElement):
-            element.drop_tree()
-    for element in main.iter(*_BLOCKS):
-        element.tail = "\n" + (element.tail or "")
-    text = _LINES.sub("\n", _SPACES.sub(" ", main.text_content())).strip()
-    return url, text
-
-
-def _listed(found: object) -> list[object]:
-    """What an XPath of nodes or attributes found (lxml types any XPath's result as a
-    union of lists, strings, numbers and booleans)."""
-    return found if isinstance(found, list) else []
 
 
 def _read_html_folder(path: Path, canonical_urls: bool, exclude: Sequence[str], workers: int,
