@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from app.neardup.dupes import Audit
 
 HTML_SAMPLE = 25  # pairs near the threshold the HTML report shows without --sample
+TARGETS = ("csv", "verdicts", "json", "html", "signatures")  # the options naming a file to write
 
 
 def _unit(text: str) -> float:
@@ -134,6 +136,18 @@ def run(args: argparse.Namespace) -> int:
     if args.max_size_ratio < 1:
         print("rearrange dupes: --max-size-ratio must be >= 1", file=sys.stderr)
         return USAGE
+    targets = _targets(args)
+    same = [(a, b) for n, (a, pa) in enumerate(targets) for b, pb in targets[n + 1:]
+            if os.path.abspath(pa) == os.path.abspath(pb)]
+    if same:
+        print(f"rearrange dupes: {same[0][0]} and {same[0][1]} name the same file",
+              file=sys.stderr)
+        return USAGE
+    for option, path in targets:  # before the run, not after it
+        problem = unwritable(path)
+        if problem is not None:
+            print(f"rearrange dupes: {option} {path}: {problem}", file=sys.stderr)
+            return REFUSED
     from app.neardup import compare
 
     try:
@@ -168,6 +182,37 @@ def run(args: argparse.Namespace) -> int:
     with result:
         _report(args, dupes, result, bar)
     return OK
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """(option, path) of each file the run is to write (`--json -` is stdout)."""
+    named = [(f"--{name}", getattr(args, name)) for name in TARGETS]
+    return [(option, path) for option, path in named
+            if path is not None and not (option == "--json" and str(path) == "-")]
+
+
+def unwritable(path: Path) -> str | None:
+    """Why the file cannot be written, or None: checked by opening it as the run will (a
+    file this creates is removed again, one that exists is left as it was)."""
+    if path.is_dir():
+        return "is a folder"
+    folder = path.parent
+    if not folder.exists():
+        return f"no such folder: {folder}"
+    if not folder.is_dir():
+        return f"not a folder: {folder}"
+    existed = path.exists()
+    if existed and not path.is_file():
+        # a device or a pipe: opening it could block or touch it; ask the system instead
+        return None if os.access(path, os.W_OK) else "cannot write: permission denied"
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        return f"cannot write: {exc.strerror or exc}"
+    if not existed:
+        path.unlink()
+    return None
 
 
 def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
