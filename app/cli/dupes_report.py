@@ -13,7 +13,7 @@ from rich.text import Text
 
 from app.cli.tables import add_row, new_table, show
 from app.neardup.compare import summary
-from app.neardup.dupes import Audit, histogram
+from app.neardup.dupes import Audit, bin_labels, histogram
 from app.neardup.report import block_text, template_text
 from app.neardup.site import Pairs
 from app.neardup.verdict import RECOMMENDATIONS, verdicts
@@ -92,8 +92,8 @@ def _histogram(audit: Audit, bins: int) -> Table:
     table = new_table(("CONTAINMENT", ("PAGES", "right"), ""),
                       "best containment per page (share of the page found inside one other "
                       "page):")
-    for low, high, count in counts:
-        add_row(table, f"{low:.1f}-{high:.1f}", count, Bar(peak, 0, count, width=BAR_WIDTH))
+    for label, (_, _, count) in zip(bin_labels(counts), counts, strict=True):
+        add_row(table, label, count, Bar(peak, 0, count, width=BAR_WIDTH))
     return table
 
 

@@ -38,6 +38,7 @@ EXACT_MAX = 2000  # all-pairs up to this: 2M pairs, a second or two in the engin
 SHINGLE_BATCH = 2048  # texts shingled per engine call
 SIGN_BATCH = 8192  # signatures per engine call
 PAIR_BATCH = 1 << 20  # pairs intersected per engine call
+BOUND_DECIMALS = 10  # of a histogram's bounds: i / bins as people write it
 
 
 Sink = Callable[["Audit", int, np.ndarray], None]  # (audit, first page, (m, k) signatures)
@@ -311,9 +312,24 @@ def signatures(site: Site, k: int, progress: Progress = _no_progress,
 
 
 def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
-    """(low, high, count) over [0, 1] in equal bins; 1.0 falls in the last one."""
-    counts, edges = np.histogram(np.clip(values, 0.0, 1.0), bins=bins, range=(0.0, 1.0))
-    return [(float(edges[i]), float(edges[i + 1]), int(c)) for i, c in enumerate(counts)]
+    """(low, high, count) over [0, 1] in equal bins, each from its low bound up to its high
+    one, 1.0 in the last. The bounds are i / bins to 10 decimals, so 3 / 10 is 0.3 as people
+    write it, and a page at exactly 0.3 falls in 0.3-0.4 (numpy's bounds,
+    0.30000000000000004, put it in the bin below)."""
+    edges = np.round(np.arange(bins + 1) / bins, BOUND_DECIMALS)
+    which = np.searchsorted(edges, np.clip(values, 0.0, 1.0), side="right") - 1
+    counts = np.bincount(np.minimum(which, bins - 1), minlength=bins)
+    return [(float(edges[i]), float(edges[i + 1]), int(counts[i])) for i in range(bins)]
+
+
+def bin_labels(counts: list[tuple[float, float, int]]) -> list[str]:
+    """"0.3-0.4" for each bin of a histogram: every bound with one number of decimals, the
+    fewest that write them all exactly (0.05 for 20 bins, 0.125 for 8), or for bins that
+    no few decimals write (thirds) two more than the digits of the number of bins."""
+    bounds = [low for low, _, _ in counts] + [counts[-1][1]] if counts else []
+    most = len(str(len(counts))) + 2
+    decimals = next((d for d in range(1, most) if all(round(b, d) == b for b in bounds)), most)
+    return [f"{low:.{decimals}f}-{high:.{decimals}f}" for low, high, _ in counts]
 
 
 def near_threshold(result: Audit, n: int, margin: float = 0.1, seed: int = 0) -> Pairs:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from app.neardup.blocks import Block
-from app.neardup.dupes import Audit, histogram
+from app.neardup.dupes import Audit, bin_labels, histogram
 from app.neardup.report import (
     VERDICT_COLUMNS,
     Progress,
@@ -112,12 +112,13 @@ def svg_histogram(counts: list[tuple[float, float, int]], threshold: float) -> s
     bar_w = plot_w / max(len(counts), 1)
     out = [f'<svg id="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{height}" role="img" aria-label="best containment per page">']
-    for n, (low, _high, count) in enumerate(counts):
+    for n, (label, (low, high, count)) in enumerate(zip(bin_labels(counts), counts,
+                                                         strict=True)):
         h = plot_h * count / peak
         x, y = left + n * bar_w, 20 + plot_h - h
         out.append(f'<rect class="bar" x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" '
-                   f'height="{h:.1f}" data-low="{low:.6g}" data-high="{_high:.6g}">'
-                   f'<title>{low:.2f}: {count} pages (click: list them)</title></rect>')
+                   f'height="{h:.1f}" data-low="{low:g}" data-high="{high:g}">'
+                   f'<title>{label}: {count} pages (click: list them)</title></rect>')
         out.append(f'<text x="{x + bar_w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" '
                    f'class="count">{count}</text>')
     for n in range(11):

@@ -1,12 +1,19 @@
 """`rearrange dupes` files: checked before the run, and holding what they say they hold."""
 from __future__ import annotations
 
+import json
+import re
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.cli.main import main
-from tests.neardup.test_dupes import SEED, write_jsonl
+from app.neardup.dupes import histogram
+from tests.neardup.test_dupes import SEED, table_rows, write_jsonl
 
 TARGETS = ("--csv", "--json", "--html", "--signatures")
 
@@ -64,3 +71,53 @@ def test_json_on_stdout_is_not_a_file_to_check(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "p.jsonl", SEED)
     assert main(["dupes", str(pages), "--json", "-", "--no-progress"]) == 0
     assert '"pages": 4' in capsys.readouterr().out
+
+
+# Numbers as people write them: a float printed with its binary noise (0.30000000000000004).
+NOISE = re.compile(r"\d\.\d{11,}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 10**6)), min_size=1,
+                max_size=50), st.integers(1, 100))
+def test_a_share_falls_in_the_bin_its_exact_value_is_in(fractions, bins):
+    # shares are a count over a count, as containment is; the oracle is exact arithmetic
+    shares = [Fraction(min(a, b), b) for a, b in fractions]
+    expected = [0] * bins
+    for share in shares:
+        expected[min(int(share * bins), bins - 1)] += 1
+    counts = histogram(np.array([s.numerator / s.denominator for s in shares]), bins)
+    assert [c for _, _, c in counts] == expected
+    assert [(lo, hi) for lo, hi, _ in counts] == [
+        (float(round(Fraction(i, bins), 10)), float(round(Fraction(i + 1, bins), 10)))
+        for i in range(bins)]
+
+
+@pytest.mark.parametrize(("bins", "labels"), [
+    (10, [f"0.{i}-{(i + 1) / 10:.1f}" for i in range(10)]),
+    (20, [f"{i / 20:.2f}-{(i + 1) / 20:.2f}" for i in range(20)]),
+    (8, [f"{i / 8:.3f}-{(i + 1) / 8:.3f}" for i in range(8)]),
+    (3, ["0.000-0.333", "0.333-0.667", "0.667-1.000"]),
+])
+def test_histogram_bounds_print_as_people_write_them_in_every_output(tmp_path, capsys, bins,
+                                                                      labels):
+    # one page at exactly 0.3 of another: 3 of its 10 words' shingles (width 1)
+    pages = write_jsonl(tmp_path / "p.jsonl", [
+        ("/a", "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"), ("/b", "w0 w1 w2 x3 x4 x5 x6 x7 x8 x9 y0 y1")])
+    report, data = tmp_path / "r.html", tmp_path / "r.json"
+    assert main(["dupes", str(pages), "--width", "1", "--bins", str(bins), "--no-progress",
+                 "--html", str(report), "--json", str(data)]) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out, "best containment per page")
+    assert [r[0] for r in rows] == labels
+    doc = json.loads(data.read_bytes())
+    assert [f"{h['low']:g}-{h['high']:g}" for h in doc["histogram"]] == [
+        f"{float(round(Fraction(i, bins), 10)):g}-{float(round(Fraction(i + 1, bins), 10)):g}"
+        for i in range(bins)]
+    # both pages share 0.3 of /a, 0.25 of /b: each in the bin its exact share is in
+    at = {label: int(r[1]) for label, r in zip(labels, rows, strict=True)}
+    assert at[labels[int(Fraction(3, 10) * bins)]] >= 1 and sum(at.values()) == 2
+    titles = re.findall(r"<title>([^<]*): (\d+) pages</title>", report.read_text())
+    assert [t for t, _ in titles] == labels
+    for text in (out, data.read_text(), report.read_text()):
+        assert not NOISE.search(text), NOISE.search(text)
