@@ -39,6 +39,9 @@ SHINGLE_BATCH = 2048  # texts shingled per engine call
 SIGN_BATCH = 8192  # signatures per engine call
 PAIR_BATCH = 1 << 20  # pairs intersected per engine call
 BOUND_DECIMALS = 10  # of a histogram's bounds: i / bins as people write it
+# A share this little under a bound, in bins, is on it: 57 / 100 * 100 is 56.99999999999999
+# in floats, while two shares of pages under a billion shingles differ by far more.
+BOUND_SLACK = 1e-9
 
 
 Sink = Callable[["Audit", int, np.ndarray], None]  # (audit, first page, (m, k) signatures)
@@ -313,12 +316,13 @@ def signatures(site: Site, k: int, progress: Progress = _no_progress,
 
 def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
     """(low, high, count) over [0, 1] in equal bins, each from its low bound up to its high
-    one, 1.0 in the last. The bounds are i / bins to 10 decimals, so 3 / 10 is 0.3 as people
-    write it, and a page at exactly 0.3 falls in 0.3-0.4 (numpy's bounds,
-    0.30000000000000004, put it in the bin below)."""
+    one, 1.0 in the last. A share at exactly a bound (3 / 10) falls in the bin it opens
+    (numpy's bounds, 0.30000000000000004, put it in the one below), and the bounds are
+    i / bins to 10 decimals, so 0.3 as people write it."""
+    scaled = np.clip(values, 0.0, 1.0) * bins + BOUND_SLACK
+    which = np.minimum(np.floor(scaled).astype(np.int64), bins - 1)
+    counts = np.bincount(which, minlength=bins)
     edges = np.round(np.arange(bins + 1) / bins, BOUND_DECIMALS)
-    which = np.searchsorted(edges, np.clip(values, 0.0, 1.0), side="right") - 1
-    counts = np.bincount(np.minimum(which, bins - 1), minlength=bins)
     return [(float(edges[i]), float(edges[i + 1]), int(counts[i])) for i in range(bins)]
 
 

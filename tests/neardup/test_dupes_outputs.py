@@ -78,10 +78,12 @@ NOISE = re.compile(r"\d\.\d{11,}")
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 10**6)), min_size=1,
-                max_size=50), st.integers(1, 100))
+@given(st.lists(st.tuples(st.integers(0, 10**6),
+                          st.one_of(st.integers(1, 200), st.integers(1, 10**6))),
+                min_size=1, max_size=50), st.integers(1, 100))
 def test_a_share_falls_in_the_bin_its_exact_value_is_in(fractions, bins):
-    # shares are a count over a count, as containment is; the oracle is exact arithmetic
+    # shares are a count over a count, as containment is; the oracle is exact arithmetic.
+    # Small counts put shares on the bounds (1/6 = 2/12), where floats go either way.
     shares = [Fraction(min(a, b), b) for a, b in fractions]
     expected = [0] * bins
     for share in shares:
@@ -91,6 +93,13 @@ def test_a_share_falls_in_the_bin_its_exact_value_is_in(fractions, bins):
     assert [(lo, hi) for lo, hi, _ in counts] == [
         (float(round(Fraction(i, bins), 10)), float(round(Fraction(i + 1, bins), 10)))
         for i in range(bins)]
+
+
+def test_a_share_on_a_bound_opens_its_bin_for_any_number_of_bins():
+    for bins in range(1, 101):
+        for k in (1, 3, 7):  # the share i / bins as a count over a count, several ways
+            shares = np.array([i * k / (bins * k) for i in range(bins + 1)])
+            assert [c for _, _, c in histogram(shares, bins)] == [1] * (bins - 1) + [2], bins
 
 
 @pytest.mark.parametrize(("bins", "labels"), [
