@@ -108,8 +108,9 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    help="compare the clusters with those of an earlier run's --json file: "
                    "which appeared, went away, grew or shrank")
     p.add_argument("--all-candidates", action="store_true",
-                   help="--csv and --json hold every verified pair sharing text, not only "
-                   "those at or over the threshold")
+                   help="--csv and --json hold every pair scored (exact: those sharing "
+                   "text; LSH: the candidates sharing text), not only those at or over the "
+                   "threshold")
     add_progress_flags(p)
 
 

@@ -44,8 +44,13 @@ def render(audit: Audit, top: int, sample: Pairs, bins: int, out: IO[str]) -> No
     ranked = audit.ranked()
     shown = ranked.take(slice(0, top))
     over = int((audit.values() >= audit.threshold).sum())
-    heading = (f"pairs sharing text: {int((ranked.both > 0).sum())}; at or over the "
-               f"threshold: {over}")
+    sharing = int((ranked.both > 0).sum())
+    if audit.lsh is not None:  # only the candidates were scored: others may share text too
+        heading = (f"candidate pairs (LSH): {audit.candidates}; verified pairs sharing text: "
+                   f"{sharing}; at or over the threshold: {over}")
+    else:
+        heading = (f"pairs sharing text: {sharing} of {n * (n - 1) // 2} (all compared "
+                   f"exactly); at or over the threshold: {over}")
     _section(out, _pairs(audit, shown, heading + (f"; top {len(shown)}:" if len(shown) else "")),
              bool(len(shown)))
     _section(out, _histogram(audit, bins), True)

@@ -1,4 +1,5 @@
-"""`rearrange dupes` files: checked before the run, and holding what they say they hold."""
+"""`rearrange dupes` outputs: files checked before the run, numbers as people write them,
+counts that say what they count."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from app.cli.main import main
 from app.neardup.dupes import histogram
+from tests.corpus import corpus
 from tests.neardup.test_dupes import SEED, table_rows, write_jsonl
 
 TARGETS = ("--csv", "--json", "--html", "--signatures")
@@ -130,3 +132,32 @@ def test_histogram_bounds_print_as_people_write_them_in_every_output(tmp_path, c
     assert [t for t, _ in titles] == labels
     for text in (out, data.read_text(), report.read_text()):
         assert not NOISE.search(text), NOISE.search(text)
+
+
+def heading(out: str, start: str) -> str:
+    [line] = [line for line in out.splitlines() if line.startswith(start)]
+    return line
+
+
+def test_the_pair_count_says_whether_it_counts_lsh_candidates_or_every_pair(tmp_path, capsys):
+    # One-word shingles: nearly every two pages share a word, few are alike enough for LSH.
+    pages = write_jsonl(tmp_path / "p.jsonl", corpus(150, seed=3))
+    data = tmp_path / "all.json"
+    assert main(["dupes", str(pages), "--width", "1", "--method", "exact",
+                 "--no-progress"]) == 0
+    exact = heading(capsys.readouterr().out, "pairs sharing text: ")
+    every = int(re.match(r"pairs sharing text: (\d+) of 11175 \(all compared exactly\); at "
+                         r"or over the threshold: \d+", exact)[1])
+    assert main(["dupes", str(pages), "--width", "1", "--method", "minhash", "--no-progress",
+                 "--json", str(data), "--all-candidates"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(data.read_bytes())
+    line = heading(out, "candidate pairs (LSH): ")
+    over = sum(max(p["in"], p["out"]) >= 0.5 for p in doc["pairs"])
+    sharing = sum(p["in"] > 0 for p in doc["pairs"])
+    assert line.startswith(f"candidate pairs (LSH): {doc['lsh']['candidates']}; verified pairs "
+                           f"sharing text: {sharing}; at or over the threshold: {over}")
+    assert f"proposed {doc['lsh']['candidates']} candidate pairs" in out
+    assert 0 < sharing < every / 2  # what LSH proposed, not every pair sharing text
+    assert "pairs sharing text: " not in out.replace("verified pairs sharing text: ", "")
+
