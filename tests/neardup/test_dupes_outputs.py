@@ -2,6 +2,7 @@
 counts that say what they count."""
 from __future__ import annotations
 
+import csv
 import json
 import re
 from fractions import Fraction
@@ -161,3 +162,25 @@ def test_the_pair_count_says_whether_it_counts_lsh_candidates_or_every_pair(tmp_
     assert 0 < sharing < every / 2  # what LSH proposed, not every pair sharing text
     assert "pairs sharing text: " not in out.replace("verified pairs sharing text: ", "")
 
+
+@pytest.mark.parametrize("method", ["exact", "minhash"])
+def test_files_hold_the_pairs_at_the_threshold_and_every_scored_one_only_when_asked(
+        tmp_path, capsys, method):
+    pages = write_jsonl(tmp_path / "p.jsonl", corpus(150, seed=3))
+    files = {}
+    for flag in ([], ["--all-candidates"]):
+        csv_file, json_file = tmp_path / f"p{len(flag)}.csv", tmp_path / f"p{len(flag)}.json"
+        assert main(["dupes", str(pages), "--width", "1", "--method", method, "--no-progress",
+                     "--csv", str(csv_file), "--json", str(json_file), *flag]) == 0
+        counts = re.search(r"sharing text: (\d+)\D.*at or over the threshold: (\d+)",
+                           capsys.readouterr().out)
+        rows = list(csv.DictReader(csv_file.read_text(encoding="utf-8").splitlines()))
+        doc = json.loads(json_file.read_bytes())
+        assert [(r["url_a"], r["url_b"]) for r in rows] == [
+            (p["url_a"], p["url_b"]) for p in doc["pairs"]]
+        files[bool(flag)] = rows, int(counts[1]), int(counts[2])
+    (over, sharing, at), (every, sharing_again, _) = files[False], files[True]
+    assert len(over) == at > 0 and {r["over_threshold"] for r in over} == {"1"}
+    assert all(max(float(r["in"]), float(r["out"])) >= 0.5 for r in over)
+    assert len(every) == sharing == sharing_again > at  # and those below the threshold
+    assert {r["over_threshold"] for r in every} == {"0", "1"}
