@@ -63,3 +63,12 @@ def test_sphinx_caption_nested_list_and_br_lines_stay_apart(tmp_path, extractor,
     assert "|" not in text and "---" not in text and "Copyright" not in text
     if extractor == "auto":  # role=main: that element, so no related-pages navigation
         assert not has_run(text, "General Index")
+
+
+@pytest.mark.parametrize("extractor", ["auto", "trafilatura"])
+def test_the_page_parsed_once_still_gives_its_canonical_url(tmp_path, extractor):
+    site = tmp_path / "site"
+    shutil.copytree(PAGES, site)
+    names = [url for url, _ in read_pages(site, canonical_urls=True, workers=1,
+                                          extractor=extractor)]
+    assert names == ["docbook_reference.html", "https://docs.example/library/shelf.html"]
