@@ -118,7 +118,7 @@ def svg_histogram(counts: list[tuple[float, float, int]], threshold: float) -> s
         x, y = left + n * bar_w, 20 + plot_h - h
         out.append(f'<rect class="bar" x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" '
                    f'height="{h:.1f}" data-low="{low:g}" data-high="{high:g}">'
-                   f'<title>{label}: {count} pages (click: list them)</title></rect>')
+                   f'<title>{label}: {count} pages</title></rect>')
         out.append(f'<text x="{x + bar_w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" '
                    f'class="count">{count}</text>')
     for n in range(11):
