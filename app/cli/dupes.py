@@ -44,7 +44,7 @@ def add_dupes_arguments(p: argparse.ArgumentParser) -> None:
                    help="JSON lines of {url, text}, or a folder of saved .html pages")
     p.add_argument("--threshold", type=_unit, default=None,
                    help="cluster pairs at or over this (default 0.5, the only published "
-                   "threshold, and 0.15 with --reworded; choose yours by eyeballing "
+                   "threshold, and 0.25 with --reworded; choose yours by eyeballing "
                    "--sample pairs)")
     p.add_argument("--reworded", action="store_true",
                    help="find pages rewritten from one template (sentences reordered, "
@@ -179,10 +179,23 @@ def run(args: argparse.Namespace) -> int:
     if sink is not None:
         print(f"{sink.written} signatures written to {args.signatures}", file=sys.stderr)
     if before is not None:
-        result.compared = (str(args.compare), compare.compare(before, result.cluster_urls()))
+        clusters, then = before
+        unlike = compare.differences(then, _params(args, result))
+        if unlike:  # clusters of runs made differently differ for that alone
+            print(f"rearrange dupes: --compare {args.compare} was made with "
+                  + "; ".join(unlike), file=sys.stderr)
+        result.compared = (str(args.compare), compare.compare(clusters, result.cluster_urls()))
     with result:
         _report(args, dupes, result, bar)
     return OK
+
+
+def _params(args: argparse.Namespace, result: Audit) -> dict[str, object]:
+    """The run's parameters, as `--json` records them."""
+    return {"threshold": args.threshold, "measure": args.measure, "width": result.width,
+            "reworded": result.reworded, "method": result.method,
+            "num_perm": args.num_perm, "max_size_ratio": args.max_size_ratio,
+            "exclude": args.exclude, "all_candidates": args.all_candidates}
 
 
 def _targets(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -240,11 +253,8 @@ def _report(args: argparse.Namespace, dupes: ModuleType, result: Audit,
         bar.close()
         print(f"verdicts written to {args.verdicts}", file=sys.stderr)
     if args.json is not None:
-        params = {"threshold": args.threshold, "measure": args.measure, "width": args.width,
-                  "method": result.method, "num_perm": args.num_perm,
-                  "max_size_ratio": args.max_size_ratio, "exclude": args.exclude,
-                  "all_candidates": args.all_candidates}
-        doc = as_json(result, sample, params, args.bins, args.all_candidates, bar)
+        doc = as_json(result, sample, _params(args, result), args.bins, args.all_candidates,
+                      bar)
         bar.close()
         if to_stdout:
             print_json(doc, sys.stdout)

@@ -28,7 +28,8 @@ def render(audit: Audit, top: int, sample: Pairs, bins: int, out: IO[str]) -> No
     """Write the report to `out`: `top` pairs, clusters and multi-template pages at most,
     `bins` histogram bins, and the `sample` pairs near the threshold."""
     n = len(audit.urls)
-    out.write(f"pages: {n} with text, {len(audit.skipped)} without any words (left out)"
+    without = "distinctive words" if audit.reworded else "any words"
+    out.write(f"pages: {n} with text, {len(audit.skipped)} without {without} (left out)"
               + (f", {len(audit.excluded)} excluded" if audit.excluded else "") + "\n")
     if audit.lsh is not None:
         bands, rows = audit.lsh
@@ -158,7 +159,8 @@ def _compared(audit: Audit, top: int) -> Table:
     table = new_table(("CHANGE", ("BEFORE", "right"), ("AFTER", "right"), "REPRESENTATIVE"),
                       f"clusters against {path}: {counts['appeared']} appeared, "
                       f"{counts['went away']} went away, {counts['grew']} grew, "
-                      f"{counts['shrank']} shrank, {counts['same']} the same; pages in "
+                      f"{counts['shrank']} shrank, {counts['changed']} changed pages, "
+                      f"{counts['same']} the same; pages in "
                       f"clusters {counts['pages_before']} -> {counts['pages_after']}")
     for change in [c for c in changes if c.kind != "same"][:top]:
         add_row(table, change.kind, len(change.before), len(change.after),

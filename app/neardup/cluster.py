@@ -14,9 +14,9 @@ Before a page becomes a representative its shared parts are checked against ever
 links, largest part first, with no sample: if two of them share disjoint parts of it (each
 at least MIN_PART shingles, overlapping by at most DISJOINT of the smaller), the page holds
 several templates (a page made of two others, or an index such as `print.html` that holds
-them all). Such a page is reported as multi-template and neither leads nor joins a cluster;
-a member that matches the representatives of other clusters by disjoint parts is taken out
-the same way.
+them all). Such a page is reported as multi-template and neither leads nor joins a cluster,
+nor counts as a part of another page: pages are checked largest first, so an index holding
+every page is found before the pages it would otherwise stand for.
 """
 from __future__ import annotations
 
@@ -110,11 +110,14 @@ def disjoint_parts(page: int, size: int, others: np.ndarray, both: np.ndarray,
     owner = np.full(size, -1, dtype=np.int64)
     part_sizes: list[int] = []
     taken: list[int] = []
-    for first in range(0, others.size, CHUNK):
-        rows = np.arange(first, min(first + CHUNK, others.size))
+    first = 0
+    while first < others.size:
+        # The first page alone, then CHUNK at a time: after a template's first page is
+        # taken as a part, the rest of it is passed over below without a mask.
+        rows = np.arange(first, min(first + (CHUNK if part_sizes else 1), others.size))
+        first = rows[-1] + 1
         # Two parts of the page overlap by at least their sizes less the page's: a page
-        # that cannot be disjoint from a part taken is passed over without its mask (a
-        # template's many pages after the first, each most of the page).
+        # that cannot be disjoint from a part taken is passed over without its mask.
         for part in part_sizes:
             bound = both[rows] + part - size
             rows = rows[bound <= DISJOINT * np.minimum(both[rows], part)]
@@ -122,6 +125,8 @@ def disjoint_parts(page: int, size: int, others: np.ndarray, both: np.ndarray,
             continue
         for row, mask in zip(rows.tolist(), shared(page, others[rows]), strict=True):
             part = int(both[row])
+            if any(part + p - size > DISJOINT * min(part, p) for p in part_sizes):
+                continue  # a part taken in this chunk already rules it out
             owners = owner[mask]
             overlap = np.bincount(owners[owners >= 0], minlength=len(part_sizes))
             if all(overlap[p] <= DISJOINT * min(part, part_sizes[p])
@@ -142,17 +147,22 @@ def multi_templates(n: int, contained: Links, sizes: np.ndarray, threshold: floa
     found = []
     degree = contained.degree()
     check = np.flatnonzero(degree >= 2)
+    check = check[np.argsort(-sizes[check], kind="stable")]  # an index before its pages
+    is_multi = np.zeros(n, dtype=bool)
     progress("multi-template", 0, check.size)
     for done, page in enumerate(check.tolist(), 1):
         near, both = contained.of(page)
+        near, both = near[~is_multi[near]], both[~is_multi[near]]
         size = int(sizes[page])
         parts, covered = disjoint_parts(page, size, near, both, shared)
         big = sum(1 for p in parts if both[near == p][0] >= threshold * size)
         if len(parts) >= 2 and covered >= threshold and big != 1:
             found.append(MultiTemplate(page, parts, covered))
+            is_multi[page] = True
         if done % 500 == 0:
             progress("multi-template", done, check.size)
     progress("multi-template", check.size, check.size)
+    found.sort(key=lambda m: m.page)
     return found
 
 

@@ -25,7 +25,7 @@ class Change:
     """One cluster across the two runs: `before` or `after` is empty when it appeared or
     went away."""
 
-    kind: str  # "appeared", "went away", "grew", "shrank", "same"
+    kind: str  # "appeared", "went away", "grew", "shrank", "changed" (its pages), "same"
     before: list[str]  # the earlier run's pages, representative first
     after: list[str]  # this run's
 
@@ -41,8 +41,12 @@ class Change:
                 "left": left, "joined": joined}
 
 
-def load(path: Path) -> list[list[str]]:
-    """The clusters (pages, representative first) of an earlier run's `--json` file."""
+COMPARED = ("threshold", "measure", "width", "reworded")  # what makes two runs' clusters alike
+
+
+def load(path: Path) -> tuple[list[list[str]], dict[str, Any]]:
+    """The clusters (pages, representative first) of an earlier run's `--json` file, and
+    its parameters that decide what a cluster is (COMPARED; those it records)."""
     try:
         doc = orjson.loads(path.read_bytes())
     except OSError as exc:
@@ -59,12 +63,19 @@ def load(path: Path) -> list[list[str]]:
         if not (isinstance(pages, list) and pages and all(isinstance(p, str) for p in pages)):
             raise InputFileError(f"--compare {path}: clusters[{n}].pages is not a list of urls")
         found.append(pages)
-    return found
+    params = doc.get("params") if isinstance(doc.get("params"), dict) else {}
+    return found, {k: params[k] for k in COMPARED if k in params}
+
+
+def differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """"threshold 0.5 then, 0.3 now" for each parameter the runs do not share."""
+    return [f"{k} {before[k]} then, {now.get(k)} now" for k in COMPARED
+            if k in before and before[k] != now.get(k)]
 
 
 def compare(before: list[list[str]], after: list[list[str]]) -> list[Change]:
     """The clusters of both runs matched, largest change first: appeared, went away, grew,
-    shrank, then the same."""
+    shrank, changed (as many pages, not the same ones), then the same."""
     at: dict[str, int] = {}
     for n, pages in enumerate(before):
         for page in pages:
@@ -89,11 +100,11 @@ def compare(before: list[list[str]], after: list[list[str]]) -> list[Change]:
             continue
         old = before[old_of[m]]
         kind = ("grew" if len(pages) > len(old) else "shrank" if len(pages) < len(old)
-                else "same")
+                else "same" if set(pages) == set(old) else "changed")
         changes.append(Change(kind, old, pages))
     changes += [Change("went away", pages, []) for n, pages in enumerate(before)
                 if n not in taken]
-    order = {"appeared": 0, "went away": 1, "grew": 2, "shrank": 3, "same": 4}
+    order = {"appeared": 0, "went away": 1, "grew": 2, "shrank": 3, "changed": 4, "same": 5}
     changes.sort(key=lambda c: (order[c.kind], -abs(len(c.after) - len(c.before)),
                                 c.representative))
     return changes
@@ -102,7 +113,7 @@ def compare(before: list[list[str]], after: list[list[str]]) -> list[Change]:
 def summary(changes: list[Change]) -> dict[str, int]:
     """How many clusters changed each way, and the pages in clusters before and after."""
     counts = {kind: sum(c.kind == kind for c in changes)
-              for kind in ("appeared", "went away", "grew", "shrank", "same")}
+              for kind in ("appeared", "went away", "grew", "shrank", "changed", "same")}
     counts["pages_before"] = sum(len(c.before) for c in changes)
     counts["pages_after"] = sum(len(c.after) for c in changes)
     return counts

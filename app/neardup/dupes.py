@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from app.neardup.compare import Change
     from app.neardup.verdict import Verdicts
 
-REWORDED_THRESHOLD = 0.15  # --reworded's default: rewrites share 0.25 to 0.45 of their words
-REWORDED_COMMON = 0.02  # --reworded leaves out words more than this share of pages use
+REWORDED_THRESHOLD = 0.25  # --reworded's default: rewrites share 0.4 or more of their words,
+# unrelated pages under 0.15
+REWORDED_COMMON = 0.2  # --reworded leaves out words more than this share of pages use
 REWORDED_MIN_COMMON = 20  # ... but never fewer pages than this
 REWORDED_WINDOW = 8  # --reworded proposes pages sharing pairs of words met this close
 REWORDED_PAIRS_JACCARD = 0.05  # ... aiming LSH at this Jaccard of those pairs
@@ -140,13 +141,17 @@ class Audit:
         """For each page, the largest share of it found inside any one other page."""
         return self.nearest()[1]
 
-    def nearest(self) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(self, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """For each page, the page holding the largest share of it (-1 for none: no pair
-        shares text with it) and that share; the earlier page among ties."""
+        shares text with it) and that share; the earlier page among ties. Pages `skip`
+        marks (bool per page) are nobody's nearest."""
         p = self.pairs
         page = np.concatenate([p.a, p.b]).astype(np.int64)
         other = np.concatenate([p.b, p.a]).astype(np.int64)
         share = np.concatenate([self.inside(), self.outside()])
+        if skip is not None:
+            keep = ~skip[other]
+            page, other, share = page[keep], other[keep], share[keep]
         order = np.lexsort((other, -share, page))  # by page, then best share, then other
         first = np.ones(order.size, dtype=bool)
         first[1:] = page[order][1:] != page[order][:-1]
@@ -200,16 +205,9 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
         sizes[done:done + len(batch)] = np.frombuffer(sets.add(batch, threads), np.uint32)
         done += len(batch)
         progress("shingling", done, len(texts))
-    features = None
     if reworded:
         common = max(REWORDED_MIN_COMMON, int(REWORDED_COMMON * len(texts)))
         sizes = np.frombuffer(sets.keep_held_by(2, common), np.uint32).astype(np.int64)
-        features, done = NearDupSets(1), 0
-        progress("co-occurrences", 0, len(texts))
-        for batch in texts.batches(SHINGLE_BATCH):
-            features.add_cooccurring(batch, sets, done, REWORDED_WINDOW, threads)
-            done += len(batch)
-            progress("co-occurrences", done, len(texts))
     ids = np.flatnonzero(sizes > 0)
     site = Site(sets, texts, ids, sizes[ids], threads)
     without = [urls[i] for i in np.flatnonzero(sizes == 0)]
@@ -224,6 +222,7 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
                 sink(result, first, rows)
         result.pairs = _exact_pairs(site, n, progress)
     else:
+        features = _cooccurring(texts, sets, threads, progress) if reworded else None
         _lsh_pairs(result, k, max_size_ratio, weights, progress, sink, features)
     linked, over = result.linked(), result.over()
     result.clusters, result.multi = clusters(
@@ -231,6 +230,19 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
         threshold, site.shared, progress)
     result.blocks = shared_blocks(result, progress)
     return result
+
+
+def _cooccurring(texts: Texts, words: NearDupSets, threads: int,
+                 progress: Progress) -> NearDupSets:
+    """--reworded's candidates' features: each page's pairs of distinctive words met within
+    REWORDED_WINDOW words (only LSH needs them: the exact method scores every pair)."""
+    features, done = NearDupSets(1), 0
+    progress("co-occurrences", 0, len(texts))
+    for batch in texts.batches(SHINGLE_BATCH):
+        features.add_cooccurring(batch, words, done, REWORDED_WINDOW, threads)
+        done += len(batch)
+        progress("co-occurrences", done, len(texts))
+    return features
 
 
 def _exact_pairs(site: Site, n: int, progress: Progress) -> Pairs:
@@ -319,11 +331,16 @@ def histogram(values: np.ndarray, bins: int = 10) -> list[tuple[float, float, in
     one, 1.0 in the last. A share at exactly a bound (3 / 10) falls in the bin it opens
     (numpy's bounds, 0.30000000000000004, put it in the one below), and the bounds are
     i / bins to 10 decimals, so 0.3 as people write it."""
-    scaled = np.clip(values, 0.0, 1.0) * bins + BOUND_SLACK
-    which = np.minimum(np.floor(scaled).astype(np.int64), bins - 1)
-    counts = np.bincount(which, minlength=bins)
+    counts = np.bincount(bin_of(values, bins), minlength=bins)
     edges = np.round(np.arange(bins + 1) / bins, BOUND_DECIMALS)
     return [(float(edges[i]), float(edges[i + 1]), int(counts[i])) for i in range(bins)]
+
+
+def bin_of(values: np.ndarray, bins: int = 10) -> np.ndarray:
+    """Each value's bin of `histogram` (its number, from 0)."""
+    scaled = np.clip(values, 0.0, 1.0) * bins + BOUND_SLACK
+    which: np.ndarray = np.minimum(np.floor(scaled).astype(np.int64), bins - 1)
+    return which
 
 
 def bin_labels(counts: list[tuple[float, float, int]]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from app.neardup.blocks import Block
-from app.neardup.dupes import Audit, bin_labels, histogram
+from app.neardup.dupes import Audit, bin_labels, bin_of, histogram
 from app.neardup.report import (
     VERDICT_COLUMNS,
     Progress,
@@ -40,7 +40,7 @@ mark.a{background:#ffd6d6}mark.b{background:#d6f5d6}
 svg text{font:11px system-ui,sans-serif}.bar{fill:#4a7bd0}.line{stroke:#d04a4a}
 .hidden{display:none}
 #pages th{cursor:pointer;text-align:left;border-bottom:1px solid #ccc;padding:2px 8px 2px 0}
-#pages td{padding:1px 8px 1px 0}#pages th.sorted:after{content:" ▾"}
+#pages td{padding:1px 8px 1px 0;overflow-wrap:anywhere}#pages th.sorted:after{content:" ▾"}
 .bar{cursor:pointer}.bar.picked{fill:#d08a4a}
 """
 
@@ -63,15 +63,10 @@ function view() {
   const bin = hash.get("bin"), sort = hash.get("sort"), q = pageBox.value.toLowerCase();
   const bars = document.querySelectorAll("rect.bar");
   bars.forEach((b, i) => b.classList.toggle("picked", String(i) === bin));
-  let low = -1, high = 2;
-  if (bin !== null && bars[+bin]) {
-    low = +bars[+bin].dataset.low; high = +bars[+bin].dataset.high;
-    if (+bin === bars.length - 1) high = 2;
-  }
   let shown = 0;
   for (const row of body.rows) {
-    const near = +row.dataset.nearest_share;
-    const hide = near < low || near >= high || (q !== "" && !row.dataset.url.includes(q));
+    const hide = (bin !== null && row.dataset.bin !== bin)
+      || (q !== "" && !row.dataset.url.includes(q));
     row.classList.toggle("hidden", hide);
     if (!hide) shown++;
   }
@@ -85,7 +80,9 @@ function view() {
   for (const th of table.tHead.rows[0].cells) {
     th.classList.toggle("sorted", th.dataset.key === sort);
   }
-  document.getElementById("pages-shown").textContent = shown;
+  const picked = bin !== null && bars[+bin];
+  const inBin = picked ? " of the " + bars[+bin].dataset.count + " in the bin" : "";
+  document.getElementById("pages-shown").textContent = shown + inBin;
 }
 function setHash(key, value) {
   const hash = new URLSearchParams(location.hash.slice(1));
@@ -112,12 +109,11 @@ def svg_histogram(counts: list[tuple[float, float, int]], threshold: float) -> s
     bar_w = plot_w / max(len(counts), 1)
     out = [f'<svg id="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{height}" role="img" aria-label="best containment per page">']
-    for n, (label, (low, high, count)) in enumerate(zip(bin_labels(counts), counts,
-                                                         strict=True)):
+    for n, (label, (_, _, count)) in enumerate(zip(bin_labels(counts), counts, strict=True)):
         h = plot_h * count / peak
         x, y = left + n * bar_w, 20 + plot_h - h
         out.append(f'<rect class="bar" x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" '
-                   f'height="{h:.1f}" data-low="{low:g}" data-high="{high:g}">'
+                   f'height="{h:.1f}" data-count="{count}">'
                    f'<title>{label}: {count} pages</title></rect>')
         out.append(f'<text x="{x + bar_w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" '
                    f'class="count">{count}</text>')
@@ -183,16 +179,19 @@ def _block_html(audit: Audit, block: Block) -> str:
             f"<details><summary>pages</summary><ul>{listed}{more}</ul></details></section>")
 
 
-def _verdict_table(audit: Audit) -> tuple[str, int]:
-    """The page table (the PAGES_SHOWN pages with something to do first) and its size."""
+def _verdict_table(audit: Audit, bins: int) -> tuple[str, int]:
+    """The page table (the PAGES_SHOWN pages with something to do first) and its size; each
+    row knows its histogram bin."""
     rows = list(verdict_rows(audit, verdicts(audit)))
+    for row, b in zip(rows, bin_of(audit.best_containment(), bins).tolist(), strict=True):
+        row["bin"] = b
     urgency = {name: n for n, name in enumerate(RECOMMENDATIONS)}
     rows.sort(key=lambda r: urgency[r["recommendation"]])
     head = "".join(f'<th data-key="{c}">{c.replace("_", " ")}</th>' for c in VERDICT_COLUMNS)
     body = []
     for row in rows[:PAGES_SHOWN]:
         data = " ".join(f'data-{c}="{escape(_data(row[c], c == "url"))}"'
-                        for c in VERDICT_COLUMNS)
+                        for c in (*VERDICT_COLUMNS, "bin"))
         cells = "".join(f'<td{" class=num" if isinstance(row[c], float) else ""}>'
                         f"{escape(_cell(row[c]))}</td>" for c in VERDICT_COLUMNS)
         body.append(f"<tr {data}>{cells}</tr>")
@@ -225,7 +224,8 @@ def render_html(audit: Audit, sample: Pairs, bins: int = 10,
     method = (f"MinHash LSH, {audit.lsh[0]} bands × {audit.lsh[1]} rows, "
               f"{audit.candidates} candidates scored exactly" if audit.lsh else
               f"exact, all {n * (n - 1) // 2} pairs")
-    rows = [("pages with text", "pages", n), ("without any words", "skipped", len(audit.skipped)),
+    without = "without distinctive words" if audit.reworded else "without any words"
+    rows = [("pages with text", "pages", n), (without, "skipped", len(audit.skipped)),
             ("excluded", "excluded", len(audit.excluded)), ("pairs at or over the threshold",
                                                             "pairs", over),
             ("clusters", "clusters", len(audit.clusters)),
@@ -247,7 +247,7 @@ def render_html(audit: Audit, sample: Pairs, bins: int = 10,
     multi += _more(len(audit.multi) - CLUSTERS_SHOWN, "pages holding several templates")
     blocks = "".join(_block_html(audit, b) for b in audit.blocks[:CLUSTERS_SHOWN])
     blocks += _more(len(audit.blocks) - CLUSTERS_SHOWN, "shared blocks")
-    table, listed = _verdict_table(audit)
+    table, listed = _verdict_table(audit, bins)
     cut = (f" The {PAGES_SHOWN} pages with the most to do are listed; --verdicts FILE has "
            f"all {listed}." if listed > PAGES_SHOWN else "")
     pairs = "".join(_pair_html(audit, sample, i) for i in range(len(sample)))

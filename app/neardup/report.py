@@ -133,7 +133,8 @@ def verdict_rows(audit: Audit, v: Verdicts) -> Iterator[dict[str, Any]]:
                "cluster": int(v.cluster[i]) or None,
                "template_share": round(float(v.template_share[i]), 4),
                "block_share": round(float(v.block_share[i]), 4),
-               "unique_share": round(float(v.unique_share[i]), 4),
+               "unique_share": None if np.isnan(v.unique_share[i])
+               else round(float(v.unique_share[i]), 4),
                "nearest": urls[v.nearest[i]] if v.nearest[i] >= 0 else None,
                "nearest_share": round(float(v.nearest_share[i]), 4),
                "multi_template": bool(v.multi[i])}

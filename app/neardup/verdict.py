@@ -1,7 +1,7 @@
 """A verdict per page: what a site owner should do with it, and why.
 
 - `canonical`: a cluster member other than the representative with DUPLICATE or more of
-  its text inside its nearest page: point `rel=canonical` to `target`, the cluster's
+  its text inside the representative: point `rel=canonical` to `target`, the
   representative (or remove the page).
 - `rewrite`: a cluster member whose own text is mostly the template, or a page holding
   parts of several templates that other pages cover less than DUPLICATE of: write text
@@ -13,6 +13,9 @@
   `print.html`): keep it out of the index.
 - `ok`: anything else, and the representative of a cluster whose other pages are all
   `canonical` (the page they point to).
+
+A page holding several templates is nobody's nearest page and no page's target: an index
+such as `print.html` holds every page, and would otherwise be each one's nearest.
 """
 from __future__ import annotations
 
@@ -61,16 +64,18 @@ def _verdicts(audit: Audit) -> Verdicts:
         template[cl.members] = cl.shares
         rep_of[cl.members] = cl.rep
     blocks = block_share(audit)
-    unique = audit.unique / np.maximum(audit.sizes, 1) if audit.unique.size else np.zeros(n)
-    nearest, near = audit.nearest()
+    # --reworded compares only words two or more pages use: no page has any of its own
+    unique = (np.full(n, np.nan) if audit.reworded or not audit.unique.size
+              else audit.unique / np.maximum(audit.sizes, 1))
     covered = {m.page: m.covered for m in audit.multi}
     multi = np.zeros(n, dtype=bool)
     multi[list(covered)] = True
+    nearest, near = audit.nearest(skip=multi)
+    in_rep = _inside_representatives(audit, rep_of)
     advice, target = ["ok"] * n, np.full(n, -1, dtype=np.int64)
-    copy = near >= DUPLICATE
     for i in range(n):
         if cluster[i]:
-            if rep_of[i] != i and copy[i]:
+            if rep_of[i] != i and in_rep[i] >= DUPLICATE:
                 advice[i], target[i] = "canonical", rep_of[i]
             elif template[i] >= audit.threshold:
                 advice[i] = "rewrite"
@@ -78,9 +83,19 @@ def _verdicts(audit: Audit) -> Verdicts:
             advice[i] = "noindex" if covered[i] >= DUPLICATE else "rewrite"
         elif blocks[i] >= audit.threshold:
             advice[i] = "noindex"
-        elif copy[i]:
+        elif near[i] >= DUPLICATE:
             advice[i], target[i] = "merge", nearest[i]
     for cl in audit.clusters:  # the page every other member points to is the one to keep
         if all(advice[m] == "canonical" for m in cl.members[1:]):
             advice[cl.rep] = "ok"
     return Verdicts(cluster, template, blocks, unique, nearest, near, multi, advice, target)
+
+
+def _inside_representatives(audit: Audit, rep_of: np.ndarray) -> np.ndarray:
+    """Per page: the share of it inside its cluster's representative (0 outside one)."""
+    share = np.zeros(len(audit.urls))
+    members = np.flatnonzero((rep_of >= 0) & (rep_of != np.arange(rep_of.size)))
+    if members.size:
+        both = audit.site.intersections(members, rep_of[members])
+        share[members] = both / np.maximum(audit.sizes[members], 1)
+    return share

@@ -294,7 +294,7 @@ def test_reworded_says_how_it_compares_and_refuses_signatures(tmp_path, capsys):
     pages = write_jsonl(tmp_path / "site.jsonl", site)
     assert main(["dupes", str(pages), "--reworded", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "threshold: max(in, out) >= 0.15" in out and "distinctive words" in out
+    assert "threshold: max(in, out) >= 0.25" in out and "distinctive words" in out
     rows = table_rows(out, "clusters at the threshold")
     assert sorted(int(r[1]) for r in rows) == [6, 6, 6]
     assert main(["dupes", str(pages), "--reworded", "--threshold", "0.3",

@@ -54,7 +54,7 @@ def test_a_page_made_of_two_others_has_disjoint_parts():
     sets = [a | tiny, tiny, twin]
     assert disjoint_parts(0, 49, np.array([1, 2]), np.array([MIN_PART - 1, 35]),
                           shared_of(sets))[0] == [2]
-    assert sizes.size == 4
+    assert sizes.tolist() == [40, 40, 60, 35]
 
 
 def test_a_bridge_page_neither_leads_nor_joins():
@@ -178,9 +178,13 @@ def pair_recall(result, families: list[list[str]]) -> float:
     return sum(1 for a, b in pairs if a in of and of[a] == of.get(b)) / len(pairs)
 
 
-@pytest.mark.parametrize(("unique", "method"), [(1000, "exact"), (6000, "minhash")])
-def test_reworded_templates_are_found_and_no_unique_page_clustered(unique, method):
-    site, families = reworded_site(unique=unique)
+@pytest.mark.parametrize(("templates", "pages", "unique", "method"), [
+    (12, 10, 1000, "exact"), (12, 10, 6000, "minhash"),
+    (2, 150, 3000, "minhash"),  # each template's words in 5 % of the pages
+])
+def test_reworded_templates_are_found_and_no_unique_page_clustered(templates, pages, unique,
+                                                                   method):
+    site, families = reworded_site(templates=templates, pages=pages, unique=unique)
     with dupes.audit(site) as plain:  # ten-word shingles cannot see them
         assert pair_recall(plain, families) < 0.1
     with dupes.audit(site, reworded=True, threshold=dupes.REWORDED_THRESHOLD) as result:
@@ -191,3 +195,21 @@ def test_reworded_templates_are_found_and_no_unique_page_clustered(unique, metho
         family_of = {u: n for n, f in enumerate(families) for u in f}
         for c in result.clusters:  # and no cluster mixes two templates
             assert len({family_of[result.urls[i]] for i in c.members}) == 1
+
+
+def test_an_index_of_every_page_hides_neither_bridges_nor_verdicts():
+    # print.html holds every page: it is the pages' largest container, but it is found to
+    # hold several templates first, so it stands for none of them
+    site, truth = audit_site()
+    book = " ".join(text for _, text in site)
+    with dupes.audit([*site, ("/print.html", book)], method="exact") as result:
+        urls = result.urls
+        multi = sorted(urls[m.page] for m in result.multi)
+        assert multi == sorted([*truth["bridges"], "/print.html"])
+        v = verdicts(result)
+        advice = dict(zip(urls, v.recommendation, strict=True))
+        assert advice["/print.html"] == "noindex"
+        assert "/print.html" not in {urls[t] for t in v.target if t >= 0}
+        assert {advice[u] for u in urls if u.startswith("/u/")} == {"ok"}
+        for copy, original in truth["copies"].items():
+            assert advice[copy] == "canonical" and advice[original] == "rewrite"

@@ -9,7 +9,7 @@ import pytest
 
 from app.cli.main import main
 from app.errors import InputFileError
-from app.neardup.compare import compare, load, summary
+from app.neardup.compare import compare, differences, load, summary
 from tests.corpus import audit_site
 from tests.neardup.test_dupes import table_rows, write_jsonl
 
@@ -27,7 +27,7 @@ def test_clusters_are_matched_by_their_pages_not_their_representative():
     [shrank] = [c for c in changes if c.kind == "shrank"]
     assert shrank.as_json()["left"] == ["/a1"] and shrank.as_json()["joined"] == []
     assert summary(changes) == {"appeared": 2, "went away": 1, "grew": 1, "shrank": 1,
-                                "same": 0, "pages_before": 9, "pages_after": 13}
+                                "changed": 0, "same": 0, "pages_before": 9, "pages_after": 13}
     assert [c.kind for c in changes] == ["appeared", "appeared", "went away", "grew", "shrank"]
 
 
@@ -51,6 +51,17 @@ def test_a_file_that_is_not_an_audit_is_refused_with_what_is_wrong(tmp_path, con
         load(path)
 
 
+def test_same_size_other_pages_is_a_change_and_unlike_runs_are_named():
+    [change] = compare([["/a", "/b", "/c"]], [["/a", "/b", "/d"]])
+    assert (change.kind, change.as_json()["left"], change.as_json()["joined"]) == (
+        "changed", ["/c"], ["/d"])
+    assert summary([change])["changed"] == 1
+    then = {"threshold": 0.5, "measure": "containment", "width": 10, "reworded": False}
+    now = {**then, "width": 1, "reworded": True}
+    assert differences(then, now) == ["width 10 then, 1 now", "reworded False then, True now"]
+    assert differences({}, now) == []  # an older file that does not say
+
+
 def test_two_runs_say_which_clusters_the_fixes_shrank(tmp_path, capsys):
     site, _ = audit_site()
     first = write_jsonl(tmp_path / "before.jsonl", site)
@@ -64,12 +75,17 @@ def test_two_runs_say_which_clusters_the_fixes_shrank(tmp_path, capsys):
     assert main(["dupes", str(second), "--compare", str(tmp_path / "before.json"),
                  "--json", str(tmp_path / "after.json"), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "0 appeared, 0 went away, 0 grew, 1 shrank, 7 the same" in out
+    assert "0 appeared, 0 went away, 0 grew, 1 shrank, 0 changed pages, 7 the same" in out
     [row] = table_rows(out, "clusters against")
     assert row[:3] == ["shrank", "13", "7"]
     doc = json.loads((tmp_path / "after.json").read_bytes())
     [shrank] = [c for c in doc["comparison"]["clusters"] if c["change"] == "shrank"]
     assert shrank["left"] == [f"/t0/p{i}" for i in range(6)]
+    # a run made otherwise is compared, with a warning that says how it differs
+    assert main(["dupes", str(second), "--compare", str(tmp_path / "before.json"),
+                 "--reworded", "--no-progress"]) == 0
+    assert "was made with threshold 0.5 then, 0.25 now; width 10 then, 1 now" in (
+        capsys.readouterr().err)
     # a missing file is refused before any page is read
     assert main(["dupes", str(second), "--compare", str(tmp_path / "nope.json"),
                  "--no-progress"]) == 1
