@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.neardup.cluster import MIN_PART, Progress
-
-if TYPE_CHECKING:
-    from app.neardup.dupes import Audit
+from app.neardup.cluster import MIN_PART, Cluster, Progress
+from app.neardup.site import Site
 
 BLOCK_PAGES = 3  # a block is text at least this many pages hold
 MERGE = 0.8  # groups whose pages overlap by this share of the larger are one block
@@ -42,9 +39,8 @@ class Block:
         return int(self.pages[int(np.argmax(self.shares))])
 
 
-def postings(audit: Audit) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+def postings(site: Site) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """(per page: shingles no other page holds, [(pages, shingles) of each group])."""
-    site = audit.site
     unique, page_ends, held, shingle_ends, hashes = site.sets.postings(
         site.ids.astype("<u4").tobytes(), BLOCK_PAGES, MIN_PART)
     pages = np.frombuffer(held, dtype=np.uint32).astype(np.int64)
@@ -58,15 +54,16 @@ def postings(audit: Audit) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarra
     return np.frombuffer(unique, dtype=np.uint32).astype(np.int64), groups
 
 
-def shared_blocks(audit: Audit, progress: Progress) -> list[Block]:
-    """The site's shared blocks, those quoted by the most pages first; also fills
-    `audit.unique` (each page's shingles held by no other page)."""
+def shared_blocks(site: Site, clusters: list[Cluster], threshold: float,
+                  progress: Progress) -> tuple[list[Block], np.ndarray]:
+    """The site's shared blocks, those quoted by the most pages first, and each page's
+    count of shingles no other page holds."""
     progress("blocks", 0, 1)
-    audit.unique, groups = postings(audit)
-    cluster_of = np.full(len(audit.urls), -1, dtype=np.int64)
-    for c, cluster in enumerate(audit.clusters):
+    unique, groups = postings(site)
+    cluster_of = np.full(site.sizes.size, -1, dtype=np.int64)
+    for c, cluster in enumerate(clusters):
         cluster_of[cluster.members] = c
-    sizes = audit.sizes
+    sizes = site.sizes
     groups.sort(key=lambda g: (-g[0].size, -g[1].size, int(g[0][0])))
     merged: list[tuple[set[int], list[np.ndarray], dict[int, int]]] = []
     by_page: dict[int, list[int]] = defaultdict(list)
@@ -98,17 +95,17 @@ def shared_blocks(audit: Audit, progress: Progress) -> list[Block]:
         if clustered.size * 2 >= pages.size and (clustered == clustered[0]).all():
             continue  # a cluster's template text (and a page or two holding part of it)
         shares = np.minimum(np.array([held[p] for p in pages.tolist()]) / sizes[pages], 1.0)
-        if pages.size < BLOCK_PAGES or np.median(shares) >= audit.threshold:
+        if pages.size < BLOCK_PAGES or np.median(shares) >= threshold:
             continue  # most of its pages' text: a template, not a quoted block
         blocks.append(Block(pages, shares, np.sort(np.concatenate(parts))))
     blocks.sort(key=lambda b: (-b.pages.size, -b.shingles.size, int(b.pages[0])))
     progress("blocks", 1, 1)
-    return blocks
+    return blocks, unique
 
 
-def block_share(audit: Audit) -> np.ndarray:
+def block_share(pages: int, blocks: list[Block]) -> np.ndarray:
     """Per page: the share of its shingles that are in a shared block."""
-    held = np.zeros(len(audit.urls))
-    for block in audit.blocks:
+    held = np.zeros(pages)
+    for block in blocks:
         held[block.pages] += block.shares
     return np.minimum(held, 1.0)

@@ -14,7 +14,6 @@ import os
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,12 +21,9 @@ from app._engine import NearDupSets
 from app.neardup import minhash, shingles
 from app.neardup.blocks import Block, shared_blocks
 from app.neardup.cluster import Cluster, MultiTemplate, Progress, clusters
+from app.neardup.compare import Change
 from app.neardup.read import read_pages  # noqa: F401 (the CLI's import)
 from app.neardup.site import Pairs, Site, Texts
-
-if TYPE_CHECKING:
-    from app.neardup.compare import Change
-    from app.neardup.verdict import Verdicts
 
 REWORDED_THRESHOLD = 0.25  # --reworded's default: rewrites share 0.4 or more of their words,
 # unrelated pages under 0.15
@@ -73,7 +69,7 @@ class Audit:
     multi: list[MultiTemplate] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
     unique: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per page
-    judged: Verdicts | None = None  # app/neardup/verdict.py's, once asked for
+    judged: object = None  # app/neardup/verdict.py's Verdicts, once asked for
     compared: tuple[str, list[Change]] | None = None  # --compare: the file, the changes
     reworded: bool = False  # pages compared by their distinctive words (--reworded)
 
@@ -228,7 +224,7 @@ def _audit(texts: Texts, pages: Iterable[tuple[str, str]], width: int, measure: 
     result.clusters, result.multi = clusters(
         n, (linked.a, linked.b, linked.both), (over.a, over.b, over.both), site.sizes,
         threshold, site.shared, progress)
-    result.blocks = shared_blocks(result, progress)
+    result.blocks, result.unique = shared_blocks(site, result.clusters, threshold, progress)
     return result
 
 

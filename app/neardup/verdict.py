@@ -49,9 +49,10 @@ class Verdicts:
 
 def verdicts(audit: Audit) -> Verdicts:
     """The audit's verdicts, worked out on the first call."""
-    if audit.judged is None:
-        audit.judged = _verdicts(audit)
-    return audit.judged
+    judged = audit.judged
+    if not isinstance(judged, Verdicts):
+        judged = audit.judged = _verdicts(audit)
+    return judged
 
 
 def _verdicts(audit: Audit) -> Verdicts:
@@ -63,7 +64,7 @@ def _verdicts(audit: Audit) -> Verdicts:
         cluster[cl.members] = c
         template[cl.members] = cl.shares
         rep_of[cl.members] = cl.rep
-    blocks = block_share(audit)
+    blocks = block_share(n, audit.blocks)
     # --reworded compares only words two or more pages use: no page has any of its own
     unique = (np.full(n, np.nan) if audit.reworded or not audit.unique.size
               else audit.unique / np.maximum(audit.sizes, 1))

@@ -66,7 +66,7 @@ def test_a_file_that_cannot_be_written_is_one_line_exit_1(tmp_path, capsys):
     missing = tmp_path / "no-such-dir" / "pairs.csv"
     assert main(["dupes", str(pages), "--csv", str(missing), "--no-progress"]) == 1
     err = capsys.readouterr().err
-    assert err == f"rearrange dupes: {missing}: No such file or directory\n"
+    assert err == f"rearrange dupes: --csv {missing}: no such folder: {missing.parent}\n"
 
 
 def test_a_request_file_that_is_not_there_is_one_line_exit_1(tmp_path, capsys):
