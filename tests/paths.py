@@ -44,7 +44,7 @@ class Listener:
     """One app's data-plane listener and a client of it."""
 
     def __init__(self, app: RearrangeApp) -> None:
-        self.server = DataPlaneServer(app.state.services, app.state.tokens)
+        self.server = DataPlaneServer(app.state.services)
         port = self.server.start("127.0.0.1", 0, 2)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
 

@@ -89,7 +89,6 @@ def app_of(services: Services) -> RearrangeApp:
                        summary="Post-ranking rule pipeline over a search result page",
                        docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.services = services
-    app.state.tokens = settings.tokens()
     for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
         app.include_router(module.router)
     errors.install(app)
@@ -99,5 +98,5 @@ def app_of(services: Services) -> RearrangeApp:
                        timeout=settings.body_timeout_seconds)
     app.add_middleware(rerank.FastPath, services=services)
     app.add_middleware(ResponseCounter, metrics=services.metrics)
-    openapi.install(app, settings.banlist_read_auth)
+    openapi.install(app, settings.banlist_read_auth, jwt=settings.admin_jwks is not None)
     return app

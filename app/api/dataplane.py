@@ -24,7 +24,7 @@ from app._engine import DataPlane
 from app.api.rerank import check_qa
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator
 
     from app.api.services import Services
 
@@ -34,14 +34,14 @@ DRAIN_WAIT = 1.0  # seconds the writer waits for events before checking whether 
 
 
 class DataPlaneServer:
-    """The native listener over `services` (`tokens`: the admin tokens, for QA headers)."""
+    """The native listener over `services` (their `auth` checks the QA headers' tokens)."""
 
-    def __init__(self, services: Services, tokens: Mapping[str, tuple[str, str]]) -> None:
+    def __init__(self, services: Services) -> None:
         settings = services.rearranger.settings  # the request path's (limits, deadline)
         self.services = services
         self.plane = DataPlane(
             metrics=services.metrics.engine_metrics,
-            qa=functools.partial(check_qa, tokens, services.metrics),
+            qa=functools.partial(check_qa, services.auth, services.metrics),
             executor=services.executor,
             healthz=b'{"status":"ok","version":"%s"}' % __version__.encode(),
             max_body_bytes=settings.max_body_bytes,

@@ -2,12 +2,11 @@
 auth with roles."""
 from __future__ import annotations
 
-import hmac
-from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, Header, Request
 
+from app.api.auth import READ, WRITE, Authenticator, Principal
 from app.api.services import Services
 from app.banlist.base import BanStore
 from app.errors import FieldError
@@ -28,60 +27,39 @@ async def store(request: Request) -> BanStore:
     return found
 
 
-def _holder(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
-            field: str) -> tuple[str, str]:
-    """(actor, role) of a valid bearer token; 401 naming `field` (what needed it) if not."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        needs = ("Bearer token required" if field == "Authorization"
-                 else "needs an admin token: Authorization: Bearer <token>")
-        raise HTTPException(401, {"field": field, "problem": needs},
-                            headers={"WWW-Authenticate": "Bearer"})
-    found = None
-    for known, holder in tokens.items():
-        if hmac.compare_digest(known.encode(), token.encode()):  # every token, constant time
-            found = holder
-    if found is None:
-        raise HTTPException(401, {"field": field, "problem": "unknown token"},
-                            headers={"WWW-Authenticate": "Bearer"})
+def _auth(request: Request) -> Authenticator:
+    found: Authenticator = request.app.state.services.auth
     return found
 
 
-def token_reader(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
-                 field: str) -> str:
-    """The actor of any valid token, read-only or write; 401 naming `field` if none."""
-    return _holder(tokens, authorization, field)[0]
+async def writer(request: Request, authorization: Authorization = None) -> Principal:
+    """Who holds a write token, or a JWT with `rearrange:write` (403 for one without)."""
+    return await _auth(request).holder_async(authorization, "Authorization", WRITE)
 
 
-def token_actor(tokens: Mapping[str, tuple[str, str]], authorization: str | None,
-                field: str) -> str:
-    """The actor of a valid write token (the caller never names itself); 403 for read-only."""
-    who, role = _holder(tokens, authorization, field)
-    if role != "write":
-        raise HTTPException(403, {"field": field,
-                                  "problem": f"the token of {who} is read-only"})
-    return who
-
-
-async def actor(request: Request,
-                authorization: Authorization = None) -> str:
-    """The actor of a write token (403 for a read-only token)."""
-    return token_actor(request.app.state.tokens, authorization, "Authorization")
+async def actor(holder: Annotated[Principal, Depends(writer)]) -> str:
+    """The actor of a write token: the static token's, or the JWT's `sub`; the caller
+    never names itself."""
+    return holder.actor
 
 
 async def admin_reader(request: Request,
                        authorization: Authorization = None) -> str:
     """The actor of any admin token, read-only or write (what the config routes show needs
     one even where banlist reads are open)."""
-    return _holder(request.app.state.tokens, authorization, "Authorization")[0]
+    return (await _auth(request).holder_async(authorization, "Authorization", READ)).actor
 
 
 async def reader(request: Request,
                  authorization: Authorization = None) -> str:
-    """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`)."""
-    if not request.app.state.services.settings.banlist_read_auth and authorization is None:
+    """Who reads the banlist: any token when reads need auth, else anyone (`anonymous`);
+    a token sent where none is needed must still be valid."""
+    needed = request.app.state.services.settings.banlist_read_auth
+    if not needed and authorization is None:
         return "anonymous"
-    return _holder(request.app.state.tokens, authorization, "Authorization")[0]
+    holder = await _auth(request).holder_async(authorization, "Authorization",
+                                               READ if needed else None)
+    return holder.actor
 
 
 async def known_query(request: Request) -> None:
@@ -111,5 +89,6 @@ def _query_names(route: Any) -> frozenset[str]:
 Wired = Annotated[Services, Depends(services)]
 Store = Annotated[BanStore, Depends(store)]
 Actor = Annotated[str, Depends(actor)]
+Writer = Annotated[Principal, Depends(writer)]  # the actor and its rights (approve, say)
 Reader = Annotated[str, Depends(reader)]
 AdminReader = Annotated[str, Depends(admin_reader)]

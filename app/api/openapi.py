@@ -44,10 +44,21 @@ def refusals(reasons: dict[int, str]) -> dict[int | str, dict[str, Any]]:
 # The auth dependencies, what each refuses and whether the token is required. `reader` needs
 # one only where banlist reads are closed (REARRANGE_BANLIST_READ_AUTH).
 _AUTH: dict[Callable[..., Any], dict[int, str]] = {
-    deps.actor: {401: "no token, or an unknown one", 403: "the token is read-only"},
+    deps.writer: {401: "no token, or an unknown one", 403: "the token is read-only"},
     deps.admin_reader: {401: "no token, or an unknown one"},
     deps.reader: {401: "an unknown token (or none, where banlist reads need one)"},
 }
+# With REARRANGE_ADMIN_JWKS, a JWT's own refusals besides: refused with a `reason`, without
+# the scope the route needs, or its signing keys not to be had
+_JWT_401 = "; a JWT refused (`reason` says why: expired, wrong_issuer, bad_signature, …)"
+_JWT: dict[Callable[..., Any], dict[int, str]] = {
+    deps.writer: {403: "the token is read-only, or a JWT without the scope rearrange:write"},
+    deps.admin_reader: {403: "a JWT without the scope rearrange:read"},
+    deps.reader: {403: "a JWT without the scope rearrange:read, where banlist reads need "
+                       "a token"},
+}
+_JWKS_503 = {503: "a JWT whose signing keys cannot be fetched from REARRANGE_ADMIN_JWKS "
+                  "(`reason`: jwks_unavailable)"}
 _BODY = {408: "the body did not arrive within REARRANGE_BODY_TIMEOUT_SECONDS",
          413: "the body is over REARRANGE_MAX_BODY_BYTES"}
 # What a write may meet in the store: the embedded list is read-only (several workers) or
@@ -59,9 +70,10 @@ _JSON_BODY = {400: "the body is not JSON (or not UTF-8), or one of its objects g
 _INVALID = {422: "a parameter or a field of the body is invalid: `field` names it"}
 
 
-def install(app: FastAPI, read_auth: bool) -> None:
-    """Serve /openapi.json as built here, and /docs (Swagger UI) and /redoc offline."""
-    app.openapi = lambda: _document(app, read_auth)  # type: ignore[method-assign]
+def install(app: FastAPI, read_auth: bool, jwt: bool = False) -> None:
+    """Serve /openapi.json as built here, and /docs (Swagger UI) and /redoc offline;
+    `read_auth`: banlist reads need a token; `jwt`: JWTs are taken too."""
+    app.openapi = lambda: _document(app, read_auth, jwt)  # type: ignore[method-assign]
     app.mount(ASSETS, StaticFiles(directory=str(_ASSETS)), name="docs-assets")
 
     @app.get(DOCS, include_in_schema=False)
@@ -89,7 +101,7 @@ def allowed(request: Request) -> str:
     return ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
 
 
-def _document(app: FastAPI, read_auth: bool) -> dict[str, Any]:
+def _document(app: FastAPI, read_auth: bool, jwt: bool) -> dict[str, Any]:
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = get_openapi(title=app.title, version=app.version, summary=app.summary,
@@ -101,9 +113,11 @@ def _document(app: FastAPI, read_auth: bool) -> dict[str, Any]:
     schemas.update(wire_schemas())
     components["securitySchemes"] = {BEARER: {
         "type": "http", "scheme": "bearer",
-        "description": "an admin token of REARRANGE_ADMIN_TOKENS (`actor:token[:read]`)"}}
+        "description": "an admin token of REARRANGE_ADMIN_TOKENS (`actor:token[:read]`), "
+                       "or a JWT of the identity provider whose keys REARRANGE_ADMIN_JWKS "
+                       "holds (scopes rearrange:read, rearrange:write, rearrange:approve)"}}
     for route, op in _operations(app, doc):
-        _describe(route, op, read_auth)
+        _describe(route, op, read_auth, jwt)
     app.openapi_schema = doc
     return doc
 
@@ -123,7 +137,7 @@ def _operations(app: FastAPI, doc: dict[str, Any]) -> Iterator[tuple[Any, dict[s
                     yield route, op
 
 
-def _describe(route: Any, op: dict[str, Any], read_auth: bool) -> None:
+def _describe(route: Any, op: dict[str, Any], read_auth: bool, jwt: bool) -> None:
     """The shared refusals and the security of one operation, the error body on every
     4xx/5xx it lists."""
     shared: dict[int, str] = {}
@@ -131,6 +145,8 @@ def _describe(route: Any, op: dict[str, Any], read_auth: bool) -> None:
     for dependency, statuses in _AUTH.items():
         if dependency in calls:
             shared.update(statuses)
+            if jwt:
+                shared.update({401: statuses[401] + _JWT_401, **_JWT[dependency], **_JWKS_503})
             optional = dependency is deps.reader and not read_auth
             op["security"] = [{}, {BEARER: []}] if optional else [{BEARER: []}]
     if "requestBody" in op:

@@ -11,15 +11,14 @@ when the fast path is switched off (`RearrangeApp.fast_rerank`). Both read the b
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.routing import APIRoute
-from starlette.datastructures import State
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.deps import token_actor, token_reader
+from app.api.auth import READ, WRITE, Authenticator
 from app.api.errors import MAPPED, BodyTooSlow, refusal
 from app.api.observe import ClientGone, read_body, send_json
 from app.api.openapi import BEARER, refusals, schema_ref
@@ -68,8 +67,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     **refusals({
         400: "the body is not JSON, or one of its objects gives a key twice (`field` names "
              "it)",
-        401: "the QA header without a token, or with an unknown one",
-        403: "the QA header with a read-only token",
+        401: "the QA header without a token, or with an unknown one (a JWT refused: "
+             "`reason` says why)",
+        403: "the QA header with a read-only token (a JWT without the scope it needs)",
         408: "the body did not arrive within REARRANGE_BODY_TIMEOUT_SECONDS",
         413: "the body, a document's text or the page is over its limit",
         422: "a field is invalid (`field` is its JSON path), or an unknown profile"}),
@@ -82,9 +82,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
              summary="Rerank one result page")
 async def rerank(request: Request) -> Response:
     """The page after every phase, with annotations, removals and an audit of each change."""
-    state = request.app.state
     try:
-        status, body = await answer(state.services, state, request.scope, request.receive)
+        status, body = await answer(request.app.state.services, request.scope,
+                                    request.receive)
     except ClientGone:
         return Response(status_code=GONE)  # nobody reads it; counted like any answer
     return Response(body, status, media_type="application/json")
@@ -113,16 +113,15 @@ class FastPath:
             owner = scope["app"]
             if owner.fast_rerank:
                 scope["route"] = self.route
-                await serve(self.services, owner.state, scope, receive, send)
+                await serve(self.services, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-async def serve(services: Services, state: State, scope: Scope, receive: Receive,
-                send: Send) -> None:
+async def serve(services: Services, scope: Scope, receive: Receive, send: Send) -> None:
     """The endpoint as a bare ASGI app: the engine's answer, or the API's refusal."""
     try:
-        status, body = await answer(services, state, scope, receive)
+        status, body = await answer(services, scope, receive)
         headers: list[tuple[bytes, bytes]] = []
     except ClientGone:
         status, body, headers = GONE, b"", []
@@ -132,12 +131,11 @@ async def serve(services: Services, state: State, scope: Scope, receive: Receive
     await send_json(send, status, body, headers)
 
 
-async def answer(services: Services, state: State, scope: Scope,
-                 receive: Receive) -> tuple[int, bytes]:
+async def answer(services: Services, scope: Scope, receive: Receive) -> tuple[int, bytes]:
     """(status, JSON body) of the engine's answer for one request: 200, a 4xx naming the
     field or the 503 of a failed closed rule (CONTRACT "When a rule fails"). A refusal
     before the engine (the body's size or deadline, the QA headers) is raised, counted.
-    `state` is the app's: its `tokens` are read only for a QA header."""
+    The token is checked only for a QA header."""
     service = services.rearranger
     arrived = service.clock()  # the deadline for optional rules counts from here
     declared = force = authorization = explain = None
@@ -156,7 +154,10 @@ async def answer(services: Services, state: State, scope: Scope,
                                settings.body_timeout_seconds)
         forced, forced_by, explained = None, None, False
         if force is not None or explain is not None:
-            forced, forced_by, explained = qa(state.tokens, force, explain, authorization)
+            auth = services.auth  # a JWT whose keys may be fetched: on a thread
+            forced, forced_by, explained = (
+                await run_in_threadpool(qa, auth, force, explain, authorization)
+                if auth.blocking else qa(auth, force, explain, authorization))
     except FieldError as exc:  # the body: over its limit (413), too slow (408)
         timeout = isinstance(exc, BodyTooSlow)
         services.metrics.requests.labels("", "timeout" if timeout else "invalid").inc()
@@ -167,32 +168,32 @@ async def answer(services: Services, state: State, scope: Scope,
     return await service.serve(body, forced, forced_by, arrived, explained)
 
 
-def qa(tokens: Mapping[str, tuple[str, str]], force: str | None, explain: str | None,
+def qa(auth: Authenticator, force: str | None, explain: str | None,
        authorization: str | None) -> tuple[dict[str, str] | None, str | None, bool]:
     """(forced variants, who forced them, explain) of the QA headers, their token checked:
     HTTPException for a header without a token (401), with a read-only one where a write
     one is needed (403), or malformed (422)."""
     forced, forced_by = None, None
     if force is not None:  # QA override: never honoured without a token
-        forced_by = token_actor(tokens, authorization, FORCE_HEADER)
+        forced_by = auth.holder(authorization, FORCE_HEADER, WRITE).actor
         forced = parse_force(force)
     explained = explain is not None and parse_explain(explain)
     if explained:  # QA: what the rules did is not for every caller to read
-        token_reader(tokens, authorization, EXPLAIN_HEADER)
+        auth.holder(authorization, EXPLAIN_HEADER, READ)
     return forced, forced_by, explained
 
 
 QaAnswer = tuple[int, bytes, list[tuple[str, str]], list[tuple[str, str]], str | None, bool]
 
 
-def check_qa(tokens: Mapping[str, tuple[str, str]], metrics: Metrics, force: str | None,
+def check_qa(auth: Authenticator, metrics: Metrics, force: str | None,
              explain: str | None, authorization: str | None) -> QaAnswer:
     """`qa` for the native listener (app._engine.DataPlane), which cannot catch a Python
     exception: (0, b"", [], forced pairs, forced_by, explain) when the request goes on,
     else (status, error body, headers, [], None, False) of the refusal, counted as the
     Python path counts it."""
     try:
-        forced, forced_by, explained = qa(tokens, force, explain, authorization)
+        forced, forced_by, explained = qa(auth, force, explain, authorization)
     except HTTPException as exc:
         metrics.requests.labels("", "invalid").inc()
         refused = refusal(exc)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.api.auth import Authenticator
 from app.banlist import bulk
 from app.banlist.base import BanStore
 from app.banlist.embedded.store import EmbeddedStore
@@ -49,6 +50,7 @@ class Services:
     executor: RuleExecutor
     rearranger: Rearranger  # /v1/rerank's one call into the engine
     sanction_hosts: LastReading[dict[str, int]]  # /metrics never waits on Redis for long
+    auth: Authenticator  # who holds a bearer token: static tokens and JWTs
     audit_log: AuditLog | None = None
     capture: Capture | None = None
     redis_policy: EvictionPolicy | None = None  # with REDIS_URL: Redis's maxmemory-policy
@@ -81,6 +83,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
     (monotonic seconds) is what requests' arrival and deadline are read on, the process's
     monotonic clock when None (app/engine/service.py `Rearranger`)."""
     metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
+    auth = Authenticator.of(settings, metrics)  # first: a bad JWKS file starts nothing
     policy = EvictionPolicy(metrics) if settings.redis_url else None
     durability = (Durability(metrics, settings.redis_wait_replicas, settings.redis_wait_ms)
                   if settings.redis_url else None)
@@ -121,7 +124,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
                     sanctions=sanctions, config=config, executor=executor,
                     rearranger=rearranger, audit_log=audit, capture=capture,
-                    redis_policy=policy,
+                    redis_policy=policy, auth=auth,
                     sanction_hosts=LastReading("sanction_hosts", sanctions.counts, metrics))
 
 

@@ -173,7 +173,7 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int,
         wipe(settings.metrics_dir)
     app = create_app(settings)
     services = app.state.services
-    data_plane = DataPlaneServer(services, app.state.tokens)
+    data_plane = DataPlaneServer(services)
     try:
         data_plane.start(host, settings.data_port if data_port is None else data_port, workers)
     except OSError:

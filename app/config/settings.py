@@ -31,6 +31,18 @@ class Settings(BaseSettings):
     redis_wait_ms: int = Field(default=1000, ge=1, le=4000)
     admin_tokens: str = ""
     banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
+    # Signed-in analysts: admin routes also take JWTs (OIDC access tokens) signed by a key of
+    # this JWKS, a file or an http(s) URL (app/api/jwks.py); unset, only the static tokens.
+    # Set, the issuer and audience every token must carry are required too.
+    admin_jwks: str | None = None
+    admin_jwt_issuer: str | None = Field(default=None, validate_default=True)
+    admin_jwt_audience: str | None = Field(default=None, validate_default=True)
+    admin_jwt_leeway_seconds: float = Field(default=30.0, ge=0, le=300)  # clock skew allowed
+    # A URL's keys: used this long, then fetched again (kept while the fetch fails); fetched at
+    # most once per cooldown, whatever comes (unknown `kid`s, failures); each fetch's time
+    admin_jwks_refresh_seconds: float = Field(default=300.0, gt=0)
+    admin_jwks_cooldown_seconds: float = Field(default=30.0, gt=0)
+    admin_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     audit_log: str | None = None
     # Request capture for `rearrange replay` (docs/replay.md): off unless a path is given;
     # `{pid}` in it is replaced by the process id (one file per worker)
@@ -114,6 +126,27 @@ class Settings(BaseSettings):
             return None
         if isinstance(value, str) and not value.strip().isdigit():
             raise ValueError("is `auto` or a number of replicas (0: writes do not wait)")
+        return value
+
+    @field_validator("admin_jwks")
+    @classmethod
+    def _jwks(cls, value: str | None) -> str | None:
+        value = (value or "").strip() or None
+        scheme, sep, _ = (value or "").partition("://")
+        if value is not None and sep and scheme.lower() not in ("http", "https"):
+            raise ValueError("is a file path or an http(s) URL of a JWKS (JSON Web Key Set)")
+        return value
+
+    @field_validator("admin_jwt_issuer", "admin_jwt_audience")
+    @classmethod
+    def _jwt_claim(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """With a JWKS, a token is taken only from one issuer, for this service: without
+        them any token the provider signs (for another application) would do."""
+        value = (value or "").strip() or None
+        if value is None and info.data.get("admin_jwks"):
+            claim = "iss" if info.field_name == "admin_jwt_issuer" else "aud"
+            raise ValueError(f"is required with REARRANGE_ADMIN_JWKS: the `{claim}` every "
+                             "admin JWT must carry")
         return value
 
     @field_validator("log_level", mode="before")

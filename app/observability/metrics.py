@@ -299,6 +299,13 @@ class Metrics:
             "rearrange_audit_log_failing",
             "1 while the audit log's last write failed or its writer has stopped",
             registry=r, multiprocess_mode="livemax")
+        self.auth_failures = Counter(
+            "rearrange_auth_failures_total", "Bearer tokens refused, by reason: missing, "
+            "unknown_token, a JWT's (expired, wrong_issuer, bad_signature, …), "
+            "insufficient_scope (403), jwks_unavailable (503)", ["reason"], registry=r)
+        self.auth_jwks_fetches = Counter(
+            "rearrange_auth_jwks_fetches_total", "Fetches of the JWKS (REARRANGE_ADMIN_JWKS) "
+            "by result: ok, failed (logged once until one succeeds)", ["result"], registry=r)
         self.sanction_transitions = Counter(
             "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
             ["from_state", "to_state"], registry=r)

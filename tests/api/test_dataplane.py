@@ -23,7 +23,7 @@ def test_a_sink_that_raises_is_logged_and_counted_and_the_rest_is_written(settin
             "request_id": "sink"}
     with TestClient(app) as client:
         services = app.state.services
-        listener = DataPlaneServer(services, app.state.tokens)
+        listener = DataPlaneServer(services)
         port = listener.start("127.0.0.1", 0, 1)
 
         def broken(line: bytes) -> None:

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from starlette.middleware.cors import CORSMiddleware
 
 from app.api import errors, rerank
-from app.api.deps import token_actor
+from app.api.auth import WRITE
 from app.api.errors import BodyTooLarge, BodyTooSlow, refusal
 from app.engine.service import EXPLAIN_HEADER, FORCE_HEADER
 from app.main import create_app
@@ -38,9 +38,9 @@ def fast_calls(monkeypatch):
     """The paths `rerank.serve` (the fast path) answered, called through."""
     served, real = [], rerank.serve
 
-    async def counted(service, tokens, scope, receive, send):
+    async def counted(service, scope, receive, send):
         served.append(scope["path"])
-        await real(service, tokens, scope, receive, send)
+        await real(service, scope, receive, send)
 
     monkeypatch.setattr(rerank, "serve", counted)
     return served
@@ -194,11 +194,11 @@ def test_a_body_too_slow_gets_one_refusal_on_every_route(capped):
 
 
 def test_a_qa_header_without_a_token_is_refused_as_the_shared_check_refuses(client):
-    tokens = client.app.state.tokens
+    auth = client.app.state.services.auth
     with pytest.raises(HTTPException) as qa:
-        token_actor(tokens, None, FORCE_HEADER)
+        auth.holder(None, FORCE_HEADER, WRITE)
     with pytest.raises(HTTPException) as admin:
-        token_actor(tokens, None, "Authorization")
+        auth.holder(None, "Authorization", WRITE)
     fast, routed = _both(client, "/v1/rerank", json=page(2),
                          headers={FORCE_HEADER: "antispam_v7=treatment"})
     for r in (fast, routed):

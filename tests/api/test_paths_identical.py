@@ -37,7 +37,7 @@ def both(tmp_path_factory):
                               admin_tokens=TOKENS, audit_log=str(tmp / "audit.jsonl"),
                               config_poll_seconds=0, redis_url=None, banlist_seed=None))
     with TestClient(app) as client:
-        listener = DataPlaneServer(app.state.services, app.state.tokens)
+        listener = DataPlaneServer(app.state.services)
         port = listener.start("127.0.0.1", 0, 2)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as native:
             yield client, native, app.state.services, config, listener

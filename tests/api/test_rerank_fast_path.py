@@ -131,7 +131,7 @@ def test_behind_a_root_path_the_fast_path_still_answers(client, monkeypatch):
     served, real = [], rerank.serve
 
     async def counted(*args):  # the real endpoint, called through
-        served.append(args[2]["path"])
+        served.append(args[1]["path"])
         await real(*args)
 
     monkeypatch.setattr(rerank, "serve", counted)

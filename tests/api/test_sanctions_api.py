@@ -1,6 +1,9 @@
 """The sanctions API end to end: feed with a write token, quarantine demotes, ban removes."""
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
+
+from app.main import create_app
 from tests.conftest import AUTH
 
 SPAM = {"Authorization": "Bearer spam-token"}
@@ -67,11 +70,12 @@ def test_appeal_validation(client):
     assert r.status_code == 422 and r.json()["field"] == "host"
 
 
-def test_a_read_token_cannot_feed_scores_or_appeal(client, settings):
-    client.app.state.tokens = {**client.app.state.tokens, "ro-token": ("auditor", "read")}
+def test_a_read_token_cannot_feed_scores_or_appeal(settings):
+    settings = settings.model_copy(update={"admin_tokens": "auditor:ro-token:read"})
     ro = {"Authorization": "Bearer ro-token"}
     body = {"observations": [{"host": "a.example", "spam_score": 0.99, "observed_at": 1}]}
-    assert client.post("/v1/sanctions/scores", json=body, headers=ro).status_code == 403
-    r = client.post("/v1/sanctions/a.example/clear", headers=ro, json={"reason": "x"})
-    assert r.status_code == 403
-    assert client.get("/v1/sanctions/a.example").json()["state"] == "clean"
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/sanctions/scores", json=body, headers=ro).status_code == 403
+        r = client.post("/v1/sanctions/a.example/clear", headers=ro, json={"reason": "x"})
+        assert r.status_code == 403
+        assert client.get("/v1/sanctions/a.example").json()["state"] == "clean"
