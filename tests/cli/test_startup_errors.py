@@ -26,6 +26,13 @@ from tests.conftest import ROOT
     ({"REDIS_URL": "redis+sentinel://127.0.0.1:26379"},
      "rearrange: not starting: REDIS_URL: Value error, names no service: "
      "redis+sentinel://HOST:PORT[,…]/SERVICE[/DB] (got 'redis+sentinel://127.0.0.1:26379')"),
+    ({"REARRANGE_ADMIN_JWKS": "https://idp.example/jwks", "REARRANGE_ADMIN_JWT_ISSUER": "i"},
+     "rearrange: not starting: REARRANGE_ADMIN_JWT_AUDIENCE: Value error, is required with "
+     "REARRANGE_ADMIN_JWKS: the `aud` every admin JWT must carry (got None)"),
+    ({"REARRANGE_ADMIN_JWKS": "/nonexistent/jwks.json", "REARRANGE_ADMIN_JWT_ISSUER": "i",
+      "REARRANGE_ADMIN_JWT_AUDIENCE": "a"},
+     "rearrange: not starting: REARRANGE_ADMIN_JWKS: /nonexistent/jwks.json: cannot read: No "
+     "such file or directory"),
     ({"REARRANGE_REDIS_WAIT_REPLICAS": "some"},
      "rearrange: not starting: REARRANGE_REDIS_WAIT_REPLICAS: Value error, is `auto` or a "
      "number of replicas (0: writes do not wait) (got 'some')"),
@@ -35,6 +42,8 @@ def test_a_bad_environment_is_one_line_and_exit_2(tmp_path, env, line):
             "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml")}
     base.pop("REDIS_URL", None)
     base.pop("REARRANGE_REDIS_WAIT_REPLICAS", None)
+    for name in ("JWKS", "JWT_ISSUER", "JWT_AUDIENCE"):
+        base.pop(f"REARRANGE_ADMIN_{name}", None)
     run = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())],
                          env={**base, **env}, capture_output=True, text=True, timeout=60,
                          cwd=ROOT)
