@@ -183,8 +183,6 @@ def rights_of(claims: Mapping[str, object]) -> frozenset[str]:
 def _key_set(settings: Settings, metrics: Metrics) -> KeySet:
     source = settings.admin_jwks or ""
     fetched = metrics.auth_jwks_fetches.labels
-    for result in ("ok", "failed"):
-        fetched(result)
     url = _remote(source)
     keys = KeySet(source, url_fetcher(source, settings.admin_jwks_timeout_seconds) if url
                   else file_fetcher(Path(source)), settings.admin_jwks_refresh_seconds,

@@ -58,6 +58,7 @@ REFUSAL_CAUSES = ("lost", "backward", "fork", "digest")
 POLICY_RESULTS = ("noeviction", "evicting", "unknown")  # rearrange_redis_policy_checks_total
 # A write's WAIT (app/banlist/redis/durable.py): rearrange_redis_writes_total{result}
 DURABILITY_RESULTS = ("confirmed", "not_durable", "alone")
+JWKS_FETCH_RESULTS = ("ok", "failed")  # rearrange_auth_jwks_fetches_total{result}
 # Changes Redis lost that a replica held (app/banlist/redis/recovery.py)
 RECOVERY_RESULTS = ("reapplied", "operator")
 BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{result}
@@ -306,6 +307,8 @@ class Metrics:
         self.auth_jwks_fetches = Counter(
             "rearrange_auth_jwks_fetches_total", "Fetches of the JWKS (REARRANGE_ADMIN_JWKS) "
             "by result: ok, failed (logged once until one succeeds)", ["result"], registry=r)
+        for result in JWKS_FETCH_RESULTS:  # at 0 from the start, for the alert's increase()
+            self.auth_jwks_fetches.labels(result)
         self.sanction_transitions = Counter(
             "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
             ["from_state", "to_state"], registry=r)
