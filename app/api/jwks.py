@@ -1,5 +1,5 @@
-"""JWTs checked against the signing keys of REARRANGE_ADMIN_JWKS (docs/operations.md,
-"Signed-in analysts").
+"""JWTs checked against the signing keys of REARRANGE_ADMIN_JWKS (docs/api.md, "Signed-in
+analysts").
 
 `KeySet` holds the keys of a JWKS, a file or an http(s) URL (fetched with PyJWT's
 `PyJWKClient`), by key id. A token naming a key it does not hold, or keys older than the
