@@ -1,5 +1,5 @@
-"""FastAPI dependencies: the services (`services.Services`, on app.state), and bearer-token
-auth with roles."""
+"""FastAPI dependencies: the services (`services.Services`, on app.state), and who holds
+the bearer token with the right a route needs (`auth.Authenticator`: static tokens, JWTs)."""
 from __future__ import annotations
 
 from typing import Annotated, Any
