@@ -155,7 +155,8 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int,
     """Run the service: `workers` threads serve the data port, uvicorn the control port.
 
     One process holds one copy of the banlist index and one set of metrics whatever the
-    number of threads (docs/architecture.md); OSError if the data port cannot be bound.
+    number of threads (docs/architecture.md); OSError naming the port if the control or
+    the data port cannot be bound (both are bound before anything starts).
     """
     # (uvicorn calls `http` as it calls a protocol class: a partial of one will do)
     http = functools.partial(HeaderDeadline, header_timeout=settings.header_timeout_seconds)
@@ -171,6 +172,7 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int,
     if settings.metrics_dir is not None:  # PROMETHEUS_MULTIPROC_DIR set: this process's own
         settings.metrics_dir.mkdir(parents=True, exist_ok=True)
         wipe(settings.metrics_dir)
+    control = bind(host, options["port"], "control port")
     app = create_app(settings)
     services = app.state.services
     data_plane = DataPlaneServer(services)
@@ -178,9 +180,31 @@ def serve(settings: Settings, host: str | None, port: int | None, workers: int,
         data_plane.start(host, settings.data_port if data_port is None else data_port, workers)
     except OSError:
         services.close()
+        control.close()
         raise
     try:
         DrainingServer(uvicorn.Config(app, **options), services, settings.drain_seconds,
-                       data_plane).run()
-    finally:  # uvicorn may exit without its shutdown (a control port it cannot bind)
+                       data_plane).run(sockets=[control])
+    finally:  # uvicorn may exit without its shutdown
         data_plane.stop(0)
+
+
+def bind(host: str, port: int, what: str) -> socket.socket:
+    """A listening socket on host:port, bound as uvicorn binds its own (SO_REUSEADDR), so a
+    busy port is one line naming it (`rearrange: not starting: control port …`, exit 2)
+    before anything starts, not uvicorn's log after the start-up."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise OSError(f"{what} {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"{what} {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock

@@ -3,6 +3,7 @@ traceback (docs/cli.md, exit codes)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -50,3 +51,24 @@ def test_a_bad_environment_is_one_line_and_exit_2(tmp_path, env, line):
     assert run.returncode == 2, run.stderr
     assert run.stderr.splitlines()[-1] == line
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("which", ["--port", "--data-port"])
+def test_a_busy_port_is_one_line_and_exit_2(tmp_path, which):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        other = "--data-port" if which == "--port" else "--port"
+        env = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
+               "REARRANGE_CONFIG": str(ROOT / "config" / "rules.yaml")}
+        env.pop("REDIS_URL", None)
+        run = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1",
+                              which, str(port), other, str(free_port())],
+                             env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 2, run.stderr
+    what = "control port" if which == "--port" else "data port"
+    assert run.stderr.splitlines()[-1] == (
+        f"rearrange: not starting: {what} 127.0.0.1:{port}: Address already in use"
+        + ("" if which == "--port" else " (os error 98)"))
+    assert "Traceback" not in run.stderr and "Application startup" not in run.stderr
