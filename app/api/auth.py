@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,14 +71,16 @@ class Authenticator:
         self.blocking = blocking
 
     @classmethod
-    def of(cls, settings: Settings, metrics: Metrics) -> Authenticator:
+    def of(cls, settings: Settings, metrics: Metrics,
+           clock: Callable[[], float] = time.monotonic) -> Authenticator:
         """From the settings: SettingsError for a JWKS file that is not one (a URL is
-        fetched on the first JWT that needs it)."""
+        fetched on the first JWT that needs it); `clock` (monotonic seconds) times the
+        keys' refresh and cooldown."""
         for reason in FAILURES:
             metrics.auth_failures.labels(reason)
         verifier = None
         if settings.admin_jwks is not None:
-            verifier = JwtVerifier(_key_set(settings, metrics),
+            verifier = JwtVerifier(_key_set(settings, metrics, clock),
                                    issuer=settings.admin_jwt_issuer or "",
                                    audience=settings.admin_jwt_audience or "",
                                    leeway=settings.admin_jwt_leeway_seconds)
@@ -180,13 +183,14 @@ def rights_of(claims: Mapping[str, object]) -> frozenset[str]:
     return frozenset(rights)
 
 
-def _key_set(settings: Settings, metrics: Metrics) -> KeySet:
+def _key_set(settings: Settings, metrics: Metrics, clock: Callable[[], float]) -> KeySet:
     source = settings.admin_jwks or ""
     fetched = metrics.auth_jwks_fetches.labels
     url = _remote(source)
     keys = KeySet(source, url_fetcher(source, settings.admin_jwks_timeout_seconds) if url
                   else file_fetcher(Path(source)), settings.admin_jwks_refresh_seconds,
-                  settings.admin_jwks_cooldown_seconds, lambda result: fetched(result).inc())
+                  settings.admin_jwks_cooldown_seconds, lambda result: fetched(result).inc(),
+                  clock)
     if not url:  # a file is there at start, or the service does not start
         try:
             keys.load()

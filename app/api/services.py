@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -80,10 +81,12 @@ class Services:
 def build_services(settings: Settings, metrics: Metrics | None = None,
                    clock: Callable[[], float] | None = None) -> Services:
     """Every service, built from settings (the app's and `rearrange run`'s); `clock`
-    (monotonic seconds) is what requests' arrival and deadline are read on, the process's
-    monotonic clock when None (app/engine/service.py `Rearranger`)."""
+    (monotonic seconds) is what requests' arrival and deadline are read on, and the JWT
+    keys' refresh and cooldown, the process's monotonic clock when None
+    (app/engine/service.py `Rearranger`)."""
     metrics = metrics or Metrics(multiprocess_dir=settings.metrics_dir)
-    auth = Authenticator.of(settings, metrics)  # first: a bad JWKS file starts nothing
+    # first: a bad JWKS file starts nothing
+    auth = Authenticator.of(settings, metrics, clock or time.monotonic)
     policy = EvictionPolicy(metrics) if settings.redis_url else None
     durability = (Durability(metrics, settings.redis_wait_replicas, settings.redis_wait_ms)
                   if settings.redis_url else None)

@@ -10,8 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.api.app import app_of
 from app.api.auth import rights_of
 from app.api.jwks import TokenRefused
+from app.api.services import build_services
 from app.config.settings import Settings
 from app.errors import SettingsError
 from app.main import create_app
@@ -221,10 +223,16 @@ def test_the_document_lists_a_jwts_refusals_only_when_jwts_are_taken(client, set
 # --- keys from a URL ------------------------------------------------------------------
 
 
+def app_at(settings: Settings, now: list[float]):
+    """The app with its clock at now[0] (monotonic seconds): a test moves time on itself,
+    so the keys' refresh and cooldown fall where it says, however slow the machine."""
+    return app_of(build_services(settings, clock=lambda: now[0]))
+
+
 def test_url_keys_are_fetched_once_and_a_rotated_key_after_the_cooldown(settings, keys):
     with JwksServer(public_jwk(keys["rsa"], "rsa-1")) as idp:
-        cooldown = 0.3
-        app = create_app(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=cooldown))
+        cooldown, now = 0.3, [0.0]
+        app = app_at(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=cooldown), now)
         with TestClient(app) as c:
             assert idp.fetches == 0  # nothing asked before a JWT needs it
             for n in range(3):
@@ -234,7 +242,7 @@ def test_url_keys_are_fetched_once_and_a_rotated_key_after_the_cooldown(settings
             assert idp.fetches == 1
             rotated = rsa_key()  # the provider publishes a new key, then signs with it
             idp.keys.append(public_jwk(rotated, "rsa-2"))
-            time.sleep(cooldown + 0.05)
+            now[0] += cooldown + 0.05
             r = c.post(ENTRIES, json=BAN, headers=bearer(mint(rotated, "rsa-2", sub="new@tns")))
             assert r.status_code == 201 and r.json()["entry"]["actor"] == "new@tns"
             assert idp.fetches == 2
@@ -276,18 +284,19 @@ def test_an_unreachable_jwks_url_fails_closed_logged_once_static_tokens_still_wo
 def test_held_keys_outlive_a_failed_refresh_and_a_provider_back_serves_again(settings, keys,
                                                                            caplog):
     with JwksServer(public_jwk(keys["rsa"], "rsa-1")) as idp:
-        app = create_app(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=0.2,
-                                   admin_jwks_refresh_seconds=0.2))
+        now = [0.0]
+        app = app_at(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=0.2,
+                               admin_jwks_refresh_seconds=0.2), now)
         with TestClient(app) as c, caplog.at_level(logging.WARNING, logger="rearrange.auth"):
             idp.failing = True
             r = c.get("/v1/admin/config", headers=bearer(mint(keys["rsa"], "rsa-1")))
             assert r.status_code == 503
             idp.failing = False
-            time.sleep(0.25)
+            now[0] += 0.25
             r = c.get("/v1/admin/config", headers=bearer(mint(keys["rsa"], "rsa-1")))
             assert r.status_code == 200, r.text
             idp.failing = True
-            time.sleep(0.25)  # the keys are due again: the fetch fails, rsa-1 is still held
+            now[0] += 0.25  # the keys are due again: the fetch fails, rsa-1 is still held
             r = c.get("/v1/admin/config", headers=bearer(mint(keys["rsa"], "rsa-1")))
             assert r.status_code == 200, r.text
             r = c.get("/v1/admin/config", headers=bearer(mint(keys["other"], "rsa-2")))
@@ -301,14 +310,15 @@ def test_held_keys_outlive_a_failed_refresh_and_a_provider_back_serves_again(set
 def test_a_key_the_provider_withdrew_is_refused_once_the_keys_are_fetched_again(settings,
                                                                             keys):
     with JwksServer(public_jwk(keys["rsa"], "rsa-1"), public_jwk(keys["other"], "old")) as idp:
-        app = create_app(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=0.1,
-                                   admin_jwks_refresh_seconds=0.3))
+        now = [0.0]
+        app = app_at(with_jwks(settings, idp.url, admin_jwks_cooldown_seconds=0.1,
+                               admin_jwks_refresh_seconds=0.3), now)
         with TestClient(app) as c:
             old = mint(keys["other"], "old")
             assert c.get("/v1/admin/config", headers=bearer(old)).status_code == 200
             idp.keys = [public_jwk(keys["rsa"], "rsa-1")]  # revoked at the provider
             assert c.get("/v1/admin/config", headers=bearer(old)).status_code == 200  # held
-            time.sleep(0.35)
+            now[0] += 0.35
             r = c.get("/v1/admin/config", headers=bearer(old))
             assert r.status_code == 401 and r.json()["reason"] == "unknown_kid"
             assert idp.fetches == 2
