@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.neardup.cluster import MIN_PART, Cluster, Progress
+from app.neardup.cluster import MIN_PART, Cluster, Progress, numbered
 from app.neardup.site import Site
 
 BLOCK_PAGES = 3  # a block is text at least this many pages hold
@@ -60,9 +60,7 @@ def shared_blocks(site: Site, clusters: list[Cluster], threshold: float,
     count of shingles no other page holds."""
     progress("blocks", 0, 1)
     unique, groups = postings(site)
-    cluster_of = np.full(site.sizes.size, -1, dtype=np.int64)
-    for c, cluster in enumerate(clusters):
-        cluster_of[cluster.members] = c
+    cluster_of = numbered(site.sizes.size, clusters) - 1  # -1: in none
     sizes = site.sizes
     groups.sort(key=lambda g: (-g[0].size, -g[1].size, int(g[0][0])))
     merged: list[tuple[set[int], list[np.ndarray], dict[int, int]]] = []

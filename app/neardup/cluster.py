@@ -77,6 +77,20 @@ def _no_progress(stage: str, done: int, total: int) -> None:
     return None
 
 
+def numbered(n: int, found: list[Cluster]) -> np.ndarray:
+    """Each of n pages' cluster number (1 = the first of `found`), 0 for none."""
+    of = np.zeros(n, dtype=np.int64)
+    for c, cluster in enumerate(found, 1):
+        of[cluster.members] = c
+    return of
+
+
+def _may_be_disjoint(part: np.ndarray | int, taken: int, size: int) -> np.ndarray | bool:
+    """Whether a part of `part` shingles can be disjoint from one of `taken` in a page of
+    `size`: two parts overlap by at least their sizes less the page's."""
+    return part + taken - size <= DISJOINT * np.minimum(part, taken)
+
+
 def links(n: int, a: np.ndarray, b: np.ndarray, both: np.ndarray) -> Links:
     """Adjacency of the pairs (a, b) sharing `both` shingles (the pairs already cut to the
     ones each of whose pages holds the threshold's share of itself in the other)."""
@@ -116,16 +130,14 @@ def disjoint_parts(page: int, size: int, others: np.ndarray, both: np.ndarray,
         # taken as a part, the rest of it is passed over below without a mask.
         rows = np.arange(first, min(first + (CHUNK if part_sizes else 1), others.size))
         first = rows[-1] + 1
-        # Two parts of the page overlap by at least their sizes less the page's: a page
-        # that cannot be disjoint from a part taken is passed over without its mask.
-        for part in part_sizes:
-            bound = both[rows] + part - size
-            rows = rows[bound <= DISJOINT * np.minimum(both[rows], part)]
+        # A page that cannot be disjoint from a part taken is passed over without its mask.
+        for taken_part in part_sizes:
+            rows = rows[_may_be_disjoint(both[rows], taken_part, size)]
         if rows.size == 0:
             continue
         for row, mask in zip(rows.tolist(), shared(page, others[rows]), strict=True):
             part = int(both[row])
-            if any(part + p - size > DISJOINT * min(part, p) for p in part_sizes):
+            if not all(_may_be_disjoint(part, p, size) for p in part_sizes):
                 continue  # a part taken in this chunk already rules it out
             owners = owner[mask]
             overlap = np.bincount(owners[owners >= 0], minlength=len(part_sizes))

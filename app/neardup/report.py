@@ -15,7 +15,7 @@ import orjson
 
 from app.neardup import minhash
 from app.neardup.blocks import Block
-from app.neardup.cluster import Cluster
+from app.neardup.cluster import Cluster, numbered
 from app.neardup.compare import summary
 from app.neardup.dupes import Audit, histogram
 from app.neardup.site import Pairs
@@ -84,10 +84,7 @@ def _cut(runs: list[str], words: int) -> str:
 
 def cluster_of(audit: Audit) -> np.ndarray:
     """Each page's cluster number (1 = the largest), 0 for none."""
-    of = np.zeros(len(audit.urls), dtype=np.int64)
-    for c, cluster in enumerate(audit.clusters, 1):
-        of[cluster.members] = c
-    return of
+    return numbered(len(audit.urls), audit.clusters)
 
 
 def written_pairs(audit: Audit, everything: bool) -> Pairs:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.neardup.blocks import block_share
+from app.neardup.cluster import numbered
 from app.neardup.dupes import Audit
 
 DUPLICATE = 0.9  # this share of a page inside another makes it a copy of that page
@@ -57,11 +58,10 @@ def verdicts(audit: Audit) -> Verdicts:
 
 def _verdicts(audit: Audit) -> Verdicts:
     n = len(audit.urls)
-    cluster = np.zeros(n, dtype=np.int64)
+    cluster = numbered(n, audit.clusters)
     template = np.zeros(n)
     rep_of = np.full(n, -1, dtype=np.int64)
-    for c, cl in enumerate(audit.clusters, 1):
-        cluster[cl.members] = c
+    for cl in audit.clusters:
         template[cl.members] = cl.shares
         rep_of[cl.members] = cl.rep
     blocks = block_share(n, audit.blocks)
