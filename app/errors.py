@@ -49,6 +49,11 @@ class NotFound(FieldError):
     """The input names something that does not exist (an entry id, a config version)."""
 
 
+class Forbidden(FieldError):
+    """The caller may not do this, whatever their token's rights (approving their own
+    proposal, say)."""
+
+
 class Conflict(FieldError):
     """The input is valid but the state refuses it (another history, a read-only store)."""
 

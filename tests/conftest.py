@@ -66,12 +66,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings of an isolated service: its own config copy, banlist log and audit log."""
+    """Settings of an isolated service: its own config copy, banlist log and audit log; no
+    review of high-impact bans (a test's few requests make every host high-impact:
+    tests/api/test_ban_review.py turns it on)."""
     config = tmp_path / "rules.yaml"
     config.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())
     return Settings(config=config, banlist_path=tmp_path / "banlist.jsonl",
                     admin_tokens=TOKENS, audit_log=str(tmp_path / "audit.jsonl"),
-                    config_poll_seconds=0, redis_url=None, banlist_seed=None)
+                    config_poll_seconds=0, redis_url=None, banlist_seed=None,
+                    ban_review_share=1.0)
 
 
 @pytest.fixture

@@ -108,8 +108,11 @@ class ServeProcess:
         self.data_port = int(env.get("REARRANGE_DATA_PORT") or free_port())
         self.data_base = f"http://{host}:{self.data_port}"
         self.log = workdir / f"serve-{self.port}.log"
-        # no drain on SIGTERM unless a test asks for one (the default's 5 s is a deploy's)
+        # no drain on SIGTERM unless a test asks for one (the default's 5 s is a deploy's), no
+        # review of high-impact bans unless one asks (a test's few requests make every host
+        # high-impact: tests/api/test_ban_review.py)
         full = {**os.environ, "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_DRAIN_SECONDS": "0",
+                "REARRANGE_BAN_REVIEW_SHARE": "1",
                 **env, "REARRANGE_DATA_PORT": str(self.data_port)}
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(

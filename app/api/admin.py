@@ -135,13 +135,14 @@ def _refused(status: int, exc: ConfigError, holder: ConfigHolder) -> HTTPExcepti
 
 
 # What Redis holds for this replica, by the name /readyz and the metrics give each
-Structure = Literal["banlist", "quarantine", "sanctions"]
+Structure = Literal["banlist", "quarantine", "review", "sanctions"]
 
 
 def _held(services: Services, structure: str) -> Any:
     """The store (or the sanction states) behind a structure name; 404 when not served."""
     held: Any = {"banlist": services.store, "quarantine": services.quarantine,
-            "sanctions": services.sanctions.states}[structure]
+                 "review": services.review.pending,
+                 "sanctions": services.sanctions.states}[structure]
     if held is None:
         raise HTTPException(404, {"field": "structure",
                                   "problem": f"this service holds no {structure}"})

@@ -24,6 +24,7 @@ from app.api import (
     inspector,
     openapi,
     rerank,
+    review,
     sanctions,
 )
 from app.api.housekeeping import housekeeping
@@ -89,7 +90,8 @@ def app_of(services: Services) -> RearrangeApp:
                        summary="Post-ranking rule pipeline over a search result page",
                        docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.services = services
-    for module in (rerank, banlist, sanctions, admin, health, experiments, inspector):
+    # review before banlist: /v1/banlist/pending is its own, not an entry's route
+    for module in (rerank, review, banlist, sanctions, admin, health, experiments, inspector):
         app.include_router(module.router)
     errors.install(app)
     # Each added goes outside the ones before: from the outside in, the counter, the fast

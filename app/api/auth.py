@@ -4,8 +4,9 @@ headers of `/v1/rerank` and the data port make.
 A token is one of REARRANGE_ADMIN_TOKENS (the static tokens, compared in constant time),
 or, with REARRANGE_ADMIN_JWKS set, a JWT of the identity provider (app/api/jwks.py): its
 `sub` is the actor, its `scope` (or `scp`) the rights. A static write token has the
-rights `read` and `write`, a read token `read`; a JWT the rights its scopes
-`rearrange:read`, `rearrange:write` (which implies read) and `rearrange:approve` name.
+rights `read` and `write`, a read token `read`, an approve token all three; a JWT the
+rights its scopes `rearrange:read`, `rearrange:write` (which implies read) and
+`rearrange:approve` name.
 
 Refusals are HTTPExceptions rendered by app/api/errors.py: 401 without a token or with
 one that is not taken (for a JWT, `reason` says why, and `WWW-Authenticate` carries
@@ -41,7 +42,8 @@ from app.observability.metrics import Metrics
 
 READ, WRITE, APPROVE = "read", "write", "approve"
 SCOPE_PREFIX = "rearrange:"
-_STATIC_RIGHTS = {"read": frozenset({READ}), "write": frozenset({READ, WRITE})}
+_STATIC_RIGHTS = {"read": frozenset({READ}), "write": frozenset({READ, WRITE}),
+                  "approve": frozenset({READ, WRITE, APPROVE})}
 # Refusals before or after a JWT's own check: no token, a static one unknown, a right missing
 # (403), the JWKS unreachable (503)
 FAILURES = ("missing", "unknown_token", *REASONS, "insufficient_scope", "jwks_unavailable")

@@ -17,13 +17,14 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api import errors
-from app.api.deps import Actor, Reader, Store, Wired, known_query
+from app.api.auth import APPROVE
+from app.api.deps import Actor, Reader, Store, Wired, Writer, known_query
 from app.api.openapi import WRITES, refusals
 from app.api.strict import StrictRoute
 from app.banlist import bulk, canon, digest, graveyard, history, snapshot
 from app.banlist.base import EntrySpec, GroupSpec, new_groups, still_banning
 from app.banlist.bodies import BanIn, EditIn, GroupIn, UnbanIn
-from app.errors import Conflict, FieldError, Unavailable
+from app.errors import Conflict, FieldError, Forbidden, Unavailable
 
 router = APIRouter(prefix="/v1/banlist", tags=["banlist"], route_class=StrictRoute)
 # A region as /v1/rerank's query.region takes it: an ISO 3166-1 alpha-2 code, in any case.
@@ -34,20 +35,45 @@ IMPORT_MAX_LINES = 10_000
 @router.post("/entries", status_code=201, responses={
     200: {"description": "an identical active entry exists: nothing was created, "
                          "`existing` is true"},
-    **refusals({**WRITES, 422: "an unknown scope, a malformed value, an unknown org group, "
-                              "a bad region or expiry: `field` names it"})})
-def add_entry(body: BanIn, store: Store, actor: Actor) -> Any:
-    """Ban a URL, prefix, host, domain or org group; returns the entry and the new version.
+    202: {"description": "the ban would have removed results from more than "
+                         "REARRANGE_BAN_REVIEW_SHARE of recent requests: it waits for a "
+                         "second person (`status`: pending_review, `pending` the review "
+                         "list's entry, `share` the measured share); nothing is banned yet"},
+    **refusals({**WRITES, 403: "`urgent` without the right to approve",
+                422: "an unknown scope, a malformed value, an unknown org group, a bad "
+                     "region or expiry: `field` names it"})})
+def add_entry(body: BanIn, services: Wired, holder: Writer) -> Any:
+    """Ban a URL, prefix, host, domain or org group; returns the entry and the new version,
+    and `impact`: the share of the last hour's requests whose page held what it bans.
 
     An add identical (scope, normalized value, regions) to an active entry creates nothing:
-    200 with that entry and `"existing": true`."""
+    200 with that entry and `"existing": true`. A ban whose share is over
+    REARRANGE_BAN_REVIEW_SHARE is not made: 202, pending a second person's approval
+    (`/v1/banlist/pending`). `"urgent": true` (the right to approve needed) bans at once
+    and puts the ban in the review list as well, for review after the fact."""
+    if body.urgent and APPROVE not in holder.rights:
+        raise Forbidden("urgent", "an urgent ban needs the right to approve "
+                        "(rearrange:approve, or a static approve token)")
     spec = EntrySpec(body.scope, body.value, body.reason, tuple(body.regions),
                      body.expiry(time.time()))
-    entry, existing = store.put_many([spec], actor)[0]
-    if existing:
-        return JSONResponse({"entry": entry.as_dict(), "existing": True,
-                             "banlist_version": store.version})
-    return {"entry": entry.as_dict(), "banlist_version": store.version}
+    review = services.review
+    got = review.propose(spec, holder.actor, body.urgent)
+    version = services.store.version
+    pending = ({"status": "pending_review", "pending": got.pending.as_dict(),
+                "share": got.impact.share, "review_share": review.review_share}
+               if got.pending is not None else None)
+    if got.entry is None:
+        assert pending is not None  # propose made the one or the other
+        return JSONResponse({**pending, "existing": got.existing,
+                             "impact": got.impact.as_dict(), "banlist_version": version},
+                            status_code=202)
+    answer: dict[str, Any] = {"entry": got.entry.as_dict(), "impact": got.impact.as_dict(),
+                              "banlist_version": version}
+    if pending is not None:
+        answer["review"] = pending
+    if got.existing:
+        return JSONResponse({**answer, "existing": True})
+    return answer
 
 
 @router.patch("/entries/{entry_id}", responses=refusals({
@@ -82,9 +108,10 @@ def remove_entry(entry_id: str, body: UnbanIn, store: Store, actor: Actor) -> di
 @router.get("/lookup", dependencies=[Depends(known_query)])
 def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
            region: Annotated[str | None, Query(pattern=REGION)] = None) -> dict[str, Any]:
-    """Which entries match a URL, through which expression, and whether each applies; and
-    `former`, the entries that matched it once and are gone (removed, or expired and
-    swept), as the change log tells, each with `was`: "was banned until …, by …, reason …".
+    """Which entries match a URL, through which expression, and whether each applies;
+    `pending`, the bans waiting for review that would match it; and `former`, the entries
+    that matched it once and are gone (removed, or expired and swept), as the change log
+    tells, each with `was`: "was banned until …, by …, reason …".
 
     Plain `def`: with Redis, the stream's latest records are read first (off the loop)."""
     lookups = services.metrics.banlist_lookups
@@ -116,6 +143,7 @@ def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
                           "host": [host], "domain": list(store.index.domain_keys(host)),
                           "prefix": [host + p for p in canon.path_prefixes(path)]},
               "banlist_version": store.version}
+    answer["pending"] = services.review.matching(canonical, host)
     try:
         answer.update(former=store.former(canonical, host), history_since=store.history_since())
     except Unavailable as exc:  # Redis unreachable: the live answer stands, history waits
@@ -182,16 +210,25 @@ def write_state(write_id: str, store: Store, _: Actor) -> dict[str, Any]:
                         "the body is over REARRANGE_MAX_BODY_BYTES",
                         422: "some lines refused with mode=all: `refused` lists them by line, "
                         "nothing was imported"}))
-async def import_entries(request: Request, store: Store, actor: Actor,
+async def import_entries(request: Request, services: Wired, holder: Writer,
                          format: Annotated[str, Query(pattern="^(ndjson|csv)$")] = "ndjson",
                          mode: Annotated[str, Query(pattern="^(all|valid)$")] = "all",
                          dry_run: bool = False) -> Response:
     """Import NDJSON or CSV: org group records and entries (an export imports as is); every
     line validated. `mode=all` (default) imports nothing unless every line is valid;
     `mode=valid` imports the valid ones. Refusals by line. A group held with the same
-    members is a no-op; one held with other members is a 409 naming it, nothing imported."""
+    members is a no-op; one held with other members is a 409 naming it, nothing imported.
+    A new ban over REARRANGE_BAN_REVIEW_SHARE is refused unless the token may approve (an
+    add of it would wait for review)."""
+    store, actor = services.store, holder.actor
     body = await request.body()
     got = bulk.parse(body, format, time.time(), store.index.groups)
+    if APPROVE not in holder.rights:
+        over = services.review.over_share(got.specs, (g for _, g in got.groups))
+        if over:
+            refused_lines = {r["line"] for r in over}
+            got.specs = [(n, s) for n, s in got.specs if n not in refused_lines]
+            got.refused = sorted([*got.refused, *over], key=lambda r: int(r["line"]))
     if got.lines > IMPORT_MAX_LINES:
         return _refuse(413, f"{got.lines} lines; at most {IMPORT_MAX_LINES} per request "
                        "(`rearrange banlist import` sends chunks)", [])

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
-from app.api.auth import READ, WRITE, Authenticator, Principal
+from app.api.auth import APPROVE, READ, WRITE, Authenticator, Principal
 from app.api.services import Services
 from app.banlist.base import BanStore
 from app.errors import FieldError
@@ -35,6 +35,12 @@ def _auth(request: Request) -> Authenticator:
 async def writer(request: Request, authorization: Authorization = None) -> Principal:
     """Who holds a write token, or a JWT with `rearrange:write` (403 for one without)."""
     return await _auth(request).holder_async(authorization, "Authorization", WRITE)
+
+
+async def approver(request: Request, authorization: Authorization = None) -> Principal:
+    """Who holds a token that may approve others' high-impact bans: a static approve token,
+    or a JWT with `rearrange:approve` (403 for one without)."""
+    return await _auth(request).holder_async(authorization, "Authorization", APPROVE)
 
 
 async def actor(holder: Annotated[Principal, Depends(writer)]) -> str:
@@ -90,5 +96,6 @@ Wired = Annotated[Services, Depends(services)]
 Store = Annotated[BanStore, Depends(store)]
 Actor = Annotated[str, Depends(actor)]
 Writer = Annotated[Principal, Depends(writer)]  # the actor and its rights (approve, say)
+Approver = Annotated[Principal, Depends(approver)]
 Reader = Annotated[str, Depends(reader)]
 AdminReader = Annotated[str, Depends(admin_reader)]

@@ -19,7 +19,15 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from app.api import openapi
-from app.errors import Conflict, FieldError, Malformed, NotFound, TooLarge, Unavailable
+from app.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    Malformed,
+    NotFound,
+    TooLarge,
+    Unavailable,
+)
 
 
 class BodyRefused(FieldError):
@@ -40,6 +48,7 @@ class BodyTooSlow(BodyRefused):
 # Error class -> HTTP status: the only place the API decides one for a core error.
 STATUS: dict[type[Exception], int] = {
     Malformed: 400,
+    Forbidden: 403,
     NotFound: 404,
     BodyTooSlow: 408,
     Conflict: 409,

@@ -28,6 +28,7 @@ def sync_states(services: Services) -> dict[str, SyncState]:
     """How each copy this replica holds relates to its source of truth, by structure."""
     return {"banlist": services.store.sync_state(),
             "quarantine": services.quarantine.sync_state(),
+            "review": services.review.pending.sync_state(),
             "sanctions": services.sanctions.states.sync_state()}
 
 
@@ -38,8 +39,9 @@ async def readyz(services: Wired) -> JSONResponse:
 
     A replica that lost Redis, or refuses what Redis holds (older, lost, forked), stays
     ready: it serves its last copy, and the body says how stale it is and why, per
-    structure (`banlist_*`, `quarantine_*`, `sanctions_*`). Taking every replica out of the
-    load balancer because Redis hiccuped would turn a banlist delay into an outage.
+    structure (`banlist_*`, `quarantine_*`, `review_*`, `sanctions_*`). Taking every replica
+    out of the load balancer because Redis hiccuped would turn a banlist delay into an
+    outage.
     """
     draining = services.draining.is_set()
     states = sync_states(services)

@@ -51,6 +51,7 @@ async def _poll_config(services: Services) -> None:
 async def _sweep(services: Services) -> None:
     expired = await asyncio.to_thread(services.store.sweep)  # Redis: a round trip
     expired += await asyncio.to_thread(services.quarantine.sweep)
+    expired += await asyncio.to_thread(services.review.pending.sweep)
     if expired:
         log.info("banlist: %d entries expired", expired)
 
@@ -58,7 +59,7 @@ async def _sweep(services: Services) -> None:
 async def _keep_snapshots(services: Services) -> None:
     """Write each embedded store's snapshot when it is due (EmbeddedStore.keep_snapshot), in
     a thread: the dump of a large list takes seconds, and holds no write off meanwhile."""
-    for store in (services.store, services.quarantine):
+    for store in (services.store, services.quarantine, services.review.pending):
         if isinstance(store, EmbeddedStore):
             await asyncio.to_thread(store.keep_snapshot)
 

@@ -45,6 +45,8 @@ def refusals(reasons: dict[int, str]) -> dict[int | str, dict[str, Any]]:
 # one only where banlist reads are closed (REARRANGE_BANLIST_READ_AUTH).
 _AUTH: dict[Callable[..., Any], dict[int, str]] = {
     deps.writer: {401: "no token, or an unknown one", 403: "the token is read-only"},
+    deps.approver: {401: "no token, or an unknown one", 403: "the token may not approve "
+                    "(a static approve token, or a JWT with rearrange:approve, may)"},
     deps.admin_reader: {401: "no token, or an unknown one"},
     deps.reader: {401: "an unknown token (or none, where banlist reads need one)"},
 }
@@ -53,6 +55,7 @@ _AUTH: dict[Callable[..., Any], dict[int, str]] = {
 _JWT_401 = "; a JWT refused (`reason` says why: expired, wrong_issuer, bad_signature, …)"
 _JWT: dict[Callable[..., Any], dict[int, str]] = {
     deps.writer: {403: "the token is read-only, or a JWT without the scope rearrange:write"},
+    deps.approver: {403: "a JWT without the scope rearrange:approve"},
     deps.admin_reader: {403: "a JWT without the scope rearrange:read"},
     deps.reader: {403: "a JWT without the scope rearrange:read, where banlist reads need "
                        "a token"},

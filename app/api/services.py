@@ -21,6 +21,7 @@ from app.banlist.index import BanIndex
 from app.banlist.redis.durable import Durability
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.store import RedisStore
+from app.banlist.review import Reviews
 from app.config.replica import ConfigReplica
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
@@ -46,6 +47,7 @@ class Services:
     metrics: Metrics
     store: BanStore  # the banlist
     quarantine: BanStore  # the sanctions' quarantine list, a store like the banlist
+    review: Reviews  # high-impact bans waiting for a second person, in a store of their own
     sanctions: Sanctions
     config: ConfigHolder
     executor: RuleExecutor
@@ -69,6 +71,7 @@ class Services:
             closing.callback(self.sanction_hosts.close)
             closing.callback(self.sanctions.states.close)
             closing.callback(self.quarantine.close)
+            closing.callback(self.review.pending.close)
             closing.callback(self.store.close)
             if self.audit_log is not None:
                 closing.callback(self.audit_log.close)
@@ -122,9 +125,11 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                                    grace=settings.python_rule_grace_ms / 1000,
                                    abandoned_max=settings.python_rule_abandoned_max), metrics)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
+    review = _reviews(settings, store, metrics, policy, durability)
     rearranger = Rearranger(settings, store, quarantine, config, executor, audit_log=audit,
                             capture=capture, clock=clock)
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
+                    review=review,
                     sanctions=sanctions, config=config, executor=executor,
                     rearranger=rearranger, audit_log=audit, capture=capture,
                     redis_policy=policy, auth=auth,
@@ -154,15 +159,38 @@ def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
     return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
 
 
+def _reviews(settings: Settings, banlist: BanStore, metrics: Metrics,
+             policy: EvictionPolicy | None, durability: Durability | None) -> Reviews:
+    """The review list (a store like the banlist, replicated the same way, never read by
+    the request path) and the rule that sends high-impact bans to it, weighed by this
+    process's traffic counts."""
+    pending = build_store(settings, metrics, list_name="review", policy=policy,
+                          durability=durability)
+    pending.start()
+    traffic = metrics.engine_metrics
+
+    def weighed(key: str) -> tuple[int, int]:
+        count, requests = traffic.traffic_share(key, time.time())
+        return int(count), int(requests)
+
+    review = Reviews(banlist, pending, weighed, settings.ban_review_share, time.time,
+                     lambda outcome: metrics.ban_reviews.labels(outcome).inc())
+    if metrics.multiprocess_dir is None:  # one process: read at scrape time
+        metrics.ban_reviews_waiting.set_function(
+            lambda: pending.index.active_count(time.time()))
+    return review
+
+
 def build_store(settings: Settings, metrics: Metrics, list_name: str = "banlist",
                 policy: EvictionPolicy | None = None,
                 durability: Durability | None = None) -> BanStore:
     """The Redis-backed replica with REDIS_URL, else the embedded store (the default).
 
-    `list_name` other than "banlist" (the sanctions quarantine) gets its own keys, log and
-    snapshot beside the banlist's; the rearrange_banlist_* counters count both lists, the
-    rearrange_redis_* series tell them apart. `policy`: the eviction check Redis users share;
-    `durability`: how many replicas their writes wait for (both built from settings if None).
+    `list_name` other than "banlist" (the sanctions quarantine, the review list) gets its
+    own keys, log and snapshot beside the banlist's; the rearrange_banlist_* counters count
+    every list, the rearrange_redis_* series tell them apart. `policy`: the eviction check
+    Redis users share; `durability`: how many replicas their writes wait for (both built
+    from settings if None).
     """
     own = list_name == "banlist"
     if not settings.redis_url:

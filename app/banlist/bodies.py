@@ -27,6 +27,9 @@ class BanIn(BaseModel):
     regions: list[Region] = []
     ttl_seconds: StrictInt | None = PField(default=None, gt=0, le=MAX_TTL_SECONDS)
     expires_at: AwareDatetime | None = None
+    urgent: bool = PField(default=False, description="ban at once, past a review the ban's "
+                          "impact calls for; needs the right to approve, and the ban is "
+                          "reviewed after the fact")
 
     def expiry(self, now: float) -> float | None:
         """Epoch seconds of expiry from ttl_seconds or expires_at (not both)."""

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     redis_wait_ms: int = Field(default=1000, ge=1, le=4000)
     admin_tokens: str = ""
     banlist_read_auth: bool = False  # true: banlist reads (lookup, list, export…) need a token
+    # Four eyes (app/banlist/review.py): a ban that would have removed results from more than
+    # this share of the last hour's requests waits for a second person's approval; 1: never
+    ban_review_share: float = Field(default=0.001, ge=0, le=1)
     # Signed-in analysts: admin routes also take JWTs (OIDC access tokens) signed by a key of
     # this JWKS, a file or an http(s) URL (app/api/jwks.py); unset, only the static tokens.
     # Set, the issuer and audience every token must carry are required too.
@@ -162,19 +165,22 @@ class Settings(BaseSettings):
         return None if value == "" else value
 
     def tokens(self) -> dict[str, tuple[str, str]]:
-        """Token → (actor, role), from `actor:token[:read|:write]` pairs separated by commas.
+        """Token → (actor, role), from `actor:token[:read|:write|:approve]` pairs separated
+        by commas.
 
-        A bare `actor:token` is a write token, as before roles existed.
+        A bare `actor:token` is a write token, as before roles existed; an approve token
+        may also approve (and reject) others' high-impact bans.
         """
         result: dict[str, tuple[str, str]] = {}
         for pair in filter(None, (p.strip() for p in self.admin_tokens.split(","))):
             actor, sep, rest = pair.partition(":")
             token, _, role = rest.partition(":")
             role = role or "write"
-            if not sep or not actor or not token or role not in ("read", "write"):
+            if not sep or not actor or not token or role not in ("read", "write", "approve"):
                 # Name the entry by its actor only: the error must never print a secret.
                 raise SettingsError(f"REARRANGE_ADMIN_TOKENS: the entry of actor {actor!r} is not "
-                                 "of the form actor:token, actor:token:read or actor:token:write")
+                                 "of the form actor:token, actor:token:read, actor:token:write or "
+                                 "actor:token:approve")
             if token in result:
                 raise SettingsError(f"REARRANGE_ADMIN_TOKENS: a token is listed twice ({actor})")
             result[token] = (actor, role)

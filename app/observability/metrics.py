@@ -309,6 +309,15 @@ class Metrics:
             "by result: ok, failed (logged once until one succeeds)", ["result"], registry=r)
         for result in JWKS_FETCH_RESULTS:  # at 0 from the start, for the alert's increase()
             self.auth_jwks_fetches.labels(result)
+        self.ban_reviews = Counter(
+            "rearrange_ban_reviews_total", "High-impact bans and their review "
+            "(app/banlist/review.py), by outcome: pending (sent to review), urgent (banned at "
+            "once, reviewed after), approved, rejected", ["outcome"], registry=r)
+        for outcome in ("pending", "urgent", "approved", "rejected"):
+            self.ban_reviews.labels(outcome)
+        self.ban_reviews_waiting = Gauge(
+            "rearrange_ban_reviews_waiting", "Bans waiting for a second person's review "
+            "(urgent ones in effect included)", registry=r, multiprocess_mode="livemax")
         self.sanction_transitions = Counter(
             "rearrange_sanction_transitions_total", "Sanction state changes by from and to state",
             ["from_state", "to_state"], registry=r)

@@ -411,6 +411,9 @@ impl Engine {
             &assigned.counted,
             call.elapsed + started.elapsed().as_secs_f64(),
         );
+        metrics
+            .traffic
+            .record(call.now, outcome.docs.iter().map(|d| page.host(d)));
         let profile = profile.to_string();
         Ok(Served::Reply(Reply {
             status: 200,

@@ -25,6 +25,7 @@ pub mod rules;
 pub mod runner;
 pub mod serve;
 pub mod spec;
+pub mod traffic;
 pub mod url;
 pub mod wire;
 

@@ -248,6 +248,8 @@ pub struct EngineMetrics {
     directory: Option<PathBuf>,
     /// This process's file in it.
     path: Option<PathBuf>,
+    /// The hosts and domains of the pages this process served lately (crate::traffic).
+    pub traffic: crate::traffic::Traffic,
 }
 
 impl Drop for EngineMetrics {
@@ -365,6 +367,7 @@ impl EngineMetrics {
                 state: Mutex::new(State::new(Slab::anonymous()?, Vec::new())),
                 directory: None,
                 path: None,
+                traffic: Default::default(),
             });
         };
         let path = directory.join(format!("engine_{}.slab", std::process::id()));
@@ -384,6 +387,7 @@ impl EngineMetrics {
             state: Mutex::new(State::new(slab, adopted)),
             directory: Some(directory.to_owned()),
             path: Some(path),
+            traffic: Default::default(),
         })
     }
 
@@ -428,6 +432,18 @@ impl EngineMetrics {
     #[pyo3(signature = (directory=None))]
     fn py_new(directory: Option<PathBuf>) -> PyResult<Self> {
         EngineMetrics::new(directory.as_deref()).map_err(|e| PyOSError::new_err(e.to_string()))
+    }
+
+    /// (requests whose served page held `key`, at most; requests) over the hour or so
+    /// before `now` (epoch seconds): `key` a host or domain, as the banlist normalizes it
+    /// (crate::traffic). This process's traffic alone, with a directory too.
+    fn traffic_share(&self, key: &str, now: f64) -> (u64, u64) {
+        self.traffic.share(now, key)
+    }
+
+    /// Bytes the traffic counts hold (fixed: they do not grow with the hosts seen).
+    fn traffic_nbytes(&self) -> usize {
+        self.traffic.nbytes()
     }
 
     /// Count one request by profile and outcome, for the outcomes decided in Python
