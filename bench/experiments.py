@@ -78,7 +78,8 @@ def configs() -> tuple[bytes, bytes, bytes]:
     sample = CONFIG.read_bytes()
     none = re.sub(rb"(?ms)^experiments:.*\Z", b"", sample)
     bare = re.sub(rb"(?m)^ +- \{(spam_demotion|sandbox_damping):.*\n", b"", none)
-    bare = bare.replace(b"[anti_seo_reset, spam_demotion, sandbox_damping]", b"[anti_seo_reset]")
+    bare = bare.replace(b"[anti_seo_reset, spam_demotion, quarantine_demotion, sandbox_damping]",
+                        b"[anti_seo_reset, quarantine_demotion]")
     return bare, none, none + EXPERIMENTS
 
 

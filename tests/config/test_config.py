@@ -18,7 +18,7 @@ def test_sample_config_loads():
     assert set(engine.profiles) == {"default", "commercial"}
     commercial = engine.profiles["commercial"]
     rerank = [s.rule.name for p, s in commercial.rules() if p is Phase.RERANK]
-    assert rerank == ["anti_seo_reset", "spam_demotion", "sandbox_damping"]
+    assert rerank == ["anti_seo_reset", "spam_demotion", "quarantine_demotion", "sandbox_damping"]
     trim = [s.rule.name for p, s in commercial.rules() if p is Phase.TRIM]
     assert trim == ["depth"]  # inherited from default through extends
     assert engine.route(("navigational", "ymyl")) == "commercial"
