@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app._engine import BanIndex
 from app.api import errors
 from app.api.auth import APPROVE
 from app.api.deps import Actor, Reader, Store, Wired, Writer, known_query
@@ -111,7 +112,9 @@ def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
     """Which entries match a URL, through which expression, and whether each applies;
     `pending`, the bans waiting for review that would match it; and `former`, the entries
     that matched it once and are gone (removed, or expired and swept), as the change log
-    tells, each with `was`: "was banned until …, by …, reason …".
+    tells, each with `was`: "was banned until …, by …, reason …". `quarantined` and
+    `quarantine`: the same for the sanctions' quarantine list (a demotion, not a removal),
+    its own entries or a parent domain's (`matched_by` says which).
 
     Plain `def`: with Redis, the stream's latest records are read first (off the loop)."""
     lookups = services.metrics.banlist_lookups
@@ -124,21 +127,13 @@ def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
     host, path, query = canon.split(canonical)
     now = time.time()
     region = region.upper() if region else None
-    matches = []
-    for m in store.index.explain(canonical, host):
-        item = m.as_dict()
-        item["applies"] = m.entry.active(region, now)
-        if not item["applies"]:
-            expired = m.entry.expires_at is not None and m.entry.expires_at <= now
-            item["why_not"] = ("expired" if expired else
-                               f"only in {', '.join(sorted(m.entry.regions))}")
-            if expired:
-                item["was"] = graveyard.was(m.entry)
-        matches.append(item)
+    matches = _explained(store.index, canonical, host, region, now)
+    quarantine = _explained(services.quarantine.index, canonical, host, region, now)
     banned = any(m["applies"] for m in matches)
     lookups.labels("banned" if banned else "matched_inactive" if matches else "clean").inc()
     answer = {"url": url, "canonical": canonical, "host": host, "path": path, "query": query,
               "region": region, "banned": banned, "matches": matches,
+              "quarantined": any(m["applies"] for m in quarantine), "quarantine": quarantine,
               "checked": {"url": [canonical.partition("://")[2]],
                           "host": [host], "domain": list(store.index.domain_keys(host)),
                           "prefix": [host + p for p in canon.path_prefixes(path)]},
@@ -149,6 +144,23 @@ def lookup(services: Wired, _: Reader, url: Annotated[str, Query(min_length=1)],
     except Unavailable as exc:  # Redis unreachable: the live answer stands, history waits
         answer.update(former=None, former_problem=exc.problem)
     return answer
+
+
+def _explained(index: BanIndex, canonical: str, host: str, region: str | None,
+               now: float) -> list[dict[str, Any]]:
+    """Every entry of `index` covering the URL, whether it applies here and now, why not."""
+    matches = []
+    for m in index.explain(canonical, host):
+        item = m.as_dict()
+        item["applies"] = m.entry.active(region, now)
+        if not item["applies"]:
+            expired = m.entry.expires_at is not None and m.entry.expires_at <= now
+            item["why_not"] = ("expired" if expired else
+                               f"only in {', '.join(sorted(m.entry.regions))}")
+            if expired:
+                item["was"] = graveyard.was(m.entry)
+        matches.append(item)
+    return matches
 
 
 @router.get("/entries")

@@ -156,7 +156,8 @@ def _sanctions(settings: Settings, banlist: BanStore, metrics: Metrics,
         quarantine_enter=settings.sanctions_quarantine_enter,
         quarantine_exit=settings.sanctions_quarantine_exit,
         ban_enter=settings.sanctions_ban_enter, ban_exit=settings.sanctions_ban_exit)
-    return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics)
+    return quarantine, Sanctions(states, banlist, quarantine, thresholds, metrics,
+                                 appeal_pin_seconds=settings.sanctions_appeal_pin_days * 86400)
 
 
 def _reviews(settings: Settings, banlist: BanStore, metrics: Metrics,

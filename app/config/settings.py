@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     sanctions_quarantine_exit: float = 0.5
     sanctions_ban_enter: float = 0.9
     sanctions_ban_exit: float = 0.6
+    # How long an appeal keeps a host clean when it says neither a duration nor permanent:
+    # immunity that ends, so a cleared host that turns to spam again is scored again
+    sanctions_appeal_pin_days: float = Field(default=90.0, gt=0, le=3650)
     deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
     # Python rules (docs/config.md#python-rules): threads running them at once; a call's time
     # when neither the deadline nor its step's timeout_ms gives one; how long one may run

@@ -325,6 +325,12 @@ class Metrics:
             "rearrange_sanction_stale_observations_total",
             "Spam scores ignored because an observation at least as recent was applied",
             registry=r)
+        self.sanction_suppressed_observations = Counter(
+            "rearrange_sanction_suppressed_observations_total",
+            "Spam scores that would have quarantined or banned a host (would_be) had an "
+            "appeal's pin not held it clean", ["would_be"], registry=r)
+        for would_be in ("quarantine", "banned"):  # at 0 from the start, for the alert
+            self.sanction_suppressed_observations.labels(would_be)
         self.sanction_hosts = Gauge("rearrange_sanction_hosts", "Hosts per sanction state",
                                     ["state"], registry=r, multiprocess_mode="livemostrecent")
         self.python_rule_events = Counter(
@@ -490,6 +496,9 @@ class Metrics:
 
     def sanction_stale(self) -> None:
         self.sanction_stale_observations.inc()
+
+    def sanction_suppressed(self, would_be: str) -> None:
+        self.sanction_suppressed_observations.labels(would_be).inc()
 
     # ---- the Python rule executor's events (app/engine/executor.py: RuleEvents) ----------
     def rule_event(self, rule: str, event: str) -> None:

@@ -17,3 +17,7 @@ class SanctionEvents(Protocol):
 
     def sanction_stale(self) -> None:
         """An observation was dropped: one at least as recent was applied before it."""
+
+    def sanction_suppressed(self, would_be: str) -> None:
+        """A pinned host scored high enough to be quarantined or banned (`would_be`): the
+        pin held it clean."""

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.banlist.model import iso
+
 CLEAN, QUARANTINE, BANNED = "clean", "quarantine", "banned"
 
 
@@ -107,7 +109,7 @@ def observe(host: HostState, obs: Observation, t: Thresholds, now: float,
     updated = replace(host, score=obs.score, observed_at=obs.observed_at, scope=obs.scope)
     if target == host.state:
         return updated, None
-    reason = (f"spam_score {obs.score:g} at {obs.observed_at:.0f}: {host.state} -> {target} "
+    reason = (f"spam_score {obs.score:g} at {when(obs.observed_at)}: {host.state} -> {target} "
               f"({t.describe()})")
     move = Transition(now, host.state, target, obs.score, actor, reason)
     return replace(updated, state=target, history=host.history + (move,)), move
@@ -121,7 +123,55 @@ def is_stale(host: HostState, obs: Observation) -> bool:
 def clear(host: HostState, now: float, until: float, actor: str,
           reason: str) -> tuple[HostState, Transition]:
     """An appeal: back to clean and pinned clean until `until` (inf for permanently)."""
-    pin = "permanently" if until == float("inf") else f"until {until:.0f}"
+    pin = pin_text(until)
     move = Transition(now, host.state, CLEAN, host.score, actor,
                       f"appeal: {reason} (pinned clean {pin})")
     return replace(host, state=CLEAN, pinned_until=until, history=host.history + (move,)), move
+
+
+def pin_text(until: float) -> str:
+    """`permanently` or `until 2027-03-01T12:00:00.000Z`: how T&S read a pin."""
+    return "permanently" if until == float("inf") else f"until {when(until)}"
+
+
+def when(ts: float) -> str:
+    """ISO 8601 for reasons people read; epoch seconds for a time no calendar holds (a feed
+    may send observed_at -1e15: its reason must not fail the feed)."""
+    try:
+        return iso(ts)
+    except (ValueError, OverflowError, OSError):
+        return f"{ts:.0f} (epoch seconds)"
+
+
+@dataclass(frozen=True, slots=True)
+class Suppressed:
+    """An observation a pin kept from sanctioning a host: what it would have done, and why not.
+
+    Recorded so that a pinned host which scores high is seen (in the feed's answer, a counter
+    and its alert) instead of silently ignored: the appeal may have been a mistake."""
+
+    key: str
+    score: float
+    would_be: str  # quarantine or banned
+    pinned_until: float  # inf: permanently
+    appeal: Transition | None  # the appeal that pinned it, when its history still holds it
+
+    def why(self) -> str:
+        """`pinned clean until … by tns's appeal at …: spam_score 0.99 would make it banned`."""
+        by = (f" by {self.appeal.actor}'s appeal at {when(self.appeal.at)}"
+              if self.appeal is not None else " by an appeal")
+        return (f"pinned clean {pin_text(self.pinned_until)}{by}: spam_score {self.score:g} "
+                f"would make it {self.would_be}")
+
+
+def suppression(host: HostState, score: float, t: Thresholds, now: float) -> Suppressed | None:
+    """The sanction a pin keeps `host` from on this score; None when it is not pinned or the
+    score would not sanction it anyway."""
+    if not host.pinned(now) or host.pinned_until is None:
+        return None
+    would = next_state(host.state, score, t)
+    if would == CLEAN:
+        return None
+    appeal = next((m for m in reversed(host.history)
+                   if m.to_state == CLEAN and m.reason.startswith("appeal: ")), None)
+    return Suppressed(host.key, score, would, host.pinned_until, appeal)

@@ -14,24 +14,30 @@ import redis
 
 from app.banlist.base import BanStore, EntrySpec
 from app.banlist.model import normalize
-from app.errors import BanlistError, FieldError, Interrupted, NotFound
+from app.errors import BanlistError, Conflict, FieldError, Interrupted, NotFound
+from app.sanctions import inherited
 from app.sanctions.events import SanctionEvents
 from app.sanctions.machine import (
     BANNED,
     QUARANTINE,
     HostState,
     Observation,
+    Suppressed,
     Thresholds,
     Transition,
     clear,
     is_stale,
     observe,
+    pin_text,
+    suppression,
+    when,
 )
 from app.sanctions.states import HostStates, to_dict
 
 log = logging.getLogger(__name__)
 ACTOR = "antispam"  # sanction-driven entries carry this actor, whoever fed the score
 MAX_FUTURE_SECONDS = 300.0  # an observation from further in the future is a clock bug
+APPEAL_PIN_SECONDS = 90 * 86400.0  # an appeal's immunity unless it says otherwise
 # What a failing store raises: the banlist stores' own errors (Redis unreachable or out of
 # memory, read-only), Redis's from the host states, the disk's from the embedded file.
 STORE_ERRORS = (BanlistError, redis.RedisError, OSError)
@@ -60,13 +66,15 @@ class Sanctions:
 
     def __init__(self, states: HostStates, banlist: BanStore, quarantine: BanStore,
                  thresholds: Thresholds, events: SanctionEvents,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 appeal_pin_seconds: float = APPEAL_PIN_SECONDS) -> None:
         self.states = states
         self.banlist = banlist
         self.quarantine = quarantine
         self.thresholds = thresholds
         self.events = events
         self.clock = clock
+        self.appeal_pin_seconds = appeal_pin_seconds
 
     def feed(self, items: list[dict[str, Any]], actor: str) -> dict[str, Any]:
         """Apply a batch in order; bad items are refused one by one, the rest applied.
@@ -83,20 +91,25 @@ class Sanctions:
             except FieldError as exc:
                 refused.append(Refusal(i, exc.field, exc.problem).as_dict())
         out: dict[str, Any] = {"applied": 0, "stale": 0, "refused": refused,
-                               "transitions": [], "not_applied": [], "pending": []}
+                               "transitions": [], "suppressed": [], "not_applied": [],
+                               "pending": []}
         for n, (i, obs) in enumerate(valid):
             try:
-                move = self.states.update(
+                applied = self.states.update(
                     obs.key, functools.partial(self._apply, obs=obs, now=now, actor=actor))
             except STORE_ERRORS as exc:
                 rest = [j for j, _ in valid[n + 1:]]
                 if may_have_landed(exc):
                     raise self._interrupted(out, exc, i, rest, pending=[i]) from exc
                 raise self._interrupted(out, exc, i, [i, *rest], pending=[]) from exc
-            if move is _STALE:
+            if applied is _STALE:
                 out["stale"] += 1
                 self.events.sanction_stale()
                 continue
+            move, held = applied
+            if held is not None:
+                self._held_back(held)
+                out["suppressed"].append({"index": i, **self._suppressed(held)})
             if move is not None:
                 self.events.sanction_moved(move.from_state, move.to_state)
                 out["transitions"].append({"key": obs.key, **move.as_dict()})
@@ -121,19 +134,31 @@ class Sanctions:
                        "again (an observation fed twice changes nothing more)")
         return Interrupted(exc, f"stopped at observation {at}: {exc}; {outcome}", out)
 
-    def appeal(self, key: str, actor: str, reason: str,
-               pin_seconds: float | None) -> dict[str, Any]:
-        """Clear a host: lift ban and quarantine, pin it clean for a while or permanently.
+    def appeal(self, key: str, actor: str, reason: str, pin_seconds: float | None = None,
+               permanent: bool = False, force: bool = False) -> dict[str, Any]:
+        """Clear a host: lift ban and quarantine, pin it clean for `pin_seconds` (by default
+        the service's appeal immunity, 90 days) or, `permanent`, for good.
 
+        A host the sanctions know nothing of (no score, no history) is refused (Conflict)
+        unless `force`: clearing a typo would otherwise answer "pinned clean" for a host
+        nobody meant, and immunize it. Once forced, its history holds the appeal.
         `Interrupted` if the store fails once the host is cleared but before its entries
         are lifted (an appeal sent again finishes the job)."""
         if not reason.strip():
             raise BanlistError("reason", "an appeal needs a reason")
+        if permanent and pin_seconds is not None:
+            raise BanlistError("permanent", "give pin_seconds or permanent, not both")
         now = self.clock()
-        until = math.inf if pin_seconds is None else now + pin_seconds
+        until = (math.inf if permanent else
+                 now + (self.appeal_pin_seconds if pin_seconds is None else pin_seconds))
+
+        def change(host: HostState) -> tuple[HostState, Transition]:
+            if host.observed_at is None and not host.history and not force:
+                raise Conflict("host", self._unobserved(key, until))
+            return clear(host, now, until, actor, reason.strip())
+
         try:
-            move = self.states.update(key, lambda h: clear(h, now, until, actor,
-                                                           reason.strip()))
+            move = self.states.update(key, change)
         except STORE_ERRORS as exc:
             outcome = ("whether it was recorded is not known" if may_have_landed(exc)
                        else "nothing was changed")
@@ -149,11 +174,38 @@ class Sanctions:
         return self.describe(key)
 
     def describe(self, key: str) -> dict[str, Any]:
-        """A host's state, pin and full history (GET /v1/sanctions/{host})."""
-        state = self.states.get(key)
+        """A host's state, pin and full history (GET /v1/sanctions/{host}); the sanction its
+        pin holds back (`suppressed`), and what it inherits from its parent domains."""
+        state, now = self.states.get(key), self.clock()
         out = to_dict(state)
-        out["pinned"] = state.pinned(self.clock())
+        out["pinned"] = state.pinned(now)
+        held = (suppression(state, state.score, self.thresholds, now)
+                if state.score is not None else None)
+        out["suppressed"] = None if held is None else self._suppressed(held)
+        out["parents"] = [inherited.parent(p) for p in inherited.parents(self.states, key)]
+        out["inherited"] = inherited.entries(key, self.banlist, self.quarantine, now)
         return out
+
+    def _held_back(self, held: Suppressed) -> None:
+        """A pinned host scoring high is counted (its alert) and logged with the host, which
+        the counter cannot carry: T&S review the appeal that pinned it."""
+        self.events.sanction_suppressed(held.would_be)
+        log.warning("sanctions: %s is pinned clean, %s", held.key, held.why())
+
+    @staticmethod
+    def _suppressed(held: Suppressed) -> dict[str, Any]:
+        """The feed's (and a host's) record of a sanction a pin held back."""
+        forever = held.pinned_until == math.inf
+        return {"key": held.key, "spam_score": held.score, "would_be": held.would_be,
+                "why": held.why(), "pinned_until": None if forever else held.pinned_until,
+                "pinned_forever": forever, "until": None if forever else when(held.pinned_until)}
+
+    @staticmethod
+    def _unobserved(key: str, until: float) -> str:
+        return (f"{key} has no observation: the sanctions never scored it, so there is "
+                f"nothing to clear (check the spelling). Forcing (`force`, the CLI's "
+                f"--force) pins it clean {pin_text(until)} anyway: no score fed meanwhile "
+                "can quarantine or ban it")
 
     def counts(self) -> dict[str, int]:
         """Hosts per state, for the metrics gauge."""
@@ -187,14 +239,18 @@ class Sanctions:
         if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
             raise FieldError("observed_at", "must be epoch seconds")
         if at > now + MAX_FUTURE_SECONDS:
-            raise FieldError("observed_at", f"{at:.0f} is in the future (now {now:.0f})")
+            raise FieldError("observed_at", f"{at:.0f} ({when(at)}) is in the future (now "
+                             f"{when(now)})")
         return Observation(key, scope, float(score), float(at))
 
-    def _apply(self, host: HostState, obs: Observation, now: float,
-               actor: str) -> tuple[HostState, Transition | None | Literal[_Stale.STALE]]:
+    def _apply(self, host: HostState, obs: Observation, now: float, actor: str
+               ) -> tuple[HostState, tuple[Transition | None, Suppressed | None]
+                          | Literal[_Stale.STALE]]:
         if is_stale(host, obs):
             return host, _STALE
-        return observe(host, obs, self.thresholds, now, actor)
+        held = suppression(host, obs.score, self.thresholds, now)
+        new, move = observe(host, obs, self.thresholds, now, actor)
+        return new, (move, held)
 
     def _reconcile(self, key: str, move: Transition | None, actor: str = ACTOR) -> None:
         """Make the ban and quarantine entries say what the state says (idempotent)."""

@@ -1,6 +1,8 @@
 """The sanctions API end to end: feed with a write token, quarantine demotes, ban removes."""
 from __future__ import annotations
 
+import time
+
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -79,3 +81,79 @@ def test_a_read_token_cannot_feed_scores_or_appeal(settings):
         r = client.post("/v1/sanctions/a.example/clear", headers=ro, json={"reason": "x"})
         assert r.status_code == 403
         assert client.get("/v1/sanctions/a.example").json()["state"] == "clean"
+
+
+def observe(client, scope, key, score, at=None):
+    at = time.time() if at is None else at
+    r = client.post("/v1/sanctions/scores", headers=SPAM, json={"observations": [
+        {scope: key, "spam_score": score, "observed_at": at}]})
+    assert r.status_code == 200 and r.json()["applied"] == 1, r.text
+    return r.json()
+
+
+def test_the_sample_config_demotes_a_quarantined_domain_s_hosts(client):
+    """The shipped config/rules.yaml (the settings fixture's copy) has quarantine_demotion."""
+    page = {"documents": [{"id": "a", "url": "https://www.yellow.example/p", "score": 9.0},
+                          {"id": "b", "url": "https://ok.example/p", "score": 8.0}]}
+    assert [d["id"] for d in client.post("/v1/rerank", json=page).json()["documents"]] == [
+        "a", "b"]
+    observe(client, "domain", "yellow.example", 0.75)
+    out = client.post("/v1/rerank", json=page).json()
+    assert [d["id"] for d in out["documents"]] == ["b", "a"]
+    [record] = [r for r in out["audit"] if r["rule"] == "quarantine_demotion"]
+    assert (record["doc_id"], record["delta"], record["mode"]) == ("a", -3.0, "applied")
+    assert "domain yellow.example is in spam quarantine" in record["reason"]
+
+
+def test_lookup_and_the_host_s_state_report_a_parent_s_quarantine(client):
+    observe(client, "domain", "yellow.example", 0.75)
+    got = client.get("/v1/banlist/lookup", params={"url": "www.yellow.example"}).json()
+    assert (got["banned"], got["quarantined"]) == (False, True)
+    [match] = got["quarantine"]
+    assert (match["scope"], match["value"], match["actor"], match["applies"]) == (
+        "domain", "yellow.example", "antispam", True)
+    clean = client.get("/v1/banlist/lookup", params={"url": "ok.example"}).json()
+    assert (clean["quarantined"], clean["quarantine"]) == (False, [])
+    state = client.get("/v1/sanctions/www.yellow.example").json()
+    assert state["state"] == "clean" and state["parents"][0]["state"] == "quarantine"
+    assert [(e["sanction"], e["via"]) for e in state["inherited"]] == [
+        ("quarantine", "yellow.example")]
+
+
+def test_clearing_a_host_never_observed_needs_force(client):
+    clear = lambda host, **body: client.post(  # noqa: E731
+        f"/v1/sanctions/{host}/clear", headers=AUTH, json={"reason": "appeal", **body})
+    r = clear("never-seen.example")
+    assert r.status_code == 409 and r.json()["field"] == "host"
+    assert "has no observation" in r.json()["problem"] and "force" in r.json()["problem"]
+    assert client.get("/v1/sanctions/never-seen.example").json()["pinned"] is False
+    r = clear("never-seen.example", force=True)
+    assert r.status_code == 200 and r.json()["pinned"] is True
+    r = clear("never-seen.example", force="yes")
+    assert r.status_code == 422 and r.json()["field"] == "body.force"
+
+
+def test_an_appeal_s_immunity_is_the_setting_unless_permanent(settings):
+    settings = settings.model_copy(update={"sanctions_appeal_pin_days": 30.0})
+    with TestClient(create_app(settings)) as client:
+        observe(client, "host", "shop.example", 0.95)
+        clear = lambda **body: client.post(  # noqa: E731
+            "/v1/sanctions/shop.example/clear", headers=AUTH, json={"reason": "r", **body})
+        got = clear().json()
+        assert 30 * 86400 - 60 < got["pinned_until"] - time.time() <= 30 * 86400
+        r = clear(permanent=True, pin_seconds=60)
+        assert r.status_code == 422 and r.json()["field"] == "body.permanent"
+        got = clear(permanent=True).json()
+        assert got["pinned_forever"] is True and got["pinned_until"] is None
+
+
+def test_the_feed_answers_which_observations_a_pin_suppressed(client):
+    observe(client, "host", "shop.example", 0.95)
+    client.post("/v1/sanctions/shop.example/clear", headers=AUTH, json={"reason": "appeal"})
+    out = observe(client, "host", "shop.example", 0.99)
+    [held] = out["suppressed"]
+    assert (held["index"], held["key"], held["would_be"]) == (0, "shop.example", "banned")
+    assert held["until"].endswith("Z") and "tns's appeal" in held["why"]
+    assert client.get("/v1/sanctions/shop.example").json()["suppressed"]["would_be"] == "banned"
+    text = client.get("/metrics").text
+    assert 'rearrange_sanction_suppressed_observations_total{would_be="banned"} 1.0' in text

@@ -82,7 +82,7 @@ def test_appeal_lifts_the_ban_and_pins_clean(world):
     assert len(banlist.active()) == 1  # the pin ended
     with pytest.raises(BanlistError, match="reason"):
         service.appeal("shop.example", "appeals-team", " ", None)
-    forever = service.appeal("shop.example", "appeals-team", "court ruling", None)
+    forever = service.appeal("shop.example", "appeals-team", "court ruling", permanent=True)
     assert forever["pinned_forever"] is True
 
 
