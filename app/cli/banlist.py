@@ -213,8 +213,15 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
         print_json(got, out)
         return OK
     verdict = "BANNED" if got["banned"] else "not banned"
+    held = [m for m in got.get("quarantine", ()) if m["applies"]]
+    if held:
+        verdict += f", QUARANTINED via {', '.join(m['value'] for m in held)}"
     print(f"{got['canonical']}: {verdict} (region {got['region'] or 'any'}, "
           f"banlist version {got['banlist_version']})", file=out)
+    for m in got.get("quarantine", ()):
+        print(f"quarantine entry {m['id']} ({m['matched_by']}): "
+              f"{'demoted' if m['applies'] else m.get('why_not')}, by {m['actor']}: "
+              f"{m['reason']}", file=out)
     if got["matches"]:
         table(got["matches"], ["id", "matched_by", "applies", "why_not", "reason", "actor",
                                "regions", "expires_at"], out)

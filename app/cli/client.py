@@ -133,8 +133,10 @@ class Client:
     def sanction(self, host: str) -> Json:
         return self.json("GET", f"/v1/sanctions/{_segment(host)}")
 
-    def clear_sanction(self, host: str, reason: str, pin_seconds: int | None = None) -> Json:
-        body = {"reason": reason, **({"pin_seconds": pin_seconds} if pin_seconds else {})}
+    def clear_sanction(self, host: str, reason: str, pin_seconds: int | None = None,
+                       permanent: bool = False, force: bool = False) -> Json:
+        body: Json = {"reason": reason, **({"pin_seconds": pin_seconds} if pin_seconds else {})}
+        body.update({k: True for k, on in (("permanent", permanent), ("force", force)) if on})
         return self.json("POST", f"/v1/sanctions/{_segment(host)}/clear", json=body)
 
     def config(self, version: str | None = None) -> Json:

@@ -26,9 +26,15 @@ def add_parser(sub: Any) -> None:
                             "pin it clean")
     clear.add_argument("host")
     clear.add_argument("--reason", required=True)
-    clear.add_argument("--pin", type=duration, metavar="DURATION",
-                       help="how long it stays pinned clean: seconds, or 90m, 36h, 7d, 2w "
-                       "(default: for good)")
+    pin = clear.add_mutually_exclusive_group()
+    pin.add_argument("--pin", type=duration, metavar="DURATION",
+                     help="how long it stays pinned clean: seconds, or 90m, 36h, 7d, 2w "
+                     "(default: the service's appeal immunity, 90 days unless configured)")
+    pin.add_argument("--permanent", action="store_true",
+                     help="pinned clean for good: no score can sanction it again")
+    clear.add_argument("--force", action="store_true",
+                       help="clear a host the sanctions never scored (refused otherwise: "
+                       "likely a typo), pinning it clean all the same")
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
@@ -44,14 +50,16 @@ def _show(client: Client, args: argparse.Namespace, out: IO[str]) -> int:
     if args.json:
         print_json(got, out)
         return OK
-    print(f"{got['key']} ({got['scope']}): {_state(got)}", file=out)
+    for line in summary(got):
+        print(line, file=out)
     table([{**t, "at": iso(t["at"])} for t in got["history"]],
           ["at", "from", "to", "score", "actor", "reason"], out)
     return OK
 
 
 def _clear(client: Client, args: argparse.Namespace, out: IO[str]) -> int:
-    got = client.clear_sanction(args.host, args.reason, args.pin)
+    got = client.clear_sanction(args.host, args.reason, args.pin, permanent=args.permanent,
+                                force=args.force)
     print(f"{args.host}: {_state(got)}", file=out)
     return OK
 
@@ -63,6 +71,29 @@ def _state(got: dict[str, Any]) -> str:
     entries = "".join(f"; {what} entry {got[key]}" for what, key in (
         ("ban", "ban_entry_id"), ("quarantine", "quarantine_entry_id")) if got.get(key))
     pin = ("; pinned clean for good" if got.get("pinned_forever") else
-           f"; pinned clean until {iso(got['pinned_until'])}" if got.get("pinned_until")
-           else "")
+           f"; pinned clean until {iso(got['pinned_until'])}" if got.get("pinned")
+           else f"; appeal immunity ended {iso(got['pinned_until'])}: scored as usual"
+           if got.get("pinned_until") else "")
     return f"{got.get('state')}, {score}{entries}{pin}"
+
+
+def summary(got: dict[str, Any]) -> list[str]:
+    """`sanctions show`'s lines above the transitions, from GET /v1/sanctions/{host}: the
+    host's state, then what that state does not say: a sanction its pin holds back, and
+    what it inherits from its parent domains (a quarantined parent demotes it too)."""
+    via = "; ".join(f"{'banned' if e['sanction'] == 'banned' else 'quarantined'} via "
+                    f"{e['via']}" for e in got.get("inherited", ()))
+    lines = [f"{got['key']} ({got['scope']}): {_state(got)}{f'; but {via}' if via else ''}"]
+    if got.get("suppressed"):
+        lines.append(f"suppressed: {got['suppressed']['why']}")
+    for e in got.get("inherited", ()):
+        banned = e["sanction"] == "banned"
+        lines.append(f"inherited: {'banned' if banned else 'quarantined'} via "
+                     f"{e['matched_by']} [{'ban' if banned else 'quarantine'} entry {e['id']}] "
+                     f"by {e['actor']}: {e['reason']}")
+    for p in got.get("parents", ()):
+        score = "" if p.get("score") is None else f", score {p['score']:g}"
+        reach = ("covers its subdomains" if p["covers_subdomains"] else
+                 f"scored as a host: {got['key']} is not covered")
+        lines.append(f"parent {p['key']} ({p['scope']}): {p['state']}{score}; {reach}")
+    return lines

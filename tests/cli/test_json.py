@@ -174,6 +174,39 @@ def test_an_appeal_pins_the_host_clean_for_a_duration(live):
     assert 7 * 86400 - 60 < got["pinned_until"] - time.time() <= 7 * 86400
 
 
+def test_clearing_a_host_never_observed_needs_force(live):
+    svc = ("sanctions", "--url", live, "--token", "t")
+    code, out, err = cli(*svc, "clear", "never-seen.example", "--reason", "appeal")
+    assert (code, out) == (1, "") and err.startswith(
+        "refused: HTTP 409: host: never-seen.example has no observation"), err
+    assert "--force" in err and err.count("\n") == 1
+    code, out, _ = cli(*svc, "clear", "never-seen.example", "--reason", "r", "--force")
+    assert code == 0 and out.startswith("never-seen.example: clean, no score yet; pinned "
+                                        "clean until "), out
+    until = as_json(*svc, "show", "never-seen.example")["pinned_until"]
+    assert 90 * 86400 - 60 < until - time.time() <= 90 * 86400  # the default immunity
+    code, out, _ = cli(*svc, "clear", "never-seen.example", "--reason", "r", "--permanent")
+    assert code == 0 and "pinned clean for good" in out
+    with pytest.raises(SystemExit) as exc:
+        main([*svc, "clear", "x.example", "--reason", "r", "--pin", "7d", "--permanent"])
+    assert exc.value.code == 2
+
+
+def test_lookup_and_show_name_a_parent_s_quarantine(live):
+    with httpx.Client(base_url=live, headers=WRITE) as http:
+        http.post("/v1/sanctions/scores", json={"observations": [
+            {"domain": "yellow.example", "spam_score": 0.75, "observed_at": time.time()}]}
+        ).raise_for_status()
+    code, out, _ = cli("banlist", "--url", live, "lookup", "www.yellow.example")
+    first, second = out.splitlines()[:2]
+    assert code == 0 and first.startswith(
+        "http://www.yellow.example/: not banned, QUARANTINED via yellow.example"), out
+    assert second.startswith("quarantine entry ") and "demoted, by antispam" in second
+    code, out, _ = cli("sanctions", "--url", live, "show", "www.yellow.example")
+    assert code == 0 and out.startswith("www.yellow.example (host): clean, no score yet; "
+                                        "but quarantined via yellow.example\n"), out
+
+
 def test_an_import_draws_its_bars_on_request_only(live, tmp_path):
     """Last: it adds entries the reads above do not expect."""
     lines = tmp_path / "bans.ndjson"
