@@ -49,7 +49,8 @@ def test_promtool_runs_the_alert_unit_tests():
                                                  "alerts_test.yml").read_text()))
     assert {"RearrangeHousekeepingErrors", "RearrangeAuditLogDropping", "RearrangeRedisErrors",
             "RearrangeRuleErrors", "RearrangeRulesSkipped", "RearrangeMemoryNearLimit",
-            "RearrangeConfigReloadRefused", "RearrangeReplicaServesNoReranks"} <= tested
+            "RearrangeConfigReloadRefused", "RearrangeReplicaServesNoReranks",
+            "RearrangePinnedHostScoresHigh"} <= tested
 
 
 def test_dashboard_matches_its_json_schema_and_panels_fit_the_grid():
