@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.conftest import AUTH
 
 SPAM = {"Authorization": "Bearer spam-token"}
+NO_PAGE = pytest.mark.python_path("sanctions and lookups only: no page is served")
 PAGE = {"documents": [{"id": "a", "url": "http://grey.example/1", "score": 9.0},
                       {"id": "b", "url": "http://ok.example/1", "score": 8.0}]}
 RULES = """profiles:
@@ -105,6 +107,7 @@ def test_the_sample_config_demotes_a_quarantined_domain_s_hosts(client):
     assert "domain yellow.example is in spam quarantine" in record["reason"]
 
 
+@NO_PAGE
 def test_lookup_and_the_host_s_state_report_a_parent_s_quarantine(client):
     observe(client, "domain", "yellow.example", 0.75)
     got = client.get("/v1/banlist/lookup", params={"url": "www.yellow.example"}).json()
@@ -120,6 +123,7 @@ def test_lookup_and_the_host_s_state_report_a_parent_s_quarantine(client):
         ("quarantine", "yellow.example")]
 
 
+@NO_PAGE
 def test_clearing_a_host_never_observed_needs_force(client):
     clear = lambda host, **body: client.post(  # noqa: E731
         f"/v1/sanctions/{host}/clear", headers=AUTH, json={"reason": "appeal", **body})
@@ -133,6 +137,7 @@ def test_clearing_a_host_never_observed_needs_force(client):
     assert r.status_code == 422 and r.json()["field"] == "body.force"
 
 
+@NO_PAGE
 def test_an_appeal_s_immunity_is_the_setting_unless_permanent(settings):
     settings = settings.model_copy(update={"sanctions_appeal_pin_days": 30.0})
     with TestClient(create_app(settings)) as client:
@@ -147,6 +152,7 @@ def test_an_appeal_s_immunity_is_the_setting_unless_permanent(settings):
         assert got["pinned_forever"] is True and got["pinned_until"] is None
 
 
+@NO_PAGE
 def test_the_feed_answers_which_observations_a_pin_suppressed(client):
     observe(client, "host", "shop.example", 0.95)
     client.post("/v1/sanctions/shop.example/clear", headers=AUTH, json={"reason": "appeal"})

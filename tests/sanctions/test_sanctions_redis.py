@@ -5,6 +5,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from tests.conftest import AUTH
 from tests.conftest import app_on as replica_app
 
@@ -145,3 +147,20 @@ def test_a_batch_refused_from_its_first_item_says_nothing_was_changed(redis_serv
         assert "maxmemory" in out["problem"]
         assert (out["applied"], out["pending"], out["not_applied"]) == (0, [], list(range(10)))
         assert r.hlen(HOSTS) == 0
+
+
+@pytest.mark.python_path("appeals and feeds only: no page is served")
+def test_with_redis_an_unobserved_host_is_refused_and_a_forced_pin_reaches_the_other(
+        redis_server, settings):
+    """The refusal is decided inside the host's WATCH/MULTI update: it writes nothing."""
+    with app_on(redis_server, settings, "a") as a, app_on(redis_server, settings, "b") as b:
+        r = a.post("/v1/sanctions/new.example/clear", headers=AUTH, json={"reason": "appeal"})
+        assert r.status_code == 409 and r.json()["field"] == "host"
+        with redis_server.client() as r_:
+            assert r_.hget(HOSTS, "new.example") is None
+        r = a.post("/v1/sanctions/new.example/clear", headers=AUTH,
+                   json={"reason": "pre-emptive", "force": True})
+        assert r.status_code == 200
+        assert b.get("/v1/sanctions/new.example").json()["pinned"] is True
+        [held] = feed(b, "new.example", 0.95, time.time())["suppressed"]
+        assert held["would_be"] == "banned" and held["until"].endswith("Z")
