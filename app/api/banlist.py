@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -188,18 +188,23 @@ def changes(store: Store, _: Reader, since: Annotated[int, Query(ge=0)] = 0,
             host: Annotated[str | None, Query(max_length=8192)] = None,
             actor: Annotated[str | None, Query(max_length=256)] = None,
             start: Annotated[str | None, Query(alias="from", max_length=64)] = None,
-            until: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
-    """The change log after sequence `since`: who changed what, when and why.
+            until: Annotated[str | None, Query(max_length=64)] = None,
+            before: Annotated[int | None, Query(ge=1)] = None,
+            order: Literal["asc", "desc"] = "asc") -> dict[str, Any]:
+    """The change log: who changed what, when and why; `since` < seq < `before`.
+
+    `order=asc` (the default) gives the oldest changes after sequence `since`: page on with
+    `since` = the last seq. `order=desc` gives the newest first: page back with `before` =
+    the last seq. `more` says whether changes lie beyond the page in its direction.
 
     Filters (all that are given must hold): `value` (an entry's or group's value, in any
     scope it is valid in), `host` (changes of entries banning that host, a subdomain of
     it or a parent domain of it, and of org groups holding such a domain), `actor`, and
     `from` / `until` (ISO 8601 times with an offset, or dates; `until` exclusive). A
-    removal or expiry is kept when its entry is. Page on with `since` = the last seq."""
+    removal or expiry is kept when its entry is."""
     flt = history.ChangeFilter.of(value, host, actor, start, until, time.time())
-    found = (store.changes_since(since, limit) if flt.empty()
-             else store.history(flt, since, limit))
-    return {"changes": found, "banlist_version": store.version}
+    found, more = history.page(store, flt, since, before, limit, newest=order == "desc")
+    return {"changes": found, "more": more, "banlist_version": store.version}
 
 
 @router.get("/writes/{write_id}", responses=refusals({

@@ -4,12 +4,16 @@ Both stores feed changes here in seq order (the embedded store from its log file
 store from its stream); what is kept is decided here, the same for both. A `remove` or
 `expire` change carries the entry it ended (`entry`); one logged before it did names only
 the id, and is matched through the `add` of that id read earlier in the same pass.
+
+`page` is what the changes route answers: the oldest changes after a seq, or the newest
+before one, and whether more lie beyond them.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -127,15 +131,68 @@ class Matcher:
 
 
 def select(changes: Iterable[Change], flt: ChangeFilter, groups: Mapping[str, tuple[str, ...]],
-           since: int, limit: int) -> list[Change]:
-    """Up to `limit` changes after seq `since` that `flt` keeps, in seq order."""
-    matcher, out = Matcher(flt, groups), []
+           since: int, limit: int, before: int | None = None,
+           newest: bool = False) -> list[Change]:
+    """Up to `limit` changes with `since` < seq < `before` that `flt` keeps, in seq order:
+    the first such, or with `newest` the last (the whole range is read then, as a kept
+    removal may hang on an add read much earlier)."""
+    matcher = Matcher(flt, groups)
+    out: deque[Change] = deque(maxlen=limit if newest else None)
     for change in changes:
+        if before is not None and change["seq"] >= before:
+            break
         if matcher.take(change) and change["seq"] > since:
             out.append(change)
-            if len(out) >= limit:
+            if not newest and len(out) >= limit:
                 break
-    return out
+    return list(out)
+
+
+class Log(Protocol):
+    """What `page` reads of a store: its version (the newest seq) and its change log."""
+
+    @property
+    def version(self) -> int: ...
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]: ...
+
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000,
+                before: int | None = None, newest: bool = False) -> list[Change]: ...
+
+
+def page(log: Log, flt: ChangeFilter, since: int, before: int | None, limit: int,
+         newest: bool) -> tuple[list[Change], bool]:
+    """(up to `limit` changes with `since` < seq < `before` that `flt` keeps, whether more
+    such lie beyond them): the oldest first, or with `newest` the newest first, the `more`
+    then being older ones. One more than `limit` is read to know."""
+    if not flt.empty():
+        found = log.history(flt, since, limit + 1, before, newest)
+    elif newest:
+        found = _last(log, since, before, limit + 1)
+    else:
+        found = [c for c in log.changes_since(since, limit + 1)
+                 if before is None or c["seq"] < before]
+    more = len(found) > limit
+    if newest:
+        return found[::-1][:limit], more
+    return found[:limit], more
+
+
+def _last(log: Log, since: int, before: int | None, want: int) -> list[Change]:
+    """The last `want` changes with `since` < seq < `before`, in seq order, read back from
+    `before` in windows of seqs: a seq is not a change's rank (a seed takes one seq per
+    entry and logs one change, Redis's stream keeps a window), so a window that finds too
+    few is widened until it reaches `since`."""
+    end = log.version + 1 if before is None else before
+    if end - 1 <= since:
+        return []
+    window = want
+    while True:
+        start = max(since, end - 1 - window)
+        found = [c for c in log.changes_since(start, end - 1 - start) if c["seq"] < end]
+        if len(found) >= want or start <= since:
+            return found[-want:]
+        window *= 4
 
 
 def host_param(text: str) -> str:

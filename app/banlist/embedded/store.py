@@ -386,10 +386,12 @@ class EmbeddedStore(StoreBase):
             size = self.changelog.size  # what is committed now; later appends are not read
         return self.changelog.read(seq, limit, size)
 
-    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
-                ) -> list[dict[str, Any]]:
-        """Up to `limit` changes after seq `since` that `flt` keeps, from the whole log."""
-        return history.select(self._changes_for(flt), flt, self.index.groups, since, limit)
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000,
+                before: int | None = None, newest: bool = False) -> list[dict[str, Any]]:
+        """Up to `limit` changes with `since` < seq < `before` that `flt` keeps, from the
+        whole log: the first, or with `newest` the last (history.select)."""
+        return history.select(self._changes_for(flt), flt, self.index.groups, since, limit,
+                              before, newest)
 
     def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
         """Entries that matched this canonical URL once and are gone, the latest ended first

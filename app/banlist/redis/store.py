@@ -495,12 +495,14 @@ class RedisStore(StoreBase):
             self.events.redis_error("history")
             raise BanlistUnavailable("banlist", f"Redis unreachable, no history: {exc}") from exc
 
-    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000
-                ) -> list[dict[str, Any]]:
-        """Up to `limit` changes after seq `since` that `flt` keeps (within the stream's
-        retention window); BanlistUnavailable while Redis is unreachable."""
+    def history(self, flt: ChangeFilter, since: int = 0, limit: int = 1000,
+                before: int | None = None, newest: bool = False) -> list[dict[str, Any]]:
+        """Up to `limit` changes with `since` < seq < `before` that `flt` keeps (within the
+        stream's retention window): the first, or with `newest` the last (history.select);
+        BanlistUnavailable while Redis is unreachable."""
         return self._reading(lambda: history.select(self._records(flt), flt,
-                                                    self.index.groups, since, limit))
+                                                    self.index.groups, since, limit,
+                                                    before, newest))
 
     def former(self, canonical: str, host: str) -> list[dict[str, Any]]:
         """Entries that matched this canonical URL once and are gone (Graveyard.former): the
