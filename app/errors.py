@@ -7,7 +7,8 @@ core error: the API's body reader its `BodyRefused` kinds (app/api/errors.py) an
 and `Unreachable` (app/cli/client.py, what the service said or that it did not answer)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sized
 from typing import Any
 
 from pydantic import ValidationError
@@ -129,13 +130,74 @@ def refuse_unknown_keys(place: str, mapping: Mapping[Any, object], known: set[st
         raise ConfigError(f"{place}.{unknown[0]}" if place else unknown[0], problem)
 
 
+A_TIME = "a time with its offset, such as 2026-12-31T00:00:00Z"
+# pydantic's error types, in the project's words: what the value should be. `{name}` is
+# filled from the error's context (its bounds); a type not here keeps pydantic's message.
+_WORDS = {
+    "missing": "required", "extra_forbidden": "unknown field",
+    "timezone_aware": A_TIME, "datetime_parsing": A_TIME, "datetime_from_date_parsing": A_TIME,
+    "datetime_type": A_TIME, "datetime_object_invalid": A_TIME,
+    "string_type": "a string", "int_type": "a whole number", "int_parsing": "a whole number",
+    "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+    "finite_number": "a finite number", "bool_type": "true or false",
+    "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object",
+    "model_type": "an object", "model_attributes_type": "an object",
+    "literal_error": "one of {expected}", "enum": "one of {expected}",
+    "string_too_long": "at most {max_length} characters",
+    "string_too_short": "at least {min_length} characters",
+    "too_long": "at most {max_length} items", "too_short": "at least {min_length} items",
+    "greater_than": "more than {gt}", "greater_than_equal": "at least {ge}",
+    "less_than": "less than {lt}", "less_than_equal": "at most {le}",
+    "string_pattern_mismatch": "of the form {pattern}",
+    "json_invalid": "not valid JSON: {error}",
+}
+_OWN_MESSAGE = ("Value error, ", "Assertion failed, ")  # a validator's own words
+
+
+def validation_problem(error: Mapping[str, Any]) -> str:
+    """One pydantic error (an item of `ValidationError.errors()`) as the project says it:
+    `a time with its offset, such as …`, `at most 1000 characters (got 5000)`, never
+    pydantic's `Input should have timezone info`. The field is the caller's to name."""
+    kind, ctx, given = error.get("type", ""), error.get("ctx") or {}, error.get("input")
+    msg = str(error.get("msg", ""))
+    for prefix in _OWN_MESSAGE:
+        if msg.startswith(prefix):
+            return msg.removeprefix(prefix) + ("" if given is None else _got(kind, given))
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "must not be empty"
+    words = _WORDS.get(kind)
+    if words is None:
+        return msg
+    ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}  # 0, not 0.0
+    if "expected" in ctx:  # "'url', 'prefix' or 'host'"
+        ctx["expected"] = str(ctx["expected"]).replace(" or ", ", ")
+    try:
+        said = words.format(**ctx)
+    except (KeyError, IndexError):  # a context without the bound: the words without it
+        said = words.split(" {")[0]
+    return said + _got(kind, given)
+
+
+def _got(kind: str, given: object) -> str:
+    """` (got …)`: the value refused, as JSON and short (a length for a long one)."""
+    if kind in ("missing", "extra_forbidden", "json_invalid"):
+        return ""
+    if kind in ("string_too_long", "too_long", "too_short") and isinstance(given, Sized):
+        return f" (got {len(given)})"
+    if isinstance(given, str) and len(given) > 40:
+        given = given[:40] + "…"
+    if isinstance(given, str | bool | int | float) or given is None:
+        return f" (got {json.dumps(given, ensure_ascii=False)})"
+    return ""
+
+
 def pydantic_problem(exc: ValidationError) -> str:
     """The first pydantic error as one line naming the parameter; an unknown key first, as
     the likely cause of the rest (a misspelt required parameter is also a missing one)."""
     errors = exc.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(part) for part in first["loc"])
-    msg = first["msg"].removeprefix("Value error, ")
+    msg = validation_problem(first)
     if first["type"] == "extra_forbidden":
         return f"unknown parameter {where!r}"
     return f"parameter {where!r}: {msg}" if where else msg

@@ -10,6 +10,7 @@ body is `{"error", "field", "problem", …}`: `error` is `invalid_request` for a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import redis
@@ -27,6 +28,7 @@ from app.errors import (
     NotFound,
     TooLarge,
     Unavailable,
+    validation_problem,
 )
 
 
@@ -107,8 +109,7 @@ def refusal(exc: Exception) -> Refusal:
         return Refusal(status, body(status, "redis",
                                     f"Redis is unreachable, nothing was changed: {exc}"), {})
     if isinstance(exc, RequestValidationError):
-        errors = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]}
-                  for e in exc.errors()]
+        errors = [_invalid(e) for e in exc.errors()]
         return Refusal(422, body(422, errors[0]["field"], errors[0]["problem"], errors=errors),
                        {})
     if isinstance(exc, HTTPException):
@@ -120,6 +121,17 @@ def refusal(exc: Exception) -> Refusal:
         return Refusal(status, body(status, field, detail.pop("problem", None), **detail),
                        dict(exc.headers or {}))
     raise TypeError(f"not an API refusal: {exc!r}")
+
+
+def _invalid(error: Mapping[str, Any]) -> dict[str, str]:
+    """One of a request's validation errors: the field as the request spells it
+    (`body.expires_at`, `query.limit`, `body.regions.0`) and the problem in the project's
+    words (validation_problem), never pydantic's."""
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":  # FastAPI's: ("body", the character it stopped at)
+        return {"field": "body", "problem": f"{validation_problem(error)} (at character "
+                                            f"{loc[-1]})"}
+    return {"field": ".".join(str(p) for p in loc), "problem": validation_problem(error)}
 
 
 def install(app: FastAPI) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from app.banlist.base import EntrySpec, GroupSpec, prepare, require_reason
 from app.banlist.bodies import BanIn, GroupIn
 from app.banlist.model import SCOPES, Entry, group_domains, group_name
-from app.errors import BanlistError
+from app.errors import BanlistError, validation_problem
 from app.strict_json import RepeatedKey
 from app.strict_json import loads as strict_loads
 
@@ -231,7 +231,7 @@ def _validated(model: type[M], fields: dict[str, Any]) -> M:
         first = exc.errors()[0]
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
                         for part in first["loc"]).lstrip(".") or "line"
-        raise BanlistError(where, first["msg"].removeprefix("Value error, ")) from None
+        raise BanlistError(where, validation_problem(first)) from None
 
 
 def export(groups: Mapping[str, tuple[str, ...]], entries: Iterable[Entry],
