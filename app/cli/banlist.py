@@ -12,6 +12,7 @@ from app.cli.banlist_import import import_file
 from app.cli.client import Client, Refused
 from app.cli.exits import OK, REFUSED, USAGE, calling
 from app.cli.flags import (
+    ServiceCommand,
     add_json_flag,
     add_progress_flags,
     add_service_arguments,
@@ -28,7 +29,8 @@ def add_parser(sub: Any) -> None:
     """The `banlist` sub-commands, added to the `rearrange` parser."""
     p = sub.add_parser("banlist", help="T&S tools against a running service")
     add_service_arguments(p, "the actor comes from it")
-    cmds = p.add_subparsers(dest="banlist_command", required=True)
+    cmds = p.add_subparsers(dest="banlist_command", required=True,
+                            parser_class=ServiceCommand)
     add = cmds.add_parser("add", help="ban a url, prefix, host, domain or org group")
     add.add_argument("scope", choices=SCOPES)
     add.add_argument("value")

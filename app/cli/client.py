@@ -20,11 +20,20 @@ class Refused(Exception):
 
     def __init__(self, status: int, body: Json) -> None:
         field = body.get("field")
-        where = f"{field}: " if field else ""
+        where = f"{field_said(str(field))}: " if field else ""
         kind = body.get("error")
         own = f" ({kind})" if kind not in (None, "invalid_request", "error") else ""
         super().__init__(f"HTTP {status}: {where}{body.get('problem')}{own}")
         self.status, self.body = status, body
+
+
+def field_said(field: str) -> str:
+    """A refused field as the CLI's user knows it: `expires_at`, `regions[0]`. The service
+    names `body.expires_at`, `body.regions.0`, but the body is the CLI's, not theirs."""
+    parts = field.split(".")
+    if parts[0] == "body" and len(parts) > 1:
+        parts = parts[1:]
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts).lstrip(".")
 
 
 class Unreachable(Exception):

@@ -7,7 +7,13 @@ from typing import IO, Any
 
 from app.cli.client import Client, Refused
 from app.cli.exits import OK, calling
-from app.cli.flags import add_json_flag, add_service_arguments, client_of, print_json
+from app.cli.flags import (
+    ServiceCommand,
+    add_json_flag,
+    add_service_arguments,
+    client_of,
+    print_json,
+)
 from app.cli.tables import table
 
 
@@ -16,7 +22,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("config", help="the config a running service serves: show, versions, "
                        "rollback")
     add_service_arguments(p, "any admin token reads, a rollback needs a write token")
-    cmds = p.add_subparsers(dest="config_command", required=True)
+    cmds = p.add_subparsers(dest="config_command", required=True,
+                            parser_class=ServiceCommand)
     show = cmds.add_parser("show", help="the YAML served (or of VERSION) on stdout, what it "
                            "is on stderr")
     show.add_argument("version", nargs="?")

@@ -51,16 +51,71 @@ def timeout(text: str) -> float:
     return seconds
 
 
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT = 60.0
+
+
+def add_global_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `rearrange` takes before any command: the service options and `--json`."""
+    _service_options(parser, "bearer token (default REARRANGE_TOKEN)")
+    _json_anywhere(parser)
+
+
 def add_service_arguments(p: argparse.ArgumentParser, token_help: str) -> None:
-    """--url, --token and --timeout: the service a command talks to, and how."""
-    p.add_argument("--url", dest="service_url",
-                   default=os.environ.get("REARRANGE_URL", "http://127.0.0.1:8080"),
-                   help="the service (default REARRANGE_URL or http://127.0.0.1:8080)")
-    p.add_argument("--token", default=os.environ.get("REARRANGE_TOKEN"),
-                   help=f"bearer token (default REARRANGE_TOKEN); {token_help}")
-    p.add_argument("--timeout", type=timeout, default=60.0, metavar="DURATION",
+    """--url, --token and --timeout on a group of commands that call the service (and
+    --json for those of its commands that print it); its commands are to be made with
+    `parser_class=ServiceCommand`, so that each takes them too."""
+    _service_options(p, f"bearer token (default REARRANGE_TOKEN); {token_help}")
+    _json_anywhere(p)
+
+
+class ServiceCommand(argparse.ArgumentParser):
+    """A command that calls the service: it takes --url, --token and --timeout after its
+    name too (`rearrange banlist history --url X`), as `rearrange` and its group do."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _service_options(self, "bearer token (default REARRANGE_TOKEN)")
+
+
+def _service_options(p: argparse.ArgumentParser, token_help: str) -> None:
+    """--url, --token, --timeout. Their defaults are SUPPRESS: a sub-command's default would
+    overwrite a value given before it (argparse copies a sub-command's whole namespace onto
+    its parent's); so, given anywhere, the last one given holds, and client_of supplies the
+    defaults of those not given."""
+    p.add_argument("--url", dest="service_url", default=argparse.SUPPRESS, metavar="URL",
+                   help=f"the service (default REARRANGE_URL or {DEFAULT_URL})")
+    p.add_argument("--token", default=argparse.SUPPRESS, help=token_help)
+    p.add_argument("--timeout", type=timeout, default=argparse.SUPPRESS, metavar="DURATION",
                    help="how long to wait for each answer: seconds, or 90s, 2m (default 60)")
 
 
+def _json_anywhere(p: argparse.ArgumentParser) -> None:
+    """--json before the command that prints it (`rearrange --json banlist list`): its own
+    dest, as `dupes --json FILE` is another option of that name."""
+    p.add_argument("--json", dest="json_anywhere", action="store_true",
+                   default=argparse.SUPPRESS,
+                   help="print JSON, for the commands that take --json")
+
+
+def json_given_before(args: argparse.Namespace) -> str | None:
+    """Apply a --json given before the command (`args.json` set): None, or the problem
+    when the command prints no JSON or takes a file with its --json (`dupes`)."""
+    if not getattr(args, "json_anywhere", False):
+        return None
+    command = " ".join(str(getattr(args, name)) for name in vars(args)
+                       if name == "command" or name.endswith("_command"))
+    takes = getattr(args, "json", None)
+    if isinstance(takes, bool):
+        args.json = True
+        return None
+    if hasattr(args, "json"):
+        return f"--json: `rearrange {command}` takes --json FILE (or --json - for stdout)"
+    return f"--json: `rearrange {command}` prints no JSON"
+
+
 def client_of(args: argparse.Namespace) -> Client:
-    return Client(args.service_url, args.token, getattr(args, "timeout", 60.0))
+    """The client of the service the options name, or of the defaults of those not given."""
+    url = getattr(args, "service_url", None) or os.environ.get("REARRANGE_URL", DEFAULT_URL)
+    token = args.token if hasattr(args, "token") else os.environ.get("REARRANGE_TOKEN")
+    return Client(url, token, getattr(args, "timeout", DEFAULT_TIMEOUT))

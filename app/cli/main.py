@@ -20,14 +20,21 @@ from app.cli import replay as replay_cli
 from app.cli import sanctions as cli_sanctions
 from app.cli.dupes import add_dupes_arguments
 from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling, invalid
-from app.cli.flags import add_json_flag, print_json
-from app.errors import ConfigError, FieldError, RearrangeError, SettingsError
+from app.cli.flags import add_global_arguments, add_json_flag, json_given_before, print_json
+from app.errors import (
+    ConfigError,
+    FieldError,
+    RearrangeError,
+    SettingsError,
+    validation_problem,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rearrange` console script."""
     parser = argparse.ArgumentParser(prog="rearrange", description=__doc__)
     parser.add_argument("--version", action="version", version=f"rearrange {__version__}")
+    add_global_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service (settings from the environment)")
     serve.add_argument("--host", help="listen address (default REARRANGE_HOST or 127.0.0.1)")
@@ -83,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     cli_config.add_parser(sub)
     replay_cli.add_parser(sub)
     args = parser.parse_args(argv)
+    problem = json_given_before(args)
+    if problem:
+        parser.error(problem)
     command = {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
                "experiments": _srm, "banlist": cli_banlist.run, "sanctions": cli_sanctions.run,
                "audit": audit_cli.run, "config": cli_config.run,
@@ -176,7 +186,7 @@ def load_settings() -> Any:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+        problems = "; ".join(f"{_variable(e['loc'])}: {validation_problem(e)}"
                              for e in exc.errors())
         raise SettingsError(problems) from None
 

@@ -8,7 +8,14 @@ from typing import IO, Any
 from app.banlist.model import iso
 from app.cli.client import Client
 from app.cli.exits import OK, calling
-from app.cli.flags import add_json_flag, add_service_arguments, client_of, duration, print_json
+from app.cli.flags import (
+    ServiceCommand,
+    add_json_flag,
+    add_service_arguments,
+    client_of,
+    duration,
+    print_json,
+)
 from app.cli.tables import table
 
 
@@ -17,7 +24,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("sanctions", help="spam-score sanctions of a running service: a "
                        "host's state and history, appeals")
     add_service_arguments(p, "any admin token reads, an appeal needs a write token")
-    cmds = p.add_subparsers(dest="sanctions_command", required=True)
+    cmds = p.add_subparsers(dest="sanctions_command", required=True,
+                            parser_class=ServiceCommand)
     show = cmds.add_parser("show", help="a host's (or domain's) state, last score, pin, its "
                            "ban or quarantine entry and every transition")
     show.add_argument("host")
