@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.model import SCOPES, iso
+from app.cli import banlist_history
 from app.cli.banlist_import import import_file
 from app.cli.client import Client, Refused
 from app.cli.exits import OK, REFUSED, USAGE, calling
@@ -75,19 +76,7 @@ def add_parser(sub: Any) -> None:
     exp = cmds.add_parser("export", help="every active entry")
     exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
     exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
-    hist = cmds.add_parser("history", help="the change log: who changed what, when, why")
-    hist.add_argument("--since", type=int, default=0, help="after this seq (to page on)")
-    hist.add_argument("--limit", type=int, default=100)
-    hist.add_argument("--value", help="changes of entries (or groups) of this value")
-    hist.add_argument("--host", help="changes of entries banning this host, a subdomain or "
-                      "a parent domain of it")
-    hist.add_argument("--actor", help="changes made by this actor")
-    hist.add_argument("--from", dest="start", metavar="TIME", type=_instant,
-                      help="from this time: ISO 8601 with an offset, a date, or an age such "
-                      "as 36h or 7d")
-    hist.add_argument("--until", metavar="TIME", type=_instant,
-                      help="before this time (same forms)")
-    add_json_flag(hist, "the service's answer (GET /v1/banlist/changes)")
+    banlist_history.add_parser(cmds)
     grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
     grp.add_argument("name")
     grp.add_argument("domains", nargs="+")
@@ -122,14 +111,6 @@ def _moment(text: str) -> str:
     """A time to come as the service takes it (an ISO 8601 instant; no ages)."""
     try:
         return iso(parse_time(text, time.time(), ages=False))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _instant(text: str) -> str:
-    """A time argument as the service takes it (an ISO 8601 instant; ages are the CLI's)."""
-    try:
-        return iso(parse_time(text, time.time()))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -251,36 +232,6 @@ def _export(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
     return 0
 
 
-def _history(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    query: dict[str, Any] = {"since": args.since, "limit": args.limit}
-    query.update({k: v for k, name in (("value", "value"), ("host", "host"), ("actor", "actor"),
-                                       ("from", "start"), ("until", "until"))
-                  if (v := getattr(args, name)) is not None})
-    got = client.changes(**query)
-    if args.json:
-        print_json(got, out)
-        return OK
-    rows = []
-    for c in got["changes"]:
-        what = (f"{c['entry']['scope']} {c['entry']['value']} [entry {c['entry']['id']}]"
-                if "entry" in c else f"group {c['name']}: {len(c['domains'])} domains"
-                if c["op"] == "group" else f"{c['entries']} entries"
-                if c["op"] == "seed" else f"entry {c.get('id', '-')}")
-        if c["op"] == "edit":
-            what += ": " + "; ".join(f"{k} {_shown(k, v)} -> {_shown(k, c['after'][k])}"
-                                     for k, v in c["before"].items())
-        rows.append({**c, "what": what})
-    table(rows, ["seq", "at", "op", "what", "actor", "reason"], out)
-    return 0
-
-
-def _shown(field: str, value: Any) -> str:
-    """An edited field's value in the history table: no expiry, no regions said in words."""
-    if field == "regions":
-        return ",".join(value) or "everywhere"
-    return "permanent" if value is None else str(value)
-
-
 def _group(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
     got = client.define_group(args.name, args.domains, args.reason)
     g = got["group"]
@@ -344,5 +295,5 @@ def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 
 _COMMANDS = {"add": _add, "extend": _edit, "edit": _edit, "remove": _remove, "lookup": _lookup,
              "list": _list, "groups": _groups, "import": import_file, "export": _export,
-             "history": _history, "group": _group, "reseed": _reseed,
+             "history": banlist_history.history, "group": _group, "reseed": _reseed,
              "forget-loss": _forget_loss}

@@ -126,11 +126,12 @@ def test_the_cli_answers_from_the_records(tmp_path, capsys):
                 "until ") in out
         assert "by tns, reason court order (removed by tns: appeal granted)" in out
         assert main([*cli, "history", "--host", "gone.example", "--from", "1h"]) == 0
-        rows = capsys.readouterr().out.splitlines()[1:]
-        assert [r.split()[0] for r in rows] == ["1", "3"]
+        *rows, footer = capsys.readouterr().out.splitlines()[1:]
+        assert [r.split()[0] for r in rows] == ["3", "1"]  # newest first
         assert "domain gone.example [entry 1]" in rows[1]
+        assert footer == "2 changes, newest first; none older"
         assert main([*cli, "history", "--actor", "nobody"]) == 0
-        assert capsys.readouterr().out.splitlines()[1:] == []
+        assert capsys.readouterr().out == "no changes\n"
         with pytest.raises(SystemExit) as exc:
             main([*cli, "history", "--until", "soon"])
         assert exc.value.code == 2 and "'soon' is not an ISO 8601 time" in capsys.readouterr(

@@ -87,7 +87,8 @@ def test_extend_and_edit_change_a_ban_in_place_on_every_replica(services):
     assert final["id"] == entry_id and final["expires_at"] is not None
     assert {k: v for k, v in final.items() if k not in ("regions", "expires_at")} == {
         k: v for k, v in added.items() if k not in ("regions", "expires_at")}
-    code, out, _ = cli("banlist", "--url", b, "history", "--value", "spam.example")
+    code, out, _ = cli("banlist", "--url", b, "history", "--after-seq", "0", "--value",
+                       "spam.example")  # oldest first
     assert code == 0, out
     rows = [line for line in out.splitlines() if " edit " in line]
     assert len(rows) == 5
@@ -96,7 +97,7 @@ def test_extend_and_edit_change_a_ban_in_place_on_every_replica(services):
     assert "regions RU -> BY,RU" in rows[3]
     assert "expires_at permanent -> 20" in rows[4]  # a table cell is cut at 100 characters
     code, out, _ = cli("banlist", "--url", b, "history", "--value", "spam.example", "--json")
-    last = json.loads(out)["changes"][-1]
+    last = json.loads(out)["changes"][0]  # newest first
     assert (last["op"], last["before"]["regions"], last["after"]["regions"]) == (
         "edit", ["BY", "RU"], [])
     code, out, _ = cli("banlist", "--url", b, "lookup", "http://www.spam.example/",

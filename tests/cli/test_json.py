@@ -49,8 +49,9 @@ def test_banlist_reads_print_the_service_s_answer(live):
     got = as_json(*svc, "lookup", "https://b.example/x")
     assert got["banned"] and got["matches"][0]["reason"] == "malware [manual]"
     got = as_json(*svc, "history")
-    assert [c["op"] for c in got["changes"]] == ["group", "add", "add", "add"]
-    assert got["changes"][-1]["entry"]["actor"] == "antispam"  # the sanction's ban
+    assert [c["op"] for c in got["changes"]] == ["add", "add", "add", "group"]  # newest first
+    assert got["changes"][0]["entry"]["actor"] == "antispam"  # the sanction's ban
+    assert got["more"] is False
     got = as_json(*svc, "list")
     assert got["total"] == 3 and got["next"] is None
     assert [e["value"] for e in got["entries"]] == ["b.example", "acme", "spam.example"]
