@@ -10,7 +10,7 @@ from typing import IO, Any
 from app.banlist.model import iso
 from app.cli.client import Client
 from app.cli.exits import OK
-from app.cli.flags import add_json_flag, print_json
+from app.cli.flags import add_json_flag, default_url, print_json
 from app.cli.tables import table
 from app.timespec import parse_time
 
@@ -91,7 +91,7 @@ def _command(args: argparse.Namespace, option: str, seq: int) -> str:
     taken to be, so that `--since 2h` means the same on every page) and service, never its
     token."""
     words = ["rearrange", "banlist", "history", option, str(seq)]
-    if hasattr(args, "service_url"):  # given on the command line: the same service
+    if args.service_url != default_url():  # given on the command line: the same service
         words += ["--url", args.service_url]
     if args.limit != LIMIT:
         words += ["--limit", str(args.limit)]

@@ -6,6 +6,7 @@ import math
 import os
 from typing import IO, Any
 
+import httpx
 import orjson
 
 from app.cli.client import Client
@@ -55,6 +56,19 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 60.0
 
 
+def url(text: str) -> str:
+    """The type of --url: an http(s) URL with a host. One that is not is a usage error
+    (exit 2) before anything is sent, not a service that cannot be reached (exit 3)."""
+    try:
+        parsed = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a URL such as "
+                                         f"{DEFAULT_URL} (http or https, and a host)")
+    return text
+
+
 def add_global_arguments(parser: argparse.ArgumentParser) -> None:
     """What `rearrange` takes before any command: the service options and `--json`."""
     _service_options(parser, "bearer token (default REARRANGE_TOKEN)")
@@ -76,6 +90,7 @@ class ServiceCommand(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _service_options(self, "bearer token (default REARRANGE_TOKEN)")
+        self.set_defaults(calls_service=True)
 
 
 def _service_options(p: argparse.ArgumentParser, token_help: str) -> None:
@@ -83,7 +98,8 @@ def _service_options(p: argparse.ArgumentParser, token_help: str) -> None:
     overwrite a value given before it (argparse copies a sub-command's whole namespace onto
     its parent's); so, given anywhere, the last one given holds, and client_of supplies the
     defaults of those not given."""
-    p.add_argument("--url", dest="service_url", default=argparse.SUPPRESS, metavar="URL",
+    p.add_argument("--url", dest="service_url", type=url, default=argparse.SUPPRESS,
+                   metavar="URL",
                    help=f"the service (default REARRANGE_URL or {DEFAULT_URL})")
     p.add_argument("--token", default=argparse.SUPPRESS, help=token_help)
     p.add_argument("--timeout", type=timeout, default=argparse.SUPPRESS, metavar="DURATION",
@@ -114,8 +130,31 @@ def json_given_before(args: argparse.Namespace) -> str | None:
     return f"--json: `rearrange {command}` prints no JSON"
 
 
+def default_url() -> str:
+    """The service of a command given no --url: REARRANGE_URL, else the local default."""
+    return os.environ.get("REARRANGE_URL") or DEFAULT_URL
+
+
+def service_given(args: argparse.Namespace) -> str | None:
+    """Give a command that calls the service the defaults of the service options not given
+    (REARRANGE_URL, REARRANGE_TOKEN, 60 s): None, or the problem of REARRANGE_URL (a
+    usage error, as a bad --url is)."""
+    if not getattr(args, "calls_service", False):
+        return None
+    if not hasattr(args, "service_url"):
+        try:
+            args.service_url = url(default_url())
+        except argparse.ArgumentTypeError as exc:
+            return f"REARRANGE_URL: {exc}"
+    if not hasattr(args, "token"):
+        args.token = os.environ.get("REARRANGE_TOKEN")
+    if not hasattr(args, "timeout"):
+        args.timeout = DEFAULT_TIMEOUT
+    return None
+
+
 def client_of(args: argparse.Namespace) -> Client:
-    """The client of the service the options name, or of the defaults of those not given."""
-    url = getattr(args, "service_url", None) or os.environ.get("REARRANGE_URL", DEFAULT_URL)
-    token = args.token if hasattr(args, "token") else os.environ.get("REARRANGE_TOKEN")
-    return Client(url, token, getattr(args, "timeout", DEFAULT_TIMEOUT))
+    """The client of the service the options name (service_given filled in those not
+    given on the command line)."""
+    return Client(getattr(args, "service_url", None) or default_url(),
+                  getattr(args, "token", None), getattr(args, "timeout", DEFAULT_TIMEOUT))

@@ -20,7 +20,14 @@ from app.cli import replay as replay_cli
 from app.cli import sanctions as cli_sanctions
 from app.cli.dupes import add_dupes_arguments
 from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling, invalid
-from app.cli.flags import add_global_arguments, add_json_flag, json_given_before, print_json
+from app.cli.flags import (
+    add_global_arguments,
+    add_json_flag,
+    json_given_before,
+    print_json,
+    service_given,
+    url,
+)
 from app.errors import (
     ConfigError,
     FieldError,
@@ -70,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     srm = exp_sub.add_parser(
         "srm", help="chi-square sample-ratio check of assignments against configured weights")
     source = srm.add_mutually_exclusive_group(required=True)
-    source.add_argument("--url", action="append",
+    source.add_argument("--url", action="append", type=url,
                         help="a running service's /metrics URL (repeat to sum replicas)")
     source.add_argument("--file", type=Path, action="append",
                         help="a saved Prometheus text exposition (repeat to sum)")
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_config.add_parser(sub)
     replay_cli.add_parser(sub)
     args = parser.parse_args(argv)
-    problem = json_given_before(args)
+    problem = json_given_before(args) or service_given(args)
     if problem:
         parser.error(problem)
     command = {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,

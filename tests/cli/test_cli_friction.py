@@ -137,3 +137,23 @@ def test_a_refusal_is_in_the_project_s_words_naming_the_option_s_field(live):
                    "2026-12-31T00:00:00Z (got \"2026-12-31T00:00:00\")\n")
     code, _, err = cli("banlist", "add", "host", "z.example", "--reason", "r", "--url", live)
     assert (code, err) == (1, "refused: HTTP 401: Authorization: Bearer token required\n")
+
+
+@pytest.mark.parametrize(("argv", "env", "problem"), [
+    (["banlist", "history", "--url", "http://[::1"], None,
+     "argument --url: 'http://[::1' is not a URL: "),
+    (["--url", "127.0.0.1:8080", "config", "show"], None,
+     "argument --url: '127.0.0.1:8080' is not a URL such as http://127.0.0.1:8080 (http or "
+     "https, and a host)"),
+    (["sanctions", "show", "a.example"], "localhost:8080",
+     "REARRANGE_URL: 'localhost:8080' is not a URL such as "),
+])
+def test_a_url_that_is_none_is_a_usage_error_not_a_service_unreachable(argv, env, problem,
+                                                                       capsys, monkeypatch):
+    if env is not None:
+        monkeypatch.setenv("REARRANGE_URL", env)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and problem in err and "Traceback" not in err
+
