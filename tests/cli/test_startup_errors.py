@@ -20,7 +20,7 @@ from tests.conftest import ROOT
      "rearrange: not starting: /nonexistent/seed.jsonl: cannot read: No such file or directory"),
     ({"REARRANGE_ADMIN_TOKENS": "alice"},
      "rearrange: not starting: REARRANGE_ADMIN_TOKENS: the entry of actor 'alice' is not of the "
-     "form actor:token, actor:token:read or actor:token:write"),
+     "form actor:token, actor:token:read, actor:token:write or actor:token:approve"),
     ({"REARRANGE_DEADLINE_MS": "abc"},
      "rearrange: not starting: REARRANGE_DEADLINE_MS: a number (got \"abc\")"),
     ({"REDIS_URL": "redis+sentinel://127.0.0.1:26379"},
