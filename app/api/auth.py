@@ -156,8 +156,10 @@ class Authenticator:
             return found
         self._failed("insufficient_scope")
         if found.via == "token":  # a static read token, refused as it always was
-            raise HTTPException(403, {"field": field,
-                                      "problem": f"the token of {found.actor} is read-only"})
+            problem = (f"the token of {found.actor} may not approve (a static token of role "
+                       "approve may)" if right == APPROVE
+                       else f"the token of {found.actor} is read-only")
+            raise HTTPException(403, {"field": field, "problem": problem})
         scope = SCOPE_PREFIX + right
         raise HTTPException(
             403, {"field": field, "problem": f"the token of {found.actor} lacks the scope "

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.banlist.model import SCOPES, iso
-from app.cli import banlist_history
+from app.cli import banlist_history, banlist_review
 from app.cli.banlist_import import import_file
 from app.cli.client import Client, Refused
 from app.cli.exits import OK, REFUSED, USAGE, calling
@@ -41,6 +41,9 @@ def add_parser(sub: Any) -> None:
     ttl.add_argument("--ttl", type=duration, metavar="DURATION",
                      help="until the ban lapses: seconds, or 90m, 36h, 7d, 2w")
     ttl.add_argument("--expires-at", help="ISO 8601 time the ban lapses")
+    add.add_argument("--urgent", action="store_true", help="ban at once, past the review a "
+                     "high-impact ban waits for (needs the right to approve; the ban is "
+                     "reviewed after the fact)")
     ext = cmds.add_parser("extend", help="give an entry a new expiry (or none), in place")
     ext.add_argument("id")
     _expiry_flags(ext, required=True)
@@ -77,6 +80,7 @@ def add_parser(sub: Any) -> None:
     exp.add_argument("--format", choices=["ndjson", "csv"], default="ndjson")
     exp.add_argument("-o", "--output", type=Path, help="file (default stdout)")
     banlist_history.add_parser(cmds)
+    banlist_review.add_parsers(cmds)
     grp = cmds.add_parser("group", help="define an org group (then `add org NAME`)")
     grp.add_argument("name")
     grp.add_argument("domains", nargs="+")
@@ -143,7 +147,12 @@ def _add(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> 
         body["ttl_seconds"] = args.ttl
     if args.expires_at:
         body["expires_at"] = args.expires_at
+    if args.urgent:
+        body["urgent"] = True
     got = client.add_entry(body)
+    banlist_review.said_pending(got, out)
+    if "entry" not in got:  # waits for review
+        return OK
     table([got["entry"]], ["id", "scope", "value", "regions", "expires_at", "actor", "reason"],
           out)
     if got.get("existing"):
@@ -219,6 +228,9 @@ def _lookup(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
               f"{got.get('history_since')}):", file=out)
         for f in former:
             print(f"  entry {f['id']} ({f['matched_by']}) {f['was']}", file=out)
+    for p in got.get("pending", ()):
+        print(f"PENDING REVIEW: pending ban {p['id']} ({p['scope']} {p['value']}, proposed by "
+              f"{p['actor']}) would match it once approved", file=out)
     return 0
 
 
@@ -296,4 +308,5 @@ def _groups(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) 
 _COMMANDS = {"add": _add, "extend": _edit, "edit": _edit, "remove": _remove, "lookup": _lookup,
              "list": _list, "groups": _groups, "import": import_file, "export": _export,
              "history": banlist_history.history, "group": _group, "reseed": _reseed,
-             "forget-loss": _forget_loss}
+             "forget-loss": _forget_loss, "pending": banlist_review.pending,
+             "approve": banlist_review.decide, "reject": banlist_review.decide}

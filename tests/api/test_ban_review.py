@@ -91,6 +91,7 @@ def test_a_high_impact_ban_waits_for_a_second_person(review_settings):
         assert 'rearrange_ban_reviews_total{outcome="approved"} 1.0' in metrics
 
 
+@pytest.mark.python_path("the traffic counted on both paths is the first test's concern")
 def test_the_same_actor_approving_is_refused(review_settings):
     with TestClient(create_app(review_settings)) as client:
         serve(client, TRAFFIC[:10])
@@ -117,6 +118,7 @@ def test_the_same_actor_approving_is_refused(review_settings):
         assert client.get("/v1/banlist/pending").json()["pending"] == []
 
 
+@pytest.mark.python_path("the traffic counted on both paths is the first test's concern")
 def test_an_urgent_ban_is_at_once_and_reviewed_after(review_settings):
     with TestClient(create_app(review_settings)) as client:
         serve(client, TRAFFIC[:20])
@@ -145,6 +147,7 @@ def test_an_urgent_ban_is_at_once_and_reviewed_after(review_settings):
         assert changes[-1]["reason"] == "rejected on review: false positive"
 
 
+@pytest.mark.python_path("the traffic counted on both paths is the first test's concern")
 def test_url_bans_are_not_weighed(review_settings):
     with TestClient(create_app(review_settings)) as client:
         serve(client, TRAFFIC[:20])
@@ -154,6 +157,7 @@ def test_url_bans_are_not_weighed(review_settings):
 
 
 @pytest.mark.redis
+@pytest.mark.python_path("the traffic counted on both paths is the first test's concern")
 def test_pending_bans_reach_every_replica(review_settings, redis_server):
     with (app_on(redis_server, review_settings, "a") as a,
           app_on(redis_server, review_settings, "b") as b):
@@ -172,6 +176,7 @@ def test_pending_bans_reach_every_replica(review_settings, redis_server):
         until(lambda: a.get("/v1/banlist/pending").json()["pending"] == [])
 
 
+@pytest.mark.python_path("the traffic counted on both paths is the first test's concern")
 def test_an_import_does_not_pass_by_the_review(review_settings):
     lines = (b'{"scope": "domain", "value": "tiny.example", "reason": "spam"}\n'
              b'{"scope": "domain", "value": "big.example", "reason": "spam"}\n')

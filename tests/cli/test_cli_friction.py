@@ -7,19 +7,17 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 from app.cli.main import main
 from app.config.settings import Settings
-from app.main import create_app
 from bench.replicas import free_port
 from tests.cli.test_client import cli
 from tests.conftest import ROOT
+from tests.threaded import serving
 
 EPOCH = re.compile(r"\b1\d{9}\b")  # epoch seconds of 2001 to 2286
 
@@ -32,26 +30,16 @@ def live(tmp_path_factory):
     settings = Settings(config=ROOT / "config" / "rules.yaml", banlist_path=tmp / "b.jsonl",
                         admin_tokens="tns:t,viewer:v:read", audit_log=None,
                         config_poll_seconds=0, redis_url=None, banlist_seed=None)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:  # polled: up once its lifespan ran and it listens
-        assert thread.is_alive() and time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.01)
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=base, headers={"Authorization": "Bearer t"}) as http:
-        for i in range(5):
-            http.post("/v1/banlist/entries", json={
-                "scope": "host", "value": f"h{i}.example", "reason": "spam"}).raise_for_status()
-        http.post("/v1/sanctions/scores", json={"observations": [
-            {"host": "spam.example", "spam_score": 0.95, "observed_at": time.time()}]}
-        ).raise_for_status()
-    yield base
-    server.should_exit = True
-    thread.join(10)
+    with serving(settings) as base:
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer t"}) as http:
+            for i in range(5):
+                http.post("/v1/banlist/entries", json={
+                    "scope": "host", "value": f"h{i}.example", "reason": "spam"}
+                ).raise_for_status()
+            http.post("/v1/sanctions/scores", json={"observations": [
+                {"host": "spam.example", "spam_score": 0.95, "observed_at": time.time()}]}
+            ).raise_for_status()
+        yield base
 
 
 def test_the_service_options_go_before_or_after_the_command(live):
