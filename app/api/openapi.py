@@ -162,7 +162,9 @@ def _describe(route: Any, op: dict[str, Any], read_auth: bool, jwt: bool) -> Non
     else:  # FastAPI lists 422 for the hidden Authorization header, which cannot be invalid
         responses.pop("422", None)
     for status, why in shared.items():
-        responses.setdefault(str(status), {"description": why})
+        own = responses.setdefault(str(status), {"description": why})
+        if status == 403 and own["description"] != why:  # the token's, and the route's own
+            own["description"] = f"{why}; or {own['description']}"
     for status, response in responses.items():
         if status[0] in "45":
             if status == "422" or "content" not in response:  # FastAPI's 422 is not ours

@@ -259,7 +259,7 @@ def test_live_huge_csv_field_keeps_the_connection_and_the_cli_says_what_it_did(
         cli = {"service_url": base, "token": "t"}
         add = argparse.Namespace(**cli, banlist_command="add", scope="host",
                                  value="dup.example", reason="r", regions="", ttl=None,
-                                 expires_at=None)
+                                 expires_at=None, urgent=False)
         assert cli_banlist.run(add) == 0 and cli_banlist.run(add) == 0
         assert "already banned by entry 1: nothing added" in capsys.readouterr().out
         csv_file = tmp_path / "bans.csv"
