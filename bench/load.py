@@ -163,7 +163,10 @@ def main() -> int:
     token = secrets.token_hex(16)
     env = replicas.base_env(REARRANGE_CONFIG=str(CONFIG), REARRANGE_BANLIST_SEED=str(seed),
                             REARRANGE_ADMIN_TOKENS=f"loadtest:{token}",
-                            REARRANGE_CONFIG_POLL_SECONDS="1")
+                            REARRANGE_CONFIG_POLL_SECONDS="1",
+                            # the T&S writer bans hosts the load's own pages serve: with the
+                            # review on, every ban would wait for a second person
+                            REARRANGE_BAN_REVIEW_SHARE="1")
     store = f"Redis at {env['REDIS_URL']}" if env.get("REDIS_URL") else \
         f"embedded, {entries} entries each"
     print(f"starting {args.replicas} replica(s) x {args.workers} worker(s); banlist: {store}",

@@ -231,7 +231,9 @@ def test_several_serving_threads_share_one_embedded_banlist(tmp_path):
     port, data = free_port(), free_port()
     env = {**os.environ, "REARRANGE_BANLIST_PATH": str(tmp_path / "banlist.jsonl"),
            "REARRANGE_LOG_LEVEL": "warning", "REARRANGE_ADMIN_TOKENS": "tns:t",
-           "REARRANGE_DATA_PORT": str(data), "REARRANGE_BANLIST_SEED": ""}
+           "REARRANGE_DATA_PORT": str(data), "REARRANGE_BANLIST_SEED": "",
+           # its one request makes a.example high-impact: no review here (test_ban_review.py)
+           "REARRANGE_BAN_REVIEW_SHARE": "1"}
     env.pop("REDIS_URL", None)
     serve = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"]
     proc = subprocess.Popen(serve, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)

@@ -40,13 +40,14 @@ def test_the_sample_config():
     assert [(s["phase"], s["rule"]) for s in default] == [
         ("pre-filter", "banlist"), ("pre-filter", "regional_removals"),
         ("pre-filter", "safe_search"), ("pre-filter", "spam_ban"),
-        ("rerank", "spam_demotion"), ("rerank", "sandbox_damping"),
+        ("rerank", "spam_demotion"), ("rerank", "quarantine_demotion"),
+        ("rerank", "sandbox_damping"),
         ("diversify", "host_crowding"), ("diversify", "near_duplicates"), ("trim", "depth"),
         ("annotate", "ad_label"), ("annotate", "age_label"),
         ("post-filter", "safe_search"), ("post-filter", "empty_result_fallback")]
     # extends applied: commercial's own rerank, every other phase inherited
     assert [s["rule"] for s in commercial if s["phase"] == "rerank"] == [
-        "anti_seo_reset", "spam_demotion", "sandbox_damping"]
+        "anti_seo_reset", "spam_demotion", "quarantine_demotion", "sandbox_damping"]
     assert [s for s in commercial if s["phase"] != "rerank"] == \
         [s for s in default if s["phase"] != "rerank"]
     for step in default + commercial:

@@ -158,7 +158,7 @@ def test_the_cli_against_a_running_replica(cluster, tmp_path):
     code, out, err = run("lookup", "http://WWW.acme-shop.net/x", "--region", "ru")
     assert code == 0 and "BANNED" in out, err
     assert "org acme: member domain acme-shop.net (a parent of www.acme-shop.net)" in out
-    code, out, _ = run("history", "--since", "2500")
+    code, out, _ = run("history", "--after-seq", "2500")
     assert code == 0 and "group acme: 2 domains" in out and "tns" in out
     code, out, _ = run("export", "--format", "csv")
     assert code == 0 and out.count("\n") == 2503 and out.startswith("id,scope,value")
