@@ -52,6 +52,7 @@ mod names;
 mod page;
 mod py;
 mod read;
+mod select;
 mod shard;
 #[cfg(test)]
 mod snapshot_test;

@@ -15,6 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyTuple, PyType};
 
 use super::apply::{self, Change, NewEntry, Publisher, Writer};
 use super::data::IndexData;
+use super::select::Selection;
 use super::shard::RowRef;
 use super::{digest, dump, load};
 use super::{Scope, SCOPES};
@@ -516,6 +517,48 @@ impl BanIndex {
     /// How many entries are unexpired at `now`.
     fn active_count(&self, now: f64) -> usize {
         self.current.load().active_count(now)
+    }
+
+    /// Up to `limit` entries unexpired at `now` that every filter given picks, after id
+    /// `after` in `page`'s order; whether more follow, and how many are picked in all
+    /// (`select.rs`). Times are epoch seconds; `reason_contains` ignores case.
+    #[pyo3(signature = (after, limit, now, *, scope = None, actor = None,
+                        reason_contains = None, value_suffix = None, created_before = None,
+                        created_after = None, expires_before = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn select<'py>(
+        &self,
+        py: Python<'py>,
+        after: Option<&str>,
+        limit: usize,
+        now: f64,
+        scope: Option<&str>,
+        actor: Option<String>,
+        reason_contains: Option<String>,
+        value_suffix: Option<String>,
+        created_before: Option<f64>,
+        created_after: Option<f64>,
+        expires_before: Option<f64>,
+    ) -> PyResult<(Vec<Bound<'py, PyAny>>, bool, usize)> {
+        let scope = match scope {
+            Some(name) => Some(
+                Scope::parse(name)
+                    .ok_or_else(|| PyValueError::new_err(format!("unknown scope {name:?}")))?,
+            ),
+            None => None,
+        };
+        let sel = Selection {
+            scope,
+            actor,
+            reason_contains,
+            value_suffix,
+            created_before,
+            created_after,
+            expires_before,
+        };
+        let data = self.current.load_full();
+        let picked = py.detach(|| data.select(&sel, after, limit, now));
+        Ok((entries(py, &data, &picked.rows)?, picked.more, picked.total))
     }
 
     /// The most specific active entry for a canonical URL (url, prefix, host, domain, org).
