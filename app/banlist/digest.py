@@ -32,9 +32,12 @@ EMPTY = "0" * 32
 
 def payload(entry: Entry) -> bytes:
     """The entry as Redis stores it under its id (what the write scripts hash)."""
-    doc = entry.as_dict()
-    del doc["id"]
-    return orjson.dumps(doc)
+    return stored(entry.as_dict())
+
+
+def stored(doc: Mapping[str, Any]) -> bytes:
+    """`payload` of an entry's `as_dict()` already made."""
+    return orjson.dumps({k: v for k, v in doc.items() if k != "id"})
 
 
 def entry_hash(entry_id: str, stored: bytes | str) -> int:

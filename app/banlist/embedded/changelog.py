@@ -59,8 +59,9 @@ class ChangeLog:
         (`continues` checked it; `marks` and `first_end` already hold what precedes it).
         A torn last line and an unfinished last transaction (a crash mid-commit) are cut
         off the file (left in it, without `repair`: a read-only store never writes); the
-        unfinished transaction's adds, already yielded, are followed by `{"op": UNDO, "ids":
-        [their ids]}` to take them out again.
+        unfinished transaction's adds and removals, already yielded, are followed by
+        `{"op": UNDO, "ids": [the adds' ids], "entries": [the removed entries]}` to take
+        them out, and put them back, again.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         offset, seq = start
@@ -68,7 +69,7 @@ class ChangeLog:
         if not self.path.exists():
             return
         cut: int | None = None
-        txn_at, txn_end = -1, 0
+        txn_at, txn_end, txn_removes = -1, 0, 0
         txn_ids: list[str] = []
         with self.path.open("rb") as fh:
             fh.seek(offset)
@@ -86,10 +87,13 @@ class ChangeLog:
                 if txn_at < 0 and end is not None and end > change["seq"]:
                     txn_at, txn_end, txn_ids = offset, end, []
                 if txn_at >= 0:
-                    if change["op"] != "add":
+                    if change["op"] not in ("add", "remove"):
                         raise BanlistError("banlist_path", f"{self.path}:{n}: a "
                                            f"{change['op']!r} inside a transaction")
-                    txn_ids.append(change["entry"]["id"])
+                    if change["op"] == "add":
+                        txn_ids.append(change["entry"]["id"])
+                    else:
+                        txn_removes += 1
                 if (change["seq"] - 1) % STRIDE == 0:
                     self.marks.append(offset)
                 if self.first_end is None and change["op"] in ("remove", "expire"):
@@ -97,13 +101,18 @@ class ChangeLog:
                 yield change
                 seq, offset = change["seq"], offset + len(line)
                 if seq == txn_end:
-                    txn_at, txn_ids = -1, []
+                    txn_at, txn_ids, txn_removes = -1, [], 0
         if txn_at >= 0:
+            done = len(txn_ids) + txn_removes
             log.warning("banlist log %s: dropping an unfinished transaction of %d changes "
                         "(seq %d to %d of %d; a crash mid-commit, never acknowledged)",
-                        self.path, len(txn_ids), seq - len(txn_ids) + 1, seq, txn_end)
-            yield {"op": UNDO, "ids": txn_ids}
-            seq -= len(txn_ids)
+                        self.path, done, seq - done + 1, seq, txn_end)
+            # a removal's line carries its entry: read back (not held meanwhile: a bulk
+            # removal may hold a million), to be put back
+            back = [c["entry"] for c in self.scan(txn_at, offset)
+                    if c["op"] == "remove"] if txn_removes else []
+            yield {"op": UNDO, "ids": txn_ids, "entries": back}
+            seq -= done
             cut = txn_at
             while self.marks and self.marks[-1] >= cut:
                 self.marks.pop()

@@ -38,6 +38,7 @@ from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso
+from app.banlist.selection import Selection
 from app.errors import BanlistConflict, BanlistNotFound, BanlistUnavailable
 
 __all__ = ["EmbeddedStore", "EntrySpec"]
@@ -140,6 +141,7 @@ class EmbeddedStore(StoreBase):
         for change in changes:
             if change["op"] == UNDO:
                 yield from (("remove", entry_id) for entry_id in change["ids"])
+                yield from (("add", Entry.from_dict(e)) for e in change.get("entries", ()))
             elif (applied := index_change(change)) is not None:
                 if applied[0] == "remove":
                     self._bare_ends = self._bare_ends or "entry" not in change
@@ -315,6 +317,48 @@ class EmbeddedStore(StoreBase):
                 self._change_index([("remove", entry_id)], end)
             self._bury([(entry, change)])
         return entry
+
+    def remove_matching(self, selection: Selection, actor: str, reason: str) -> int:
+        """Lift every active entry `selection` takes, as one transaction: one logged
+        removal each (with actor and reason), written BATCH at a time, then one index
+        batch, so that readers see the version move once, from before to after all of
+        them. Returns how many. What is held meanwhile is the ids and the last removals
+        the graveyard keeps, never every removal's change."""
+        why = require_reason(reason, "a removal")
+        self._writable()
+        with self._lock:
+            now = self.clock()
+            count = selection.page(self.index, None, 0, now)[2]
+            if not count:
+                return 0
+            ids: list[str] = []
+            kept: deque[tuple[Entry, dict[str, Any]]] = deque(maxlen=self.graveyard.cap)
+            content, at = self.digest, iso(now)
+
+            def batches() -> Iterator[list[dict[str, Any]]]:
+                nonlocal content
+                taken = selection.entries(self.index, now)
+                while page := list(itertools.islice(taken, BATCH)):
+                    changes = []
+                    for n, entry in enumerate(page, self.version + len(ids) + 1):
+                        doc = entry.as_dict()
+                        content ^= digest.entry_hash(entry.id, digest.stored(doc))
+                        change = {"seq": n, "op": "remove", "id": entry.id, "entry": doc,
+                                  "actor": actor, "reason": why, "at": at}
+                        changes.append(change)
+                        kept.append((entry, {"op": "remove", "seq": n, "at": at,
+                                             "actor": actor, "reason": why}))
+                    ids.extend(e.id for e in page)
+                    yield changes
+                if len(ids) != count:  # never (the lock holds the index still); raised
+                    # inside the transaction, which then cuts what it wrote back off
+                    raise AssertionError(f"{len(ids)} removals taken of {count} counted")
+
+            with self._publishing(self._write(batches(), count)) as end:
+                self.index.apply((("remove", i) for i in ids), end)  # one batch, streamed
+                self.digest = content
+            self._bury(list(kept))
+        return count
 
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
         """Change an active entry's expiry or regions in place (edits.revise); the entry
