@@ -13,6 +13,7 @@ from iso3166 import countries_by_alpha2
 from app.banlist.history import ENDS, ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso, normalize
+from app.banlist.selection import Selection
 from app.banlist.snapshot import Snapshot
 from app.errors import BanlistConflict, BanlistError
 
@@ -279,6 +280,11 @@ class BanStore(Protocol):
                    ) -> tuple[list[str], list[tuple[Entry, bool]]]: ...
 
     def remove(self, entry_id: str, actor: str, reason: str) -> Entry: ...
+
+    def remove_matching(self, selection: Selection, actor: str, reason: str) -> int:
+        """Lift every active entry `selection` takes as one batch (app/banlist/selection.py):
+        a removal each in the history, the version moving once; how many."""
+        ...
 
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]: ...
 

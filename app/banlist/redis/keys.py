@@ -22,6 +22,10 @@ class Keys:
         # when the first end went into the index of ends below (a Redis written before it
         # has ends that are not in it): how far back that index reaches
         self.ends_since = base + "ends-since"
+        # a bulk removal under way (batch.py): what it is, the removals it has left, and
+        # the lease of the replica writing it
+        self.batch, self.batch_list = base + "batch", base + "batch:list"
+        self.batch_lease = base + "batch:lease"
         self.base = base
 
     def outcome(self, write_id: str) -> str:
@@ -37,6 +41,10 @@ class Keys:
     def seed_stage(self) -> str:
         """A staging hash of its own for one seeder (two replicas may seed at once)."""
         return f"{self.base}seed:{uuid.uuid4().hex}"
+
+    def batch_stage(self) -> str:
+        """A staging list of its own for one bulk removal, until it is opened."""
+        return f"{self.base}batch:stage:{uuid.uuid4().hex}"
 
     def write(self) -> list[str]:
         return [self.entries, self.groups, self.seq, self.epoch, self.stream]

@@ -66,14 +66,18 @@ end
 # history stream, kept for REARRANGE_BANLIST_HISTORY_DAYS: what `history` and lookup's
 # former entries read.
 #
-# The index of ends (app/banlist/redis/ends.py), when the writer gives it: KEYS[9] is the
+# KEYS[9] is the bulk removal under way (app/banlist/redis/batch.py): while it exists the
+# script refuses with REARRANGE_BUSY (a re-sent write that committed still gets its result),
+# so that a batch's seqs are consecutive. A writer that gives only the eight keys (one of
+# an older release) neither waits for a batch nor indexes ends.
+#
+# The index of ends (app/banlist/redis/ends.py), when the writer gives it: KEYS[10] is the
 # index's start mark (set to the first indexed end's time, once), then one key per `remove`
-# or `expire` change, in the order of those changes (KEYS[10] for the first, and so on; an
+# or `expire` change, in the order of those changes (KEYS[11] for the first, and so on; an
 # expiry that finds the entry gone uses none of its key): the sorted set of the ended
 # entry's registrable domain or org group, to which the end's history record id is added,
 # scored by its time in ms. Each set written is trimmed to the history's window and expires
-# with it, so an idle domain's set goes away. A writer that gives only the eight keys
-# indexes nothing (as one of an older release).
+# with it, so an idle domain's set goes away.
 #
 # All or nothing: every refusal is checked before the first write (Redis does not undo a
 # script's writes when it returns an error), and the `#!lua` shebang makes Redis refuse the
@@ -98,6 +102,9 @@ if done then
     end
     return out
   end
+end
+if KEYS[9] and redis.call('EXISTS', KEYS[9]) == 1 then
+  return redis.error_reply('REARRANGE_BUSY a bulk removal is under way')
 end
 local epoch = redis.call('GET', KEYS[4])
 local expected = ARGV[1]
@@ -181,7 +188,7 @@ local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[6])))
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
-local ends = 0  -- remove and expire changes met so far: KEYS[10 + ends] is the next one's set
+local ends = 0  -- remove and expire changes met so far: KEYS[11 + ends] is the next one's set
 for i = 7, #ARGV, 6 do
   local op, key, payload, actor, reason =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -223,9 +230,9 @@ for i = 7, #ARGV, 6 do
     local hid = redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, '*', 'seq', seq,
       'epoch', epoch, 'op', op, 'key', key, 'payload', payload, 'actor', actor,
       'reason', reason, unpack(also))
-    if (op == 'remove' or op == 'expire') and KEYS[10 + ends] then
-      local ms, set = string.match(hid, '^(%d+)'), KEYS[10 + ends]
-      redis.call('SET', KEYS[9], ms, 'NX')
+    if (op == 'remove' or op == 'expire') and KEYS[11 + ends] then
+      local ms, set = string.match(hid, '^(%d+)'), KEYS[11 + ends]
+      redis.call('SET', KEYS[10], ms, 'NX')
       redis.call('ZADD', set, ms, hid)
       redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. history_minid)
       redis.call('PEXPIRE', set, ARGV[6])
@@ -266,7 +273,8 @@ end
 # the staging keys KEYS[6], KEYS[7]; this swaps them in, unless Redis moved on meanwhile.
 # ARGV: epoch, seq of the copy, what Redis held when the reseed was checked (epoch, seq),
 # actor, reason, the stream id of the copy's last change, the copy's digest (KEYS[8]); its
-# record goes to the history stream (KEYS[9]) too, which a reseed does not rewrite. The
+# record goes to the history stream (KEYS[9]) too, which a reseed does not rewrite. A bulk
+# removal under way (KEYS[10] to KEYS[12], batch.py) is dropped: the copy replaces it. The
 # reseed is itself a change, so
 # every replica notices it: numbered past both the copy and Redis's own seq in that epoch
 # (a replica that followed changes written after a rewind must not see Redis go backwards),
@@ -279,7 +287,7 @@ if cur_epoch ~= ARGV[3] or cur_seq ~= ARGV[4] then
   return redis.error_reply('REARRANGE_MOVED Redis changed while the copy was written ' ..
     '(now epoch ' .. cur_epoch .. ' seq ' .. cur_seq .. '): check again')
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5], KEYS[10], KEYS[11], KEYS[12])
 if redis.call('EXISTS', KEYS[6]) == 1 then redis.call('RENAME', KEYS[6], KEYS[1]) end
 if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('RENAME', KEYS[7], KEYS[2]) end
 local seq = tonumber(ARGV[2])

@@ -41,7 +41,7 @@ from app.banlist.edits import edit_change
 from app.banlist.events import StoreEvents
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, iso
-from app.banlist.redis import bootstrap, forks, recovery
+from app.banlist.redis import bootstrap, forks, recovery, txn
 from app.banlist.redis.client import TextRedis
 from app.banlist.redis.durable import Durability
 from app.banlist.redis.follower import Follower
@@ -151,6 +151,7 @@ class Replicator(Follower, FollowedIndex):
         self.version = 0
         self.epoch = 0
         self.stream_id = "0-0"
+        self._reading: txn.Reading | None = None  # a bulk removal's records held (txn.py)
         self.loaded = False  # holds a copy (from Redis or from the local snapshot)
         self.synced_at = 0.0  # wall time this copy was last confirmed equal to Redis's
         self.diverged: str | None = None
@@ -210,7 +211,9 @@ class Replicator(Follower, FollowedIndex):
         pipe.xrange(self.keys.stream, count=1)
         pipe.xrevrange(self.keys.stream, count=1)
         pipe.hgetall(self.keys.lost)
-        role, (epoch_r, seq_r, digest_r), mine, length, first, last, marks = pipe.execute()
+        pipe.exists(self.keys.batch)
+        (role, (epoch_r, seq_r, digest_r), mine, length, first, last, marks,
+         batch_open) = pipe.execute()
         self.primary(role)  # a demoted primary's copy is no source to follow
         self.policy.watch(self.client, reconnected=not self.connected)
         self.durability.watch(self.client, reconnected=not self.connected)
@@ -248,14 +251,22 @@ class Replicator(Follower, FollowedIndex):
                 return
             # else block on the stream itself: the very first change arrives at once
         elif self._resync_cause or not self.epoch:
+            if batch_open:  # a copy read now would hold half a bulk removal: after it
+                self._resync_cause = self._resync_cause or "start"
+                if block:
+                    self.wait(self.block_ms / 1000)
+                return
             self.resync(self._resync_cause or "start")
             return
-        got = self.client.xread({self.keys.stream: self.stream_id}, count=PAGE,
+        got = self.client.xread({self.keys.stream: self._read_from()}, count=PAGE,
                                 block=self.block_ms if block else None)
         records = got[0][1] if got else []
         with self.lock:
             self._apply_records(records, observe=True)
-        if self._resync_cause is None and not self.diverged and self.version >= int(seq_r or 0):
+            self._settle(bool(batch_open), seq_r)
+            # a bulk removal held is no lag: the copy served is the last whole one
+            read_to = self.version if self._reading is None else self._reading.version
+        if self._resync_cause is None and not self.diverged and read_to >= int(seq_r or 0):
             self._confirmed(self.clock() if block and not records else checked)
 
     def _compare(self, epoch_r: str | None, seq_r: str | None, digest_r: str | None,
@@ -447,56 +458,86 @@ class Replicator(Follower, FollowedIndex):
 
         The records' changes go to the index as one batch (one swap), and only then is the
         position they reach published: requests read `version` without the lock and report
-        it as the banlist they were matched on, so never early.
+        it as the banlist they were matched on, so never early. A bulk removal's records
+        are held until its last is read (txn.py): what precedes it is published first.
         """
         now = self.clock()
-        version, stream_id, epoch = self.version, self.stream_id, self.epoch
-        last = _stream_pos(stream_id)
-        batch: list[tuple[Any, ...]] = []
+        read = self._reading or txn.Reading(self.version, self.stream_id, self.epoch,
+                                            self.digest)
+        last = _stream_pos(read.stream_id)
         lags: list[float] = []
-        content, changes = self.digest, digest.Changes(self.index)
+        changes = digest.Changes(self.index)
         for sid, f in records:
             if _stream_pos(sid) <= last:
                 continue  # applied by a writer's catch-up while this XREAD was under way
             seq, rec_epoch = int(f["seq"]), int(f["epoch"])
-            if rec_epoch != epoch and not (version == 0 and not epoch and seq == 1):
+            if rec_epoch != read.epoch and not (read.version == 0 and not read.epoch
+                                                and seq == 1):
                 self._resync_cause = "epoch"
                 break
             if f["op"] == "reseed":
-                if f.get("base") != stream_id:  # a copy other than ours was put back
+                if f.get("base") != read.stream_id:  # a copy other than ours was put back
                     self._resync_cause = "reseed"
                     break
-                version, stream_id = seq, sid  # Redis now holds exactly our copy
+                read.version, read.stream_id = seq, sid  # Redis now holds exactly our copy
                 last = _stream_pos(sid)
-                self.journal.add(seq, sid, f)
+                read.journal.append((seq, sid, f))
                 continue
-            if seq <= version:  # a seq we applied: a replay of the same change, or a fork
+            if seq <= read.version:  # a seq we applied: a replay of the same change, or a fork
                 if sid not in self.replays:
                     self._check_changelog(None)  # which of the two: read the changelog through
                 if sid in self.replays:
-                    stream_id, last = sid, _stream_pos(sid)  # the same change: already held
+                    read.stream_id, last = sid, _stream_pos(sid)  # the same change: already held
                     continue
                 if not self.forked:  # our record of that seq is gone: nothing to compare with
-                    self._refuse(_forked(epoch, version), "fork")
+                    self._refuse(_forked(read.epoch, read.version), "fork")
                 break
-            if seq != version + 1:
+            if seq != read.version + 1:
                 self._resync_cause = "gap"
                 break
+            batch_end = txn.mark(f)
+            if batch_end != read.end:  # a batch starts, or ends short (txn.py): what was
+                if batch_end and read.changes:  # read before it is published first
+                    self._publish(read)
+                    read = txn.Reading(read.version, read.stream_id, read.epoch,
+                                       read.content)
+                read.end = batch_end
             change = _change(f)
             if change is not None:
-                batch.append(change)
-                content ^= record_hash(f, changes)
-            self.journal.add(seq, sid, f)
-            version, stream_id, epoch = seq, sid, rec_epoch
+                read.changes.append(change)
+                read.content ^= record_hash(f, changes)
+            read.journal.append((seq, sid, f))
+            read.version, read.stream_id, read.epoch = seq, sid, rec_epoch
             last = _stream_pos(sid)
             if observe:
                 lags.append(now - int(sid.partition("-")[0]) / 1000)
-        if batch or version != self.version:  # the version published with the data
-            self.index.apply(batch, version)
-        self.digest = content
-        self.version, self.stream_id, self.epoch = version, stream_id, epoch
+        self._reading = read if read.inside() else None
+        if self._reading is None:
+            self._publish(read)
         for lag in lags:
             self.events.applied(max(lag, 0.0))
+
+    def _publish(self, read: txn.Reading) -> None:
+        """Apply what was read as one index batch, and publish the position it leads to."""
+        if read.changes or read.version != self.version:  # the version published with the data
+            self.index.apply(read.changes, read.version)
+        self.digest = read.content
+        self.version, self.stream_id, self.epoch = read.version, read.stream_id, read.epoch
+        for record in read.journal:
+            self.journal.add(*record)
+
+    def _read_from(self) -> str:
+        """The stream id reading goes on from: past a bulk removal's records held."""
+        return self.stream_id if self._reading is None else self._reading.stream_id
+
+    def _settle(self, open_then: bool, seq_then: Any) -> None:
+        """Apply a bulk removal held that is over short of its last seq (txn.py)."""
+        if self._reading is not None and self._reading.closed(open_then, seq_then):
+            log.warning("%s: a bulk removal ended at seq %d, short of its seq %d (a writer "
+                        "that ignores batches removed some of its entries): applied",
+                        self.name, self._reading.version, self._reading.end)
+            read, self._reading = self._reading, None
+            self._publish(read)
 
     def catch_up(self) -> None:
         """Apply everything committed so far (after our own write: read-your-writes)."""
@@ -504,12 +545,17 @@ class Replicator(Follower, FollowedIndex):
             return  # the copy held stays as it is while Redis's changelog is forked
         try:
             with self.lock:
+                pipe = self.client.pipeline(transaction=True)
+                pipe.exists(self.keys.batch)
+                pipe.get(self.keys.seq)
+                open_then, seq_then = pipe.execute()
                 while True:
-                    page = self.client.xrange(self.keys.stream, min=f"({self.stream_id}",
+                    page = self.client.xrange(self.keys.stream, min=f"({self._read_from()}",
                                               count=PAGE)
                     self._apply_records(page, observe=True)
                     if len(page) < PAGE or self._resync_cause:
                         break
+                self._settle(open_then, seq_then)
         except redis.RedisError as exc:
             self.failed(exc)
 
@@ -609,9 +655,14 @@ class Replicator(Follower, FollowedIndex):
             pipe.get(self.keys.seq)
             pipe.xrevrange(self.keys.stream, count=1)
             pipe.xrevrange(self.keys.stream, max=known[2], min="-", count=1)
-            epoch_r, seq_r, last, mine = pipe.execute()
+            pipe.exists(self.keys.batch)
+            epoch_r, seq_r, last, mine, batch_open = pipe.execute()
             if not accept_backward and not self._accept(epoch_r, seq_r, mine, known):
                 return
+            if batch_open:
+                raise txn.BatchUnderWay(f"a bulk removal is being written to Redis's "
+                                        f"{self.name}: a copy read now would hold half of it; "
+                                        "the resync waits for it")
             if epoch_r is None:
                 with self.lock:
                     self._install(BanIndex(), 0, 0, "0-0", 0)
@@ -656,6 +707,8 @@ class Replicator(Follower, FollowedIndex):
                     content.toggle(record_hash(f, changes))
                 seq, sid = seq + 1, rid
             index.apply(batch)
+            if page and txn.mark(page[-1][1]) > seq:
+                return None  # inside a bulk removal (one opened during the scan): again
             if len(page) < PAGE:
                 return seq, sid
 
@@ -666,6 +719,7 @@ class Replicator(Follower, FollowedIndex):
         self.index = index  # one reference: a request sees the old list or the new one
         self.digest = content
         self.journal.clear()  # no record led here: a loss right after cannot be told
+        self._reading = None  # records read past the old copy: the new one is read on from
         self.version, self.epoch, self.stream_id = seq, epoch, stream_id
         self.loaded = True
 

@@ -43,7 +43,7 @@ from app.banlist.graveyard import Graveyard
 from app.banlist.history import ChangeFilter
 from app.banlist.index import BanIndex
 from app.banlist.model import Entry, group_domains, group_name, iso, parse_iso
-from app.banlist.redis import lua, outcomes
+from app.banlist.redis import batch, lua, outcomes
 from app.banlist.redis.client import REPLY_MARGIN, connect, reach
 from app.banlist.redis.durable import Durability
 from app.banlist.redis.ends import Ends, name_of
@@ -51,6 +51,7 @@ from app.banlist.redis.keys import Keys
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.recovery import Lost
 from app.banlist.redis.replica import Replicator, change_of
+from app.banlist.selection import Selection
 from app.errors import (
     BanlistConflict,
     BanlistError,
@@ -110,6 +111,8 @@ class RedisStore(StoreBase):
         self._buried_to = "0-0"  # the stream record the graveyard has read up to
         self._whole = False  # the graveyard holds every end of the history stream
         self.ends = Ends(self.client, self.keys, self.history_ms, clock)  # and past it
+        self.batches = batch.Batches(self.client, self.keys, self.retention_ms,
+                                     self.history_ms)  # bulk removals
         self._bury_lock = threading.Lock()
 
     # ---- what the request path and the API read -------------------------------------------
@@ -217,6 +220,83 @@ class RedisStore(StoreBase):
                   ends=[name_of(entry.scope, entry.value)])
         return entry
 
+    def remove_matching(self, selection: Selection, actor: str, reason: str) -> int:
+        """Lift every active entry `selection` takes as one bulk removal (batch.py); how
+        many. Decided on this replica's copy once caught up: the ids are staged, and the
+        batch opens only if Redis holds no change since that copy's last (else decided
+        again), then commits chunk by chunk; every replica applies it as one batch."""
+        why = require_reason(reason, "a removal")
+        rep = self.replica
+        deadline = time.monotonic() + batch.WAIT_SECONDS
+        for _ in range(DECIDE_TRIES):
+            rep.catch_up()
+            if not rep.writable():
+                raise BanlistUnavailable("banlist", rep.why_not_writable())
+            with rep.lock:
+                decided_on, epoch, index = rep.stream_id, rep.epoch, rep.index
+            now = self.clock()
+            count = selection.page(index, None, 0, now)[2]
+            if not count:
+                return 0
+            try:
+                reach(self.client)
+                stage, staged = self.batches.stage(f"{e.id}\t{name_of(e.scope, e.value)}"
+                                                   for e in selection.entries(index, now))
+                with rep.lock:  # the copy it was taken from moved meanwhile: again
+                    moved = rep.index is not index or rep.stream_id != decided_on
+                if moved or staged != count:
+                    self.client.delete(stage)
+                    continue
+                opened = self.batches.open(stage, count, epoch, decided_on, actor, why)
+            except redis.ResponseError as exc:
+                code = str(exc).partition(" ")[0]
+                if code == "REARRANGE_CONFLICT":
+                    continue
+                if code == "REARRANGE_BUSY":
+                    self._waiting(deadline)
+                    continue
+                raise _refusal(exc) from exc
+            except redis.RedisError as exc:
+                rep.failed(exc, "write")
+                raise BanlistUnavailable("banlist", f"Redis unreachable, nothing was removed "
+                                         f"(or, if the removal was opened, it is finished by "
+                                         f"the next replica to reach Redis): {exc}") from exc
+            self._commit(opened)
+            return count
+        raise BanlistUnavailable("banlist", f"the banlist changed under this removal "
+                                 f"{DECIDE_TRIES} times in a row; nothing was removed: send it "
+                                 "again")
+
+    def _commit(self, opened: batch.Opened) -> None:
+        """Commit an opened batch's chunks, then answer once this replica applied it and a
+        Redis replica holds it."""
+        try:
+            self.batches.run(opened.id, opened.token)
+        except BanlistConflict as exc:
+            raise BanlistUnavailable("banlist", f"another replica took this bulk removal over "
+                                     f"(this one was silent past its lease) and finishes it: "
+                                     f"{exc.problem}") from exc
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistUnavailable("banlist", (
+                f"Redis went away in the middle of the bulk removal ({exc}): readers see all "
+                f"of it or none, and once this replica's lease lapses "
+                f"({batch.LEASE_MS // 1000} s) the next replica to reach Redis finishes it; "
+                "GET /v1/banlist/changes lists its removals"), extra={"batch": opened.id}
+            ) from exc
+        self.replica.catch_up()  # read-your-writes: the whole batch applied here
+        self._confirm()
+
+    def _waiting(self, deadline: float) -> None:
+        """Wait for a bulk removal under way (batch.Batches.wait); BanlistUnavailable when it
+        is still under way at `deadline` or Redis cannot be reached."""
+        try:
+            self.batches.wait(deadline)
+        except redis.RedisError as exc:
+            self.replica.failed(exc, "write")
+            raise BanlistUnavailable("banlist", f"Redis unreachable, the change was not made: "
+                                     f"{exc}") from exc
+
     def edit(self, entry_id: str, edit: EntryEdit, actor: str) -> tuple[Entry, bool]:
         """Change an active entry's expiry or regions in place (edits.revise); the entry
         and whether it changed (an edit that changes nothing writes nothing).
@@ -313,9 +393,18 @@ class RedisStore(StoreBase):
                 "actor": actor, "reason": why, "at": iso(self.clock())}
 
     def sweep(self) -> int:
-        """Record the expiry of entries past their TTL (they already stopped matching)."""
+        """Record the expiry of entries past their TTL (they already stopped matching); and
+        first, finish a bulk removal whose writer died (batch.py). None while a bulk removal
+        is under way: they wait for the next sweep."""
         now = self.clock()
         if not self.replica.writable():
+            return 0
+        try:
+            self.batches.finish_abandoned()
+            if self.batches.under_way() is not None:
+                return 0
+        except (redis.RedisError, BanlistError) as exc:
+            log.warning("banlist sweep skipped: a bulk removal could not be finished: %s", exc)
             return 0
         with self.replica.lock:
             expired = [e.as_dict() for e in self.replica.index.expired(now)]
@@ -443,7 +532,8 @@ class RedisStore(StoreBase):
                     k: orjson.dumps(list(v)).decode() for k, v in groups.items()})
             new_seq = self._reseed(keys=[*self.keys.write(), self.keys.stage_entries,
                                          self.keys.stage_groups, self.keys.digest,
-                                         self.keys.history],
+                                         self.keys.history, self.keys.batch,
+                                         self.keys.batch_list, self.keys.batch_lease],
                                    args=[epoch, seq, cur_epoch, cur_seq, actor, why, base,
                                          content.hex])
         except redis.ResponseError as exc:
@@ -672,13 +762,22 @@ class RedisStore(StoreBase):
             rep.failed(exc, "write")
             raise BanlistUnavailable(
                 "banlist", f"Redis unreachable, the change was not made: {exc}") from exc
+        indexed = [self.keys.ends_since, *map(self.keys.ends, ends)] if ends else []
+        deadline = time.monotonic() + batch.WAIT_SECONDS
         try:
-            indexed = [self.keys.ends_since, *map(self.keys.ends, ends)] if ends else []
-            result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id),
-                                       self.keys.digest, self.keys.history, *indexed],
-                                 args=[expected, self.retention_ms,
-                                       max(1, self.retention_ms // 1000), attempt,
-                                       decided_on or "", self.history_ms, *args])
+            while True:
+                try:
+                    result = self._write(keys=[*self.keys.write(), self.keys.outcome(write_id),
+                                               self.keys.digest, self.keys.history,
+                                               self.keys.batch, *indexed],
+                                         args=[expected, self.retention_ms,
+                                               max(1, self.retention_ms // 1000), attempt,
+                                               decided_on or "", self.history_ms, *args])
+                    break
+                except redis.ResponseError as exc:
+                    if not str(exc).startswith("REARRANGE_BUSY"):
+                        raise
+                    self._waiting(deadline)  # refused before it wrote: sent again after
         except redis.ResponseError as exc:
             raise _refusal(exc) from exc
         except redis.RedisError as exc:
@@ -714,7 +813,8 @@ def _refusal(exc: redis.ResponseError) -> BanlistError:
                                  "min-replicas-to-write); nothing was changed: send it again "
                                  "once its replicas are back")
     if code in ("REARRANGE_EMPTY", "REARRANGE_EPOCH", "REARRANGE_MOVED", "REARRANGE_STAGE",
-                "REARRANGE_ABORTED"):
+                "REARRANGE_ABORTED", "REARRANGE_BUSY", "REARRANGE_NOBATCH",
+                "REARRANGE_LEASE"):
         kind = BanlistConflict if code == "REARRANGE_MOVED" else BanlistUnavailable
         return kind("banlist", text)
     return BanlistUnavailable("banlist", f"Redis refused the script: {exc}")

@@ -120,12 +120,13 @@ def test_the_sets_are_trimmed_to_the_history_window_and_expire_with_it(replicas,
         assert 0 < r.pttl(key) <= 400
 
 
-def test_the_write_scripts_keys_past_the_eighth_name_each_ends_set(replicas, redis_server):
+def test_the_write_scripts_keys_past_the_ninth_name_each_ends_set(replicas, redis_server):
     a = replicas("a")
     x = a.add(EntrySpec("host", "x.example", "r"), "tns")
     y = a.add(EntrySpec("url", "https://y.example/p", "r"), "tns")
     z = a.add(EntrySpec("host", "z.example", "r"), "tns")
-    head = [*a.keys.write(), a.keys.outcome("1" * 32), a.keys.digest, a.keys.history]
+    head = [*a.keys.write(), a.keys.outcome("1" * 32), a.keys.digest, a.keys.history,
+            a.keys.batch]
     # an expiry that finds its entry gone takes its key's place and writes nothing to it
     a._write(keys=[*head, a.keys.ends_since, a.keys.ends("unused"), a.keys.ends("x.example"),
                    a.keys.ends("y.example")],
