@@ -18,6 +18,7 @@ from app import __version__
 from app.api import (
     admin,
     banlist,
+    banlist_bulk,
     errors,
     experiments,
     health,
@@ -91,7 +92,8 @@ def app_of(services: Services) -> RearrangeApp:
                        docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.services = services
     # review before banlist: /v1/banlist/pending is its own, not an entry's route
-    for module in (rerank, review, banlist, sanctions, admin, health, experiments, inspector):
+    for module in (rerank, review, banlist, banlist_bulk, sanctions, admin, health,
+                   experiments, inspector):
         app.include_router(module.router)
     errors.install(app)
     # Each added goes outside the ones before: from the outside in, the counter, the fast
