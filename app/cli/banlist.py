@@ -9,6 +9,8 @@ from typing import IO, Any
 
 from app.banlist.model import SCOPES, iso
 from app.cli import banlist_history, banlist_review
+from app.cli.banlist_bulk import add_filter_flags, filters_of, list_lines
+from app.cli.banlist_bulk import remove as remove_matching
 from app.cli.banlist_import import import_file
 from app.cli.client import Client, Refused
 from app.cli.exits import OK, REFUSED, USAGE, calling
@@ -55,17 +57,25 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--everywhere", action="store_true", help="no regions: everywhere")
     _expiry_flags(edit, required=False)
     edit.add_argument("--reason", required=True, help="why (the change log records it)")
-    rm = cmds.add_parser("remove", help="lift an entry (an appeal)")
-    rm.add_argument("id")
+    rm = cmds.add_parser("remove", help="lift an entry (an appeal), or every entry a filter "
+                         "takes, as one batch (undo a campaign)")
+    rm.add_argument("id", nargs="?", help="the entry to lift; or give a filter instead")
     rm.add_argument("--reason", required=True)
+    add_filter_flags(rm)
+    rm.add_argument("--dry-run", action="store_true",
+                    help="with a filter: count and show what it takes, remove nothing")
+    rm.add_argument("-y", "--yes", action="store_true",
+                    help="with a filter: remove without asking (the count is shown first)")
     look = cmds.add_parser("lookup", help="why a URL is (not) banned")
     look.add_argument("target", metavar="url")
     look.add_argument("--region")
     add_json_flag(look, "the service's answer (GET /v1/banlist/lookup)")
-    lst = cmds.add_parser("list", help="the active entries, in id order")
+    lst = cmds.add_parser("list", help="the active entries, in id order, one a line "
+                          "(tab-separated); the count on stderr")
     lst.add_argument("--after", metavar="ID", help="entries after this id (to page on)")
     lst.add_argument("--limit", type=int, default=100,
                      help="entries to print (default 100; 0: every one)")
+    add_filter_flags(lst)
     add_json_flag(lst, "{entries, next, total, banlist_version}, as GET /v1/banlist/entries")
     grps = cmds.add_parser("groups", help="every org group and its domains")
     add_json_flag(grps, "the service's answer (GET /v1/banlist/groups)")
@@ -187,7 +197,19 @@ def _edit(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) 
     return OK
 
 
-def _remove(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
+def _remove(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """One entry by its id, or every entry the filter flags take (banlist_bulk.remove)."""
+    filtered = bool(filters_of(args))
+    if filtered == (args.id is not None):
+        print("rearrange banlist remove: give an entry's id, or a filter (--actor, "
+              "--reason-contains, --scope, --value-suffix, --created-before, "
+              "--created-after, --expires-before), not both", file=err)
+        return USAGE
+    if filtered:
+        return remove_matching(client, args, out, err)
+    if args.dry_run or args.yes:
+        print("rearrange banlist remove: --dry-run and --yes go with a filter", file=err)
+        return USAGE
     got = client.remove_entry(args.id, args.reason)
     print(f"removed entry {got['removed']['id']} ({got['removed']['scope']} "
           f"{got['removed']['value']}); banlist version {got['banlist_version']}", file=out)
@@ -272,26 +294,22 @@ def _forget_loss(client: Client, args: argparse.Namespace, out: IO[str], _: IO[s
     return 0
 
 
-def _list(client: Client, args: argparse.Namespace, out: IO[str], _: IO[str]) -> int:
-    """Page through the entries (the service gives at most 1,000 a request)."""
+def _list(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Page through the entries (the service gives at most 1,000 a request): one JSON
+    document with --json, else lines streamed as they come (banlist_bulk.list_lines)."""
+    if not args.json:
+        return list_lines(client, args, out, err)
     entries: list[dict[str, Any]] = []
     after, limit = args.after, args.limit if args.limit > 0 else None
     while True:
         want = 1000 if limit is None else min(1000, limit - len(entries))
-        got = client.entries(after, want)
+        got = client.entries(after, want, **filters_of(args))
         entries += got["entries"]
         after = got["next"]
         if after is None or limit is not None and len(entries) >= limit:
             break
-    page = {"entries": entries, "next": after, "total": got["total"],
-            "banlist_version": got["banlist_version"]}
-    if args.json:
-        print_json(page, out)
-        return OK
-    table(entries, ["id", "scope", "value", "regions", "expires_at", "actor", "reason"], out)
-    more = f"; more after {after} (--after {after})" if after else ""
-    print(f"{len(entries)} of {got['total']} entries; banlist version "
-          f"{got['banlist_version']}{more}", file=out)
+    print_json({"entries": entries, "next": after, "total": got["total"],
+                "banlist_version": got["banlist_version"]}, out)
     return OK
 
 

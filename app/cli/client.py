@@ -109,9 +109,14 @@ class Client:
         params = {"url": url, **({"region": region} if region else {})}
         return self.json("GET", "/v1/banlist/lookup", params=params)
 
-    def entries(self, after: str | None = None, limit: int = 100) -> Json:
-        params = {"limit": limit, **({"after": after} if after else {})}
+    def entries(self, after: str | None = None, limit: int = 100, **filters: str) -> Json:
+        """A page of the active entries; `filters` as POST /v1/banlist/remove takes them."""
+        params = {"limit": limit, **({"after": after} if after else {}), **filters}
         return self.json("GET", "/v1/banlist/entries", params=params)
+
+    def remove_matching(self, filters: dict[str, str], reason: str, dry_run: bool) -> Json:
+        return self.json("POST", "/v1/banlist/remove", json={
+            "filter": filters, "reason": reason, "dry_run": dry_run})
 
     def groups(self) -> Json:
         return self.json("GET", "/v1/banlist/groups")

@@ -65,10 +65,10 @@ def test_banlist_list_pages_on_and_stops_at_limit(live):
     rest = as_json(*svc, "--after", first["next"])
     assert [e["value"] for e in rest["entries"]] == ["acme", "spam.example"]
     assert rest["next"] is None
-    code, out, _ = cli(*svc)
+    code, out, err = cli(*svc)
     assert code == 0 and out.splitlines()[0].split()[:3] == ["ID", "SCOPE", "VALUE"]
     assert "malware [manual]" in out  # a cell is text, never rich markup
-    assert "3 of 3 entries" in out
+    assert "3 of 3 entries" in err  # the count on stderr: stdout is the entries alone
 
 
 def test_config_reads(live):
