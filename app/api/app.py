@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 from app import __version__
 from app.api import (
     admin,
+    admin_page,
     banlist,
     banlist_bulk,
     errors,
@@ -93,7 +94,7 @@ def app_of(services: Services) -> RearrangeApp:
     app.state.services = services
     # review before banlist: /v1/banlist/pending is its own, not an entry's route
     for module in (rerank, review, banlist, banlist_bulk, sanctions, admin, health,
-                   experiments, inspector):
+                   experiments, inspector, admin_page):
         app.include_router(module.router)
     errors.install(app)
     # Each added goes outside the ones before: from the outside in, the counter, the fast
