@@ -14,6 +14,7 @@ from app.api.deps import Actor, Store
 from app.api.openapi import WRITES, refusals
 from app.api.strict import StrictRoute
 from app.banlist.base import MAX_REASON
+from app.banlist.model import Scope
 from app.banlist.selection import FIELDS, MAX_TEXT, Selection
 from app.errors import FieldError
 
@@ -43,7 +44,7 @@ class FilterIn(BaseModel):
 
     actor: str | None = _text("actor")
     reason_contains: str | None = _text("reason_contains")
-    scope: str | None = _text("scope")
+    scope: Scope | None = PField(None, description=_ABOUT["scope"])
     value_suffix: str | None = _text("value_suffix")
     created_before: str | None = _text("created_before")
     created_after: str | None = _text("created_after")
@@ -94,7 +95,7 @@ def _query(field: str, length: int = MAX_TEXT) -> Any:
 async def selection_query(
         actor: Annotated[str | None, _query("actor")] = None,
         reason_contains: Annotated[str | None, _query("reason_contains")] = None,
-        scope: Annotated[str | None, _query("scope")] = None,
+        scope: Annotated[Scope | None, Query(description=_ABOUT["scope"])] = None,
         value_suffix: Annotated[str | None, _query("value_suffix")] = None,
         created_before: Annotated[str | None, _query("created_before", 64)] = None,
         created_after: Annotated[str | None, _query("created_after", 64)] = None,
