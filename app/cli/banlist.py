@@ -207,7 +207,8 @@ def _remove(client: Client, args: argparse.Namespace, out: IO[str], err: IO[str]
         return USAGE
     if filtered:
         return remove_matching(client, args, out, err)
-    if args.dry_run or args.yes:
+    if getattr(args, "dry_run", False) or getattr(args, "yes", False):  # getattr: a
+        # Namespace made by hand (a script's, a test's) may predate these flags
         print("rearrange banlist remove: --dry-run and --yes go with a filter", file=err)
         return USAGE
     got = client.remove_entry(args.id, args.reason)

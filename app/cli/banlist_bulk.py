@@ -91,11 +91,13 @@ def list_lines(client: Client, args: argparse.Namespace, out: IO[str], err: IO[s
     stderr, so stdout is the entries alone."""
     filters, after = filters_of(args), args.after
     limit = args.limit if args.limit > 0 else None
-    out.write("\t".join(c.upper() for c in COLUMNS) + "\n")
     shown, got = 0, None
     while limit is None or shown < limit:
-        got = client.entries(after, PAGE if limit is None else min(PAGE, limit - shown),
-                             **filters)
+        page = client.entries(after, PAGE if limit is None else min(PAGE, limit - shown),
+                              **filters)
+        if got is None:  # once the service answered: a refusal prints no header
+            out.write("\t".join(c.upper() for c in COLUMNS) + "\n")
+        got = page
         out.write("".join("\t".join(_cell(e.get(c)) for c in COLUMNS) + "\n"
                           for e in got["entries"]))
         shown += len(got["entries"])
