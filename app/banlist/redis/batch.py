@@ -2,8 +2,8 @@
 
 Each removal is a change of its own (its seq, its record in the changelog and the history,
 with actor and reason), as a single removal's is. A million of them in one script would
-hold Redis for most of a minute, so they are committed CHUNK at a time (a fraction of a
-second each), and made one batch otherwise:
+hold Redis for a minute or more (docs/banlist.md, "Speed"), so they are committed CHUNK at
+a time (a fraction of a second each), and made one batch otherwise:
 
 - **staged, then opened**: the ids and the set of ends each goes to (`id TAB name`,
   ends.py) are pushed to a staging list of their own, invisible, then `OPEN` checks that
@@ -11,7 +11,7 @@ second each), and made one batch otherwise:
   batch's, and records the batch (`Keys.batch`: its id, epoch and seqs, actor and reason);
 - **exclusive**: while a batch is open every other write script refuses with
   REARRANGE_BUSY (the writer waits for the batch, lua.WRITE), so its seqs are consecutive
-  and the seqs it ends at is known when it opens;
+  and the seq it ends at is known when it opens;
 - **applied whole**: each record carries `txn`, the seq the batch ends at; a replica
   holds a batch's records until it has read the last (txn.py), so the version every
   replica serves moves once, from before the batch to after it;
