@@ -11,7 +11,9 @@ to that server's data port instead of its control port. After each answer the
 listener's writer is flushed, so the audit line, the failure log and the response counts
 are written by the time the test reads them, as on the Python path. A test that cannot
 run on the native path (a fake clock the listener does not read, the two Python paths
-compared with each other) says why with `@pytest.mark.python_path("why")`.
+compared with each other), or for which it changes nothing (it sends no /v1/rerank that
+the path would take: only other routes, a socket of its own, the engine called directly),
+says why with `@pytest.mark.python_path("why")`.
 """
 from __future__ import annotations
 

@@ -169,6 +169,7 @@ def test_refusals_name_the_field_and_change_nothing(api):
     assert matches(a)[0]["expires_at"] == entry["expires_at"]
 
 
+@pytest.mark.python_path("sends no /v1/rerank: edits and lookups")
 def test_an_entry_that_expired_but_is_not_swept_yet_cannot_be_edited(settings):
     with TestClient(create_app(settings)) as c:
         entry = add(c, ttl_seconds=1)
@@ -203,6 +204,7 @@ def test_an_edit_survives_a_restart_of_the_embedded_store(settings):
 
 
 @pytest.mark.redis
+@pytest.mark.python_path("sends no /v1/rerank: edits and lookups")
 def test_a_replica_started_after_an_edit_loads_the_edited_entry(redis_server, settings):
     with app_on(redis_server, settings, "a") as a:
         entry = add(a, ttl_seconds=3600)

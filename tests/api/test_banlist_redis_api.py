@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.conftest import AUTH, app_on
 
 
@@ -46,6 +48,7 @@ def test_a_replica_that_refuses_a_rewind_says_so_and_reseed_repairs(redis_server
             assert [(c["seq"], c["op"], c["actor"]) for c in history] == [(4, "reseed", "tns")]
 
 
+@pytest.mark.python_path("sends no /v1/rerank: the admin routes only")
 def test_adopt_accepts_an_older_redis_on_operator_request(redis_server, settings):
     with app_on(redis_server, settings, "a") as a:
         a.post("/v1/banlist/entries", headers=AUTH,

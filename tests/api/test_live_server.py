@@ -194,6 +194,7 @@ def test_sigterm_turns_readiness_off_first_then_stops(server):
     assert proc.wait(10) in (0, -signal.SIGTERM)
 
 
+@pytest.mark.python_path("its /v1/rerank goes to the control port over a socket of its own")
 def test_a_second_signal_cuts_the_drain_short_and_in_flight_requests_finish(tmp_path):
     """Ctrl-C twice: the second ends the drain and starts the shutdown, which lets the request
     in flight finish. The drain's timer must not fire later: a late handle_exit(SIGINT)
@@ -225,6 +226,7 @@ def test_a_second_signal_cuts_the_drain_short_and_in_flight_requests_finish(tmp_
             proc.wait(10)
 
 
+@pytest.mark.python_path("posts to the data port itself")
 def test_several_serving_threads_share_one_embedded_banlist(tmp_path):
     """`--workers 2` is two threads of one process: a ban written on the control port is
     matched by the data port's next request, with no Redis (one index for both)."""

@@ -46,11 +46,6 @@ def port(ports: tuple[int, int], rerank_path: str) -> int:
     return ports[1] if rerank_path == "native" else ports[0]
 
 
-def serving(path: str, port: int, ports: tuple[int, int]) -> int:
-    """`port`, unless it is the data port and `path` is not one it serves."""
-    return port if path in ("/v1/rerank", "/healthz") else ports[0]
-
-
 def connect(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.settimeout(STEP)
@@ -118,7 +113,9 @@ def closed_by_server(s: socket.socket) -> bool:
         return False
 
 
-ROUTES = [
+# The routes only the control port serves: on either path a trickled body goes there, so
+# these run on the Python path alone; /v1/rerank, which the data port serves, on both.
+CONTROL_ROUTES = [
     ("POST", "/v1/banlist/entries"),
     ("DELETE", "/v1/banlist/entries/1"),
     ("POST", "/v1/banlist/import"),
@@ -126,17 +123,29 @@ ROUTES = [
     ("POST", "/v1/sanctions/scores"),
     ("POST", "/v1/sanctions/a.example/clear"),
     ("POST", "/v1/admin/banlist/reseed"),
-    ("POST", "/v1/rerank"),
 ]
+FRAMINGS = ["content-length", "chunked"]
 
 
-@pytest.mark.parametrize("framing", ["content-length", "chunked"])
-@pytest.mark.parametrize(("method", "path"), ROUTES)
-def test_a_trickling_body_gets_408_and_the_connection_is_closed(port, ports, method, path,
+@pytest.mark.python_path("the data port serves none of these routes: both paths would send "
+                         "them to the control port")
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize(("method", "path"), CONTROL_ROUTES)
+def test_a_trickling_body_gets_408_and_the_connection_is_closed(ports, method, path,
                                                                 framing):
+    assert_trickled_body_refused(ports[0], method, path, framing)
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_a_trickling_rerank_body_gets_408_and_the_connection_is_closed(port, framing):
+    assert_trickled_body_refused(port, "POST", "/v1/rerank", framing)
+
+
+def assert_trickled_body_refused(port: int, method: str, path: str, framing: str) -> None:
+    """A body trickled to `method path` on `port` is answered 408 and the connection closed."""
     length = b"Content-Length: 1000\r\n" if framing == "content-length" else (
         b"Transfer-Encoding: chunked\r\n")
-    with connect(serving(path, port, ports)) as s:
+    with connect(port) as s:
         s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\n{AUTH}".encode()
                   + b"Content-Type: application/json\r\n" + length + b"\r\n"
                   + (b"" if framing == "content-length" else b"3e8\r\n"))

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import jsonschema
+import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -108,6 +109,7 @@ BODIES = values({"$ref": PREFIX + "RerankRequest"}).filter(unique_ids)
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(BODIES)
+@pytest.mark.python_path("calls the engine itself, sends no request")
 def test_every_body_the_schema_allows_is_decoded(body):
     validator("RerankRequest").validate(body)
     status, out = decode(body)
@@ -144,6 +146,7 @@ BREAKS = [
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(BODIES.filter(lambda b: b["documents"]), st.sampled_from(BREAKS))
+@pytest.mark.python_path("calls the engine itself, sends no request")
 def test_a_body_the_schema_refuses_is_refused_naming_the_field(body, brk):
     where, bad, field = brk
     at = body

@@ -62,6 +62,7 @@ def test_quarantine_and_ban_decided_on_one_replica_apply_on_the_other(redis_serv
                                                              ("remove", "tns")]
 
 
+@pytest.mark.python_path("sends no /v1/rerank: feeds and reads state")
 def test_concurrent_feeds_of_one_host_lose_no_observation(redis_server, settings):
     with app_on(redis_server, settings, "a") as a, app_on(redis_server, settings, "b") as b:
         def run(client, start):
@@ -97,6 +98,7 @@ def bans(prefix, n, score=0.95):
             for i in range(n)]
 
 
+@pytest.mark.python_path("sends no /v1/rerank: feeds and reads Redis")
 def test_a_batch_that_runs_redis_out_of_memory_says_item_by_item_what_was_committed(
         redis_server, settings):
     with app_on(redis_server, settings, "a") as a, redis_server.client() as r:
@@ -136,6 +138,7 @@ def test_a_batch_that_runs_redis_out_of_memory_says_item_by_item_what_was_commit
         assert all(json.loads(v)["state"] == "banned" for v in r.hvals(HOSTS))
 
 
+@pytest.mark.python_path("sends no /v1/rerank: feeds and reads Redis")
 def test_a_batch_refused_from_its_first_item_says_nothing_was_changed(redis_server, settings):
     with app_on(redis_server, settings, "a") as a, redis_server.client() as r:
         r.config_set("maxmemory", 1)  # below what Redis already uses: every write refused

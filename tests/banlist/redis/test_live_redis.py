@@ -123,6 +123,7 @@ def test_replicas_follow_each_other_and_survive_redis_dying(cluster):
     assert "rearrange_banlist_in_sync 1.0" in metrics
 
 
+@pytest.mark.python_path("sends no /v1/rerank: the CLI and the control port only")
 def test_the_cli_against_a_running_replica(cluster, tmp_path):
     _, instance = cluster
     a = instance("a")
@@ -174,6 +175,7 @@ def test_the_cli_against_a_running_replica(cluster, tmp_path):
     assert code == 1 and "not behind" in err
 
 
+@pytest.mark.python_path("sends no /v1/rerank: an import and Redis dying")
 def test_an_import_cut_short_by_redis_dying_says_exactly_what_committed(cluster, tmp_path):
     redis, instance = cluster
     a = instance("a")

@@ -208,6 +208,7 @@ def test_a_replica_cut_off_from_redis_serves_refuses_writes_and_catches_up(parti
     assert max(latencies) < TIMEOUT  # none waited on Redis
 
 
+@pytest.mark.python_path("sends no /v1/rerank: a write through a cut connection")
 def test_a_connection_idle_while_redis_went_silent_fails_before_a_write_is_sent(redis_server):
     """`reach` PINGs the connection a write is about to take: one that sat idle in the pool
     while Redis went silent (stopped here: the kernel keeps the connection, nothing answers,
