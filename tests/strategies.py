@@ -86,8 +86,10 @@ def documents(draw: st.DrawFn, index: int) -> dict[str, Any]:
 
 
 @st.composite
-def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[str, Any]:
-    """A /v1/rerank body: 0 to 25 documents with unique ids, a query, a unit."""
+def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",),
+           unit: bool = False) -> dict[str, Any]:
+    """A /v1/rerank body: 0 to 25 documents with unique ids, a query, maybe a unit (always
+    with `unit`)."""
     n = draw(st.integers(0, 25))
     docs_ = [draw(documents(i)) for i in range(n)]
     if draw(st.integers(0, 9)) == 0:  # a page the filters may empty: the fallback's case
@@ -103,7 +105,7 @@ def bodies(draw: st.DrawFn, profiles: tuple[str, ...] = ("default",)) -> dict[st
     region = draw(st.one_of(st.none(), st.sampled_from(REGIONS + ("kz",))))
     if region is not None:
         body["query"]["region"] = region
-    if draw(st.booleans()):
+    if unit or draw(st.booleans()):
         body["unit"] = {"user_id": draw(st.sampled_from(USERS))}
     if draw(st.booleans()):
         body["depth"] = draw(st.integers(1, 12))
@@ -211,9 +213,11 @@ def _pin_key(url: str) -> str:
 
 
 @st.composite
-def configs(draw: st.DrawFn) -> str:
+def configs(draw: st.DrawFn, shadow: bool = False) -> str:
     """A valid rules YAML: a default profile, maybe a second one extending it, routing, and
-    maybe an experiment gating one rule with a parameter override."""
+    maybe an experiment gating one rule with a parameter override. With `shadow`, always
+    such an experiment when the profiles run a rule it may gate, with every unit in its
+    control arm: the rule runs in shadow for every request that has a unit."""
     def profile() -> dict[str, Any]:
         out = {}
         for phase, rules in PHASE_RULES.items():
@@ -232,12 +236,14 @@ def configs(draw: st.DrawFn) -> str:
                    for p in config["profiles"].values() for k, steps in p.items()
                    if k != "extends" for s in steps})
     gateable = [r for r in used if r not in ("banlist", "empty_result_fallback")]
-    if gateable and draw(st.booleans()):
+    if gateable and (shadow or draw(st.booleans())):
         rule = draw(st.sampled_from(gateable))
         experiment: dict[str, Any] = {"name": "exp_a", "unit": "user_id",
                                       "variants": {"control": 50, "treatment": 50},
                                       "rules": [rule]}
-        if rule == "spam_demotion" and draw(st.booleans()):
+        if shadow:
+            experiment["variants"] = {"control": 100}
+        elif rule == "spam_demotion" and draw(st.booleans()):
             experiment["variants"]["treatment"] = {"weight": 50,
                                                    "params": {"spam_demotion": {"lambda": 9.0}}}
         config["experiments"] = [experiment]

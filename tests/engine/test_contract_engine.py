@@ -23,7 +23,10 @@ from app._engine import EngineMetrics
 from app.config.load import load_bytes
 from app.config.spec import with_core
 
-SETTINGS = settings(max_examples=300, deadline=None,
+# Examples per test (docs/development.md says how the counts were chosen): 200 of each reach
+# as much of the decoder as 300 did; two refusals only the 300 had drawn are pinned below
+# (a fraction in an integer field, a key repeated inside an attribute's object).
+SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # No rule: the page comes back as it was decoded.
 CORE = with_core(load_bytes(b"profiles: {default: {}}"), EngineMetrics()).core
@@ -363,6 +366,8 @@ def test_corrupted_pages_are_refused_or_served_unaltered(case):
     b'"shingles":1,"width":1,"seed":1},"minhash":null}]}',
     b'{"documents":[{"id":"a","url":"u","score":1,"minhash":{"seed":18446744073709551616,'
     b'"values":[1,18446744073709551617],"shingles":1,"width":1}}]}',
+    b'{"documents":[],"depth":2.5}', b'{"documents":[],"depth":1e1}',
+    b'{"documents":[{"id":"a","url":"u","score":1,"attributes":{"x":{"k":1,"k":2}}}]}',
 ])
 def test_the_pinned_bad_bodies(raw):
     check(raw, valid=False)
