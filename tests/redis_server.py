@@ -138,6 +138,14 @@ class ServeProcess:
             self.proc.wait(5)
 
 
+def stop_all(started: list[ServeProcess]) -> None:
+    """Stop servers all at once (each takes a moment to shut down), then wait for each."""
+    for proc in started:
+        proc.proc.terminate()
+    for proc in started:
+        proc.stop()
+
+
 class AnswerLosingProxy:
     """A TCP proxy to a redis-server that, once armed, passes the next request containing
     `marker` to Redis and then cuts that connection instead of relaying the answer: a write

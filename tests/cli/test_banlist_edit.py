@@ -15,7 +15,7 @@ from app.cli.main import main
 from bench.replicas import free_port
 from tests.cli.test_client import cli
 from tests.conftest import ROOT
-from tests.redis_server import RedisServer, ServeProcess
+from tests.redis_server import RedisServer, ServeProcess, stop_all
 
 TOKENS = "tns:t,viewer:v:read"
 WRITE = {"Authorization": "Bearer t"}
@@ -40,8 +40,7 @@ def services(request, tmp_path: Path):
                 "REARRANGE_BANLIST_SNAPSHOT_PATH": str(tmp_path / f"{name}.snapshot.json")}))
         yield started[0].base, started[-1].base
     finally:
-        for proc in started:
-            proc.stop()
+        stop_all(started)
         if redis is not None:
             redis.kill()
 

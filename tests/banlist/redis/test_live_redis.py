@@ -13,7 +13,7 @@ import pytest
 
 from app.cli.main import main as cli
 from tests.conftest import ROOT
-from tests.redis_server import RedisServer, ServeProcess
+from tests.redis_server import RedisServer, ServeProcess, stop_all
 
 pytestmark = pytest.mark.redis  # every test here runs on a redis-server of its own
 
@@ -41,8 +41,7 @@ def cluster(tmp_path: Path):
         return proc
 
     yield redis, instance
-    for proc in started:
-        proc.stop()
+    stop_all(started)
     redis.kill()
 
 

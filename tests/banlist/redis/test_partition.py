@@ -17,7 +17,7 @@ import redis as redispy
 from app.banlist.redis.client import connect, reach
 from tests.conftest import ROOT
 from tests.netns import Namespace, Unavailable
-from tests.redis_server import RedisServer, ServeProcess
+from tests.redis_server import RedisServer, ServeProcess, stop_all
 
 pytestmark = pytest.mark.redis
 
@@ -28,13 +28,6 @@ PAGE = {"documents": [{"id": "a", "url": "http://banned.example/1", "score": 2},
 TIMEOUT = 1.0  # REARRANGE_REDIS_TIMEOUT_SECONDS: a reply Redis owes, waited for this long
 CONNECT = 0.5  # REARRANGE_REDIS_CONNECT_TIMEOUT_SECONDS
 BLOCK = 0.3  # REARRANGE_BANLIST_BLOCK_SECONDS
-
-
-def stop_all(started: list[ServeProcess]) -> None:
-    for proc in started:
-        proc.proc.terminate()  # all at once: each takes a moment to stop
-    for proc in started:
-        proc.stop()
 
 
 @pytest.fixture
