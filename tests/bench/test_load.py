@@ -96,7 +96,7 @@ def test_counter_sum_adds_every_labelled_sample():
 def test_make_load_runs_replicas_and_reports(tmp_path):
     """A short `python -m bench.load` with one replica: locust, the writer, the report."""
     run = subprocess.run(
-        [sys.executable, "-m", "bench.load", "--seconds", "6", "--replicas", "1",
+        [sys.executable, "-m", "bench.load", "--seconds", "3", "--replicas", "1",
          "--users", "2", "--spawn-rate", "4", "--banlist", "100"],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
