@@ -54,12 +54,15 @@ class SentinelSet:
 
     def __init__(self, directory: Path, sentinels: int = 3, quorum: int = 2) -> None:
         user, secret = REPLICATOR
+        # Either may be a primary that a replica syncs from: each starts a sync at once, not
+        # after the 5 s that let several replicas share a diskless one
+        at_once = ("--repl-diskless-sync-delay", "0")
         # append-only, so a primary killed and started again comes back with its own data
         self.primary = RedisServer(directory / "primary", appendonly=True, args=(
-            "--user", user, "on", f">{secret}", "~*", "&*", "+@all")).start()
+            "--user", user, "on", f">{secret}", "~*", "&*", "+@all", *at_once)).start()
         self.replica = RedisServer(directory / "replica", args=(
             "--replicaof", "127.0.0.1", str(self.primary.port),
-            "--masteruser", user, "--masterauth", secret)).start()
+            "--masteruser", user, "--masterauth", secret, *at_once)).start()
         self.sentinels = [Sentinel(directory / f"sentinel-{n}", self.primary.port, quorum)
                           for n in range(sentinels)]
         self.wait_until(self._watching, "the Sentinels to see the replica and each other")
@@ -90,6 +93,14 @@ class SentinelSet:
         self.wait_until(lambda: self.master_port() == self.replica.port and self._role(
             self.replica) == "master", "Sentinel to promote the replica", 30)
         return self.replica
+
+    def rejoin(self, old: RedisServer, primary: RedisServer) -> None:
+        """Make `old`, a primary started again after a failover, a replica of `primary`, as
+        Sentinel would: it sends this same REPLICAOF itself, but only once the old primary
+        has been up for four of its publish periods and its next INFO, up to an INFO period
+        later, says master; nothing of the service's runs in that wait."""
+        with old.client() as c:
+            c.execute_command("REPLICAOF", "127.0.0.1", str(primary.port))
 
     def master_port(self) -> int | None:
         """The primary's port as the first Sentinel that answers says."""

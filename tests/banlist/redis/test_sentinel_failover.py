@@ -73,6 +73,7 @@ def test_no_acknowledged_ban_is_lost_through_a_cut_a_failover_and_the_old_primar
         r = ban(a, "during.example")
         assert r.status_code == 503 and r.json()["error"] == "not_durable"
         sentinels.primary.start()  # with its own data (the five unconfirmed bans)
+        sentinels.rejoin(sentinels.primary, promoted)
         sentinels.wait_until(lambda: sentinels.connected_replicas(promoted) == 1,
                              "the old primary to rejoin as a replica", 30)
         r = ban(a, "after.example")
