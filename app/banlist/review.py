@@ -27,7 +27,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.banlist.base import BanStore, EntrySpec, GroupSpec, Prepared, identical, prepare
+from app.banlist.base import (
+    BanStore,
+    EntrySpec,
+    GroupSpec,
+    Prepared,
+    identical,
+    prepare,
+    still_banning,
+)
 from app.banlist.model import Entry
 from app.errors import BanlistNotFound, Forbidden
 
@@ -196,7 +204,8 @@ class Reviews:
         now = self.clock()
         if (banning := self._banning(pending, now)) is not None:
             lifted = [self.banlist.remove(e.id, actor, f"rejected on review: {reason}")
-                      for e in _with_duplicates(self.banlist, banning, now)]
+                      for e in (banning, *still_banning(self.banlist.index, banning, now))
+                      if e.regions == banning.regions]
         self.pending.remove(pending_id, actor, f"rejected: {reason}")
         self._counted("rejected")
         return pending, lifted
@@ -214,8 +223,3 @@ class Reviews:
                      pending.regions)
         return identical(self.banlist.index, p, now)
 
-
-def _with_duplicates(store: BanStore, entry: Entry, now: float) -> Iterable[Entry]:
-    """`entry` and the other active entries of its scope, value and regions."""
-    return [e for e in store.index.by_value(entry.scope, entry.value)
-            if e.regions == entry.regions and e.unexpired(now)]
