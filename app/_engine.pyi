@@ -27,6 +27,9 @@ __version__: str
 # A rule failure for the service's log: (rule, phase, problem, whether it closed the page,
 # the profile, the Python rule's exception or None).
 _Failure: TypeAlias = tuple[str, str, str, bool, str, BaseException | None]
+# An interleaved page served: (request_id, experiment, unit, at (epoch seconds),
+# [(document id, team)] in served order), for app/experiments/impressions.py.
+_Impression: TypeAlias = tuple[str, str, str, float, list[tuple[str, str]]]
 
 class _Executor(Protocol):
     """What runs Python rules (app/engine/executor.py RuleExecutor)."""
@@ -53,7 +56,7 @@ class Engine:
         max_text_chars: int = 1_000_000, elapsed: float = 0.0,
         clock: Callable[[], float] | None = None, audit_line: bool = True, explain: bool = False,
         executor: _Executor | None = None, defer_python: bool = False,
-    ) -> tuple[int, bytes, bytes | None, list[_Failure]] | None: ...
+    ) -> tuple[int, bytes, bytes | None, list[_Failure], _Impression | None] | None: ...
 
 class RuleTimeout(Exception):
     """A Python rule did not return in its time (raised by the executor in its caller)."""
@@ -100,6 +103,7 @@ _Drained: TypeAlias = tuple[
     list[tuple[str, int, int]],  # responses: (route, status, count)
     list[tuple[str, int]],  # dropped events: (kind, count)
     list[str],  # the listener's own problems, for the log
+    list[_Impression],  # interleaved pages served
 ]
 
 @final

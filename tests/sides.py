@@ -92,7 +92,7 @@ class EngineLoaded(Loaded):
     def rerank(self, documents, *, bans=None, quarantine=None, now=NOW, variants=None,
                deadline_after=None, **request):
         # The engine reads the clock (0) to place the deadline, then once per check (1, 2, …)
-        status, out, _, _ = self.core.rerank(
+        status, out, _, _, _ = self.core.rerank(
             _body(documents, request), banlist=None if bans is None else BanIndex(bans),
             quarantine=None if quarantine is None else BanIndex(quarantine), now=now,
             forced=variants, clock=Ticking(),

@@ -6,7 +6,8 @@ crates/engine/src/serve/) over the config and the banlist indexes this process h
 the indexes in use and each one swapped in later (`ConfigHolder.follow`,
 `BanStore.follow_index`; a change applied to an index in place reaches it without a
 call), and runs the thread that writes what its requests leave behind: the audit lines,
-the rule failures (the failure log), the capture records and the response counts. The
+the rule failures (the failure log), the capture records, the interleaved pages'
+impressions (`Services.impressions`) and the response counts. The
 serving threads never wait for that thread, nor for the GIL, unless a profile has a
 Python rule (a blocking thread runs it, through the executor) or a request carries a QA
 header (its token is checked here).
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 from app import __version__
 from app._engine import DataPlane
 from app.api.rerank import check_qa
+from app.experiments.impressions import from_engine, hand_on
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -105,7 +107,8 @@ class DataPlaneServer:
 
     def _write(self) -> None:
         with self._drain_lock:
-            lines, failures, captures, responses, dropped, problems = self.plane.drain()
+            (lines, failures, captures, responses, dropped, problems,
+             impressions) = self.plane.drain()
             services = self.services
             metrics = services.metrics
             # Each sink on its own: one that raises is logged with its cause and the rest of
@@ -123,6 +126,9 @@ class DataPlaneServer:
                 if services.capture is not None:
                     for body, status, config_version, banlist_version, at in captures:
                         services.capture.keep(body, status, config_version, banlist_version, at)
+            if impressions:  # the sink counts and logs its own failure
+                hand_on(services.impressions, [from_engine(i) for i in impressions],
+                        metrics.impressions_dropped.labels("sink_failed").inc)
             with self._sink("the response counts"):
                 for route, status, count in responses:
                     metrics.http_responses.labels(route, str(status)).inc(count)
@@ -131,6 +137,8 @@ class DataPlaneServer:
                     metrics.audit_dropped.inc(count)
                 elif kind == "capture":
                     metrics.capture_dropped.labels("queue_full").inc(count)
+                elif kind == "impression":
+                    metrics.impressions_dropped.labels("queue_full").inc(count)
                 log.error("data plane: %d %s event%s dropped: the writer fell behind", count,
                           kind, "" if count == 1 else "s")
             for problem in problems:

@@ -28,6 +28,7 @@ from app.config.versions import ConfigHolder
 from app.engine.executor import Limits, RuleExecutor
 from app.engine.service import Rearranger
 from app.errors import StartupRefused
+from app.experiments.impressions import ImpressionSink, Recent
 from app.observability.audit import AuditLog
 from app.observability.metrics import Metrics
 from app.observability.readings import LastReading
@@ -56,6 +57,8 @@ class Services:
     auth: Authenticator  # who holds a bearer token: static tokens and JWTs
     audit_log: AuditLog | None = None
     capture: Capture | None = None
+    # interleaved pages served (both request paths hand them here), for POST /v1/feedback
+    impressions: ImpressionSink = field(default_factory=Recent)
     redis_policy: EvictionPolicy | None = None  # with REDIS_URL: Redis's maxmemory-policy
     # set on shutdown so /readyz turns false before the last request
     draining: threading.Event = field(default_factory=threading.Event)
@@ -126,13 +129,16 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                                    abandoned_max=settings.python_rule_abandoned_max), metrics)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
     review = _reviews(settings, store, metrics, policy, durability)
+    impressions = Recent()
     rearranger = Rearranger(settings, store, quarantine, config, executor, audit_log=audit,
-                            capture=capture, clock=clock)
+                            capture=capture, clock=clock, impressions=impressions,
+                            impressions_dropped=metrics.impressions_dropped.labels(
+                                "sink_failed").inc)
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
                     review=review,
                     sanctions=sanctions, config=config, executor=executor,
                     rearranger=rearranger, audit_log=audit, capture=capture,
-                    redis_policy=policy, auth=auth,
+                    impressions=impressions, redis_policy=policy, auth=auth,
                     sanction_hosts=LastReading("sanction_hosts", sanctions.counts, metrics))
 
 

@@ -20,6 +20,7 @@ from app.banlist.base import BanStore
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
 from app.engine.executor import RuleExecutor
+from app.experiments.impressions import ImpressionSink, Recent, from_engine, hand_on
 from app.observability.audit import AuditLog
 from app.observability.logs import OneLineRecords
 from app.replay.capture import Capture
@@ -68,7 +69,9 @@ class Rearranger:
                  config: ConfigHolder, executor: RuleExecutor,
                  audit_log: AuditLog | None = None, capture: Capture | None = None,
                  failures: FailureLog | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 impressions: ImpressionSink | None = None,
+                 impressions_dropped: Callable[[int], None] = lambda n: None) -> None:
         self.settings = settings
         # Arrival and the deadline are read on this clock (monotonic seconds): by default
         # `time.perf_counter` here and the engine's own monotonic clock (the same one, which
@@ -83,6 +86,9 @@ class Rearranger:
         self.capture = capture  # with REARRANGE_CAPTURE_PATH
         # Python rules run on its threads, each within its time (app/engine/executor.py)
         self.executor = executor
+        # interleaved pages served, for POST /v1/feedback; a failing sink's are counted here
+        self.impressions = impressions if impressions is not None else Recent()
+        self.impressions_dropped = impressions_dropped
 
     async def serve(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,
                     forced_by: str | None = None, arrived: float | None = None,
@@ -139,9 +145,9 @@ class Rearranger:
             executor=self.executor, defer_python=defer)
         if answered is None:
             return None
-        status, out, line, failures = answered
+        status, out, line, failures, impression = answered
         if candidate is not None:
-            return status, out  # no log: the engine need not write it
+            return status, out  # no log, no impression: a candidate serves nobody
         for rule, phase, problem, closed, profile, cause in failures:
             self.failures.failed(rule, phase, problem, closed, profile, cause)
         if line is not None and self.audit_log is not None:
@@ -149,6 +155,8 @@ class Rearranger:
             # join on what was served instead of recomputing buckets. A skipped rule is
             # logged too: the page served is not what the profile says it would be.
             self.audit_log.emit_line(line)
+        if impression is not None:
+            hand_on(self.impressions, [from_engine(impression)], self.impressions_dropped)
         if self.capture is not None and forced is None and status in (200, 503):
             # QA traffic (forced variants) is not real traffic; 4xx bodies replay as 4xx
             # the version as of now: at most the batches applied since the match later

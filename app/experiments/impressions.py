@@ -8,11 +8,15 @@ the document came from.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 Team = Literal["control", "treatment"]
+log = logging.getLogger("rearrange.impressions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +35,39 @@ class ImpressionSink(Protocol):
     """Takes served impressions; never blocks a request path for long (a store batches)."""
 
     def record(self, impressions: Sequence[Impression]) -> None: ...
+
+
+class Recent:
+    """The default sink: the last `size` impressions in memory, oldest forgotten first
+    (the feedback store of `POST /v1/feedback` replaces it)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._kept: deque[Impression] = deque(maxlen=size)
+        self._lock = threading.Lock()
+
+    def record(self, impressions: Sequence[Impression]) -> None:
+        with self._lock:
+            self._kept.extend(impressions)
+
+    def recent(self) -> list[Impression]:
+        """The impressions kept, oldest first."""
+        with self._lock:
+            return list(self._kept)
+
+
+def from_engine(raw: tuple[str, str, str, float, list[tuple[str, str]]]) -> Impression:
+    """An impression as the engine gives it (`Engine.rerank`, `DataPlane.drain`)."""
+    request_id, experiment, unit, at, teams = raw
+    return Impression(request_id, experiment, unit, at,
+                      tuple((doc, cast("Team", team)) for doc, team in teams))
+
+
+def hand_on(sink: ImpressionSink, impressions: Sequence[Impression],
+            dropped: Callable[[int], None]) -> None:
+    """`sink.record(impressions)`; a sink that raises loses them: `dropped(n)` counts them
+    and the failure is logged with its cause, and the request path goes on."""
+    try:
+        sink.record(impressions)
+    except Exception:  # noqa: BLE001 (counted and logged; a request is never failed by it)
+        dropped(len(impressions))
+        log.exception("impressions: %d not recorded, the sink failed", len(impressions))

@@ -36,6 +36,10 @@ ENGINE_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "or in shadow (reason: error)", ("rule", "phase", "reason")),
     "rearrange_rule_errors_total": ("Rule failures (raised, panicked or refused output)",
                                     ("rule", "phase")),
+    "rearrange_experiment_exposures_total": (
+        "Assignments by experiment, variant and whether they were triggered: a gated rule "
+        "changed the page or would have in shadow, an interleaving's arms differed "
+        "(QA-forced ones excluded)", ("experiment", "variant", "triggered")),
 }
 ENGINE_HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rearrange_request_duration_seconds": ("Rerank handling time (decode to encode)",

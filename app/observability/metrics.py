@@ -288,6 +288,12 @@ class Metrics:
             "rearrange_audit_log_dropped_total",
             "Audit log lines dropped: writer behind, write failed, or still queued at close",
             registry=r)
+        self.impressions_dropped = Counter(
+            "rearrange_impressions_dropped_total", "Interleaved pages served but not handed "
+            "to the feedback store, by reason: queue_full, sink_failed", ["reason"],
+            registry=r)
+        for reason in ("queue_full", "sink_failed"):
+            self.impressions_dropped.labels(reason)
         self.capture_written = Counter(
             "rearrange_capture_written_total", "Requests written to the capture file",
             registry=r)

@@ -116,7 +116,7 @@ class Side:
 
     def answer(self, body: bytes, now: float) -> tuple[int, dict[str, Any]]:
         """(status, response) for one body, the deadline off: replay is not timed."""
-        status, out, _, _ = self.config.core.rerank(
+        status, out, _, _, _ = self.config.core.rerank(
             body, banlist=self.store.index, quarantine=None, now=now, budget_seconds=None,
             forced=None, forced_by=None, max_documents=self.limits.max_documents,
             max_text_chars=self.limits.max_text_chars, elapsed=0.0,

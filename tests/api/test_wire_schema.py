@@ -100,7 +100,7 @@ def decode(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     answer = NO_RULES.rerank(json.dumps(body, ensure_ascii=False).encode(),
                              max_documents=LIMITS[0], max_text_chars=LIMITS[1])
     assert answer is not None
-    status, out, _, _ = answer
+    status, out, _, _, _ = answer
     return status, json.loads(out)
 
 

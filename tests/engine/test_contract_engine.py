@@ -37,7 +37,7 @@ def served(body: bytes, max_documents: int = 1000, max_text_chars: int = 100_000
     reads the body: an attribute is echoed as the text it came as, and a number such as
     1e400 (valid JSON, past a double) is read as infinity on both sides, where orjson
     refuses it."""
-    status, out, _, _ = CORE.rerank(body, now=1.0, max_documents=max_documents,
+    status, out, _, _, _ = CORE.rerank(body, now=1.0, max_documents=max_documents,
                                     max_text_chars=max_text_chars)
     return status, json.loads(out, parse_int=_int)
 

@@ -72,7 +72,7 @@ def engine(config: bytes = CONFIG, rules: list[Any] | None = None,
 
 def run(e: Engine, body: dict[str, Any], **kw: Any) -> tuple[int, Any, Any]:
     kw = {"banlist": BANS, "now": NOW, **kw}
-    status, out, line, _ = e.rerank(json.dumps(body).encode(), **kw)
+    status, out, line, _, _ = e.rerank(json.dumps(body).encode(), **kw)
     return status, json.loads(out), None if line is None else json.loads(line)
 
 
@@ -128,7 +128,7 @@ def test_audit_line_and_errors() -> None:
     assert out["field"] == "X-Rearrange-Force-Variant"
     assert out["problem"] == ("experiment antispam_v7 has no variant 'blue' "
                               "(variants: control, treatment)")
-    status, out, _, _ = e.rerank(b"{", now=NOW)
+    status, out, _, _, _ = e.rerank(b"{", now=NOW)
     assert status == 400
 
 

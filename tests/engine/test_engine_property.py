@@ -62,7 +62,7 @@ def answer_on(config: Engine, body: dict[str, Any], banned: list[Any]
               ) -> tuple[int, dict[str, Any], bytes | None]:
     """`answer` on a config loaded already (a test that reads it too loads it once)."""
     core = with_core(config, EngineMetrics()).core
-    status, out, line, _ = core.rerank(orjson.dumps(body),
+    status, out, line, _, _ = core.rerank(orjson.dumps(body),
                                        banlist=BanIndex(banned, version=VERSION), now=NOW)
     return status, orjson.loads(out), line
 

@@ -151,7 +151,7 @@ def test_python_rules_answers_keep_the_contract(setup, body):
     config = load_bytes(yaml_text.encode())
     core = with_core(config, EngineMetrics()).core
     raw = orjson.dumps(body)
-    status, out, _, failures = core.rerank(raw, banlist=BanIndex(version=VERSION), now=NOW)
+    status, out, _, failures, _ = core.rerank(raw, banlist=BanIndex(version=VERSION), now=NOW)
     answer = orjson.loads(out)
     event(f"status {status}")
     closed = [f for f in failures if f[3]]

@@ -133,7 +133,7 @@ class Served:
 
     def exposures(self, unit: dict[str, str], forced: dict[str, str] | None = None
                   ) -> list[dict]:
-        status, out, _, _ = self.core.rerank(
+        status, out, _, _, _ = self.core.rerank(
             orjson.dumps({"documents": [], "unit": unit}), now=1_900_000_000.0, forced=forced)
         assert status == 200, out
         return orjson.loads(out)["experiments"]

@@ -26,7 +26,7 @@ def serve(metrics: Metrics, profile: str, spam: list[float]) -> None:
     engine = Engine(*compile_spec(load_bytes(CONFIG)), metrics.engine_metrics)
     docs = [{"id": f"d{i}", "url": f"http://h{i}.example/", "score": 10.0 - i, "spam_score": s}
             for i, s in enumerate(spam)]
-    status, _, _, _ = engine.rerank(json.dumps({"profile": profile, "documents": docs}).encode())
+    status, _, _, _, _ = engine.rerank(json.dumps({"profile": profile, "documents": docs}).encode())
     assert status == 200
 
 

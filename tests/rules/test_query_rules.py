@@ -167,7 +167,7 @@ def test_every_query_rule_is_counted_in_the_per_rule_metrics():
                      "diversify": [{"query_pin": {"pin": [{"url": "https://d2.example/d2",
                                                            "position": 1}]}}]})
     engine = Engine(*compile_spec(load_bytes(text.encode())), m.engine_metrics)
-    status, _, _, _ = engine.rerank(orjson.dumps({"documents": page(3)}), now=NOW)
+    status, _, _, _, _ = engine.rerank(orjson.dumps({"documents": page(3)}), now=NOW)
     assert status == 200
     s = samples(generate_latest(m.registry).decode())
     actions = "rearrange_rule_actions_total"

@@ -36,7 +36,7 @@ def serve(config: str, documents: list[dict[str, Any]], metrics: EngineMetrics,
           variant: str | None = None, **query: Any) -> dict[str, Any]:
     core = with_core(load_bytes(config.encode()), metrics).core
     body = orjson.dumps({"documents": documents, "query": query})
-    status, out, _, _ = core.rerank(body, banlist=BANS, now=NOW,
+    status, out, _, _, _ = core.rerank(body, banlist=BANS, now=NOW,
                                     forced={"antispam_v7": variant} if variant else None)
     assert status == 200, out
     return orjson.loads(out)

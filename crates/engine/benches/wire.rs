@@ -150,6 +150,7 @@ fn outcome<'a>(page: &Page<'a>, docs: &[Doc]) -> Outcome<'a> {
         actions: vec![],
         errors: vec![],
         trace: vec![],
+        teams: vec![],
     }
 }
 
@@ -161,6 +162,8 @@ fn exposures() -> Vec<Exposure> {
         layer: Some("ranking".into()),
         salt: Some(format!("{experiment}-2026")),
         forced: false,
+        unit: Some("u-1".into()),
+        triggered: false,
     };
     vec![
         exposure("spam_threshold", "treatment", 4417),
@@ -245,6 +248,7 @@ fn encoding(limits: &Limits) {
             config_version: "2026-12-06T04:00:00Z-3f9a",
             banlist_version: 1_733_456_789_012,
             exposures: &exposures,
+            interleaving: None,
         };
         // What engine.rs reserves for the answer.
         let size = 512 + body.len() + 192 * outcome.audit.len();

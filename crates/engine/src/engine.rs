@@ -13,15 +13,16 @@ use crate::banlist::{spread, BanIndex, IndexData};
 use crate::clock::{Clock, Monotonic, PyClock};
 use crate::contract::{check_page, decode_body, FieldError, Limits};
 use crate::doc::{Canon, Canonical, Hit, Lookup, Page};
-use crate::experiments::{assign, check_forced, FORCE_HEADER};
+use crate::experiments::{assign, check_forced, Exposure, FORCE_HEADER, HOLDOUT};
 use crate::explain::{not_in_profile, write_explain};
 use crate::fmt::quoted;
+use crate::interleave::{self, Coins, Impression, ImpressionTuple, Merged};
 use crate::json::write_str;
 use crate::metrics::EngineMetrics;
 use crate::out::{PyOut, Sink};
 use crate::response::{write_audit_line, write_response, Head};
 use crate::rules::Ctx;
-use crate::runner::RuleError;
+use crate::runner::{Outcome, RuleError};
 use crate::spec::{self, Config};
 
 /// One loaded config, rebuilt on each reload and swapped whole by the Python side.
@@ -160,7 +161,13 @@ pub type Failed = (
     Option<Py<PyAny>>,
 );
 
-type Answer = (u16, Py<PyBytes>, Option<Py<PyBytes>>, Vec<Failed>);
+type Answer = (
+    u16,
+    Py<PyBytes>,
+    Option<Py<PyBytes>>,
+    Vec<Failed>,
+    Option<ImpressionTuple>,
+);
 
 /// The failures of a request as the log takes them; the last one closed the page if
 /// `closed`.
@@ -215,6 +222,8 @@ pub struct Reply<O> {
     pub body: O,
     pub line: Option<O>,
     pub failures: Vec<Failure>,
+    /// An interleaved page served (not QA-forced), for the feedback store.
+    pub impression: Option<Impression>,
 }
 
 /// `Engine::serve`'s answer: a reply, or the profile has a Python rule and the caller
@@ -254,6 +263,7 @@ impl Engine {
                 body: o,
                 line: None,
                 failures: Vec::new(),
+                impression: None,
             }))
         };
         let mut refuse = |e: FieldError| {
@@ -289,14 +299,11 @@ impl Engine {
         if let Err(e) = check_page(&decoded, &call.limits, |_, _| Ok(())) {
             return refuse(e);
         }
-        let Some(pipeline) = config.profiles.get(profile) else {
-            return Err(PyValueError::new_err(format!(
-                "routing names a missing profile {profile:?}"
-            )));
+        let pipeline_of = |name: &str| {
+            config.profiles.get(name).ok_or_else(|| {
+                PyValueError::new_err(format!("the config names a missing profile {name:?}"))
+            })
         };
-        if call.defer_python && pipeline.python {
-            return Ok(Served::Deferred);
-        }
         let forced = call.forced;
         if !forced.is_empty() {
             if let Err(problem) = check_forced(&config.experiments, forced) {
@@ -307,17 +314,38 @@ impl Engine {
                 });
             }
         }
-        let assigned = assign(
+        // Only a routed request is taken over by an interleaving, never one that named its
+        // profile (docs/experiments.md, "Interleaving").
+        let routed = req.profile.is_none().then_some(profile);
+        let mut assigned = assign(
             &config.experiments,
             config.holdout.as_ref(),
             &req.unit,
             forced,
+            routed,
         );
+        // The first interleaving assigned: (its exposure, experiment, treatment pipeline).
+        let interleaving = assigned.exposures.iter().enumerate().find_map(|(i, e)| {
+            let exp = config.interleaving(&e.experiment)?;
+            Some((i, exp, exp.interleave.as_ref()?))
+        });
+        let (profile, arms) = match interleaving {
+            None => (profile, None),
+            Some((i, exp, il)) => (
+                il.control.as_str(),
+                Some((i, exp, pipeline_of(&il.treatment)?)),
+            ),
+        };
+        let pipeline = pipeline_of(profile)?;
+        if call.defer_python && (pipeline.python || arms.is_some_and(|(_, _, t)| t.python)) {
+            return Ok(Served::Deferred);
+        }
         let banlist = call.banlist.clone().map(Snapshot);
         // The version of the very snapshot matched (0 without a banlist): one load.
         let banlist_version = banlist.as_ref().map_or(0, |b| b.0.version());
         let quarantine = call.quarantine.clone().map(Snapshot);
-        let need_domain = config.needs_domain.get(profile).copied().unwrap_or(false);
+        let domain_of = |p: &str| config.needs_domain.get(p).copied().unwrap_or(false);
+        let need_domain = domain_of(profile) || arms.is_some_and(|(_, _, t)| domain_of(&t.profile));
         let (page, docs) = Page::build(req, &UrlCanon, need_domain);
         // Two ASCII letters (check_page refused anything else).
         let region = req.query.region.as_ref().map(|r| r.to_ascii_uppercase());
@@ -338,7 +366,26 @@ impl Engine {
             explain: call.explain,
             executor: call.executor,
         };
-        let outcome = match pipeline.run(&docs, &ctx) {
+        let ran = pipeline.run(&docs, &ctx).and_then(|control| match arms {
+            None => Ok((control, None)),
+            Some((i, exp, treatment)) => {
+                let tctx = Ctx {
+                    profile: &treatment.profile,
+                    ..ctx
+                };
+                let treated = treatment.run(&docs, &tctx)?;
+                let unit = assigned.exposures[i].unit.as_deref().unwrap_or("");
+                let mut coins = Coins::new(&exp.name, &exp.salt, unit, &req.query.text);
+                let differ = !same_page(&control, &treated);
+                Ok(
+                    match interleave::merge(&exp.name, control, treated, &page, &mut coins) {
+                        Merged::Page(merged) => (merged, Some((i, exp.name.as_str(), differ))),
+                        Merged::Control(control) => (control, None),
+                    },
+                )
+            }
+        });
+        let (outcome, interleaved) = match ran {
             Ok(o) => o,
             Err(crate::runner::RuleFailed {
                 refused: Some(bad), ..
@@ -353,9 +400,11 @@ impl Engine {
                     body: o,
                     line: None,
                     failures: failures(failed.errors, true, profile),
+                    impression: None,
                 }));
             }
         };
+        triggered(config, &outcome, &mut assigned.exposures, interleaved);
         let generated;
         let request_id = match req.request_id.as_deref() {
             Some(id) if !id.is_empty() => id,
@@ -370,6 +419,7 @@ impl Engine {
             config_version: &config.version,
             banlist_version,
             exposures: &assigned.exposures,
+            interleaving: interleaved.map(|(_, name, _)| name),
         };
         // Kept documents are at most the body's size; audit records ~150 bytes each.
         let mut body = out(512 + bytes.len() + 192 * outcome.audit.len())?;
@@ -409,18 +459,70 @@ impl Engine {
             profile,
             &outcome,
             &assigned.counted,
+            &assigned.exposures,
             call.elapsed + started.elapsed().as_secs_f64(),
         );
         metrics
             .traffic
             .record(call.now, outcome.docs.iter().map(|d| page.host(d)));
+        // QA traffic (a forced interleaving) is not handed on: it would skew the results.
+        let impression = interleaved
+            .filter(|(i, _, _)| !assigned.exposures[*i].forced)
+            .map(|(i, name, _)| Impression {
+                request_id: request_id.to_string(),
+                experiment: name.to_string(),
+                unit: assigned.exposures[i].unit.clone().unwrap_or_default(),
+                at: call.now,
+                teams: outcome
+                    .docs
+                    .iter()
+                    .zip(&outcome.teams)
+                    .map(|(d, t)| (page.id(d).to_string(), t.as_str()))
+                    .collect(),
+            });
         let profile = profile.to_string();
         Ok(Served::Reply(Reply {
             status: 200,
             body,
             line,
             failures: failures(outcome.errors, false, &profile),
+            impression,
         }))
+    }
+}
+
+/// Both arms served the same documents in the same order.
+fn same_page(a: &Outcome, b: &Outcome) -> bool {
+    a.docs.len() == b.docs.len() && a.docs.iter().zip(&b.docs).all(|(x, y)| x.at == y.at)
+}
+
+/// Set each exposure's `triggered`: an A/B experiment's when a rule it gates left a record
+/// (it changed the page, or in shadow would have), the holdout's when any gated rule did,
+/// an interleaving's when it was served and its two arms' pages differed.
+fn triggered(
+    config: &Config,
+    outcome: &Outcome,
+    exposures: &mut [Exposure],
+    interleaved: Option<(usize, &str, bool)>,
+) {
+    if exposures.is_empty() {
+        return;
+    }
+    // The action counts name each rule that left a record once per action: a few entries.
+    let gated = || {
+        outcome
+            .actions
+            .iter()
+            .filter_map(|((rule, ..), _)| config.gate_of(rule))
+    };
+    for (i, e) in exposures.iter_mut().enumerate() {
+        e.triggered = if config.interleaving(&e.experiment).is_some() {
+            interleaved.is_some_and(|(at, _, differ)| at == i && differ)
+        } else if e.experiment == HOLDOUT {
+            gated().next().is_some()
+        } else {
+            gated().any(|g| g == e.experiment)
+        };
     }
 }
 
@@ -479,7 +581,9 @@ impl Engine {
     }
 
     /// Answer one /v1/rerank body: (status, JSON body, audit-log line or None, the rule
-    /// failures to log as (rule, phase, problem, closed, profile, exception or None)).
+    /// failures to log as (rule, phase, problem, closed, profile, exception or None), the
+    /// impression of an interleaved page or None, as (request_id, experiment, unit, at,
+    /// [(document id, team)])).
     ///
     /// `banlist` and `quarantine` (BanIndex) are each read once: the request matches one
     /// snapshot of each, and reports the banlist snapshot's own version.
@@ -569,6 +673,7 @@ impl Engine {
                 r.body.finish(py)?,
                 r.line.map(|l| l.finish(py)).transpose()?,
                 r.failures.into_iter().map(|f| f.into_py(py)).collect(),
+                r.impression.map(Impression::into_tuple),
             ))),
         }
     }

@@ -15,6 +15,8 @@ pub const HOLDOUT: &str = "holdout";
 pub const HOLDOUT_REST: &str = "rest";
 /// The QA header forced variants come from (named by its 422s).
 pub const FORCE_HEADER: &str = "X-Rearrange-Force-Variant";
+/// The one variant of an interleaving experiment: a unit in it gets the merged page.
+pub const INTERLEAVED: &str = "interleaved";
 
 /// MurmurHash3 x86 32-bit of `data` with `seed`.
 pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
@@ -68,6 +70,17 @@ pub struct Experiment {
     pub layer: Option<String>,
     #[serde(default = "all_slots")]
     pub slots: (u32, u32),
+    /// An interleaving experiment's two profiles (its one variant is `INTERLEAVED`).
+    #[serde(default)]
+    pub interleave: Option<Interleave>,
+}
+
+/// The profiles an interleaving experiment merges the pages of.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Interleave {
+    pub control: String,
+    pub treatment: String,
 }
 
 fn all_slots() -> (u32, u32) {
@@ -115,6 +128,11 @@ pub struct Exposure {
     pub layer: Option<String>,
     pub salt: Option<String>,
     pub forced: bool,
+    /// The unit's value as the request gave it (None: forced without one).
+    pub unit: Option<String>,
+    /// Its gated rules changed the page or would have in shadow (an interleaving: the
+    /// two arms' pages differ); set after the run (`crate::exposure`).
+    pub triggered: bool,
 }
 
 /// One request's assignment.
@@ -141,11 +159,14 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 /// Assign one request; `forced` (experiment → variant, checked by `check_forced`) wins.
+/// `routed`: the profile the request was routed to (None: it named one), the only one an
+/// interleaving experiment takes over, and only when it is the experiment's control.
 pub fn assign<U: AsRef<str>>(
     experiments: &[Experiment],
     holdout: Option<&Holdout>,
     unit: &[(U, U)],
     forced: &[(String, String)],
+    routed: Option<&str>,
 ) -> Assignment {
     let mut out = Assignment::default();
     let mut held = false;
@@ -163,6 +184,8 @@ pub fn assign<U: AsRef<str>>(
                     layer: None,
                     salt: non_empty(&h.salt),
                     forced: false,
+                    unit: Some(value.into()),
+                    triggered: false,
                 });
             }
         }
@@ -191,11 +214,15 @@ pub fn assign<U: AsRef<str>>(
                 layer: exp.layer.clone(),
                 salt: non_empty(&exp.salt),
                 forced: true,
+                unit: value.map(Into::into),
+                triggered: false,
             });
             continue;
         }
         let Some(value) = value else { continue };
+        let takes_over = |i: &Interleave| routed == Some(i.control.as_str());
         if held
+            || exp.interleave.as_ref().is_some_and(|i| !takes_over(i))
             || exp
                 .layer
                 .as_deref()
@@ -216,6 +243,8 @@ pub fn assign<U: AsRef<str>>(
             layer: exp.layer.clone(),
             salt: non_empty(&exp.salt),
             forced: false,
+            unit: Some(value.into()),
+            triggered: false,
         });
     }
     out
@@ -292,6 +321,7 @@ mod tests {
             salt: String::new(),
             layer: layer.map(Into::into),
             slots,
+            interleave: None,
         }
     }
 
@@ -299,7 +329,13 @@ mod tests {
     fn assigns_by_bucket_layers_holdout_and_forcing() {
         let unit = vec![("user_id".to_string(), "u-1".to_string())];
         // antispam_v7:u-1 is bucket 8340: treatment.
-        let a = assign(&[exp("antispam_v7", None, (0, 10000))], None, &unit, &[]);
+        let a = assign(
+            &[exp("antispam_v7", None, (0, 10000))],
+            None,
+            &unit,
+            &[],
+            None,
+        );
         assert_eq!(
             a.variants,
             vec![("antispam_v7".to_string(), "treatment".to_string())]
@@ -311,6 +347,7 @@ mod tests {
             None,
             &unit,
             &[],
+            None,
         );
         assert!(a.variants.is_empty());
         // holdout:u-1 is bucket 354: held out with upper 1000, counted either way.
@@ -324,6 +361,7 @@ mod tests {
             Some(&h),
             &unit,
             &[],
+            None,
         );
         assert!(a.variants.is_empty());
         assert_eq!(
@@ -336,15 +374,20 @@ mod tests {
             Some(&h),
             &unit,
             &forced,
+            None,
         );
         assert_eq!(a.exposures[1].variant, "control");
         assert!(a.exposures[1].forced);
         assert_eq!(a.counted.len(), 1);
-        assert!(
-            assign::<String>(&[exp("antispam_v7", None, (0, 10000))], None, &[], &[])
-                .exposures
-                .is_empty()
-        );
+        assert!(assign::<String>(
+            &[exp("antispam_v7", None, (0, 10000))],
+            None,
+            &[],
+            &[],
+            None
+        )
+        .exposures
+        .is_empty());
     }
 
     #[test]

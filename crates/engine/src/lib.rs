@@ -15,6 +15,7 @@ pub mod engine;
 pub mod experiments;
 pub mod explain;
 pub mod fmt;
+pub mod interleave;
 pub mod json;
 pub mod metrics;
 pub mod neardup;

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::effects::TOP;
+use crate::experiments::Exposure;
 use crate::record::Phase;
 use crate::runner::{Outcome, RuleError, STOPPED_LATE};
 use slab::{Slab, FAMILY_SEP};
@@ -41,13 +42,14 @@ type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The families, by the index a call site names one with (a request touches some sixty
 /// series: an index, not a hashed name, picks each one's map). Counters first.
-const FAMILIES: [&str; 11] = [
+const FAMILIES: [&str; 12] = [
     "rearrange_requests_total",
     "rearrange_rule_actions",
     "rearrange_fallbacks_total",
     "rearrange_experiment_assignments_total",
     "rearrange_rule_skipped_total",
     "rearrange_rule_errors_total",
+    "rearrange_experiment_exposures_total",
     "rearrange_request_duration_seconds",
     "rearrange_rule_duration_seconds",
     "rearrange_rule_position_change",
@@ -60,14 +62,15 @@ const FALLBACKS: usize = 2;
 const ASSIGNMENTS: usize = 3;
 const SKIPPED: usize = 4;
 const ERRORS: usize = 5;
+const EXPOSURES: usize = 6;
 /// Families from this index on are histograms (a count per bound, +Inf, and the sum);
 /// those before, counters (one f64 cell).
-const FIRST_HISTOGRAM: usize = 6;
-const REQUEST_DURATION: usize = 6;
-const RULE_DURATION: usize = 7;
-const POSITION_CHANGE: usize = 8;
-const SCORE_CHANGE: usize = 9;
-const CHURN: usize = 10;
+const FIRST_HISTOGRAM: usize = 7;
+const REQUEST_DURATION: usize = 7;
+const RULE_DURATION: usize = 8;
+const POSITION_CHANGE: usize = 9;
+const SCORE_CHANGE: usize = 10;
+const CHURN: usize = 11;
 
 fn bounds_of(family: usize) -> &'static [f64] {
     match family {
@@ -271,12 +274,14 @@ impl EngineMetrics {
     }
 
     /// Record one served request: per-rule actions, times and deltas, the fallback, the
-    /// skipped rules, rule errors, assignments and latency, under one lock.
+    /// skipped rules, rule errors, assignments, exposures (forced ones not counted, as
+    /// assignments) and latency, under one lock.
     pub fn served(
         &self,
         profile: &str,
         outcome: &Outcome,
         counted: &[(String, String)],
+        exposures: &[Exposure],
         seconds: f64,
     ) {
         self.with(|s| {
@@ -336,6 +341,10 @@ impl EngineMetrics {
             }
             for (e, v) in counted {
                 s.inc(ASSIGNMENTS, &[e, v], 1.0);
+            }
+            for e in exposures.iter().filter(|e| !e.forced) {
+                let triggered = if e.triggered { "true" } else { "false" };
+                s.inc(EXPOSURES, &[&e.experiment, &e.variant, triggered], 1.0);
             }
             s.inc(REQUESTS, &[profile, "ok"], 1.0);
             s.observe(REQUEST_DURATION, &[profile], seconds);

@@ -17,6 +17,8 @@ pub struct Head<'a> {
     pub config_version: &'a str,
     pub banlist_version: i64,
     pub exposures: &'a [Exposure],
+    /// The interleaving experiment whose merged page this is (`Outcome::teams` set).
+    pub interleaving: Option<&'a str>,
 }
 
 /// Append literal JSON text (a key with its punctuation, written as one copy).
@@ -52,6 +54,49 @@ pub fn write_exposures<S: Sink + ?Sized>(out: &mut S, exposures: &[Exposure]) {
         write_opt_str(out, e.salt.as_deref());
         if e.forced {
             out.extend_from_slice(b",\"forced\":true");
+        }
+        out.push(b'}');
+    });
+}
+
+/// `,"interleaving":{"experiment":…}` when the page is an interleaving's merged page.
+fn write_interleaving<S: Sink + ?Sized>(out: &mut S, interleaving: Option<&str>) {
+    if let Some(name) = interleaving {
+        lit(out, b",\"interleaving\":{\"experiment\":");
+        write_str(out, name);
+        out.push(b'}');
+    }
+}
+
+/// The audit line's `exposures` (docs/experiments.md, "Exposure log"): one object per
+/// assignment, `{unit, experiment, variant, triggered, request_id, time}` (`forced: true`
+/// added for a QA-forced one), for a warehouse to join on; `time` is the line's `ts`.
+pub fn write_exposure_log<S: Sink + ?Sized>(
+    out: &mut S,
+    exposures: &[Exposure],
+    request_id: &str,
+    time: f64,
+) {
+    write_list(out, exposures, |out, e| {
+        lit(out, b"{\"unit\":");
+        write_opt_str(out, e.unit.as_deref());
+        lit(out, b",\"experiment\":");
+        write_str(out, &e.experiment);
+        lit(out, b",\"variant\":");
+        write_str(out, &e.variant);
+        lit(
+            out,
+            if e.triggered {
+                b",\"triggered\":true,\"request_id\":"
+            } else {
+                b",\"triggered\":false,\"request_id\":"
+            },
+        );
+        write_str(out, request_id);
+        lit(out, b",\"time\":");
+        write_f64(out, time);
+        if e.forced {
+            lit(out, b",\"forced\":true");
         }
         out.push(b'}');
     });
@@ -157,6 +202,7 @@ pub fn write_response<S: Sink + ?Sized>(
     write_i64(out, head.banlist_version);
     lit(out, b",\"experiments\":");
     write_exposures(out, head.exposures);
+    write_interleaving(out, head.interleaving);
     lit(out, b",\"documents\":");
     write_list(out, outcome.docs.iter().enumerate(), |out, (i, d)| {
         let src = page.src(d);
@@ -187,6 +233,10 @@ pub fn write_response<S: Sink + ?Sized>(
         });
         lit(out, b",\"attributes\":");
         out.extend_from_slice(src.attributes.as_bytes());
+        if let Some(team) = outcome.teams.get(i) {
+            lit(out, b",\"team\":");
+            name(out, team.as_str());
+        }
         out.push(b'}');
     });
     lit(out, b",\"removed\":");
@@ -264,7 +314,8 @@ fn write_audit_tail<S: Sink + ?Sized>(
 }
 
 /// The audit-log line (without its newline): ts, request_id, profile, config_version,
-/// banlist_version, experiments, query{text, region}, audit, skipped?, forced_by?.
+/// banlist_version, experiments, exposures? (with an assignment), interleaving?,
+/// query{text, region}, audit, skipped?, forced_by?.
 ///
 /// The line's audit records are the response's with the document's `url` (as the request
 /// gave it) and `host` (canonical, as the banlist matched it; null for a URL no browser
@@ -295,6 +346,11 @@ pub fn write_audit_line<S: Sink + ?Sized>(
     write_i64(out, head.banlist_version);
     lit(out, b",\"experiments\":");
     write_exposures(out, head.exposures);
+    if !head.exposures.is_empty() {
+        lit(out, b",\"exposures\":");
+        write_exposure_log(out, head.exposures, head.request_id, ts);
+    }
+    write_interleaving(out, head.interleaving);
     lit(out, b",\"query\":");
     lit(out, b"{\"text\":");
     write_str(out, query.0);
@@ -421,6 +477,7 @@ mod tests {
             actions: vec![],
             errors: vec![],
             trace: vec![],
+            teams: vec![],
         };
         let head = Head {
             request_id: "r",
@@ -428,6 +485,7 @@ mod tests {
             config_version: "c",
             banlist_version: 1,
             exposures: &[],
+            interleaving: None,
         };
         let mut out: Vec<u8> = Vec::new();
         write_response(&mut out, &head, &page, &outcome, false);

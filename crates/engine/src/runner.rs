@@ -225,6 +225,8 @@ pub struct Outcome<'a> {
     pub errors: Vec<RuleError<'a>>,
     /// Every step, when the request asked to explain (`Ctx::explain`); else empty.
     pub trace: Vec<Trace<'a>>,
+    /// An interleaved page's team of each document (crate::interleave); else empty.
+    pub teams: Vec<crate::interleave::Team>,
 }
 
 /// A rule failed under `on_error: closed`: the request gets a 503.
@@ -390,6 +392,7 @@ impl Pipeline {
             actions,
             errors,
             trace,
+            teams: Vec::new(),
         })
     }
 
@@ -524,6 +527,7 @@ impl Pipeline {
             actions,
             errors,
             trace,
+            teams: Vec::new(),
         })
     }
 

@@ -74,6 +74,8 @@ pub struct Config {
     pub holdout: Option<Holdout>,
     /// Profiles with a rule keyed on registrable domains (their pages compute them).
     pub needs_domain: HashMap<String, bool>,
+    /// (rule name, experiment) of every gated step: whose records trigger an exposure.
+    pub gates: Vec<(String, String)>,
 }
 
 impl Config {
@@ -83,6 +85,22 @@ impl Config {
             .iter()
             .find_map(|c| self.routing.get(&**c))
             .map_or(DEFAULT_PROFILE, String::as_str)
+    }
+
+    /// The experiment that gates the rule named `rule`, if one does (a rule is gated by
+    /// one experiment at most: the loader refuses two).
+    pub fn gate_of(&self, rule: &str) -> Option<&str> {
+        self.gates
+            .iter()
+            .find(|(r, _)| r == rule)
+            .map(|(_, e)| e.as_str())
+    }
+
+    /// The interleaving experiment named `name`, if it is one.
+    pub fn interleaving(&self, name: &str) -> Option<&Experiment> {
+        self.experiments
+            .iter()
+            .find(|e| e.name == name && e.interleave.is_some())
     }
 }
 
@@ -186,6 +204,7 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
     }
     let mut profiles = HashMap::new();
     let mut needs_domain = HashMap::new();
+    let mut gates: Vec<(String, String)> = Vec::new();
     let python = PythonRules { rules: python };
     for (name, steps_in) in spec.profiles {
         let mut steps = Vec::with_capacity(steps_in.len());
@@ -195,6 +214,14 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
         }
         // Phases run in their fixed order; within a phase, in the order given.
         steps.sort_by_key(|s| s.phase.index());
+        for s in &steps {
+            if let Some(e) = &s.experiment {
+                let rule = s.rule.name();
+                if !gates.iter().any(|(r, _)| r == rule) {
+                    gates.push((rule.to_string(), e.clone()));
+                }
+            }
+        }
         let domain = steps
             .iter()
             .any(|s| s.rule.needs_domain() || s.variants.iter().any(|(_, r)| r.needs_domain()));
@@ -220,6 +247,18 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
             ));
         }
     }
+    for e in &spec.experiments {
+        if let Some(i) = &e.interleave {
+            for p in [&i.control, &i.treatment] {
+                if !profiles.contains_key(p) {
+                    return Err(format!(
+                        "experiments {}: interleaves a missing profile {p:?}",
+                        e.name
+                    ));
+                }
+            }
+        }
+    }
     Ok(Config {
         version: spec.version,
         profiles,
@@ -227,5 +266,6 @@ pub fn build(py: Python<'_>, json: &str, python: &[Py<PyAny>]) -> Result<Config,
         experiments: spec.experiments,
         holdout: spec.holdout,
         needs_domain,
+        gates,
     })
 }

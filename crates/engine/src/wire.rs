@@ -268,6 +268,26 @@ pub struct RankedDocument {
     // The document's `attributes` as it came, written back unchanged (key order kept).
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub attributes: Box<serde_json::value::RawValue>,
+    /// On an interleaved page only: the profile whose page the document came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Team")]
+    pub team: Option<String>,
+}
+
+/// The side of an interleaving a document was picked by.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: the writer spells the names
+pub enum Team {
+    Control,
+    Treatment,
+}
+
+/// The interleaving experiment whose team-draft merge of two profiles' pages this is.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Interleaving {
+    pub experiment: String,
 }
 
 /// A document an applied rule removed or trimmed.
@@ -393,6 +413,10 @@ pub struct RerankResponse {
     pub config_version: String,
     pub banlist_version: i64,
     pub experiments: Vec<Exposure>,
+    /// Present only on an interleaved page (its documents then carry `team`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Interleaving")]
+    pub interleaving: Option<Interleaving>,
     pub documents: Vec<RankedDocument>,
     pub removed: Vec<Removed>,
     pub fallback: Option<Fallback>,

@@ -25,6 +25,9 @@ pub fn answer(head: &Head, page: &Page, outcome: &Outcome) -> wire::RerankRespon
             forced: e.forced.then_some(true),
         })
         .collect();
+    let interleaving = head.interleaving.map(|e| wire::Interleaving {
+        experiment: e.to_string(),
+    });
     let documents = outcome
         .docs
         .iter()
@@ -51,6 +54,10 @@ pub fn answer(head: &Head, page: &Page, outcome: &Outcome) -> wire::RerankRespon
                 // A RawValue is made only by parsing its text: the decoder's check again.
                 attributes: RawValue::from_string(src.attributes.to_string())
                     .expect("the decoder read `attributes` as one JSON object"),
+                team: outcome
+                    .teams
+                    .get(position as usize - 1)
+                    .map(|t| t.as_str().into()),
             }
         })
         .collect();
@@ -97,6 +104,7 @@ pub fn answer(head: &Head, page: &Page, outcome: &Outcome) -> wire::RerankRespon
         config_version: head.config_version.into(),
         banlist_version: head.banlist_version,
         experiments,
+        interleaving,
         documents,
         removed,
         fallback: outcome.fallback.as_ref().map(|f| wire::Fallback {
@@ -117,6 +125,7 @@ mod tests {
     use crate::doc::testing::SimpleCanon;
     use crate::doc::Folded;
     use crate::experiments::Exposure;
+    use crate::interleave::Team;
     use crate::record::{Phase, Reason, Rec, Record};
     use crate::response::write_response;
     use crate::runner::{Fallback, Skip};
@@ -219,6 +228,7 @@ mod tests {
             actions: vec![],
             errors: vec![],
             trace: vec![],
+            teams: vec![],
         };
         let exposures = [
             Exposure {
@@ -228,6 +238,8 @@ mod tests {
                 layer: Some("l".into()),
                 salt: None,
                 forced: false,
+                unit: Some("u".into()),
+                triggered: false,
             },
             Exposure {
                 experiment: "e2".into(),
@@ -236,6 +248,8 @@ mod tests {
                 layer: None,
                 salt: Some("s".into()),
                 forced: true,
+                unit: None,
+                triggered: true,
             },
         ];
         let head = Head {
@@ -244,7 +258,19 @@ mod tests {
             config_version: "v9",
             banlist_version: -1,
             exposures: &exposures,
+            interleaving: Some("e\"3"),
         };
+        // An interleaved page's teams, written after each document's attributes.
+        let mut outcome = outcome;
+        outcome.teams = (0..outcome.docs.len())
+            .map(|i| {
+                if i % 2 == 0 {
+                    Team::Control
+                } else {
+                    Team::Treatment
+                }
+            })
+            .collect();
         let mut hand: Vec<u8> = Vec::new();
         write_response(&mut hand, &head, &page, &outcome, false);
         let serde = serde_json::to_vec(&answer(&head, &page, &outcome)).unwrap();
@@ -253,10 +279,12 @@ mod tests {
         let outcome = Outcome {
             fallback: None,
             skipped: vec![],
+            teams: vec![],
             ..outcome
         };
         let head = Head {
             exposures: &exposures[..1],
+            interleaving: None,
             ..head
         };
         let mut hand: Vec<u8> = Vec::new();
@@ -264,6 +292,8 @@ mod tests {
         let serde = serde_json::to_vec(&answer(&head, &page, &outcome)).unwrap();
         let value = parsed(&hand);
         assert!(value.get("skipped").is_none());
+        assert!(value.get("interleaving").is_none());
+        assert!(value["documents"][0].get("team").is_none());
         assert_eq!(value, parsed(&serde));
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::engine::Failure;
+use crate::interleave::Impression;
 
 /// Events held before the drain falls behind far enough to drop them (counted, by kind):
 /// at 100 µs a request, 64 K events is six seconds of a stalled Python thread.
@@ -34,9 +35,12 @@ pub struct Batch {
     pub lines: Vec<Vec<u8>>,
     pub failures: Vec<Failure>,
     pub captures: Vec<Captured>,
+    /// Interleaved pages served, for the feedback store.
+    pub impressions: Vec<Impression>,
     /// (route, status) → responses since the last drain.
     pub responses: HashMap<(&'static str, u16), u64>,
-    /// (kind, how many) dropped because the queue was full: "audit", "failure", "capture".
+    /// (kind, how many) dropped because the queue was full: "audit", "failure", "capture",
+    /// "impression".
     pub dropped: HashMap<&'static str, u64>,
     /// Failures of the listener itself, for the log (already rate-limited).
     pub problems: Vec<String>,
@@ -46,7 +50,7 @@ pub struct Batch {
 
 impl Batch {
     fn held(&self) -> usize {
-        self.lines.len() + self.failures.len() + self.captures.len()
+        self.lines.len() + self.failures.len() + self.captures.len() + self.impressions.len()
     }
 
     fn is_empty(&self) -> bool {
@@ -114,6 +118,22 @@ impl Events {
             } else {
                 *batch.dropped.entry("capture").or_default() += 1;
             }
+        }
+        drop(batch);
+        if waiting {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Queue an interleaved page served (before the request's `push`, so that whoever has
+    /// the answer finds it queued); past the cap it is dropped and counted.
+    pub fn impression(&self, impression: Impression) {
+        let mut batch = self.lock();
+        let waiting = batch.held() == 0;
+        if batch.held() < MAX_QUEUED {
+            batch.impressions.push(impression);
+        } else {
+            *batch.dropped.entry("impression").or_default() += 1;
         }
         drop(batch);
         if waiting {
@@ -196,6 +216,30 @@ mod tests {
         );
         assert_eq!(batch.responses.get(&("/healthz", 200)), Some(&1));
         assert!(events.take().is_empty());
+    }
+
+    #[test]
+    fn impressions_are_queued_and_dropped_past_the_cap_counted() {
+        let events = Events::default();
+        let impression = |n: usize| Impression {
+            request_id: format!("r{n}"),
+            experiment: "e".into(),
+            unit: "u".into(),
+            at: 1.0,
+            teams: vec![("d1".into(), "control")],
+        };
+        for n in 0..MAX_QUEUED - 2 {
+            events.push("/v1/rerank", 200, Some(b"{}".to_vec()), Vec::new(), None);
+            if n == 0 {
+                events.impression(impression(n));
+            }
+        }
+        events.impression(impression(1));
+        events.impression(impression(2));
+        let batch = events.take();
+        assert_eq!(batch.impressions.len(), 2);
+        assert_eq!(batch.impressions[1].request_id, "r1");
+        assert_eq!(batch.dropped.get("impression"), Some(&1));
     }
 
     #[test]

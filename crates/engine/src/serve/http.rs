@@ -385,6 +385,7 @@ impl Job {
             body,
             line,
             failures,
+            impression,
         } = match served {
             Served::Deferred => return None,
             Served::Reply(r) => r,
@@ -403,6 +404,9 @@ impl Job {
                 at: now,
             });
         // Queued before the answer leaves: whoever has the answer finds its line queued.
+        if let Some(impression) = impression {
+            shared.events.impression(impression);
+        }
         shared.events.push(RERANK, status, line, failures, capture);
         Some(json(status, body, false))
     }

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use crate::banlist::BanIndex;
 use crate::engine::{Engine, Failed};
+use crate::interleave::ImpressionTuple;
 use crate::metrics::EngineMetrics;
 
 use events::Events;
@@ -134,7 +135,7 @@ pub(crate) fn draw() -> f64 {
 
 /// A batch as Python takes it: (audit lines, rule failures, captures as (body, status,
 /// config version, banlist version), responses as (route, status, count), drops as
-/// (kind, count), problems).
+/// (kind, count), problems, impressions as `Engine.rerank` gives one).
 type Drained = (
     Vec<Py<PyBytes>>,
     Vec<Failed>,
@@ -142,6 +143,7 @@ type Drained = (
     Vec<(&'static str, u16, u64)>,
     Vec<(&'static str, u64)>,
     Vec<String>,
+    Vec<ImpressionTuple>,
 );
 
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
@@ -348,6 +350,11 @@ impl DataPlane {
                 .collect(),
             batch.dropped.into_iter().collect(),
             batch.problems,
+            batch
+                .impressions
+                .into_iter()
+                .map(crate::interleave::Impression::into_tuple)
+                .collect(),
         ))
     }
 }
