@@ -5,7 +5,7 @@ place, for every problem.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeGuard
 
 from app.config.plugins import known_params
@@ -15,12 +15,14 @@ from app.experiments.bucketing import (
     BUCKETS,
     CONTROL,
     HOLDOUT,
+    INTERLEAVED,
     Experiment,
     Holdout,
 )
 from app.rules import RULES, Builtin
 
-_EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots"}
+_EXPERIMENT_KEYS = {"name", "unit", "variants", "rules", "salt", "layer", "slots",
+                    "interleave"}
 
 
 def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
@@ -49,6 +51,9 @@ def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
             raise ConfigError(place, "duplicate experiment name")
         if not isinstance(unit, str) or not unit:
             raise ConfigError(f"{place}.unit", "names the field of `unit` to hash, e.g. user_id")
+        if "interleave" in item:
+            built.append(_interleaving(place, item, name, unit, built))
+            continue
         rules = item.get("rules") or []
         if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
             raise ConfigError(f"{place}.rules", "must be a list of rule names")
@@ -70,6 +75,58 @@ def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
             raise ConfigError(f"experiments[{i}] {e.name}.layer", f"{e.layer!r} is also an "
                               "experiment's name: layer and experiment hashes must differ")
     return tuple(built)
+
+
+def _interleaving(place: str, item: Mapping[str, Any], name: str, unit: str,
+                  built: list[Experiment]) -> Experiment:
+    """An interleaving experiment: two profiles, every bucket in (a layer's slots take a
+    share of the traffic). Its profiles are checked against the config's by
+    `check_interleaving` once the profiles are loaded."""
+    for key in ("variants", "rules"):
+        if key in item:
+            raise ConfigError(f"{place}.{key}", "an `interleave` experiment has no "
+                              f"{key}: it compares two profiles on every unit it takes "
+                              "(take a share of traffic with `layer` and `slots`)")
+    raw = item["interleave"]
+    iplace = f"{place}.interleave"
+    if not isinstance(raw, dict):
+        raise ConfigError(iplace, "a mapping {control: <profile>, treatment: <profile>} "
+                          "is required")
+    refuse_unknown_keys(iplace, raw, {"control", "treatment"},
+                        "unknown key (an interleave has control and treatment)")
+    arms = []
+    for arm in ("control", "treatment"):
+        profile = raw.get(arm)
+        if not isinstance(profile, str) or not profile:
+            raise ConfigError(f"{iplace}.{arm}", "a profile name is required")
+        arms.append(profile)
+    if arms[0] == arms[1]:
+        raise ConfigError(f"{iplace}.treatment", f"the same profile as control ({arms[0]}): "
+                          "an interleaving compares two profiles")
+    salt = _salt(f"{place}.salt", item.get("salt"))
+    layer, slots = _layer(place, item, name, unit, built)
+    return Experiment.from_weights(name, unit, {INTERLEAVED: 100}, (), salt=salt, layer=layer,
+                                   slots=slots, interleave=(arms[0], arms[1]))
+
+
+def check_interleaving(experiments: tuple[Experiment, ...], profiles: Collection[str]) -> None:
+    """Each interleaving names two loaded profiles, and two that take over requests of one
+    control profile share a layer (a page is one interleaving)."""
+    seen: dict[str, Experiment] = {}
+    for i, e in enumerate(experiments):
+        if e.interleave is None:
+            continue
+        place = f"experiments[{i}] {e.name}.interleave"
+        for arm, profile in zip(("control", "treatment"), e.interleave, strict=True):
+            if profile not in profiles:
+                raise ConfigError(f"{place}.{arm}", f"unknown profile {profile!r} (known: "
+                                  f"{', '.join(sorted(profiles))})")
+        control = e.interleave[0]
+        other = seen.get(control)
+        if other is not None and (other.layer is None or other.layer != e.layer):
+            raise ConfigError(f"{place}.control", f"{other.name} also interleaves {control}'s "
+                              "requests: put both in one layer so that a unit is in one")
+        seen[control] = e
 
 
 def _salt(place: str, raw: Any) -> str:

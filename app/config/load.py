@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from app.config.experiments import parse_experiments, parse_holdout
+from app.config.experiments import check_interleaving, parse_experiments, parse_holdout
 from app.config.pipeline import Pipeline, Rule, Step
 from app.config.plugins import build_python_rule, load_plugins
 from app.config.step_keys import split_reserved
@@ -100,6 +100,7 @@ def load_bytes(raw: bytes, source: str = "<config>",
     gates = {rule: exp for exp in experiments for rule in exp.rules}
     profiles = _profiles(doc.get("profiles"), _Build(gates, registry))
     routing = _routing(doc.get("routing") or {}, profiles)
+    check_interleaving(experiments, profiles)
     version = hashlib.sha256(raw).hexdigest()[:16]
     return Engine(version, profiles, routing, experiments, source, holdout,
                   plugins=tuple(doc.get("plugins") or ()), text=text)
@@ -251,7 +252,9 @@ def describe(engine: Engine) -> dict[str, Any]:
             {"name": e.name, "unit": e.unit, "layer": e.layer, "salt": e.salt or None,
              "slots": [e.slots[0] / 100, e.slots[1] / 100] if e.layer else None,
              "variants": {v: list(r) for v, r in e.ranges().items()},
-             "params": e.params, "rules": list(e.rules)}
+             "params": e.params, "rules": list(e.rules),
+             "interleave": None if e.interleave is None else dict(
+                 zip(("control", "treatment"), e.interleave, strict=True))}
             for e in engine.experiments
         ],
     }

@@ -20,6 +20,7 @@ from app.config.pipeline import Rule, Step
 from app.config.plugins import PythonRule, jsonable
 from app.config.step_keys import default_on_error
 from app.errors import ConfigError
+from app.experiments.bucketing import Experiment
 from app.phases import Phase
 
 
@@ -38,15 +39,21 @@ def compile_spec(engine: Engine) -> tuple[str, list[Any]]:
         "version": engine.version,
         "profiles": profiles,
         "routing": dict(engine.routing),
-        "experiments": [{
-            "name": e.name, "unit": e.unit, "variants": [[v, upper] for v, upper in e.variants],
-            "salt": e.salt, "layer": e.layer, "slots": list(e.slots),
-        } for e in engine.experiments],
+        "experiments": [_experiment(e) for e in engine.experiments],
         "holdout": None if engine.holdout is None else {
             "unit": engine.holdout.unit, "upper": engine.holdout.upper,
             "salt": engine.holdout.salt},
     }
     return json.dumps(spec, ensure_ascii=False, separators=(",", ":"), allow_nan=False), instances
+
+
+def _experiment(e: Experiment) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": e.name, "unit": e.unit, "variants": [[v, upper] for v, upper in e.variants],
+        "salt": e.salt, "layer": e.layer, "slots": list(e.slots)}
+    if e.interleave is not None:
+        out["interleave"] = {"control": e.interleave[0], "treatment": e.interleave[1]}
+    return out
 
 
 def _step(place: str, phase: Phase, step: Step, instances: list[Any]) -> dict[str, Any]:

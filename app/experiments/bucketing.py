@@ -22,6 +22,7 @@ import mmh3
 
 BUCKETS = 10_000
 CONTROL = "control"
+INTERLEAVED = "interleaved"  # an interleaving experiment's one variant (every bucket)
 HOLDOUT = "holdout"      # the holdout's name in assignments, metrics and the exposure log
 HOLDOUT_REST = "rest"    # the holdout's other side, counted so the split can be SRM-checked
 
@@ -50,6 +51,7 @@ class Experiment:
     slots: tuple[int, int] = (0, BUCKETS)
     params: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
     # params: variant → rule → parameter overrides (validated by the config loader)
+    interleave: tuple[str, str] | None = None  # (control, treatment) profiles: interleaving
 
     @classmethod
     def from_weights(cls, name: str, unit: str, weights: Mapping[str, float],
