@@ -213,9 +213,11 @@ def _pin_key(url: str) -> str:
 
 
 @st.composite
-def configs(draw: st.DrawFn, shadow: bool = False) -> str:
+def configs(draw: st.DrawFn, shadow: bool = False, interleave: bool = False) -> str:
     """A valid rules YAML: a default profile, maybe a second one extending it, routing, and
-    maybe an experiment gating one rule with a parameter override. With `shadow`, always
+    maybe an experiment gating one rule with a parameter override; with a second profile,
+    maybe an interleaving of the two (every unit routed to `default`; with `interleave`,
+    always the second profile and the interleaving). With `shadow`, always
     such an experiment when the profiles run a rule it may gate, with every unit in its
     control arm: the rule runs in shadow for every request that has a unit."""
     def profile() -> dict[str, Any]:
@@ -227,7 +229,7 @@ def configs(draw: st.DrawFn, shadow: bool = False) -> str:
         return out
 
     config: dict[str, Any] = {"profiles": {"default": profile()}}
-    if draw(st.booleans()):
+    if interleave or draw(st.booleans()):
         second = profile()
         second["extends"] = "default"
         config["profiles"]["commercial"] = second
@@ -247,6 +249,11 @@ def configs(draw: st.DrawFn, shadow: bool = False) -> str:
             experiment["variants"]["treatment"] = {"weight": 50,
                                                    "params": {"spam_demotion": {"lambda": 9.0}}}
         config["experiments"] = [experiment]
+    if interleave or ("commercial" in config["profiles"] and not shadow
+                      and draw(st.booleans())):
+        config.setdefault("experiments", []).append(
+            {"name": "mix", "unit": "user_id",
+             "interleave": {"control": "default", "treatment": "commercial"}})
     return yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 

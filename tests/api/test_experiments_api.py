@@ -229,3 +229,41 @@ def test_reload_that_would_rebucket_is_refused_and_old_config_serves(app_client,
                                                   "    salt: restart-2"))
     r = app_client.post("/v1/admin/config/reload", headers=AUTH)
     assert r.status_code == 200 and r.json()["changed"] is True
+
+
+def test_triggered_exposures_in_the_audit_line_and_metrics(exp_settings):
+    """An exposure is triggered when a rule its experiment gates left a record: it changed
+    the page (treatment) or would have (control's shadow run); the holdout's when any gated
+    rule did. A page with no spam gives spam_demotion nothing to do."""
+    clean = {"documents": [{"id": "a", "url": "http://a.example/1", "score": 10}]}
+    sent = {
+        "control-spam": page(user("control")),
+        "treatment-spam": page(user("treatment")),
+        "control-clean": {**clean, "unit": {"user_id": user("control")}},
+        "holdout-spam": page(user("holdout")),
+        "holdout-clean": {**clean, "unit": {"user_id": user("holdout")}},
+    }
+    with TestClient(create_app(exp_settings)) as c:
+        for request_id, body in sent.items():
+            assert c.post("/v1/rerank", json={**body, "request_id": request_id}).is_success
+        m = samples(c.get("/metrics").text)
+    with open(exp_settings.audit_log, encoding="utf-8") as fh:
+        lines = {x["request_id"]: x for x in map(json.loads, fh)}
+    expected = {"control-spam": True, "treatment-spam": True, "control-clean": False,
+                "holdout-spam": True, "holdout-clean": False}
+    for request_id, triggered in expected.items():
+        line = lines[request_id]
+        variant = request_id.split("-")[0]
+        experiment = "holdout" if variant == "holdout" else "antispam_v7"
+        assert line["exposures"] == [{
+            "unit": sent[request_id]["unit"]["user_id"], "experiment": experiment,
+            "variant": variant, "triggered": triggered, "request_id": request_id,
+            "time": line["ts"]}]
+    exposures = "rearrange_experiment_exposures_total"
+    for variant, triggered, n in (("control", "true", 1), ("control", "false", 1),
+                                  ("treatment", "true", 1), ("treatment", "false", None)):
+        assert value(m, exposures, experiment="antispam_v7", variant=variant,
+                     triggered=triggered) == n
+    for triggered in ("true", "false"):
+        assert value(m, exposures, experiment="holdout", variant="holdout",
+                     triggered=triggered) == 1
