@@ -28,7 +28,8 @@ from app.config.versions import ConfigHolder
 from app.engine.executor import Limits, RuleExecutor
 from app.engine.service import Rearranger
 from app.errors import StartupRefused
-from app.experiments.impressions import ImpressionSink, Recent
+from app.experiments.feedback import FeedbackStore, MemoryImpressions
+from app.experiments.feedback_redis import RedisImpressions
 from app.observability.audit import AuditLog
 from app.observability.metrics import Metrics
 from app.observability.readings import LastReading
@@ -55,10 +56,10 @@ class Services:
     rearranger: Rearranger  # /v1/rerank's one call into the engine
     sanction_hosts: LastReading[dict[str, int]]  # /metrics never waits on Redis for long
     auth: Authenticator  # who holds a bearer token: static tokens and JWTs
+    # interleaved pages waiting for their feedback, and the tallies (POST /v1/feedback)
+    impressions: FeedbackStore
     audit_log: AuditLog | None = None
     capture: Capture | None = None
-    # interleaved pages served (both request paths hand them here), for POST /v1/feedback
-    impressions: ImpressionSink = field(default_factory=Recent)
     redis_policy: EvictionPolicy | None = None  # with REDIS_URL: Redis's maxmemory-policy
     # set on shutdown so /readyz turns false before the last request
     draining: threading.Event = field(default_factory=threading.Event)
@@ -76,6 +77,7 @@ class Services:
             closing.callback(self.quarantine.close)
             closing.callback(self.review.pending.close)
             closing.callback(self.store.close)
+            closing.callback(self.impressions.close)  # before the store: it uses its client
             if self.audit_log is not None:
                 closing.callback(self.audit_log.close)
             if self.capture is not None:
@@ -129,16 +131,22 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                                    abandoned_max=settings.python_rule_abandoned_max), metrics)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
     review = _reviews(settings, store, metrics, policy, durability)
-    impressions = Recent()
+    # interleaved pages served (both request paths hand them here), kept for their feedback
+    impressions: FeedbackStore = (
+        RedisImpressions(store.client, settings.banlist_redis_prefix,
+                         settings.feedback_window_seconds, settings.feedback_max_bytes, metrics)
+        if isinstance(store, RedisStore) else
+        MemoryImpressions(settings.feedback_window_seconds, settings.feedback_max_bytes,
+                          metrics))
     rearranger = Rearranger(settings, store, quarantine, config, executor, audit_log=audit,
                             capture=capture, clock=clock, impressions=impressions,
                             impressions_dropped=metrics.impressions_dropped.labels(
                                 "sink_failed").inc)
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
-                    review=review,
+                    review=review, impressions=impressions,
                     sanctions=sanctions, config=config, executor=executor,
                     rearranger=rearranger, audit_log=audit, capture=capture,
-                    impressions=impressions, redis_policy=policy, auth=auth,
+                    redis_policy=policy, auth=auth,
                     sanction_hosts=LastReading("sanction_hosts", sanctions.counts, metrics))
 
 

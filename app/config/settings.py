@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     capture_max_file_bytes: int = Field(default=64 << 20, ge=1024)  # then the file rotates
     capture_keep: int = Field(default=4, ge=0)  # rotated files kept: PATH.1 .. PATH.<keep>
     capture_queue: int = Field(default=1000, ge=1)  # bodies waiting for the writer
+    # Interleaved pages wait this long for their feedback (POST /v1/feedback), and at most
+    # this many bytes of them per process (the oldest go first); with Redis, as long there
+    feedback_window_seconds: float = Field(default=3600.0, gt=0, le=7 * 86400)
+    feedback_max_bytes: int = Field(default=256 << 20, ge=1 << 16)
     banlist_path: Path = Path("var/banlist.jsonl")
     banlist_seed: Path | None = None
     # Embedded store only: replay the log, take no writes (409), hold no lock on it, so

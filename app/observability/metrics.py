@@ -65,6 +65,8 @@ BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{r
 # rearrange_banlist_embedded_starts_total{result}: how an embedded store read its log
 EMBEDDED_STARTS = ("snapshot", "replay", "refused")
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
+# Interleaved pages dropped before their window ended (app/experiments/feedback.py)
+FEEDBACK_DROPS = ("capacity", "queue_full")
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
 # The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
@@ -252,6 +254,7 @@ class Metrics:
                                             "Failed Redis round trips, by operation", ["op"],
                                             registry=r)
         self._init_redis()
+        self._init_feedback()
         self.banlist_lookups = Counter("rearrange_banlist_lookups_total",
                                        "Banlist lookups (API) by outcome", ["outcome"],
                                        registry=r)
@@ -431,6 +434,23 @@ class Metrics:
         for result in POLICY_RESULTS:
             self.redis_policy_checks.labels(result)
 
+    def _init_feedback(self) -> None:
+        r = self._own
+        self.interleaving_impressions = Counter(
+            "rearrange_interleaving_impressions_total", "Interleaved pages this replica served "
+            "and kept for their feedback", ["experiment"], registry=r)
+        self.interleaving_outcomes = Counter(
+            "rearrange_interleaving_outcomes_total", "Feedback outcomes this replica credited: "
+            "control or treatment (its team got more clicks), tie; a feedback replacing an "
+            "earlier one for the same page counts again (the results route counts the last "
+            "one only)", ["experiment", "outcome"], registry=r)
+        self.feedback_dropped = Counter(
+            "rearrange_feedback_impressions_dropped_total", "Interleaved pages dropped before "
+            "their window ended: capacity (over REARRANGE_FEEDBACK_MAX_BYTES, oldest first), "
+            "queue_full (Redis unreachable too long to write them)", ["reason"], registry=r)
+        for reason in FEEDBACK_DROPS:
+            self.feedback_dropped.labels(reason)
+
     def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
 
@@ -459,6 +479,16 @@ class Metrics:
         """(experiment, variant) → requests assigned since start, read from the counter."""
         counts = self.engine_metrics.snapshot()["counters"]
         return {tuple(k): v for k, v in counts.get("rearrange_experiment_assignments_total", ())}
+
+    # ---- the impression store's events (app/experiments/feedback.py: FeedbackEvents) ----------
+    def impressions_recorded(self, experiment: str, count: int) -> None:
+        self.interleaving_impressions.labels(experiment).inc(count)
+
+    def outcome_recorded(self, experiment: str, outcome: str) -> None:
+        self.interleaving_outcomes.labels(experiment, outcome).inc()
+
+    def impressions_dropped(self, reason: str, count: int) -> None:
+        self.feedback_dropped.labels(reason).inc(count)
 
     # ---- the stores' events (app/banlist/events.py: StoreEvents), as series ----------------
     def redis_error(self, op: str) -> None:
