@@ -108,7 +108,8 @@ _Drained: TypeAlias = tuple[
 
 @final
 class DataPlane:
-    """POST /v1/rerank and GET /healthz on threads of this process (app/api/dataplane.py)."""
+    """POST /v1/rerank, POST /v1/feedback and GET /healthz on threads of this process
+    (app/api/dataplane.py)."""
 
     def __new__(cls, *, metrics: EngineMetrics,
                 qa: Callable[[str | None, str | None, str | None],
@@ -117,7 +118,8 @@ class DataPlane:
                 executor: _Executor | None, healthz: bytes, max_body_bytes: int,
                 body_timeout: float, body_timeout_text: str, header_timeout: float,
                 deadline: float, max_documents: int, max_text_chars: int, audit: bool,
-                capture_rate: float) -> DataPlane: ...
+                capture_rate: float,
+                feedback: Callable[[bytes], tuple[int, bytes]] | None = None) -> DataPlane: ...
     def publish(self, *, engine: Engine | None = None, banlist: BanIndex | None = None,
                 quarantine: BanIndex | None = None) -> None: ...
     def start(self, host: str, port: int, threads: int) -> int: ...

@@ -1,5 +1,6 @@
-"""Both request paths under one suite: every TestClient's `POST /v1/rerank` answered by the
-native data-plane listener (app/api/dataplane.py) when the test runs on the `native` path.
+"""Both request paths under one suite: every TestClient's `POST /v1/rerank` (and `POST
+/v1/feedback`, the data port's other route) answered by the native data-plane listener
+(app/api/dataplane.py) when the test runs on the `native` path.
 
 A test module that sends /v1/rerank requests runs each of its tests twice, as
 `test_x[python]` and `test_x[native]` (the `rerank_path` fixture, tests/conftest.py). On
@@ -31,7 +32,9 @@ from tests.redis_server import LIVE
 
 PATHS = ("python", "native")
 RERANK = "/v1/rerank"
-_MARKS = ("/v1/rerank", "RERANK", "rerank_path")
+FEEDBACK = "/v1/feedback"
+ROUTED = (RERANK, FEEDBACK)  # the data port's POST routes
+_MARKS = ("/v1/rerank", "RERANK", "rerank_path", "/v1/feedback")
 
 
 def involves_rerank(metafunc: pytest.Metafunc) -> bool:
@@ -69,7 +72,7 @@ def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def routed(self: TestClient, method: str, url: Any, **kwargs: Any) -> httpx.Response:
         merged = self._merge_url(url)
-        if method.upper() == "POST" and merged.path == RERANK and isinstance(self.app,
+        if method.upper() == "POST" and merged.path in ROUTED and isinstance(self.app,
                                                                             RearrangeApp):
             # the client's defaults (its headers merged in here) are not the listener's
             # client's: that is another httpx (starlette's own) with its own sentinels
@@ -93,7 +96,7 @@ def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def to_data_port(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
         url = request.url
         live = LIVE.get((url.host, url.port or 80))
-        if request.method == "POST" and url.path == RERANK and live is not None \
+        if request.method == "POST" and url.path in ROUTED and live is not None \
                 and live[1].poll() is None:
             request.url = url.copy_with(port=live[0])
         return send(self, request, **kwargs)

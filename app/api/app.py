@@ -22,6 +22,7 @@ from app.api import (
     banlist_bulk,
     errors,
     experiments,
+    feedback,
     health,
     inspector,
     openapi,
@@ -93,7 +94,7 @@ def app_of(services: Services) -> RearrangeApp:
                        docs_url=None, redoc_url=None)  # openapi.install serves them offline
     app.state.services = services
     # review before banlist: /v1/banlist/pending is its own, not an entry's route
-    for module in (rerank, review, banlist, banlist_bulk, sanctions, admin, health,
+    for module in (rerank, feedback, review, banlist, banlist_bulk, sanctions, admin, health,
                    experiments, inspector, admin_page):
         app.include_router(module.router)
     errors.install(app)

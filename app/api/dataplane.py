@@ -1,6 +1,7 @@
-"""The native data-plane listener's control side: `POST /v1/rerank` and `GET /healthz` on
-their own port, served by threads of the engine (app._engine.DataPlane, hyper on tokio,
-crates/engine/src/serve/) over the config and the banlist indexes this process holds.
+"""The native data-plane listener's control side: `POST /v1/rerank`, `POST /v1/feedback`
+and `GET /healthz` on their own port, served by threads of the engine
+(app._engine.DataPlane, hyper on tokio, crates/engine/src/serve/) over the config and the
+banlist indexes this process holds.
 
 `DataPlaneServer` builds the listener from the services, publishes to it the Engine and
 the indexes in use and each one swapped in later (`ConfigHolder.follow`,
@@ -10,7 +11,8 @@ the rule failures (the failure log), the capture records, the interleaved pages'
 impressions (`Services.impressions`) and the response counts. The
 serving threads never wait for that thread, nor for the GIL, unless a profile has a
 Python rule (a blocking thread runs it, through the executor) or a request carries a QA
-header (its token is checked here).
+header (its token is checked here). A feedback runs the control port's own handler
+(app/api/feedback.py `answer`) on a blocking thread of the listener.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from app import __version__
 from app._engine import DataPlane
+from app.api import feedback
 from app.api.rerank import check_qa
 from app.experiments.impressions import from_engine, hand_on
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from app.api.services import Services
 
 log = logging.getLogger("rearrange.dataplane")
-ROUTES = ("/v1/rerank", "/healthz")  # all the data port serves
+ROUTES = ("/v1/rerank", feedback.ROUTE, "/healthz")  # all the data port serves
 DRAIN_WAIT = 1.0  # seconds the writer waits for events before checking whether to stop
 
 
@@ -53,7 +56,8 @@ class DataPlaneServer:
             deadline=settings.deadline_ms / 1000,
             max_documents=settings.max_documents, max_text_chars=settings.max_text_chars,
             audit=services.audit_log is not None,
-            capture_rate=0.0 if services.capture is None else services.capture.settings.rate)
+            capture_rate=0.0 if services.capture is None else services.capture.settings.rate,
+            feedback=functools.partial(feedback.answer, services))
         services.config.follow(lambda engine: self.plane.publish(engine=engine.core))
         services.store.follow_index(lambda index: self.plane.publish(banlist=index))
         services.quarantine.follow_index(lambda index: self.plane.publish(quarantine=index))

@@ -1,6 +1,7 @@
 //! One request on the data port: `POST /v1/rerank` as app/api/rerank.py answers it (the
-//! body's size cap and deadline, the QA headers, the engine's call, the same bytes out)
-//! and `GET /healthz`; every other request a 404 or 405 in the API's error shape.
+//! body's size cap and deadline, the QA headers, the engine's call, the same bytes out),
+//! `POST /v1/feedback` (feedback.rs) and `GET /healthz`; every other request a 404 or 405
+//! in the API's error shape.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -23,15 +24,16 @@ use super::Shared;
 
 pub const RERANK: &str = "/v1/rerank";
 pub const HEALTHZ: &str = "/healthz";
+pub const FEEDBACK: &str = "/v1/feedback";
 /// nginx's code for a client that left before its answer: counted, never sent.
-const GONE: u16 = 499;
+pub(super) const GONE: u16 = 499;
 const EXPLAIN_HEADER: &str = "x-rearrange-explain";
 
-type Answer = Response<Full<Bytes>>;
+pub(super) type Answer = Response<Full<Bytes>>;
 
 /// A JSON response; `close` asks hyper to close the connection after it (the rest of a
 /// refused body is unread: it would be taken for the next request).
-fn json(status: u16, body: impl Into<Bytes>, close: bool) -> Answer {
+pub(super) fn json(status: u16, body: impl Into<Bytes>, close: bool) -> Answer {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
@@ -48,14 +50,19 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answe
     let (route, answer) = match (req.method(), path) {
         // counted by `rerank` itself, with what the request left to write
         (&Method::POST, RERANK) => return Ok(rerank(&shared, req, arrived).await),
+        (&Method::POST, FEEDBACK) => return Ok(super::feedback::feedback(&shared, req).await),
         (&Method::GET, HEALTHZ) => (HEALTHZ, json(200, shared.settings.healthz.clone(), false)),
-        (_, RERANK | HEALTHZ) => {
-            let allow = if path == RERANK { "POST" } else { "GET" };
+        (_, RERANK | HEALTHZ | FEEDBACK) => {
+            let (route, allow) = match path {
+                RERANK => (RERANK, "POST"),
+                FEEDBACK => (FEEDBACK, "POST"),
+                _ => (HEALTHZ, "GET"),
+            };
             let mut refused = json(405, error_body(405, None, "Method Not Allowed"), false);
             refused
                 .headers_mut()
                 .insert(ALLOW, HeaderValue::from_static(allow));
-            (if path == RERANK { RERANK } else { HEALTHZ }, refused)
+            (route, refused)
         }
         _ => (
             "other",
@@ -64,8 +71,8 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answe
                 error_body(
                     404,
                     None,
-                    "Not Found: the data port serves POST /v1/rerank and GET /healthz; \
-                     the rest of the API is on the control port (REARRANGE_PORT)",
+                    "Not Found: the data port serves POST /v1/rerank, POST /v1/feedback and \
+                     GET /healthz; the rest of the API is on the control port (REARRANGE_PORT)",
                 ),
                 false,
             ),
@@ -106,23 +113,8 @@ async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) 
     }
     let limit = settings.max_body_bytes;
     // A declared length over the cap is refused unread, as observe.read_body does.
-    if let Some(n) = declared
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-    {
-        let n = n.trim_start_matches('0');
-        let over = n.len() > 20 || n.parse::<u128>().is_ok_and(|n| n > limit as u128);
-        if over {
-            return refuse_body(
-                shared,
-                413,
-                "invalid",
-                &format!(
-                    "{} bytes, over the limit of {limit}",
-                    if n.is_empty() { "0" } else { n }
-                ),
-            );
-        }
+    if let Some(problem) = declared_over(declared, limit) {
+        return refuse_body(shared, 413, "invalid", &problem);
     }
     let body = match tokio::time::timeout(settings.body_timeout, read_capped(req, limit)).await {
         Ok(Ok(body)) => body,
@@ -230,6 +222,22 @@ async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) 
     }
 }
 
+/// The problem of a declared `Content-Length` over `limit` (None: none declared, or within
+/// it), in observe.read_body's words.
+pub(super) fn declared_over(declared: Option<&HeaderValue>, limit: usize) -> Option<String> {
+    let n = declared
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))?;
+    let n = n.trim_start_matches('0');
+    let over = n.len() > 20 || n.parse::<u128>().is_ok_and(|n| n > limit as u128);
+    over.then(|| {
+        format!(
+            "{} bytes, over the limit of {limit}",
+            if n.is_empty() { "0" } else { n }
+        )
+    })
+}
+
 /// A refusal of the body itself (size, deadline): counted as the Python path counts it,
 /// the connection closed.
 fn refuse_body(shared: &Shared, status: u16, outcome: &str, problem: &str) -> Answer {
@@ -238,7 +246,7 @@ fn refuse_body(shared: &Shared, status: u16, outcome: &str, problem: &str) -> An
     json(status, error_body(status, Some("body"), problem), true)
 }
 
-enum Read {
+pub(super) enum Read {
     TooLarge,
     /// The client closed the connection before its body was whole.
     Gone,
@@ -247,12 +255,13 @@ enum Read {
 }
 
 /// app/api/serving.py's problem for bytes the HTTP parser refuses, word for word.
-const UNREADABLE: &str = "not an HTTP/1.1 request this server can read: a malformed request \
+pub(super) const UNREADABLE: &str =
+    "not an HTTP/1.1 request this server can read: a malformed request \
                           line or header, or one longer than the parser takes (a URL or a \
                           header past about 64 KiB)";
 
 /// The whole body, or TooLarge past `limit` bytes; a body in one frame is not copied.
-async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<Bytes, Read> {
+pub(super) async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<Bytes, Read> {
     let mut body = req.into_body();
     let mut first: Option<Bytes> = None;
     let mut more = BytesMut::new();

@@ -1,5 +1,5 @@
-//! The data plane's own listener: `POST /v1/rerank` and `GET /healthz` on a port of their
-//! own, served by N threads of this process over the config and banlist indexes the Python
+//! The data plane's own listener: `POST /v1/rerank`, `POST /v1/feedback` and `GET /healthz`
+//! on a port of their own, served by N threads of this process over the config and banlist indexes the Python
 //! control plane publishes (`DataPlane.publish`), with no Python on a request's way unless
 //! its profile has a Python rule or it carries a QA header.
 //!
@@ -10,6 +10,7 @@
 //! hyper-util's graceful shutdown drains the connections on `stop`.
 
 pub mod events;
+mod feedback;
 mod http;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -61,6 +62,9 @@ pub struct Shared {
     /// app/api/rerank.py `check_qa`: (force, explain, authorization) → (status, body,
     /// forced, forced_by, explain), status 0 when the request goes on.
     qa: Py<PyAny>,
+    /// app/api/feedback.py `answer` over the services: (body) → (status, body); None: the
+    /// listener answers `POST /v1/feedback` 404.
+    feedback: Option<Py<PyAny>>,
     metrics: Py<EngineMetrics>,
     settings: Settings,
     events: Events,
@@ -154,11 +158,12 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 #[pymethods]
 impl DataPlane {
     /// A listener not yet started. `qa` checks the QA headers (see `Shared::qa`),
-    /// `executor` runs Python rules, `deadline` is seconds from arrival (0: none).
+    /// `executor` runs Python rules, `deadline` is seconds from arrival (0: none),
+    /// `feedback` answers `POST /v1/feedback` (see `Shared::feedback`).
     #[new]
     #[pyo3(signature = (*, metrics, qa, executor, healthz, max_body_bytes, body_timeout,
                         body_timeout_text, header_timeout, deadline, max_documents,
-                        max_text_chars, audit, capture_rate))]
+                        max_text_chars, audit, capture_rate, feedback=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         metrics: Py<EngineMetrics>,
@@ -174,6 +179,7 @@ impl DataPlane {
         max_text_chars: usize,
         audit: bool,
         capture_rate: f64,
+        feedback: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let settings = Settings {
             max_body_bytes,
@@ -196,6 +202,7 @@ impl DataPlane {
                 quarantine: ArcSwapOption::empty(),
                 executor,
                 qa,
+                feedback,
                 metrics,
                 settings,
                 events: Events::default(),
