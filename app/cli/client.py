@@ -161,6 +161,9 @@ class Client:
         versions: list[Json] = self.json("GET", "/v1/admin/config/versions")["versions"]
         return versions
 
+    def experiment_results(self, name: str) -> Json:
+        return self.json("GET", f"/v1/experiments/{_segment(name)}/results")
+
     def rollback(self, version: str) -> Json:
         return self.json("POST", "/v1/admin/config/rollback", json={"version": version})
 

@@ -1,5 +1,5 @@
 """`rearrange serve | check-config FILE | run REQUEST.json | replay CAPTURED.jsonl |
-experiments srm | dupes PAGES | banlist … | sanctions … | audit search |
+experiments srm|results NAME | dupes PAGES | banlist … | sanctions … | audit search |
 config show|versions|rollback`. Exit 0 ok, 1 a finding or a refusal, 2 usage, 3 the
 service unreachable (docs/cli.md)."""
 from __future__ import annotations
@@ -23,6 +23,7 @@ from app.cli.exits import FINDING, INTERRUPTED, OK, REFUSED, USAGE, calling, inv
 from app.cli.flags import (
     add_global_arguments,
     add_json_flag,
+    add_service_arguments,
     json_given_before,
     print_json,
     service_given,
@@ -85,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
                      "(default REARRANGE_CONFIG)")
     add_json_flag(srm, "{config_version, alpha, flagged, experiments}, as GET "
                   "/v1/experiments/srm")
+    results = exp_sub.add_parser(
+        "results", help="an experiment's results from a running service: an interleaved "
+        "one's wins and always-valid decision, an A/B one's exposures")
+    results.add_argument("name", help="the experiment's name")
+    # --json (the service's answer, as GET /v1/experiments/NAME/results) comes with these
+    add_service_arguments(results, "none needed")
+    results.set_defaults(calls_service=True, json=False)
     dupes = sub.add_parser(
         "dupes", help="audit a site for near-duplicate (templated) pages",
         description="Find near-duplicate pages by 10-word shingles (seed 000): the pair "
@@ -101,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     command = {"serve": _serve, "check-config": _check, "run": _run, "dupes": _dupes,
-               "experiments": _srm, "banlist": cli_banlist.run, "sanctions": cli_sanctions.run,
-               "audit": audit_cli.run, "config": cli_config.run,
+               "experiments": _experiments, "banlist": cli_banlist.run,
+               "sanctions": cli_sanctions.run, "audit": audit_cli.run, "config": cli_config.run,
                "replay": replay_cli.run}[args.command]
     try:
         return command(args)
@@ -125,6 +133,14 @@ def _dupes(args: argparse.Namespace) -> int:
     from app.cli.dupes import run
 
     return run(args)
+
+
+def _experiments(args: argparse.Namespace) -> int:
+    if args.experiments_command == "results":
+        from app.cli.experiments import results
+
+        return results(args)
+    return _srm(args)
 
 
 def _srm(args: argparse.Namespace) -> int:
