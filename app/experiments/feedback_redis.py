@@ -147,10 +147,12 @@ class RedisImpressions:
         """The feedback credited in Redis; RedisError (counted, logged once per outage) when
         Redis cannot be reached: nothing was changed."""
         try:
-            return self._credit(request_id, clicks, skips)
+            taken = self._credit(request_id, clicks, skips)
         except redis.RedisError as exc:
             self._failed(exc)
             raise
+        self._reached()
+        return taken
 
     def _credit(self, request_id: str, clicks: Sequence[str], skips: Sequence[str]) -> Taken:
         with self._lock:
@@ -177,7 +179,13 @@ class RedisImpressions:
         raise redis.ResponseError(f"the page under {request_id!r} kept changing")
 
     def counts(self, experiment: str) -> Counts | None:
-        raw = self.client.hgetall(self.tallies_key(experiment))
+        """The fleet's tallies; RedisError (counted, logged once per outage) without Redis."""
+        try:
+            raw = self.client.hgetall(self.tallies_key(experiment))
+        except redis.RedisError as exc:
+            self._failed(exc)
+            raise
+        self._reached()
         if not raw:
             return None
         return Counts(int(raw.get("impressions", 0)),
@@ -233,9 +241,7 @@ class RedisImpressions:
                 with self._lock:
                     self.queue.extendleft(reversed(batch))
                 raise
-        if not self.connected:
-            log.warning("feedback: Redis answers again; pages are written to it")
-        self.connected = True
+        self._reached()
         return True
 
     def _write(self, batch: list[Impression]) -> None:
@@ -250,6 +256,12 @@ class RedisImpressions:
                                self.tallies_key(impression.experiment), experiments],
                          args=[encode(impression), ttl, impression.experiment], client=pipe)
         pipe.execute()
+
+    def _reached(self) -> None:
+        """Redis answered (logged once, after an outage)."""
+        if not self.connected:
+            log.warning("feedback: Redis answers again")
+        self.connected = True
 
     def _failed(self, exc: redis.RedisError) -> None:
         """Counted always, logged once per outage."""

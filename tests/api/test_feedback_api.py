@@ -195,3 +195,9 @@ def test_two_replicas_share_pages_outcomes_and_tallies(redis_server, settings):
         redis_server.kill()
         answer = b.post(FEEDBACK, json={"request_id": "r2", "clicks": ["d0"]})
         assert answer.status_code == 503 and answer.json()["field"] == "redis"
+        assert b.get("/v1/experiments/spam_v8/results").status_code == 503  # tallies there
+        assert results(b, "antispam_v7")["method"] == "ab"  # this replica's own counts
+        errors = {s.labels["op"]: s.value
+                  for f in text_string_to_metric_families(b.get("/metrics").text)
+                  if f.name == "rearrange_banlist_redis_errors" for s in f.samples}
+        assert errors["feedback"] >= 2
