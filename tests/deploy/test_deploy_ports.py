@@ -148,7 +148,8 @@ def test_the_public_server_reaches_the_data_ports_only(compose):
     proxied = {location: target for location, target in got.items()
                if not target.startswith("return ")}
     (pool,) = set(proxied.values())
-    assert list(proxied) == ["= /v1/rerank"], "the public server proxies /v1/rerank alone"
+    assert list(proxied) == ["= /v1/rerank", "= /v1/feedback"], \
+        "the public server proxies the frontend's two routes alone"
     assert sorted(pools[pool]) == sorted(f"{n}:{DATA_PORT}" for n in rearrange_services(compose))
     assert got["/"] == "return 404", "anything else is answered by nginx, never proxied"
 
