@@ -132,7 +132,7 @@ class DataPlaneServer:
                         services.capture.keep(body, status, config_version, banlist_version, at)
             if impressions:  # the sink counts and logs its own failure
                 hand_on(services.impressions, [from_engine(i) for i in impressions],
-                        metrics.impressions_dropped.labels("sink_failed").inc)
+                        metrics.impressions_lost.labels("sink_failed").inc)
             with self._sink("the response counts"):
                 for route, status, count in responses:
                     metrics.http_responses.labels(route, str(status)).inc(count)
@@ -142,7 +142,7 @@ class DataPlaneServer:
                 elif kind == "capture":
                     metrics.capture_dropped.labels("queue_full").inc(count)
                 elif kind == "impression":
-                    metrics.impressions_dropped.labels("queue_full").inc(count)
+                    metrics.impressions_lost.labels("queue_full").inc(count)
                 log.error("data plane: %d %s event%s dropped: the writer fell behind", count,
                           kind, "" if count == 1 else "s")
             for problem in problems:

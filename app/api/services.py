@@ -140,7 +140,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                           metrics))
     rearranger = Rearranger(settings, store, quarantine, config, executor, audit_log=audit,
                             capture=capture, clock=clock, impressions=impressions,
-                            impressions_dropped=metrics.impressions_dropped.labels(
+                            impressions_dropped=metrics.impressions_lost.labels(
                                 "sink_failed").inc)
     return Services(settings=settings, metrics=metrics, store=store, quarantine=quarantine,
                     review=review, impressions=impressions,

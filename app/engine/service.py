@@ -20,7 +20,7 @@ from app.banlist.base import BanStore
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
 from app.engine.executor import RuleExecutor
-from app.experiments.impressions import ImpressionSink, Recent, from_engine, hand_on
+from app.experiments.impressions import ImpressionSink, from_engine, hand_on
 from app.observability.audit import AuditLog
 from app.observability.logs import OneLineRecords
 from app.replay.capture import Capture
@@ -66,11 +66,11 @@ class Rearranger:
     Python rules run and what it writes to (the audit log, the capture, the failure log)."""
 
     def __init__(self, settings: Settings, banlist: BanStore, quarantine: BanStore | None,
-                 config: ConfigHolder, executor: RuleExecutor,
+                 config: ConfigHolder, executor: RuleExecutor, *,
+                 impressions: ImpressionSink,
                  audit_log: AuditLog | None = None, capture: Capture | None = None,
                  failures: FailureLog | None = None,
                  clock: Callable[[], float] | None = None,
-                 impressions: ImpressionSink | None = None,
                  impressions_dropped: Callable[[int], None] = lambda n: None) -> None:
         self.settings = settings
         # Arrival and the deadline are read on this clock (monotonic seconds): by default
@@ -87,7 +87,7 @@ class Rearranger:
         # Python rules run on its threads, each within its time (app/engine/executor.py)
         self.executor = executor
         # interleaved pages served, for POST /v1/feedback; a failing sink's are counted here
-        self.impressions = impressions if impressions is not None else Recent()
+        self.impressions = impressions
         self.impressions_dropped = impressions_dropped
 
     async def serve(self, body: bytes | bytearray, forced: Mapping[str, str] | None = None,

@@ -139,7 +139,7 @@ class RedisImpressions:
         for experiment, n in counted.items():
             self.events.impressions_recorded(experiment, n)
         if dropped:
-            self.events.impressions_dropped("queue_full", dropped)
+            self.events.impressions_dropped("redis_backlog", dropped)
 
     # ---- feedback and results --------------------------------------------------------------
     def feedback(self, request_id: str, clicks: Sequence[str],

@@ -9,8 +9,6 @@ the document came from.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
@@ -35,24 +33,6 @@ class ImpressionSink(Protocol):
     """Takes served impressions; never blocks a request path for long (a store batches)."""
 
     def record(self, impressions: Sequence[Impression]) -> None: ...
-
-
-class Recent:
-    """The default sink: the last `size` impressions in memory, oldest forgotten first
-    (the feedback store of `POST /v1/feedback` replaces it)."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._kept: deque[Impression] = deque(maxlen=size)
-        self._lock = threading.Lock()
-
-    def record(self, impressions: Sequence[Impression]) -> None:
-        with self._lock:
-            self._kept.extend(impressions)
-
-    def recent(self) -> list[Impression]:
-        """The impressions kept, oldest first."""
-        with self._lock:
-            return list(self._kept)
 
 
 def from_engine(raw: tuple[str, str, str, float, list[tuple[str, str]]]) -> Impression:

@@ -66,7 +66,6 @@ BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{r
 EMBEDDED_STARTS = ("snapshot", "replay", "refused")
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
 # Interleaved pages dropped before their window ended (app/experiments/feedback.py)
-FEEDBACK_DROPS = ("capacity", "queue_full")
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
 # The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
@@ -291,12 +290,14 @@ class Metrics:
             "rearrange_audit_log_dropped_total",
             "Audit log lines dropped: writer behind, write failed, or still queued at close",
             registry=r)
-        self.impressions_dropped = Counter(
-            "rearrange_impressions_dropped_total", "Interleaved pages served but not handed "
-            "to the feedback store, by reason: queue_full, sink_failed", ["reason"],
+        self.impressions_lost = Counter(
+            "rearrange_impressions_dropped_total", "Interleaved pages served whose feedback "
+            "can no longer be taken, by reason: queue_full (the data port's queue), "
+            "sink_failed (the store raised), capacity (over REARRANGE_FEEDBACK_MAX_BYTES), "
+            "redis_backlog (Redis unreachable too long to write them)", ["reason"],
             registry=r)
-        for reason in ("queue_full", "sink_failed"):
-            self.impressions_dropped.labels(reason)
+        for reason in ("queue_full", "sink_failed", "capacity", "redis_backlog"):
+            self.impressions_lost.labels(reason)
         self.capture_written = Counter(
             "rearrange_capture_written_total", "Requests written to the capture file",
             registry=r)
@@ -444,12 +445,6 @@ class Metrics:
             "control or treatment (its team got more clicks), tie; a feedback replacing an "
             "earlier one for the same page counts again (the results route counts the last "
             "one only)", ["experiment", "outcome"], registry=r)
-        self.feedback_dropped = Counter(
-            "rearrange_feedback_impressions_dropped_total", "Interleaved pages dropped before "
-            "their window ended: capacity (over REARRANGE_FEEDBACK_MAX_BYTES, oldest first), "
-            "queue_full (Redis unreachable too long to write them)", ["reason"], registry=r)
-        for reason in FEEDBACK_DROPS:
-            self.feedback_dropped.labels(reason)
 
     def track_caches(self, kind: str, caches: Callable[[], Iterable[CacheStats]]) -> None:
         """Export the near_duplicates caches of `kind` that `caches()` lists at each scrape.
@@ -488,7 +483,7 @@ class Metrics:
         self.interleaving_outcomes.labels(experiment, outcome).inc()
 
     def impressions_dropped(self, reason: str, count: int) -> None:
-        self.feedback_dropped.labels(reason).inc(count)
+        self.impressions_lost.labels(reason).inc(count)
 
     # ---- the stores' events (app/banlist/events.py: StoreEvents), as series ----------------
     def redis_error(self, op: str) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import pytest
-
-from app.experiments.impressions import Impression, Recent, from_engine, hand_on
+from app.experiments.impressions import Impression, from_engine, hand_on
 
 
 def impression(n: int) -> Impression:
@@ -19,12 +17,6 @@ def test_from_engine_keeps_the_served_order():
     got = impression(1)
     assert got == Impression("r1", "spam_v8", "u-1", 1.5,
                              (("d1", "control"), ("d2", "treatment")))
-
-
-def test_recent_keeps_the_newest_up_to_its_size():
-    sink = Recent(size=3)
-    hand_on(sink, [impression(n) for n in range(5)], lambda n: pytest.fail("dropped"))
-    assert [i.request_id for i in sink.recent()] == ["r2", "r3", "r4"]
 
 
 class Failing:
