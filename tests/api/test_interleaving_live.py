@@ -4,8 +4,7 @@ results read as a dashboard would, every few impressions.
 
 Users click clean documents far more than spammy ones; the treatment profile demotes spam,
 so its team's documents get the clicks and the decision must be `treatment`, never
-`control`. Two identical profiles (A/A) must stay `continue` at every read. Needs the
-engine's interleaving (the config's `interleave`): skipped while the loader refuses it.
+`control`. Two identical profiles (A/A) must stay `continue` at every read.
 """
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ import httpx
 import pytest
 
 from app.config.load import load_file
-from app.errors import ConfigError
 from tests.conftest import ROOT
 from tests.redis_server import ServeProcess
 
@@ -40,12 +38,7 @@ def config(tmp_path: Path, treatment: str) -> Path:
     unit: user_id
     interleave: {{control: default, treatment: {treatment}}}
 """)
-    try:
-        load_file(path)
-    except ConfigError as exc:
-        if "interleave" in str(exc):
-            pytest.skip(f"the config loader does not take `interleave` yet: {exc}")
-        raise
+    load_file(path)  # a config the loader refuses fails here, naming the place
     return path
 
 
