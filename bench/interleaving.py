@@ -113,18 +113,21 @@ def clicks(rel: Sequence[float], page: Sequence[int], rng: random.Random) -> lis
     return clicked
 
 
+def one_impression(rng: random.Random, treatment_noise: float, n: int) -> str | None:
+    """One query served interleaved and clicked by a simulated user: its outcome."""
+    rel, control, treatment = query(rng, treatment_noise)
+    merged = team_draft(control, treatment, rng)
+    impression = Impression(str(n), "bench", "u", 0.0, tuple((str(d), t) for d, t in merged))
+    return attribute(impression, [str(d) for d in clicks(rel, [d for d, _ in merged], rng)])
+
+
 def interleaved(seed: int, treatment_noise: float, cap: int) -> tuple[int, str, int, int]:
     """One experiment read after every impression: (impressions until a decision or cap,
     the decision, treatment's wins, control's wins)."""
     rng = random.Random(seed)
     wins = losses = 0
     for n in range(1, cap + 1):
-        rel, control, treatment = query(rng, treatment_noise)
-        merged = team_draft(control, treatment, rng)
-        impression = Impression(str(n), "bench", "u", 0.0,
-                                tuple((str(d), t) for d, t in merged))
-        outcome = attribute(impression, [str(d) for d in clicks(rel, [d for d, _ in merged],
-                                                                  rng)])
+        outcome = one_impression(rng, treatment_noise, n)
         if outcome == "treatment":
             wins += 1
         elif outcome == "control":
@@ -142,12 +145,7 @@ def outcome_rates(treatment_noise: float, impressions: int, seed: int) -> dict[s
     rng = random.Random(seed)
     counts = {"treatment": 0, "control": 0, "tie": 0, "none": 0}
     for n in range(impressions):
-        rel, control, treatment = query(rng, treatment_noise)
-        merged = team_draft(control, treatment, rng)
-        impression = Impression(str(n), "bench", "u", 0.0,
-                                tuple((str(d), t) for d, t in merged))
-        outcome = attribute(impression, [str(d) for d in clicks(rel, [d for d, _ in merged],
-                                                                  rng)])
+        outcome = one_impression(rng, treatment_noise, n)
         counts[outcome or "none"] += 1
     return {k: v / impressions for k, v in counts.items()}
 

@@ -314,6 +314,7 @@ pub fn merge<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Xorshift;
 
     /// The paper's algorithm written plainly from its pseudo-code (Radlinski et al. 2008,
     /// Algorithm 2), extended as the module says: when one team has nothing left, the
@@ -343,38 +344,27 @@ mod tests {
         out
     }
 
-    /// A small deterministic generator (xorshift) for the random rankings.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+    /// A random ranking of `len` items out of `pool` (a Fisher–Yates shuffle's prefix).
+    fn ranking(rng: &mut Xorshift, pool: u32, len: usize) -> Vec<u32> {
+        let mut items: Vec<u32> = (0..pool).collect();
+        for i in (1..items.len()).rev() {
+            items.swap(i, (rng.next() % (i as u64 + 1)) as usize);
         }
-
-        fn ranking(&mut self, pool: u32, len: usize) -> Vec<u32> {
-            let mut items: Vec<u32> = (0..pool).collect();
-            for i in (1..items.len()).rev() {
-                items.swap(i, (self.next() % (i as u64 + 1)) as usize);
-            }
-            items.truncate(len);
-            items
-        }
+        items.truncate(len);
+        items
     }
 
     #[test]
     fn the_merge_is_the_papers_on_random_rankings() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..2000 {
             let pool = 1 + (rng.next() % 12) as u32;
             let (la, lb) = (
                 rng.next() % (pool as u64 + 1),
                 rng.next() % (pool as u64 + 1),
             );
-            let a = rng.ranking(pool, la as usize);
-            let b = rng.ranking(pool, lb as usize);
+            let a = ranking(&mut rng, pool, la as usize);
+            let b = ranking(&mut rng, pool, lb as usize);
             let coins: Vec<bool> = (0..64).map(|_| rng.next() & 1 == 1).collect();
             let mut given = coins.iter();
             let merged = team_draft(&a, &b, &mut || *given.next().unwrap());
@@ -394,11 +384,11 @@ mod tests {
 
     #[test]
     fn teams_stay_within_one_pick_while_both_have_documents() {
-        let mut rng = Rng(42);
+        let mut rng = Xorshift(42);
         for _ in 0..500 {
             let n = 1 + (rng.next() % 20) as u32;
-            let a = rng.ranking(n, n as usize);
-            let b = rng.ranking(n, n as usize); // the same documents: neither runs out early
+            let a = ranking(&mut rng, n, n as usize);
+            let b = ranking(&mut rng, n, n as usize); // the same documents: neither runs out early
             let mut coins = Coins::new("exp", "", &format!("u-{}", rng.next()), "q");
             let merged = team_draft(&a, &b, &mut || coins.treatment_first());
             let (mut c, mut t) = (0i64, 0i64);
