@@ -155,11 +155,28 @@ def test_results_of_an_unknown_experiment_are_a_404(client):
 
 
 def test_an_ab_experiment_gives_its_exposures_per_variant(client):
-    doc = results(client, "antispam_v7")  # config/rules.yaml's A/B experiment
+    """config/rules.yaml's antispam_v7 gates spam_demotion: a page with a spammy document
+    is one the rule changes (treatment) or would have (control, in shadow), a clean page is
+    not. The results count what the answers themselves say: each one's variant, and
+    whether spam_demotion left a record in its audit."""
+    want = {"control": {"exposures": 0.0, "triggered": 0.0},
+            "treatment": {"exposures": 0.0, "triggered": 0.0}}
+    for n in range(40):
+        spam = 0.9 if n % 3 == 0 else 0.0
+        answer = client.post("/v1/rerank", json={
+            "query": {"text": "shoes"}, "unit": {"user_id": f"u{n}"},
+            "documents": [{"id": "a", "url": "https://a.example/", "score": 3.0,
+                           "spam_score": spam},
+                          {"id": "b", "url": "https://b.example/", "score": 2.0}]}).json()
+        [assignment] = answer["experiments"]
+        counted = want[assignment["variant"]]
+        counted["exposures"] += 1
+        counted["triggered"] += any(r["rule"] == "spam_demotion" for r in answer["audit"])
+    assert all(v["triggered"] for v in want.values())  # both arms saw both kinds of page
+    assert all(v["exposures"] > v["triggered"] for v in want.values())
+    doc = results(client, "antispam_v7")
     assert doc["method"] == "ab" and doc["in_config"] is True
-    assert set(doc["variants"]) == {"control", "treatment"}
-    for variant in doc["variants"].values():
-        assert variant["triggered"] <= variant["exposures"]
+    assert doc["variants"] == want
 
 
 def test_exposures_are_read_from_the_counter_by_its_name():
