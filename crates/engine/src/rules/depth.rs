@@ -60,8 +60,11 @@ impl Depth {
         reason.push_str("below depth ");
         reason.push_str(itoa::Buffer::new().format(k));
         let reason = Reason::shared(reason);
-        let mut recs = Vec::with_capacity(docs.len() - k);
-        for doc in &docs[k..] {
+        // A record for each document trimmed and each folded under it.
+        let trimmed = &docs[k..];
+        let mut recs =
+            Vec::with_capacity(trimmed.len() + trimmed.iter().map(|d| d.collapsed.len()).sum::<usize>());
+        for doc in trimmed {
             dropped(ctx.page, &mut recs, doc, Action::Trim, reason.clone());
         }
         Out {

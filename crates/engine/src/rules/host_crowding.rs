@@ -114,6 +114,12 @@ impl HostCrowding {
                     s.push_str(leader);
                     Reason::shared(s)
                 });
+                if folded.is_empty() {
+                    // Room for every document left: the lists grow once, not a doubling
+                    // at a time through a crowded page.
+                    folded.reserve(docs.len() - i);
+                    recs.reserve(docs.len() - i);
+                }
                 folded.push((i, leader));
                 recs.push(Rec::on(page, doc.at, Action::Collapse, reason.clone()));
             }

@@ -396,25 +396,24 @@ pub fn rescoring<'a>(
 /// bring their own folds along.
 pub fn collapse(docs: &[Doc], folded: &[(usize, usize)], rule: &'static str) -> Vec<Doc> {
     let mut out = docs.to_vec();
-    let mut leaders: Vec<usize> = Vec::new();
-    let mut extra: Vec<Vec<Folded>> = Vec::new();
+    // What each leader gains, counted first, so that its list grows once; then each fold
+    // appended to its leader's list in turn (a leader's folds in the order of `folded`).
+    let mut gains = vec![0u32; docs.len()];
     for &(i, leader) in folded {
-        let slot = match leaders.iter().position(|&l| l == leader) {
-            Some(s) => s,
-            None => {
-                leaders.push(leader);
-                extra.push(Vec::new());
-                leaders.len() - 1
-            }
-        };
-        extra[slot].push(Folded {
+        gains[leader] += 1 + docs[i].collapsed.len() as u32;
+    }
+    for (doc, &n) in out.iter_mut().zip(&gains) {
+        if n > 0 {
+            doc.collapsed.reserve(n as usize);
+        }
+    }
+    for &(i, leader) in folded {
+        let under = &mut out[leader].collapsed;
+        under.push(Folded {
             at: docs[i].at,
             rule,
         });
-        extra[slot].extend_from_slice(&docs[i].collapsed);
-    }
-    for (leader, under) in leaders.into_iter().zip(extra) {
-        out[leader].collapsed.extend(under);
+        under.extend_from_slice(&docs[i].collapsed);
     }
     let mut gone = vec![false; docs.len()];
     for &(i, _) in folded {
