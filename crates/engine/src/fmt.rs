@@ -313,6 +313,12 @@ pub fn fixed(x: f64, decimals: usize) -> String {
     format!("{x:.decimals$}")
 }
 
+/// Append `fixed(x, decimals)` to `out`.
+pub fn push_fixed(out: &mut String, x: f64, decimals: usize) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{x:.decimals$}");
+}
+
 fn strip_zeros(s: &str) -> &str {
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.')

@@ -51,13 +51,20 @@ impl Banlist {
             if let Some(problem) = &meta.url_problem {
                 removals.push((i, format!("URL cannot be opened: {problem}")));
             } else if let Some(hit) = hits.next().flatten() {
-                removals.push((
-                    i,
-                    format!(
-                        "{} {} banned ({}) [entry {}]",
-                        hit.scope, hit.value, hit.reason, hit.id
-                    ),
-                ));
+                // `{scope} {value} banned ({reason}) [entry {id}]`, in one allocation.
+                let parts = [
+                    &*hit.scope,
+                    " ",
+                    &hit.value,
+                    " banned (",
+                    &hit.reason,
+                    ") [entry ",
+                    &hit.id,
+                    "]",
+                ];
+                let mut reason = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+                parts.iter().for_each(|p| reason.push_str(p));
+                removals.push((i, reason));
             }
         }
         removing(ctx.page, docs, removals)

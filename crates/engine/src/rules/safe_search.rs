@@ -8,7 +8,7 @@ use super::{Builtin, Ctx, Out, RuleResult, removing};
 use crate::contract::AgeMode;
 use crate::doc::Doc;
 use crate::record::Phase;
-use crate::fmt::g;
+use crate::fmt::push_g;
 
 /// One threshold per filtering age mode.
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -98,10 +98,17 @@ impl SafeSearch {
             .filter_map(|(i, d)| {
                 let a = ctx.page.src(d).adult_score;
                 (a >= threshold).then(|| {
-                    (
-                        i,
-                        format!("adult_score {} >= {} (age_mode {mode})", g(a), g(threshold)),
-                    )
+                    // `adult_score {a:g} >= {threshold:g} (age_mode {mode})`, in one
+                    // allocation.
+                    let mut reason = String::with_capacity(80);
+                    reason.push_str("adult_score ");
+                    push_g(&mut reason, a);
+                    reason.push_str(" >= ");
+                    push_g(&mut reason, threshold);
+                    reason.push_str(" (age_mode ");
+                    reason.push_str(mode);
+                    reason.push(')');
+                    (i, reason)
                 })
             })
             .collect();

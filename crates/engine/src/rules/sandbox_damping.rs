@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{within, Builtin, Ctx, Out, RuleResult, rescoring};
 use crate::doc::Doc;
 use crate::record::Phase;
-use crate::fmt::{fixed, g};
+use crate::fmt::{push_fixed, push_g};
 
 /// score *= 1 - beta * (1 - trust), trust = min(1, age / t_sandbox_days): young domains are
 /// muted, not punished. Documents with no `domain_age_days` are left alone (no history is
@@ -89,12 +89,14 @@ impl SandboxDamping {
             }
             let trust = sandbox_trust(age, t);
             let new = doc.score * (1.0 - beta * (1.0 - trust));
-            let reason = format!(
-                "domain age {} days: trust {}, beta {}",
-                g(age),
-                fixed(trust, 3),
-                g(beta)
-            );
+            // `domain age {age:g} days: trust {trust:.3f}, beta {beta:g}`, in one allocation.
+            let mut reason = String::with_capacity(80);
+            reason.push_str("domain age ");
+            push_g(&mut reason, age);
+            reason.push_str(" days: trust ");
+            push_fixed(&mut reason, trust, 3);
+            reason.push_str(", beta ");
+            push_g(&mut reason, beta);
             changes.push((i, new, new - doc.score, reason));
         }
         rescoring(ctx.page, docs, changes)
