@@ -140,27 +140,56 @@ pub fn write_audit<S: Sink + ?Sized>(
                 out.extend_from_within(said.clone())
             }
             _ => {
-                lit(out, b",\"action\":");
-                name(out, r.rec.action.as_str());
-                lit(out, b",\"reason\":");
+                lit(out, action_then_reason(r.rec.action));
                 write_str(out, &r.rec.reason);
             }
         }
         last = Some((r, head, start..out.len()));
-        lit(out, b",\"delta\":");
         match r.rec.delta {
-            Delta::None => lit(out, b"null"),
-            Delta::Int(n) => write_i64(out, n),
-            Delta::Float(x) => write_f64(out, x),
+            Delta::None => lit(out, b",\"delta\":null"),
+            Delta::Int(n) => {
+                lit(out, b",\"delta\":");
+                write_i64(out, n)
+            }
+            Delta::Float(x) => {
+                lit(out, b",\"delta\":");
+                write_f64(out, x)
+            }
         }
-        lit(out, b",\"mode\":");
-        name(out, r.mode.as_str());
-        if let Some(m) = r.rec.relax_to {
-            lit(out, b",\"relax_to\":");
-            name(out, m.as_str());
+        match r.rec.relax_to {
+            None => lit(out, mode_to_end(r.mode)),
+            Some(m) => {
+                lit(out, b",\"mode\":");
+                name(out, r.mode.as_str());
+                lit(out, b",\"relax_to\":");
+                name(out, m.as_str());
+                out.push(b'}');
+            }
         }
-        out.push(b'}');
     });
+}
+
+/// `,"action":"<action>","reason":` as one literal: a record's names are the engine's own,
+/// so their JSON is known beforehand (`name` would write each in three steps).
+fn action_then_reason(action: Action) -> &'static [u8] {
+    match action {
+        Action::Remove => b",\"action\":\"remove\",\"reason\":",
+        Action::Rescore => b",\"action\":\"rescore\",\"reason\":",
+        Action::Move => b",\"action\":\"move\",\"reason\":",
+        Action::Collapse => b",\"action\":\"collapse\",\"reason\":",
+        Action::Trim => b",\"action\":\"trim\",\"reason\":",
+        Action::Annotate => b",\"action\":\"annotate\",\"reason\":",
+        Action::Fallback => b",\"action\":\"fallback\",\"reason\":",
+        Action::Backfill => b",\"action\":\"backfill\",\"reason\":",
+    }
+}
+
+/// `,"mode":"<mode>"}`, the end of a record without `relax_to`, as one literal.
+fn mode_to_end(mode: Mode) -> &'static [u8] {
+    match mode {
+        Mode::Applied => b",\"mode\":\"applied\"}",
+        Mode::Shadow => b",\"mode\":\"shadow\"}",
+    }
 }
 
 /// `skipped`: {rule, phase, reason} each.
@@ -398,6 +427,20 @@ mod tests {
     use crate::doc::testing::{docs, request, SimpleCanon};
     use crate::record::{Phase, Reason, Rec};
     use crate::runner::Outcome;
+
+    /// The literals an audit record is written with spell each action and mode as its
+    /// name does, in the record's JSON.
+    #[test]
+    fn record_literals_spell_the_names() {
+        for a in Action::ALL {
+            let want = format!(",\"action\":\"{}\",\"reason\":", a.as_str());
+            assert_eq!(action_then_reason(a), want.as_bytes());
+        }
+        for m in [Mode::Applied, Mode::Shadow] {
+            let want = format!(",\"mode\":\"{}\"}}", m.as_str());
+            assert_eq!(mode_to_end(m), want.as_bytes());
+        }
+    }
 
     /// `removed` copies a record's tail from the one before only when rule, phase, action
     /// and reason are the same: a shared reason, a literal, and equal texts apart.
