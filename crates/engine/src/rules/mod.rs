@@ -353,15 +353,15 @@ pub fn removing<'a>(page: &Page<'a>, docs: &[Doc], removals: Vec<(usize, String)
     }
     let mut recs = Vec::with_capacity(removals.len());
     let mut kept = Vec::with_capacity(docs.len() - removals.len());
-    let mut next = removals.into_iter().peekable();
-    for (i, doc) in docs.iter().enumerate() {
-        if next.peek().is_some_and(|(at, _)| *at == i) {
-            let (_, reason) = next.next().expect("peeked");
-            dropped(page, &mut recs, doc, Action::Remove, reason);
-        } else {
-            kept.push(doc.clone());
-        }
+    // The documents between two removals are copied as one run.
+    let mut from = 0;
+    for (at, reason) in removals {
+        debug_assert!(at >= from, "removals in ascending order, each once");
+        kept.extend_from_slice(&docs[from..at]);
+        dropped(page, &mut recs, &docs[at], Action::Remove, reason);
+        from = at + 1;
     }
+    kept.extend_from_slice(&docs[from..]);
     Out {
         docs: Some(kept),
         recs,
