@@ -189,3 +189,35 @@ def test_interleaved_exposures_in_the_audit_line_and_metrics(settings):
         "request_id": "merged", "time": merged["ts"]}]
     assert merged["interleaving"] == {"experiment": "spam_v8"}
     assert lines["same"]["exposures"][0]["triggered"] is False
+
+
+CROSSED = """
+profiles:
+  default:
+    pre-filter: [safe_search]
+  spam_only:
+    pre-filter: [spam_ban]
+experiments:
+  - name: crossed
+    unit: user_id
+    interleave: {control: default, treatment: spam_only}
+"""
+
+
+def test_arms_whose_filters_leave_nothing_to_merge_serve_the_control_page(settings):
+    """Each arm removes what the other serves: the merged page would be empty, with no
+    fallback (CONTRACT: an empty page only for a request with no documents), so the
+    control page is served alone, as to a unit outside the experiment."""
+    settings.config.write_text(CROSSED)
+    body = {"query": {"text": QUERY}, "unit": {"user_id": "u-1"}, "documents": [
+        {"id": "adult", "url": "https://a.example/", "score": 2.0, "adult_score": 0.99},
+        {"id": "spam", "url": "https://s.example/", "score": 1.0, "spam_score": 0.99}]}
+    with TestClient(create_app(settings)) as c:
+        control = c.post("/v1/rerank", json={**body, "profile": "default"}).json()
+        treatment = c.post("/v1/rerank", json={**body, "profile": "spam_only"}).json()
+        assert ids(control) == ["spam"] and ids(treatment) == ["adult"]
+        answer = c.post("/v1/rerank", json=body).json()
+        impressions = c.app.state.services.impressions.counts("crossed")
+    assert ids(answer) == ["spam"] and "interleaving" not in answer
+    assert all("team" not in d for d in answer["documents"])
+    assert impressions is None  # nothing interleaved was served, so nothing to credit

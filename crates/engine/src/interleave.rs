@@ -167,12 +167,14 @@ fn filters(r: &Record) -> bool {
 pub enum Merged<'a> {
     /// The merged page, each served document's team in its `teams`.
     Page(Outcome<'a>),
-    /// Either arm answered with a fallback: the control arm's outcome, served alone.
+    /// Either arm answered with a fallback, or the two arms' filters together left nothing
+    /// to merge: the control arm's outcome, served alone.
     Control(Outcome<'a>),
 }
 
 /// The merged page of an interleaving experiment from the two arms' outcomes, or the
-/// control arm's alone when either arm answered with a fallback.
+/// control arm's alone when either arm answered with a fallback or nothing is left to
+/// merge.
 ///
 /// A document that either arm's filters removed is taken from neither: every document
 /// served passed the filters of both profiles. The audit keeps, for each document, the
@@ -214,6 +216,13 @@ pub fn merge<'a>(
     };
     let (ranked_c, ranked_t) = (arm(&control), arm(&treatment));
     let picked = team_draft(&ranked_c, &ranked_t, &mut || coins.treatment_first());
+    if picked.is_empty() && !control.docs.is_empty() {
+        // Each arm's filters removed what the other served (say safe search in one, a
+        // spam ban in the other): an empty merged page would be an answer with nothing
+        // on it and no fallback, so the control page is served alone, as to a unit
+        // outside the experiment.
+        return Merged::Control(control);
+    }
     let mut served: Vec<Option<Team>> = vec![None; inputs];
     for (team, at) in &picked {
         served[*at as usize] = Some(*team);
