@@ -66,6 +66,7 @@ def _ids(doc: dict[str, Any], key: str, required: bool) -> list[str]:
     for i, item in enumerate(raw):
         if not isinstance(item, str):
             raise FieldError(f"{key}[{i}]", "a string (a document id)")
+        _unicode(f"{key}[{i}]", item)
     return raw
 
 
@@ -76,7 +77,7 @@ def parse(body: bytes) -> tuple[str, list[str], list[str]]:
         doc = strict_json.loads(body)
     except strict_json.RepeatedKey as exc:
         raise Malformed(exc.path, "duplicate key") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, an int past 4,300 digits
         raise Malformed("body", f"not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise FieldError("body", "a JSON object: {\"request_id\", \"clicks\", \"skips\"?}")
@@ -89,7 +90,18 @@ def parse(body: bytes) -> tuple[str, list[str], list[str]]:
                          "answer, a non-empty string")
     if len(request_id) > MAX_REQUEST_ID:
         raise FieldError("request_id", f"at most {MAX_REQUEST_ID} characters")
+    _unicode("request_id", request_id)
     return request_id, _ids(doc, "clicks", True), _ids(doc, "skips", False)
+
+
+def _unicode(field: str, text: str) -> None:
+    """FieldError unless `text` is valid Unicode: JSON's \\ud800 escapes decode to lone
+    surrogates, which no page's id is and no Redis key can be encoded from."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FieldError(field, "valid Unicode (a lone surrogate escape such as \\ud800 "
+                         "is not)") from None
 
 
 def answer(services: Services, body: bytes) -> tuple[int, bytes]:

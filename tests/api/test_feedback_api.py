@@ -4,6 +4,7 @@ Redis-backed replicas; the pages are recorded through the store's `record`, as t
 request paths hand them over."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -62,17 +63,23 @@ def test_feedback_is_taken_and_replaced(client):
     ({"request_id": "r1", "clicks": ["d0"], "click": []}, 422, "click"),
     ({"request_id": "r1", "clicks": ["d0"] * 1001}, 422, "clicks"),
     ([1, 2], 422, "body"),
+    ({"request_id": "\ud800", "clicks": []}, 422, "request_id"),  # a lone surrogate
+    ({"request_id": "r1", "clicks": ["d0", "\udc00"]}, 422, "clicks[1]"),
 ])
 def test_bad_feedback_is_refused_naming_the_field(client, body, status, field):
     record(client, page("r1", "tc"))
-    answer = client.post(FEEDBACK, json=body)
+    # json.dumps escapes every non-ASCII character, lone surrogates included (\ud800)
+    answer = client.post(FEEDBACK, content=json.dumps(body),
+                         headers={"content-type": "application/json"})
     assert answer.status_code == status, answer.text
     assert answer.json()["field"] == field and answer.json()["error"] == "invalid_request"
 
 
 @pytest.mark.parametrize(("raw", "field"), [
     (b'{"request_id": "r1", "clicks": [], "clicks": ["d0"]}', "clicks"),
-    (b'{"request_id": "r1", "clicks": [', "body"), (b"\xff\xfe", "body")])
+    (b'{"request_id": "r1", "clicks": [', "body"), (b"\xff\xfe", "body"),
+    # an integer past Python's 4,300-digit limit for int()
+    (b'{"request_id": "r1", "clicks": [], "n": ' + b"1" * 5000 + b"}", "body")])
 def test_a_body_that_is_not_json_or_repeats_a_key_is_a_400(client, raw, field):
     record(client, page("r1", "tc"))
     answer = client.post(FEEDBACK, content=raw, headers={"content-type": "application/json"})
