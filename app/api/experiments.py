@@ -52,9 +52,8 @@ def read_results(services: Services, name: str) -> dict[str, Any]:
     """The results document of experiment `name` (it may read Redis: off the event loop)."""
     engine = services.config.engine
     design = next((e for e in engine.experiments if e.name == name), None)
-    # part of the config once interleaved experiments are (CONTRACT.md, "Interleaving");
-    # an experiment with tallies is an interleaved one, whatever the config says of it
-    interleaved = design is not None and getattr(design, "interleave", None) is not None
+    # an experiment with tallies is an interleaved one, whatever the config says of it now
+    interleaved = design is not None and design.interleave is not None
     store = services.impressions
     scope = "replica" if isinstance(store, MemoryImpressions) else "fleet"
     try:

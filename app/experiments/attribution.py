@@ -55,7 +55,7 @@ class Counts:
 
     def change(self, previous: Outcome | None, outcome: Outcome | None) -> None:
         """An impression's outcome replaced (None: it had none, or has none now)."""
-        if previous is not None:
+        if previous is not None and self.outcomes[previous] > 0:
             self.outcomes[previous] -= 1
         if outcome is not None:
             self.outcomes[outcome] += 1

@@ -39,7 +39,8 @@ class FeedbackEvents(Protocol):
 
     def impressions_dropped(self, reason: str, count: int) -> None:
         """Pages dropped before their window ended: `capacity` (over the byte cap, oldest
-        first), `queue_full` (Redis unreachable too long to write them)."""
+        first), `redis_backlog` (Redis unreachable too long to write them), `sink_failed` (a
+        batch Redis could not be sent, for a cause other than Redis: logged)."""
 
     def redis_error(self, op: str) -> None:
         """A Redis round trip failed; `op` is `feedback` here."""

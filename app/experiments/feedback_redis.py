@@ -72,7 +72,10 @@ if not page then
 end
 if page ~= ARGV[2] then return {'other', page} end
 local previous = redis.call('HGET', KEYS[1], 'outcome') or ''
-if previous ~= '' then redis.call('HINCRBY', KEYS[2], previous, -1) end
+-- never below 0: tallies deleted by hand (a reset) while this page was kept
+if previous ~= '' and tonumber(redis.call('HGET', KEYS[2], previous) or '0') > 0 then
+  redis.call('HINCRBY', KEYS[2], previous, -1)
+end
 if ARGV[1] == '' then
   redis.call('HDEL', KEYS[1], 'outcome')
 else
@@ -222,7 +225,8 @@ class RedisImpressions:
                 backoff = min(backoff * 2, BACKOFF[1])
                 self._wake.set()  # try again
             except Exception:  # a thread that died would leave every later page unwritten
-                log.exception("feedback: writing pages to Redis failed; retrying")
+                log.exception("feedback: a batch of pages could not be written to Redis and "
+                              "was dropped (counted as sink_failed); the writer goes on")
                 self.events.redis_error("feedback")
                 self._stop.wait(1.0)
                 self._wake.set()
@@ -237,9 +241,12 @@ class RedisImpressions:
                 return False
             try:
                 self._write(batch)
-            except BaseException:
+            except redis.RedisError:  # Redis away: the batch waits for it, first in line
                 with self._lock:
                     self.queue.extendleft(reversed(batch))
+                raise
+            except Exception:  # not Redis's doing: sent again it would fail again, forever
+                self.events.impressions_dropped("sink_failed", len(batch))
                 raise
         self._reached()
         return True

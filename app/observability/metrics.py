@@ -65,7 +65,6 @@ BOOTSTRAP_RESULTS = ("loaded", "failed")  # rearrange_banlist_bootstraps_total{r
 # rearrange_banlist_embedded_starts_total{result}: how an embedded store read its log
 EMBEDDED_STARTS = ("snapshot", "replay", "refused")
 # Why request capture (app/replay/capture.py) dropped a body: rearrange_capture_dropped_total
-# Interleaved pages dropped before their window ended (app/experiments/feedback.py)
 DROP_REASONS = ("queue_full", "too_large", "not_json", "write_failed")
 RERANK_ROUTE = "/v1/rerank"
 # The statuses of /v1/rerank the server-errors alert divides, at 0 from the start
