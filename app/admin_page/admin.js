@@ -7,33 +7,11 @@
 const TOKEN = "rearrange-token";  // the inspector's key too: one sign-in a tab
 const BULK = ["actor", "reason_contains", "scope", "value_suffix", "created_after",
               "created_before", "expires_before"];
-const $ = (id) => document.getElementById(id);
 let busy = 0;
 let looked = null;  // the last lookup: {url, region, host, changes, more}
 let dry = null;  // the last dry run of a bulk removal: {filter, reason, matched}
 
 // --- DOM -------------------------------------------------------------------------------
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) {
-    if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return node;
-}
-
-function table(headers, rows, attrsOf) {
-  if (!rows.length) return el("p", {class: "empty"}, "none");
-  const head = el("tr", {}, ...headers.map((h) => el("th", {}, h)));
-  const body = rows.map((r, i) => el("tr", attrsOf ? attrsOf(i) : {},
-    ...r.map((c) => el("td", {}, c))));
-  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
-}
 
 function say(id, text, outcome) {
   const node = $(id);

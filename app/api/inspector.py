@@ -11,6 +11,8 @@ router = APIRouter(tags=["inspector"], route_class=StrictRoute)
 
 _FILES = {"index.html": "text/html; charset=utf-8",
           "inspector.js": "text/javascript; charset=utf-8",
+          # the DOM helpers the T&S page (/admin) loads from here too
+          "dom.js": "text/javascript; charset=utf-8",
           "inspector.css": "text/css; charset=utf-8",
           "example.json": "application/json",
           "favicon.svg": "image/svg+xml"}

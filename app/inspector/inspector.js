@@ -4,29 +4,6 @@
 "use strict";
 
 const PHASES = ["pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"];
-const $ = (id) => document.getElementById(id);
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) {
-    if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return node;
-}
-
-function table(headers, rows, rowClass) {
-  if (!rows.length) return el("p", {class: "empty"}, "none");
-  const head = el("tr", {}, ...headers.map((h) => el("th", {}, h)));
-  const body = rows.map((r, i) => el("tr", rowClass ? {class: rowClass(i)} : {},
-    ...r.map((c) => el("td", {}, c))));
-  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
-}
-
 function headers(json) {
   const h = {};
   const token = $("token").value.trim();
@@ -170,7 +147,7 @@ function renderDiff(served, cand) {
   }
   $("diff").replaceChildren(
     el("p", {}, `served ${served.config_version} vs candidate ${cand.config_version}`),
-    table(["doc", "served", "candidate", "change"], rows, (i) => classes[i]),
+    table(["doc", "served", "candidate", "change"], rows, (i) => ({class: classes[i]})),
     el("h3", {}, "Steps that differ"),
     table(["rule", "phase", "served", "candidate"], steps));
   $("diff-section").hidden = false;

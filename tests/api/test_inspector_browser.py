@@ -81,7 +81,7 @@ def test_the_page_and_its_files_come_from_the_service_alone(server):
     assert html.headers["content-security-policy"].startswith("default-src 'self'")
     assert "//" not in "".join(line for line in html.text.splitlines()
                                if "src=" in line or "href=" in line)
-    for name in ("inspector.js", "inspector.css", "example.json", "favicon.svg"):
+    for name in ("inspector.js", "dom.js", "inspector.css", "example.json", "favicon.svg"):
         assert httpx.get(f"{server}/inspector/{name}").status_code == 200
     missing = httpx.get(f"{server}/inspector/secrets.txt")
     assert missing.status_code == 404 and missing.json()["field"] == "name"
