@@ -4,7 +4,7 @@ side in one run.
 Usage: python -m bench.http [--servers echo,bare,python] [--sizes 20,100,500] [--threads 1,2]
                             [--banlist 1000000] [--profiles default,commercial] [--seconds 8]
                             [--connections 32] [--rounds 3] [--fixed-rate 0.7] [--json PATH]
-                            [--against REV] [--ceiling]
+                            [--against REV] [--engine SO] [--ceiling] [--quota 0.65]
 
 The servers (`--servers`, bench/http_servers.py; every ratio is to the first named):
 `echo` the floor, bench/echo (hyper on tokio parsing the body with sonic-rs and writing it
@@ -39,6 +39,14 @@ worktree, run on this virtualenv, with its own copy of the banlist log) in the s
 alternation, and prints `python`'s req/s over that revision's: the head-to-head figure for
 a change to the request path. `--ceiling` also serves Rearrange with a profile that runs
 only `depth` (`ceiling_config`: the same response size and experiments, no other rule).
+`--engine SO` also serves the native path, as `engine`, with another build of this
+commit's engine (an app/_engine*.so file: the plain release build beside the PGO one that
+app/ holds after `make pgo`, say).
+
+`--quota CORES` puts each server in a cgroup of its own whose CFS quota is CORES of CPU
+time per serving thread (bench/cpuquota.py; needs a writable cgroup cpu controller): on a
+2-core machine that wrk shares, 2 threads at 2 x CORES against 1 at CORES is the scaling
+figure, and a budget above one core shows whether the threads run side by side.
 
 `--json PATH` writes every figure: each row's servers with their runs summed up (and the
 fixed-rate run), the RSS per thread count and the scaling.
@@ -69,6 +77,7 @@ import orjson
 from app.banlist.bulk import read_file
 from app.banlist.embedded.store import EmbeddedStore
 from app.config.load import load_file
+from bench import cpuquota
 from bench.http_load import WRK_LUA, fixed_rate, oha, oha_path, wrk, wrk_threads
 from bench.http_report import print_row, print_summary, scaling, summarize
 from bench.http_servers import ROOT, SERVERS, Server, build_echo, cores_for, make, serving
@@ -141,9 +150,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="profiles to serve the page through, each its own row")
     parser.add_argument("--fixed-rate", type=float, metavar="F",
                         help="also run each server at F times its max req/s (oha), p50/p99")
+    parser.add_argument("--quota", type=float, metavar="CORES",
+                        help="give each server CORES of CPU time per serving thread (a cgroup's "
+                             "CFS quota; bench/cpuquota.py), wrk the rest: 2 threads against 1 "
+                             "on a machine wrk shares")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--against", metavar="REV",
                         help="also serve Rearrange at this git revision, head to head")
+    parser.add_argument("--engine", type=Path, metavar="SO",
+                        help="also serve the native path with this build of the engine (an "
+                             "app/_engine*.so: the plain release build beside a PGO one, say)")
     parser.add_argument("--ceiling", action="store_true",
                         help="also serve Rearrange with only the depth rule (ceiling_config)")
     args = parser.parse_args(argv)
@@ -159,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         if oha_path() is None:
             print("--fixed-rate needs oha (cargo install oha --locked)", file=sys.stderr)
             return 2
+    if args.quota is not None:
+        if not 0 < args.quota <= 1:
+            parser.error("--quota: a fraction of one core, above 0 and at most 1")
+        why = cpuquota.available()
+        if why is not None:
+            print(f"--quota: {why}", file=sys.stderr)
+            return 2
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
@@ -167,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         against = (stack.enter_context(revision_tree(args.against, tmp / "against"))
                    if args.against else None)
+        if args.engine is not None:  # this commit's code with that engine beside it
+            args.engine_tree = stack.enter_context(
+                revision_tree("HEAD", tmp / "engine", build=False))
+            (engine,) = (ROOT / "app").glob("_engine*.so")
+            shutil.copyfile(args.engine, args.engine_tree / "app" / engine.name)
         report = measure(args, tmp, against)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, **report}, indent=2))
@@ -194,15 +222,18 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
         wrk_t = wrk_threads(threads, args.connections)
         pinned = cores_for(threads)
         server_cores, wrk_cores = pinned if pinned is not None else (None, None)
+        budget = None if args.quota is None else args.quota * threads
         print(f"{threads} thread(s): wrk runs {wrk_t} thread(s), {args.connections} "
               f"connections, on {os.cpu_count()} cores"
               + (f"; servers pinned to CPU {sorted(pinned[0])}, wrk to {sorted(pinned[1])}"
-                 if pinned else "; nothing pinned"), flush=True)
-        ports = iter(distinct_ports(2 * len(names) + len(extra)))
+                 if pinned else "; nothing pinned")
+              + (f"; each server limited to {budget:g} cores" if budget else ""), flush=True)
+        ports = iter(distinct_ports(2 * len(names) + 2 * len(extra)))
         servers = [make(name, threads, next(ports), env, echo, next(ports)) for name in names]
-        servers += [dataclasses.replace(make("python", threads, next(ports), env, echo),
-                                        name=name, env=e, cwd=cwd) for name, e, cwd in extra]
-        with serving(servers, server_cores) as procs:
+        servers += [dataclasses.replace(make(kind, threads, next(ports), e, echo, next(ports),
+                                             cwd), name=name)
+                    for name, kind, e, cwd in extra]
+        with serving(servers, server_cores, budget) as procs:
             groups = {s.name: p.pid for s, p in zip(servers, procs, strict=True)}
             for profile, size in [(p, s) for p in args.profiles.split(",")
                                   for s in [int(x) for x in args.sizes.split(",")]]:
@@ -232,19 +263,24 @@ def distinct_ports(count: int) -> list[int]:
 
 
 def extra_servers(args: argparse.Namespace, tmp: Path, env: dict[str, str], log: Path,
-                  against: Path | None) -> list[tuple[str, dict[str, str], Path]]:
-    """The Rearrange servers --against and --ceiling add: name, environment, directory."""
+                  against: Path | None) -> list[tuple[str, str, dict[str, str], Path]]:
+    """The Rearrange servers --against, --engine and --ceiling add: name, kind (`make`'s
+    name), environment, directory."""
     extra = []
     if against is not None:  # its own copy: an embedded store appends to its log
         against_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-against.jsonl")}
         shutil.copyfile(log, against_env["REARRANGE_BANLIST_PATH"])
-        extra.append(("against", against_env, against))
+        extra.append(("against", "python", against_env, against))
+    if args.engine is not None:
+        engine_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-engine.jsonl")}
+        shutil.copyfile(log, engine_env["REARRANGE_BANLIST_PATH"])
+        extra.append(("engine", "native", engine_env, args.engine_tree))
     if args.ceiling:
         ceiling_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-ceiling.jsonl"),
                        "REARRANGE_CONFIG": str(tmp / "ceiling.yaml")}
         shutil.copyfile(log, ceiling_env["REARRANGE_BANLIST_PATH"])
         (tmp / "ceiling.yaml").write_text(ceiling_config())
-        extra.append(("ceiling", ceiling_env, ROOT))
+        extra.append(("ceiling", "python", ceiling_env, ROOT))
     return extra
 
 

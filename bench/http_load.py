@@ -17,7 +17,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.procstat import children_cpu_seconds, cpu_seconds, group_pids, per_request_us
+from bench.procstat import (
+    children_cpu_seconds,
+    cpu_seconds,
+    group_pids,
+    per_request_us,
+    steal_seconds,
+)
 
 WRK_LUA = """
 wrk.method = "POST"
@@ -52,32 +58,35 @@ def fixed_rate(max_rps: float, fraction: float) -> float:
 
 
 def _measured(argv: list[str], pgid: int, cores: set[int] | None
-              ) -> tuple[str, float, float]:
-    """Run a load generator to its end: its stdout, the server group's CPU seconds and the
-    generator's own CPU seconds over the run (the generator is read once it has exited,
-    from the kernel's account of finished children)."""
+              ) -> tuple[str, float, float, float]:
+    """Run a load generator to its end: its stdout, the server group's CPU seconds, the
+    generator's own CPU seconds (read once it has exited, from the kernel's account of
+    finished children) and the machine's stolen CPU seconds over the run."""
     pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
     server = group_pids(pgid)
     server_before, load_before = cpu_seconds(server), children_cpu_seconds()
+    steal_before = steal_seconds()
     out = subprocess.run(argv, capture_output=True, text=True, check=True,
                          preexec_fn=pin).stdout
     return (out, cpu_seconds(server) - server_before,
-            children_cpu_seconds() - load_before)
+            children_cpu_seconds() - load_before, steal_seconds() - steal_before)
 
 
-def _costs(requests: float, seconds: float, server_cpu: float, load_cpu: float
-           ) -> dict[str, float]:
-    """CPU per request of the server and of the load generator, and the cores each used."""
+def _costs(requests: float, seconds: float, server_cpu: float, load_cpu: float,
+           stolen: float) -> dict[str, float]:
+    """CPU per request of the server and of the load generator, the cores each used, and
+    the share of the machine's CPU time the hypervisor took (`steal`, of every core)."""
     return {"cpu_us": per_request_us(0, server_cpu, requests),
             "server_cores": server_cpu / seconds,
             "load_cpu_us": per_request_us(0, load_cpu, requests),
-            "load_cores": load_cpu / seconds}
+            "load_cores": load_cpu / seconds,
+            "steal": stolen / seconds / (os.cpu_count() or 1)}
 
 
 def wrk(port: int, path: str, script: Path, seconds: int, connections: int, threads: int,
         pgid: int, cores: set[int] | None = None) -> dict[str, float]:
     """One wrk run at full speed against the server whose process group is `pgid`."""
-    out, server_cpu, load_cpu = _measured(
+    out, server_cpu, load_cpu, stolen = _measured(
         ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
          "-s", str(script), f"http://127.0.0.1:{port}{path}"], pgid, cores)
     m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+)", out)
@@ -86,7 +95,7 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int, thre
     requests, errors, p50, p99, duration = (float(x) for x in m.groups())
     return {"rps": requests / (duration / 1e6), "requests": requests, "errors": errors,
             "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-            **_costs(requests, duration / 1e6, server_cpu, load_cpu)}
+            **_costs(requests, duration / 1e6, server_cpu, load_cpu, stolen)}
 
 
 def oha_path() -> str | None:
@@ -103,17 +112,17 @@ def oha(port: int, path: str, body: Path, seconds: int, connections: int, thread
     binary = oha_path()
     if binary is None:
         raise SystemExit(f"--fixed-rate needs oha ({OHA_INSTALL})")
-    out, server_cpu, load_cpu = _measured(
+    out, server_cpu, load_cpu, stolen = _measured(
         [binary, "--no-tui", "--output-format", "json", "-z", f"{seconds}s", "-w",
          "-c", str(connections), "--worker-threads", str(threads),
          "-q", f"{rate:.1f}", "--latency-correction",
          "-m", "POST", "-T", "application/json", "-D", str(body),
          f"http://127.0.0.1:{port}{path}"], pgid, cores)
-    return oha_figures(json.loads(out), rate, server_cpu, load_cpu)
+    return oha_figures(json.loads(out), rate, server_cpu, load_cpu, stolen)
 
 
-def oha_figures(report: dict, rate: float, server_cpu: float, load_cpu: float
-                ) -> dict[str, float]:
+def oha_figures(report: dict, rate: float, server_cpu: float, load_cpu: float,
+                stolen: float = 0.0) -> dict[str, float]:
     """The figures of one oha JSON report: the rate asked and reached, p50 and p99 (ms) and
     their ratio, the answers that were not 2xx or never came, and the CPU per request."""
     summary, latency = report["summary"], report["metrics"]["latency_ms"]
@@ -124,4 +133,4 @@ def oha_figures(report: dict, rate: float, server_cpu: float, load_cpu: float
     return {"rate": rate, "rps": summary["requestsPerSec"], "requests": answered,
             "errors": errors, "p50_ms": latency["p50"], "p99_ms": latency["p99"],
             "p99_over_p50": latency["p99"] / latency["p50"] if latency["p50"] else float("nan"),
-            **_costs(answered, summary["total"], server_cpu, load_cpu)}
+            **_costs(answered, summary["total"], server_cpu, load_cpu, stolen)}

@@ -17,18 +17,19 @@ def _ratio(mine: float, theirs: float) -> float:
 def summarize(runs: dict[str, list[Run]], reference: str) -> dict[str, dict[str, Any]]:
     """Each server's figures from its runs of a row, one run a round.
 
-    req/s, p50, p99 and the cores used are the best run's (highest req/s); CPU per request
-    is the median run's; errors are every run's. `rps_x`, `p99_x` and `cpu_x` are the
-    medians of each round's ratio to the `reference` server's run of that round: a round's
-    runs share whatever the machine was doing then, so a slow spell moves both sides of a
-    ratio, not the ratio. `vs_against_x`: Rearrange's (`python`'s) req/s over the --against
-    revision's, the same way.
+    req/s, p50, p99 and the cores used are the best run's (highest req/s); `rps_median`
+    and CPU per request are the median run's; errors are every run's. `rps_x`, `p99_x`
+    and `cpu_x` are the medians of each round's ratio to the `reference` server's run of
+    that round: a round's runs share whatever the machine was doing then, so a slow spell
+    moves both sides of a ratio, not the ratio. `vs_against_x`: Rearrange's (`python`'s)
+    req/s over the --against revision's, the same way.
     """
     out: dict[str, dict[str, Any]] = {}
     for name, mine in runs.items():
         pairs = list(zip(mine, runs[reference], strict=True))
         out[name] = {
             **max(mine, key=lambda r: r["rps"]),
+            "rps_median": statistics.median(r["rps"] for r in mine),
             "cpu_us": statistics.median(r["cpu_us"] for r in mine),
             "load_cpu_us": statistics.median(r["load_cpu_us"] for r in mine),
             "errors": sum(r["errors"] for r in mine),
@@ -45,7 +46,9 @@ def scaling(rows: list[dict]) -> list[dict]:
     """For each server, profile and page size measured at more than one thread count: req/s
     and CPU per request at the most threads over those at the fewest (linear scaling is
     req/s x = the threads' ratio at a CPU per request x of 1), with the load generator's
-    cores in each run (on a 2-core machine it takes part of the second core)."""
+    cores in each run (on a 2-core machine it takes part of the second core). Both are the
+    median runs': a best run is the likelier to be a lucky one, and under --quota a run
+    can lose a throttled period more or less."""
     by_key: dict[tuple[str, str, int], dict[int, dict[str, float]]] = {}
     for row in rows:
         for name, figures in row["servers"].items():
@@ -57,8 +60,9 @@ def scaling(rows: list[dict]) -> list[dict]:
             continue
         few, most = at[min(at)], at[max(at)]
         out.append({"server": name, "profile": profile, "documents": docs,
-                    "threads": [min(at), max(at)], "rps": [few["rps"], most["rps"]],
-                    "rps_x": _ratio(most["rps"], few["rps"]),
+                    "threads": [min(at), max(at)],
+                    "rps": [few["rps_median"], most["rps_median"]],
+                    "rps_x": _ratio(most["rps_median"], few["rps_median"]),
                     "cpu_x": _ratio(most["cpu_us"], few["cpu_us"]),
                     "load_cores": [few["load_cores"], most["load_cores"]],
                     "server_cores": [few["server_cores"], most["server_cores"]]})
@@ -69,7 +73,8 @@ def _fixed_cells(fixed: dict[str, float] | None) -> str:
     if fixed is None:
         return ""
     return (f" | {fixed['rate']:>8.0f} {fixed['rps']:>8.0f} {fixed['p50_ms']:>6.2f} "
-            f"{fixed['p99_ms']:>6.2f} {fixed['p99_over_p50']:>7.2f} {fixed['errors']:>4.0f}")
+            f"{fixed['p99_ms']:>6.2f} {fixed['p99_over_p50']:>7.2f} {fixed['errors']:>4.0f} "
+            f"{fixed.get('steal', 0.0):>6.1%}")
 
 
 def print_row(row: dict, header: bool, fraction: float | None) -> None:
@@ -79,7 +84,7 @@ def print_row(row: dict, header: bool, fraction: float | None) -> None:
               f"{'req/s':>7} {'p50':>6} {'p99':>6} {'err':>4} | {'CPU µs':>7} {'cores':>5} "
               f"{'wrk':>5} | {'req/s x':>7} {'p99 x':>6} {'CPU x':>6}"
               + (f" | {f'@{fraction:.0%} rate':>8} {'req/s':>8} {'p50':>6} {'p99':>6} "
-                 f"{'p99/p50':>7} {'err':>4}" if fraction else ""))
+                 f"{'p99/p50':>7} {'err':>4} {'steal':>6}" if fraction else ""))
     keys = f"{row['threads']:>3} {row['profile']:>10} {row['documents']:>5} {row['kib']:>6.1f}"
     for name, f in row["servers"].items():
         print(f"{keys} | {name:<10} {f['rps']:>7.0f} {f['p50_ms']:>6.2f} {f['p99_ms']:>6.2f} "

@@ -22,12 +22,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from bench import cpuquota
 from bench.procstat import group_pids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,15 +78,22 @@ def _answers(proc: subprocess.Popen[bytes], port: int, deadline: float) -> bool:
     return False
 
 
-def start(server: Server, cores: set[int] | None = None,
-          timeout: float = 900.0) -> subprocess.Popen[bytes]:
+def start(server: Server, cores: set[int] | None = None, timeout: float = 900.0,
+          join: Callable[[], None] | None = None) -> subprocess.Popen[bytes]:
     """Start a server in a process group of its own and wait until /healthz answers (a 1 M-entry
     replay takes a while). One that does not answer in time is stopped, workers and all.
-    `cores`: the CPUs the server and every process and thread it starts may run on."""
-    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+    `cores`: the CPUs the server and every process and thread it starts may run on; `join`:
+    run in the child before exec (bench/cpuquota.py's, to put it under a CPU quota)."""
+    def before_exec() -> None:
+        if cores:
+            os.sched_setaffinity(0, cores)
+        if join is not None:
+            join()
+
     proc = subprocess.Popen(server.argv, cwd=server.cwd, env=server.env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=pin)
+                            start_new_session=True,
+                            preexec_fn=before_exec if cores or join else None)
     try:
         first = server.control_port if server.control_port is not None else server.port
         if not _answers(proc, first, time.monotonic() + timeout):
@@ -118,14 +126,17 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def serving(servers: list[Server], cores: set[int] | None = None
-            ) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Start each server in turn (`start`, pinned to `cores`) and stop them all (`stop`) on
-    the way out; when one fails to start, those started before it are stopped too."""
+def serving(servers: list[Server], cores: set[int] | None = None,
+            budget: float | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start each server in turn (`start`, pinned to `cores`; each in a cgroup of its own
+    limited to `budget` cores when given) and stop them all (`stop`) on the way out; when
+    one fails to start, those started before it are stopped too."""
     with contextlib.ExitStack() as running:
         procs = []
         for server in servers:
-            procs.append(start(server, cores))
+            join = (running.enter_context(cpuquota.quota(budget, server.name))
+                    if budget is not None else None)
+            procs.append(start(server, cores, join=join))
             running.callback(stop, procs[-1])
         yield procs
 

@@ -73,6 +73,18 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def steal_seconds(proc: Path = PROC) -> float:
+    """CPU time the hypervisor has given other guests while this machine's CPUs wanted to
+    run so far (/proc/stat's `steal`, every CPU summed). A guest whose vCPU is taken away
+    stalls for milliseconds at a time: a latency run over which this grew has tails that
+    are the host's, not the server's."""
+    for line in (proc / "stat").read_text().splitlines():
+        if line.startswith("cpu "):
+            fields = line.split()
+            return int(fields[8]) / TICK if len(fields) > 8 else 0.0
+    return 0.0
+
+
 def per_request_us(cpu_before: float, cpu_after: float, requests: float) -> float:
     """CPU time per request in µs (NaN when nothing was served)."""
     return (cpu_after - cpu_before) / requests * 1e6 if requests else float("nan")

@@ -178,6 +178,7 @@ def test_the_ratios_are_medians_of_each_rounds_ratio_not_of_the_best_runs():
     # absolute figures: the best run's req/s and p99, the median run's CPU per request
     assert (figures["python"]["rps"], figures["python"]["p99_ms"]) == (900, 30)
     assert figures["python"]["cpu_us"] == 90
+    assert figures["python"]["rps_median"] == 800
     # the best runs alone would say 900 / 1000
     assert max(r["rps"] for r in runs["python"]) / 1000 == pytest.approx(0.9)
 
@@ -189,9 +190,10 @@ def test_a_server_that_served_nothing_has_no_ratio_rather_than_a_crash():
 
 
 def test_scaling_is_the_most_threads_over_the_fewest_for_each_server_and_page():
-    def row(threads, docs, servers):
+    def row(threads, docs, servers):  # the best run 10 % above the median one
         return {"threads": threads, "profile": "default", "documents": docs,
-                "servers": {name: {**_run(rps, 5, cpu), "load_cores": load}
+                "servers": {name: {**_run(rps * 1.1, 5, cpu), "rps_median": rps,
+                                   "load_cores": load}
                             for name, (rps, cpu, load) in servers.items()}}
     rows = [row(1, 20, {"echo": (1000, 30, 0.4), "python": (300, 100, 0.2)}),
             row(1, 100, {"echo": (500, 60, 0.3)}),
@@ -199,6 +201,7 @@ def test_scaling_is_the_most_threads_over_the_fewest_for_each_server_and_page():
     got = {(s["server"], s["documents"]): s for s in scaling(rows)}
     assert set(got) == {("echo", 20), ("python", 20)}  # 100 docs: one thread count only
     assert got["echo", 20]["threads"] == [1, 2]
+    assert got["echo", 20]["rps"] == [1000, 1900]  # the median runs', not the best ones'
     assert got["echo", 20]["rps_x"] == pytest.approx(1.9)
     assert got["echo", 20]["cpu_x"] == pytest.approx(1.1)
     assert got["echo", 20]["load_cores"] == [0.4, 0.7]
@@ -241,6 +244,8 @@ def test_a_native_server_whose_data_port_never_answers_is_stopped_with_a_clear_e
 @pytest.mark.parametrize("argv, message", [
     (["--servers", "echo,granian"], "unknown granian"),
     (["--fixed-rate", "70"], "a fraction of the maximum"),
+    (["--quota", "1.5"], "--quota: a fraction of one core"),
+    (["--quota", "0"], "--quota: a fraction of one core"),
 ])
 def test_a_bad_command_line_fails_before_anything_is_built_or_started(capsys, argv, message):
     with pytest.raises(SystemExit) as exited:
@@ -257,3 +262,19 @@ def test_servers_are_pinned_only_when_wrk_keeps_a_core_of_its_own():
     assert cores_for(1, {0, 1}) == ({0}, {1})
     assert cores_for(2, {0, 1}) is None
     assert cores_for(2, {3, 5, 8, 9}) == ({3, 5}, {8, 9})
+
+
+def test_engine_adds_a_native_server_on_that_build_with_its_own_banlist_copy(tmp_path):
+    log = tmp_path / "banlist.jsonl"
+    log.write_text("{}\n")
+    tree = tmp_path / "engine"
+    args = bench_http.argparse.Namespace(engine=tmp_path / "_engine.so", engine_tree=tree,
+                                         ceiling=False)
+    ((name, kind, env, cwd),) = bench_http.extra_servers(
+        args, tmp_path, {"REARRANGE_BANLIST_PATH": str(log)}, log, against=None)
+    assert (name, kind, cwd) == ("engine", "native", tree)
+    # its own copy: an embedded store appends to its log
+    assert Path(env["REARRANGE_BANLIST_PATH"]) != log
+    assert Path(env["REARRANGE_BANLIST_PATH"]).read_text() == "{}\n"
+    server = make(kind, 1, 9101, env, echo=None, control_port=9102, cwd=cwd)
+    assert (server.cwd, server.port, server.control_port) == (tree, 9101, 9102)

@@ -18,6 +18,7 @@ from bench.procstat import (
     group_pids,
     per_request_us,
     rss_kib,
+    steal_seconds,
 )
 from tests.helpers import until
 
@@ -104,9 +105,21 @@ def test_oha_report_read_for_its_latencies_errors_and_cpu():
                                          "p99": 2.5, "max": 9.0}},
               "statusCodeDistribution": {"200": 2790, "400": 8},
               "errorDistribution": {"aborted due to deadline": 2}}
-    got = oha_figures(report, 700.0, server_cpu=0.28, load_cpu=0.14)
+    got = oha_figures(report, 700.0, server_cpu=0.28, load_cpu=0.14, stolen=0.4)
     assert got["p99_over_p50"] == pytest.approx(2.5)
     assert (got["requests"], got["errors"], got["rps"], got["rate"]) == (2798, 10, 699.5, 700.0)
     assert got["cpu_us"] == pytest.approx(0.28 / 2798 * 1e6)
     assert (got["server_cores"], got["load_cores"]) == (pytest.approx(0.07),
                                                         pytest.approx(0.035))
+    # 0.4 s stolen over a 4 s run: a tenth of one core, of however many this machine has
+    assert got["steal"] == pytest.approx(0.1 / (os.cpu_count() or 1))
+
+
+def test_steal_is_read_from_the_cpu_line_of_proc_stat(tmp_path):
+    (tmp_path / "stat").write_text(
+        "cpu  291037 0 75683 220881 1043 0 25084 780 0 0\n"
+        "cpu0 145000 0 37000 110000 500 0 12000 400 0 0\n")
+    assert steal_seconds(tmp_path) == 780 / os.sysconf("SC_CLK_TCK")
+    (tmp_path / "stat").write_text("cpu  1 2 3 4\n")  # a kernel without the field
+    assert steal_seconds(tmp_path) == 0
+    assert steal_seconds() >= 0  # this machine's
