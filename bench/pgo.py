@@ -9,8 +9,10 @@ Three steps, each printed as it runs:
 2. The training run (`train`) loads that instrumented engine and serves the benchmarks'
    pages through the service as `rearrange serve` builds it: both profiles of the sample
    config, 10 to 500 documents, with and without texts, against a banlist of 20,000
-   generated entries that some of the pages' URLs match. Each call writes what ran how
-   often; `llvm-profdata` (rustup's `llvm-tools` component) merges the counts.
+   generated entries that some of the pages' URLs match, each page both through the
+   engine's call (the control port's path) and as an HTTP request to the data port's
+   listener (hyper and the listener's own code). Each call writes what ran how often;
+   `llvm-profdata` (rustup's `llvm-tools` component) merges the counts.
 3. The engine is compiled again with the counts (`-Cprofile-use`): LLVM lays out the hot
    paths of decoding, the rules and the response writer together and inlines by what ran.
    Without `--wheel-dir` the result replaces `app/_engine*.so` in place (as `maturin
@@ -27,6 +29,7 @@ before measuring.
 from __future__ import annotations
 
 import argparse
+import http.client
 import importlib.util
 import os
 import shutil
@@ -142,9 +145,12 @@ def train(engine: Path) -> None:
 
 def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
     """The training workload (see the module's doc): status -> responses. `repeat` is the
-    documents each page and text setting serves in all (at least 10 calls each)."""
+    documents each page and text setting serves in all (at least 10 calls each), once
+    through the engine's call (the control port's path) and once through the data port's
+    listener over loopback (hyper's code and the listener's own are trained too)."""
     import orjson
 
+    from app.api.dataplane import DataPlaneServer
     from app.api.services import build_services
     from app.config.settings import Settings
     from bench.pages import make_serp, write_banlist
@@ -153,21 +159,31 @@ def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
     with tempfile.TemporaryDirectory(prefix="rearrange-pgo-train-") as tmp:
         bans = Path(tmp) / "bans.jsonl"
         write_banlist(bans, TRAINING_BANS, 2024)
-        service = build_services(Settings(
+        services = build_services(Settings(
             config=ROOT / "config" / "rules.yaml", banlist_path=Path(tmp) / "banlist.jsonl",
             banlist_seed=bans,
-            audit_log=None, max_documents=1000, config_poll_seconds=0)).rearranger
+            audit_log=None, max_documents=1000, config_poll_seconds=0))
+        data_plane = DataPlaneServer(services)
         try:
+            port = data_plane.start("127.0.0.1", 0, 1)
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             for profile in ("default", "commercial"):
                 for n in (10, 20, 50, 100, 500):
                     for text in (False, True):
                         page = make_serp(n, 2024, f"pgo-{n}", text)
                         body = orjson.dumps({**page, "profile": profile})
                         for _ in range(max(10, repeat // n)):
-                            status, _ = service.rerank(body)
+                            status, _ = services.rearranger.rerank(body)
                             statuses[status] = statuses.get(status, 0) + 1
+                            connection.request("POST", "/v1/rerank", body,
+                                               {"Content-Type": "application/json"})
+                            with connection.getresponse() as answer:
+                                answer.read()
+                                statuses[answer.status] = statuses.get(answer.status, 0) + 1
+            connection.close()
         finally:
-            service.store.close()
+            data_plane.stop(1.0)
+            services.close()
     return statuses
 
 
