@@ -8,7 +8,10 @@ Usage: python -m bench.http [--servers echo,bare,python] [--sizes 20,100,500] [-
 
 The servers (`--servers`, bench/http_servers.py; every ratio is to the first named):
 `echo` the floor, bench/echo (hyper on tokio parsing the body with sonic-rs and writing it
-back; built with cargo on first use), `echo-serde` the same with serde_json::Value, `bare`
+back; built with cargo on first use), `echo-serde` the same with serde_json::Value,
+`echo-pgo` the same echo built with profile-guided optimization as the image's engine is
+(instrumented, trained for 2 s on each page of the run, built again: like with like beside
+a `native` server on the PGO engine, `make pgo`), `bare`
 bench/bare_app.py (uvicorn, orjson), `python` Rearrange on uvicorn (`rearrange serve`, the
 FastAPI path), `native` `rearrange serve`'s native data-plane listener on the port
 REARRANGE_DATA_PORT names. Rearrange serves the same page through each profile of
@@ -62,6 +65,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -80,7 +84,16 @@ from app.config.load import load_file
 from bench import cpuquota
 from bench.http_load import WRK_LUA, fixed_rate, oha, oha_path, wrk, wrk_threads
 from bench.http_report import print_row, print_summary, scaling, summarize
-from bench.http_servers import ROOT, SERVERS, Server, build_echo, cores_for, make, serving
+from bench.http_servers import (
+    ROOT,
+    SERVERS,
+    Server,
+    build_echo,
+    build_echo_pgo,
+    cores_for,
+    make,
+    serving,
+)
 from bench.pages import make_serp, write_banlist
 from bench.pipeline import ceiling_config
 from bench.procstat import group_pids, rss_kib
@@ -207,6 +220,13 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
     echo = build_echo() if {"echo", "echo-serde"} & set(names) else None
     log, seeded = prepare_banlist(tmp, args.banlist)
     user = control_user()
+    rows_asked = [(p, int(s)) for p in args.profiles.split(",") for s in args.sizes.split(",")]
+    for profile, size in rows_asked:
+        body_path(tmp, profile, size).write_bytes(orjson.dumps(
+            {**make_serp(size, 2024, user, False), "profile": profile}))
+    echo_pgo = (build_echo_pgo([body_path(tmp, p, s) for p, s in rows_asked],
+                               functools.partial(train_echo, args.connections))
+                if "echo-pgo" in names else None)
     print(f"banlist: {args.banlist:,} entries seeded in {seeded:.1f} s (not measured); "
           f"unit {user} is in control of every experiment (gated rules run in shadow)")
     # read-only: the 2-worker rows serve one embedded log from two processes, which a
@@ -229,17 +249,15 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
                  if pinned else "; nothing pinned")
               + (f"; each server limited to {budget:g} cores" if budget else ""), flush=True)
         ports = iter(distinct_ports(2 * len(names) + 2 * len(extra)))
-        servers = [make(name, threads, next(ports), env, echo, next(ports)) for name in names]
+        servers = [make(name, threads, next(ports), env, echo, next(ports), echo_pgo=echo_pgo)
+                   for name in names]
         servers += [dataclasses.replace(make(kind, threads, next(ports), e, echo, next(ports),
                                              cwd), name=name)
                     for name, kind, e, cwd in extra]
         with serving(servers, server_cores, budget) as procs:
             groups = {s.name: p.pid for s, p in zip(servers, procs, strict=True)}
-            for profile, size in [(p, s) for p in args.profiles.split(",")
-                                  for s in [int(x) for x in args.sizes.split(",")]]:
-                body = tmp / f"body-{profile}-{size}.json"
-                body.write_bytes(orjson.dumps({**make_serp(size, 2024, user, False),
-                                               "profile": profile}))
+            for profile, size in rows_asked:
+                body = body_path(tmp, profile, size)
                 rows.append({"threads": threads, "profile": profile, "documents": size,
                              "kib": body.stat().st_size / 1024, "wrk_threads": wrk_t,
                              "rounds": args.rounds, "servers": measure_row(
@@ -251,6 +269,19 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
     print_summary(rss, scaled)
     return {"servers": names, "reference": names[0], "rows": rows, "rss_mib": rss,
             "scaling": scaled}
+
+
+def body_path(tmp: Path, profile: str, size: int) -> Path:
+    """Where the page of a row is written: every server of the row is sent these bytes."""
+    return tmp / f"body-{profile}-{size}.json"
+
+
+def train_echo(connections: int, port: int, body: Path, seconds: int = 2) -> None:
+    """echo-pgo's training on one page: wrk posts it for `seconds`."""
+    script = body.with_suffix(".train.lua")
+    script.write_text(WRK_LUA.replace("{body}", str(body)))
+    subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script),
+                    f"http://127.0.0.1:{port}/"], check=True, stdout=subprocess.DEVNULL)
 
 
 def distinct_ports(count: int) -> list[int]:

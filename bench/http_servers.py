@@ -4,6 +4,7 @@
 |---|---|
 | `echo` | the floor: bench/echo, hyper on tokio, sonic-rs parses the body and writes it back |
 | `echo-serde` | the same echo parsing with serde_json::Value |
+| `echo-pgo` | the echo built with profile-guided optimization, trained on the run's pages |
 | `bare` | bench/bare_app.py on uvicorn: orjson parses the body and writes it back |
 | `python` | Rearrange on uvicorn (`rearrange serve`), the FastAPI path |
 | `native` | `rearrange serve`'s native data-plane listener, on its REARRANGE_DATA_PORT |
@@ -33,7 +34,7 @@ from bench.procstat import group_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 ECHO = ROOT / "bench" / "echo"
-SERVERS = ("echo", "echo-serde", "bare", "python", "native")
+SERVERS = ("echo", "echo-serde", "echo-pgo", "bare", "python", "native")
 NATIVE_MISSING = (
     "`rearrange serve` answered on its control port {control} but not on its data port {port} "
     "(REARRANGE_DATA_PORT) within {timeout:.0f} s: this checkout has no native data-plane "
@@ -141,16 +142,23 @@ def serving(servers: list[Server], cores: set[int] | None = None,
         yield procs
 
 
-def build_echo() -> Path:
-    """bench/echo built (release) if it is not already; the path of its binary."""
+def build_echo(rustflags: str | None = None, target_dir: Path | None = None) -> Path:
+    """bench/echo built (release) if it is not already; the path of its binary. With
+    `rustflags` (PGO's), built into `target_dir` so that the plain build stays as it is."""
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     if not Path(cargo).exists():
         raise SystemExit("the echo floor needs cargo (https://rustup.rs) to build bench/echo")
     print("building the floor: cargo build --release --manifest-path bench/echo/Cargo.toml "
-          "(the first build takes a minute or two)", flush=True)
+          + (f"with RUSTFLAGS={rustflags} " if rustflags else "")
+          + "(the first build takes a minute or two)", flush=True)
+    env = dict(os.environ)
+    if rustflags:
+        env["RUSTFLAGS"] = " ".join(filter(None, (env.get("RUSTFLAGS"), rustflags)))
+    if target_dir is not None:
+        env["CARGO_TARGET_DIR"] = str(target_dir)
     out = subprocess.run([cargo, "build", "--release", "--manifest-path",
                           str(ECHO / "Cargo.toml"), "--message-format=json-render-diagnostics"],
-                         stdout=subprocess.PIPE, text=True, check=True).stdout
+                         stdout=subprocess.PIPE, text=True, check=True, env=env).stdout
     for line in out.splitlines():
         message = json.loads(line)
         if message.get("reason") == "compiler-artifact" and message.get("executable"):
@@ -158,16 +166,50 @@ def build_echo() -> Path:
     raise SystemExit("cargo built bench/echo but named no executable")
 
 
+def build_echo_pgo(bodies: list[Path], train: Callable[[int, Path], None]) -> Path:
+    """bench/echo built as bench.pgo builds the engine: instrumented, served `bodies` (each
+    posted by `train(port, body)`, wrk for a few seconds), compiled again with the counts.
+    The floor built the way the image's engine is, so that the two compare like with like;
+    the path of its binary (in bench/echo/target/pgo-use)."""
+    from bench.pgo import llvm_profdata  # rustup's, checked before the first build
+    from bench.replicas import free_port
+
+    profdata = llvm_profdata()
+    profiles = ECHO / "target" / "pgo-profiles"
+    shutil.rmtree(profiles, ignore_errors=True)
+    profiles.mkdir(parents=True)
+    instrumented = build_echo(f"-Cprofile-generate={profiles}", ECHO / "target" / "pgo-generate")
+    shutil.rmtree(profiles)  # what the build scripts and proc macros wrote while compiling
+    profiles.mkdir()
+    port = free_port()
+    proc = start(Server("echo-pgo training", [str(instrumented), "--port", str(port),
+                                              "--threads", "1"], dict(os.environ), port))
+    try:
+        for body in bodies:
+            train(port, body)
+    finally:
+        stop(proc)  # SIGTERM: the echo exits through exit(), which writes the counts
+    if proc.returncode != 0 or not any(profiles.iterdir()):
+        raise SystemExit(f"echo-pgo: the instrumented echo wrote no profile (exit status "
+                         f"{proc.returncode})")
+    merged = ECHO / "target" / "pgo.profdata"
+    subprocess.run([str(profdata), "merge", "-o", str(merged), str(profiles)], check=True)
+    return build_echo(f"-Cprofile-use={merged}", ECHO / "target" / "pgo-use")
+
+
 def make(name: str, threads: int, port: int, env: dict[str, str], echo: Path | None,
-         control_port: int | None = None, cwd: Path = ROOT) -> Server:
+         control_port: int | None = None, cwd: Path = ROOT,
+         echo_pgo: Path | None = None) -> Server:
     """The server `name` (one of SERVERS) with `threads` serving threads (or uvicorn
-    workers), the load on `port`; `native` also takes `control_port` for its FastAPI port."""
+    workers), the load on `port`; `native` also takes `control_port` for its FastAPI port,
+    `echo-pgo` the PGO build of the echo (`build_echo_pgo`)."""
     serve = [sys.executable, "-m", "app.cli", "serve", "--workers", str(threads)]
-    if name in ("echo", "echo-serde"):
-        if echo is None:
-            raise ValueError("the echo servers need build_echo()'s binary")
+    if name in ("echo", "echo-serde", "echo-pgo"):
+        binary = echo_pgo if name == "echo-pgo" else echo
+        if binary is None:
+            raise ValueError(f"{name} needs its build of bench/echo")
         serde = ["--serde"] if name == "echo-serde" else []
-        return Server(name, [str(echo), "--port", str(port), "--threads", str(threads),
+        return Server(name, [str(binary), "--port", str(port), "--threads", str(threads),
                              *serde], env, port, cwd=cwd)
     if name == "bare":
         uvicorn = [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools",

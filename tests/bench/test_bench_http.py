@@ -222,6 +222,11 @@ def test_the_native_server_is_rearrange_serve_with_its_data_port_set():
     assert processes.argv[-5:] == ["--workers", "2", "--port", "9006", "app.main:app"]
     echo = make("echo-serde", 2, 9004, {}, echo=Path("/bin/echo-floor"))
     assert echo.argv == ["/bin/echo-floor", "--port", "9004", "--threads", "2", "--serde"]
+    pgo = make("echo-pgo", 1, 9007, {}, echo=Path("/bin/echo-floor"),
+               echo_pgo=Path("/bin/echo-pgo"))
+    assert pgo.argv == ["/bin/echo-pgo", "--port", "9007", "--threads", "1"]
+    with pytest.raises(ValueError, match="echo-pgo needs its build"):
+        make("echo-pgo", 1, 9008, {}, echo=Path("/bin/echo-floor"))
     with pytest.raises(SystemExit, match="unknown server 'granian'"):
         make("granian", 1, 9005, {}, echo=None)
 

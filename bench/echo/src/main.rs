@@ -17,6 +17,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
 
 /// Which JSON library parses and writes the body.
 #[derive(Clone, Copy)]
@@ -151,6 +152,13 @@ fn main() {
         let listener = TcpListener::bind(address).await.unwrap_or_else(|e| {
             eprintln!("bind {address}: {e}");
             std::process::exit(1)
+        });
+        // SIGTERM (bench/http.py's stop) ends the process through exit(), whose handlers
+        // write an instrumented build's profile (echo-pgo's training run); a kill would not
+        let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+        tokio::spawn(async move {
+            terminate.recv().await;
+            std::process::exit(0)
         });
         // on a worker, not on this (main) thread: every connection is served by the N workers
         tokio::spawn(serve(listener, options.json))
