@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,8 +39,8 @@ def _root() -> tuple[Path, str] | None:
 def available() -> str | None:
     """None when a quota can be set here, else why not (one line)."""
     if _root() is None:
-        return ("no writable cgroup cpu controller under /sys/fs/cgroup (run as root, or "
-                "on a machine that delegates one)")
+        return ("no writable cgroup cpu controller at /sys/fs/cgroup (cgroup v2) or "
+                "/sys/fs/cgroup/cpu (v1): run as root")
     return None
 
 
@@ -56,7 +57,10 @@ def quota(cores: float, name: str) -> Iterator[Callable[[], None]]:
     if version == "v2":
         subtree = root / "cgroup.subtree_control"
         if "cpu" not in subtree.read_text().split():
-            subtree.write_text("+cpu")
+            try:  # refused (EBUSY) where the top group holds processes, in a container
+                subtree.write_text("+cpu")
+            except OSError as e:
+                raise RuntimeError(f"cannot enable the cpu controller in {root}: {e}") from e
     group.mkdir()
     try:
         microseconds = max(1000, round(cores * PERIOD_US))
@@ -77,7 +81,8 @@ def quota(cores: float, name: str) -> Iterator[Callable[[], None]]:
             try:
                 group.rmdir()
                 break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
+            except OSError as e:
+                if time.monotonic() > deadline:  # said, not raised over what ended the run
+                    print(f"bench: cgroup {group} left behind: {e}", file=sys.stderr)
+                    break
                 time.sleep(0.05)

@@ -206,8 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.engine is not None:  # this commit's code with that engine beside it
             args.engine_tree = stack.enter_context(
                 revision_tree("HEAD", tmp / "engine", build=False))
-            (engine,) = (ROOT / "app").glob("_engine*.so")
-            shutil.copyfile(args.engine, args.engine_tree / "app" / engine.name)
+            engines = list((ROOT / "app").glob("_engine*.so"))
+            if len(engines) != 1:
+                raise SystemExit(f"--engine: app/ holds {len(engines)} engine builds "
+                                 "(_engine*.so), not one: build it (make run) first")
+            shutil.copyfile(args.engine, args.engine_tree / "app" / engines[0].name)
         report = measure(args, tmp, against)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, **report}, indent=2))

@@ -17,12 +17,13 @@ def _ratio(mine: float, theirs: float) -> float:
 def summarize(runs: dict[str, list[Run]], reference: str) -> dict[str, dict[str, Any]]:
     """Each server's figures from its runs of a row, one run a round.
 
-    req/s, p50, p99 and the cores used are the best run's (highest req/s); `rps_median`
-    and CPU per request are the median run's; errors are every run's. `rps_x`, `p99_x`
-    and `cpu_x` are the medians of each round's ratio to the `reference` server's run of
-    that round: a round's runs share whatever the machine was doing then, so a slow spell
-    moves both sides of a ratio, not the ratio. `vs_against_x`: Rearrange's (`python`'s)
-    req/s over the --against revision's, the same way.
+    req/s, p50, p99 and the cores used are the best run's (highest req/s); CPU per
+    request, `rps_median`, `server_cores_median` and `load_cores_median` are the medians
+    of the runs; errors are every run's. `rps_x`, `p99_x` and `cpu_x` are the medians of
+    each round's ratio to the `reference` server's run of that round: a round's runs share
+    whatever the machine was doing then, so a slow spell moves both sides of a ratio, not
+    the ratio. `vs_against_x`: Rearrange's (`python`'s) req/s over the --against
+    revision's, the same way.
     """
     out: dict[str, dict[str, Any]] = {}
     for name, mine in runs.items():
@@ -30,6 +31,8 @@ def summarize(runs: dict[str, list[Run]], reference: str) -> dict[str, dict[str,
         out[name] = {
             **max(mine, key=lambda r: r["rps"]),
             "rps_median": statistics.median(r["rps"] for r in mine),
+            "server_cores_median": statistics.median(r["server_cores"] for r in mine),
+            "load_cores_median": statistics.median(r["load_cores"] for r in mine),
             "cpu_us": statistics.median(r["cpu_us"] for r in mine),
             "load_cpu_us": statistics.median(r["load_cpu_us"] for r in mine),
             "errors": sum(r["errors"] for r in mine),
@@ -46,7 +49,7 @@ def scaling(rows: list[dict]) -> list[dict]:
     """For each server, profile and page size measured at more than one thread count: req/s
     and CPU per request at the most threads over those at the fewest (linear scaling is
     req/s x = the threads' ratio at a CPU per request x of 1), with the load generator's
-    cores in each run (on a 2-core machine it takes part of the second core). Both are the
+    cores in each run (on a 2-core machine it takes part of the second core). All are the
     median runs': a best run is the likelier to be a lucky one, and under --quota a run
     can lose a throttled period more or less."""
     by_key: dict[tuple[str, str, int], dict[int, dict[str, float]]] = {}
@@ -64,8 +67,9 @@ def scaling(rows: list[dict]) -> list[dict]:
                     "rps": [few["rps_median"], most["rps_median"]],
                     "rps_x": _ratio(most["rps_median"], few["rps_median"]),
                     "cpu_x": _ratio(most["cpu_us"], few["cpu_us"]),
-                    "load_cores": [few["load_cores"], most["load_cores"]],
-                    "server_cores": [few["server_cores"], most["server_cores"]]})
+                    "load_cores": [few["load_cores_median"], most["load_cores_median"]],
+                    "server_cores": [few["server_cores_median"],
+                                     most["server_cores_median"]]})
     return out
 
 

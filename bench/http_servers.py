@@ -192,7 +192,11 @@ def build_echo_pgo(bodies: list[Path], train: Callable[[int, Path], None]) -> Pa
     if proc.returncode != 0 or not any(profiles.iterdir()):
         raise SystemExit(f"echo-pgo: the instrumented echo wrote no profile (exit status "
                          f"{proc.returncode})")
-    merged = ECHO / "target" / "pgo.profdata"
+    # A path of its own each run: cargo rebuilds a dependency (hyper, tokio, sonic-rs: most
+    # of the hot code) when RUSTFLAGS change, not when the file they name does.
+    for old in (ECHO / "target").glob("pgo-*.profdata"):
+        old.unlink()
+    merged = ECHO / "target" / f"pgo-{os.getpid()}-{time.time_ns()}.profdata"
     subprocess.run([str(profdata), "merge", "-o", str(merged), str(profiles)], check=True)
     return build_echo(f"-Cprofile-use={merged}", ECHO / "target" / "pgo-use")
 

@@ -139,8 +139,11 @@ def train(engine: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules["app._engine"] = module
     spec.loader.exec_module(module)
-    for status, count in sorted(serve_training_pages().items()):
+    statuses = serve_training_pages()
+    for status, count in sorted(statuses.items()):
         print(f"bench.pgo: trained on {count} responses of status {status}")
+    if set(statuses) != {200}:  # the counts would be of the error path, not the request's
+        raise SystemExit("bench.pgo: some training pages were refused; no profile is built")
 
 
 def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
@@ -164,6 +167,7 @@ def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
             banlist_seed=bans,
             audit_log=None, max_documents=1000, config_poll_seconds=0))
         data_plane = DataPlaneServer(services)
+        connection = None
         try:
             port = data_plane.start("127.0.0.1", 0, 1)
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -180,8 +184,9 @@ def serve_training_pages(repeat: int = 4000) -> dict[int, int]:
                             with connection.getresponse() as answer:
                                 answer.read()
                                 statuses[answer.status] = statuses.get(answer.status, 0) + 1
-            connection.close()
         finally:
+            if connection is not None:
+                connection.close()
             data_plane.stop(1.0)
             services.close()
     return statuses

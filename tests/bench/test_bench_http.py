@@ -179,6 +179,7 @@ def test_the_ratios_are_medians_of_each_rounds_ratio_not_of_the_best_runs():
     assert (figures["python"]["rps"], figures["python"]["p99_ms"]) == (900, 30)
     assert figures["python"]["cpu_us"] == 90
     assert figures["python"]["rps_median"] == 800
+    assert figures["python"]["server_cores_median"] == 1.0
     # the best runs alone would say 900 / 1000
     assert max(r["rps"] for r in runs["python"]) / 1000 == pytest.approx(0.9)
 
@@ -193,7 +194,8 @@ def test_scaling_is_the_most_threads_over_the_fewest_for_each_server_and_page():
     def row(threads, docs, servers):  # the best run 10 % above the median one
         return {"threads": threads, "profile": "default", "documents": docs,
                 "servers": {name: {**_run(rps * 1.1, 5, cpu), "rps_median": rps,
-                                   "load_cores": load}
+                                   "load_cores": load + 0.1, "load_cores_median": load,
+                                   "server_cores_median": 0.9}
                             for name, (rps, cpu, load) in servers.items()}}
     rows = [row(1, 20, {"echo": (1000, 30, 0.4), "python": (300, 100, 0.2)}),
             row(1, 100, {"echo": (500, 60, 0.3)}),
@@ -204,7 +206,8 @@ def test_scaling_is_the_most_threads_over_the_fewest_for_each_server_and_page():
     assert got["echo", 20]["rps"] == [1000, 1900]  # the median runs', not the best ones'
     assert got["echo", 20]["rps_x"] == pytest.approx(1.9)
     assert got["echo", 20]["cpu_x"] == pytest.approx(1.1)
-    assert got["echo", 20]["load_cores"] == [0.4, 0.7]
+    assert got["echo", 20]["load_cores"] == [0.4, 0.7]  # the median runs', too
+    assert got["echo", 20]["server_cores"] == [0.9, 0.9]
     assert got["python", 20]["rps_x"] == pytest.approx(500 / 300)
 
 

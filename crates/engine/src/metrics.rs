@@ -623,6 +623,15 @@ mod tests {
         let up = ["anti_seo_reset", "applied", "up"];
         assert_eq!(histogram(&s, POSITION_CHANGE, &up).unwrap().1, 1.0);
         let timed = ["anti_seo_reset", "rerank", "applied"];
+        // the second run's time went where the shortcut kept, the series the first made
+        let kept = s.rules["anti_seo_reset\u{1f}rerank\u{1f}applied"];
+        assert_eq!(
+            kept.duration,
+            s.series[RULE_DURATION]
+                .get(timed.join("\u{1f}").as_str())
+                .copied()
+        );
+        assert_eq!(s.series[RULE_DURATION].len(), 1);
         let (counts, sum) = histogram(&s, RULE_DURATION, &timed).unwrap();
         assert_eq!((counts.iter().sum::<u64>(), sum), (2, 0.00004));
         let lowered = ["anti_seo_reset", "applied", "down"];
