@@ -143,6 +143,12 @@ class RuleExecutor:
             raise call.error
         return call.value
 
+    def expired(self, rule: str) -> None:
+        """A call of `rule` not made because its request had no time left for it (the
+        engine's check, before `call`): counted as the timeout it is, since the request goes
+        on without the rule as after any other."""
+        self.events.rule_event(rule, "timeout")
+
     def state(self) -> dict[str, Any]:
         """Threads running rules, busy ones, calls waiting, abandoned threads and their
         cap; `at_cap` when no more stuck threads can be replaced (/readyz, the gauges)."""

@@ -191,3 +191,23 @@ def test_failures_are_logged_with_the_cause_at_most_once_per_interval(tmp_path, 
             "raised RuntimeError: boom in rerank (2 more since the last line)"]
         assert "RuntimeError: boom in rerank" in lines[0].exc_text
         assert errors_metric(client, "raises", "rerank") == 4
+
+
+def python_events(client: TestClient, rule: str, event: str) -> float:
+    text = client.get("/metrics").text
+    m = re.search(rf'rearrange_python_rule_events_total{{event="{event}",rule="{rule}"}} (\S+)',
+                  text)
+    return float(m[1]) if m else 0.0
+
+
+def test_a_python_rule_reached_with_no_time_left_counts_as_the_timeout_it_is(tmp_path):
+    # The first sleeper is given up at the request's deadline, so the second is reached
+    # with nothing left of it: not called, failed as a timeout, and counted as one.
+    yaml = ("plugins: [rr_hostile]\nprofiles:\n  default: {pre-filter: [{sleeper: "
+            "{seconds: 0.3, on_error: open}}], rerank: [{sleeper: {seconds: 0.3, "
+            "on_error: open}}]}\n")
+    with serve(tmp_path, yaml) as client:
+        out = client.post("/v1/rerank", json=page()).json()
+        assert out["skipped"] == [{"rule": "sleeper", "phase": "pre-filter", "reason": "error"},
+                                  {"rule": "sleeper", "phase": "rerank", "reason": "error"}]
+        assert python_events(client, "sleeper", "timeout") == 2

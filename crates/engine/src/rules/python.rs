@@ -98,7 +98,15 @@ impl PyRule {
         Python::attach(|py| {
             let called = match ctx.executor {
                 Some(executor) => match self.time_left(ctx) {
-                    Some(left) if left.is_zero() => return Err(Failure::Failed(TIMEOUT.into())),
+                    Some(left) if left.is_zero() => {
+                        // No time left to give it: the timeout it would have been, counted
+                        // as one (rearrange_python_rule_events_total), not left out.
+                        let executor = executor.bind(py);
+                        if let Err(err) = executor.call_method1("expired", (&self.name,)) {
+                            err.write_unraisable(py, Some(executor));
+                        }
+                        return Err(Failure::Failed(TIMEOUT.into()));
+                    }
                     left => self.call_on(py, executor.bind(py), docs, ctx, phase, left),
                 },
                 None => self
