@@ -203,22 +203,24 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         against = (stack.enter_context(revision_tree(args.against, tmp / "against"))
                    if args.against else None)
+        engine_tree = None
         if args.engine is not None:  # this commit's code with that engine beside it
-            args.engine_tree = stack.enter_context(
-                revision_tree("HEAD", tmp / "engine", build=False))
+            engine_tree = stack.enter_context(revision_tree("HEAD", tmp / "engine", build=False))
             engines = list((ROOT / "app").glob("_engine*.so"))
             if len(engines) != 1:
                 raise SystemExit(f"--engine: app/ holds {len(engines)} engine builds "
                                  "(_engine*.so), not one: build it (make run) first")
-            shutil.copyfile(args.engine, args.engine_tree / "app" / engines[0].name)
-        report = measure(args, tmp, against)
+            shutil.copyfile(args.engine, engine_tree / "app" / engines[0].name)
+        report = measure(args, tmp, against, engine_tree)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, **report}, indent=2))
     return 0
 
 
-def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
-    """Every row of the table, printed as it is measured, then RSS and scaling."""
+def measure(args: argparse.Namespace, tmp: Path, against: Path | None,
+            engine_tree: Path | None = None) -> dict:
+    """Every row of the table, printed as it is measured, then RSS and scaling;
+    `engine_tree`: the worktree holding --engine's build."""
     names = args.servers.split(",")
     echo = build_echo() if {"echo", "echo-serde"} & set(names) else None
     log, seeded = prepare_banlist(tmp, args.banlist)
@@ -238,7 +240,7 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None) -> dict:
            "REARRANGE_BANLIST_READ_ONLY": "true",
            "REARRANGE_CONFIG_POLL_SECONDS": "1", "REARRANGE_MAX_DOCUMENTS": "1000"}
     env.pop("REDIS_URL", None)
-    extra = extra_servers(args, tmp, env, log, against)
+    extra = extra_servers(args, tmp, env, log, against, engine_tree)
     rows: list[dict] = []
     rss: dict[int, dict[str, float]] = {}
     for threads in [int(x) for x in args.threads.split(",")]:
@@ -297,7 +299,8 @@ def distinct_ports(count: int) -> list[int]:
 
 
 def extra_servers(args: argparse.Namespace, tmp: Path, env: dict[str, str], log: Path,
-                  against: Path | None) -> list[tuple[str, str, dict[str, str], Path]]:
+                  against: Path | None, engine_tree: Path | None = None
+                  ) -> list[tuple[str, str, dict[str, str], Path]]:
     """The Rearrange servers --against, --engine and --ceiling add: name, kind (`make`'s
     name), environment, directory."""
     extra = []
@@ -305,10 +308,10 @@ def extra_servers(args: argparse.Namespace, tmp: Path, env: dict[str, str], log:
         against_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-against.jsonl")}
         shutil.copyfile(log, against_env["REARRANGE_BANLIST_PATH"])
         extra.append(("against", "python", against_env, against))
-    if args.engine is not None:
+    if engine_tree is not None:
         engine_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-engine.jsonl")}
         shutil.copyfile(log, engine_env["REARRANGE_BANLIST_PATH"])
-        extra.append(("engine", "native", engine_env, args.engine_tree))
+        extra.append(("engine", "native", engine_env, engine_tree))
     if args.ceiling:
         ceiling_env = {**env, "REARRANGE_BANLIST_PATH": str(tmp / "banlist-ceiling.jsonl"),
                        "REARRANGE_CONFIG": str(tmp / "ceiling.yaml")}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 
 class Ticking:
@@ -40,3 +41,14 @@ def until(cond: Callable[[], object], seconds: float = 10.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"not within {seconds} s")
         time.sleep(0.05)
+
+
+def counted(client, name: str, **labels: str) -> float:
+    """The value of the series `name` with `labels` in the client's /metrics (0 when
+    absent), read with prometheus_client's own parser."""
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v
+                                           for k, v in labels.items()):
+                return sample.value
+    return 0.0

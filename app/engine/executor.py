@@ -137,16 +137,16 @@ class RuleExecutor:
                 if late:
                     self._give_up(call)
             if late:
-                self.events.rule_event(rule, "timeout")
+                self.expired(rule)
                 raise RuleTimeout(f"{rule} did not return within {seconds * 1000:.0f} ms")
         if call.error is not None:
             raise call.error
         return call.value
 
     def expired(self, rule: str) -> None:
-        """A call of `rule` not made because its request had no time left for it (the
-        engine's check, before `call`): counted as the timeout it is, since the request goes
-        on without the rule as after any other."""
+        """A call of `rule` past its time: given up by `call`, or not made at all because
+        its request had no time left for it (the engine's check, before `call`). Either way
+        the request goes on without the rule, and this is the one place it is counted."""
         self.events.rule_event(rule, "timeout")
 
     def state(self) -> dict[str, Any]:

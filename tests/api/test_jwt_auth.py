@@ -8,7 +8,6 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.api.app import app_of
 from app.api.auth import rights_of
@@ -19,6 +18,7 @@ from app.errors import SettingsError
 from app.main import create_app
 from bench.replicas import free_port
 from tests.conftest import AUTH, TOKENS
+from tests.helpers import counted
 from tests.idp import (
     AUDIENCE,
     ISSUER,
@@ -63,16 +63,6 @@ def client(settings, keys, tmp_path):
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def counted(client, name: str, **labels: str) -> float:
-    """The value of the series `name` with `labels` in /metrics (0 when absent)."""
-    for family in text_string_to_metric_families(client.get("/metrics").text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v
-                                           for k, v in labels.items()):
-                return sample.value
-    return 0.0
 
 
 def test_the_actor_of_a_jwt_write_is_its_sub_in_the_entry_and_the_history(client, keys):

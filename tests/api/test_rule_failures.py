@@ -13,6 +13,7 @@ from app.config.settings import Settings
 from app.engine.service import FailureLog
 from app.main import create_app
 from tests.conftest import AUTH, TOKENS
+from tests.helpers import counted
 
 pytestmark = pytest.mark.usefixtures("plugin_path")
 
@@ -193,13 +194,6 @@ def test_failures_are_logged_with_the_cause_at_most_once_per_interval(tmp_path, 
         assert errors_metric(client, "raises", "rerank") == 4
 
 
-def python_events(client: TestClient, rule: str, event: str) -> float:
-    text = client.get("/metrics").text
-    m = re.search(rf'rearrange_python_rule_events_total{{event="{event}",rule="{rule}"}} (\S+)',
-                  text)
-    return float(m[1]) if m else 0.0
-
-
 def test_a_python_rule_reached_with_no_time_left_counts_as_the_timeout_it_is(tmp_path):
     # The first sleeper is given up at the request's deadline, so the second is reached
     # with nothing left of it: not called, failed as a timeout, and counted as one.
@@ -210,4 +204,5 @@ def test_a_python_rule_reached_with_no_time_left_counts_as_the_timeout_it_is(tmp
         out = client.post("/v1/rerank", json=page()).json()
         assert out["skipped"] == [{"rule": "sleeper", "phase": "pre-filter", "reason": "error"},
                                   {"rule": "sleeper", "phase": "rerank", "reason": "error"}]
-        assert python_events(client, "sleeper", "timeout") == 2
+        assert counted(client, "rearrange_python_rule_events_total", rule="sleeper",
+                       event="timeout") == 2

@@ -276,10 +276,10 @@ def test_engine_adds_a_native_server_on_that_build_with_its_own_banlist_copy(tmp
     log = tmp_path / "banlist.jsonl"
     log.write_text("{}\n")
     tree = tmp_path / "engine"
-    args = bench_http.argparse.Namespace(engine=tmp_path / "_engine.so", engine_tree=tree,
-                                         ceiling=False)
+    args = bench_http.argparse.Namespace(engine=tmp_path / "_engine.so", ceiling=False)
     ((name, kind, env, cwd),) = bench_http.extra_servers(
-        args, tmp_path, {"REARRANGE_BANLIST_PATH": str(log)}, log, against=None)
+        args, tmp_path, {"REARRANGE_BANLIST_PATH": str(log)}, log, against=None,
+        engine_tree=tree)
     assert (name, kind, cwd) == ("engine", "native", tree)
     # its own copy: an embedded store appends to its log
     assert Path(env["REARRANGE_BANLIST_PATH"]) != log
