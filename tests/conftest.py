@@ -15,6 +15,11 @@ from tests.sides import SIDES, Side
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "tns:tns-token,antispam:spam-token"
+# The suite's deadline: near_duplicates is optional, so a request past the default 100 ms
+# skips it, and on a loaded CI run that changed pages the tests compare byte for byte (seen:
+# near-dup collapses missing on one path of test_paths_identical, cache counts short). The
+# deadline's own tests set theirs (1e-6 ms: every optional rule skipped).
+DEADLINE_MS = 5000.0
 AUTH = {"Authorization": "Bearer tns-token"}
 
 # Property tests draw fresh examples on every local run; under CI (`CI` set, as .ci/run sets
@@ -68,13 +73,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def settings(tmp_path: Path) -> Settings:
     """Settings of an isolated service: its own config copy, banlist log and audit log; no
     review of high-impact bans (a test's few requests make every host high-impact:
-    tests/api/test_ban_review.py turns it on)."""
+    tests/api/test_ban_review.py turns it on); the suite's deadline (DEADLINE_MS)."""
     config = tmp_path / "rules.yaml"
     config.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())
     return Settings(config=config, banlist_path=tmp_path / "banlist.jsonl",
                     admin_tokens=TOKENS, audit_log=str(tmp_path / "audit.jsonl"),
                     config_poll_seconds=0, redis_url=None, banlist_seed=None,
-                    ban_review_share=1.0)
+                    ban_review_share=1.0, deadline_ms=DEADLINE_MS)
 
 
 @pytest.fixture

@@ -8,14 +8,6 @@ from tests.minhash_reference import signature
 from tests.neardup.test_shingles import KAZAN, OMSK, PERM, RETURNS
 
 
-@pytest.fixture
-def settings(settings):
-    """The suite's settings with a deadline a loaded CI cannot use up: near_duplicates is
-    optional, so a request past its 100 ms would skip it and leave the caches' counts short
-    (seen: 40 signature hits of 80 on a busy run)."""
-    return settings.model_copy(update={"deadline_ms": 5000})
-
-
 def signed_page():
     """Omsk first, then Kazan and Perm (0.83 inside Omsk), then the returns article."""
     texts = [OMSK, KAZAN, PERM, RETURNS]

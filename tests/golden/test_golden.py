@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from app.api.app import create_app
 from app.config.settings import Settings
-from tests.conftest import AUTH, TOKENS
+from tests.conftest import AUTH, DEADLINE_MS, TOKENS
 
 HERE = Path(__file__).parent
 CASES = sorted((HERE / "cases").glob("*.json"))
@@ -45,7 +45,8 @@ def exchange(case: dict[str, Any], tmp_path: Path) -> tuple[int, Any]:
     config.write_bytes((HERE / "rules.yaml").read_bytes())
     settings = Settings(config=config, banlist_path=tmp_path / "banlist.jsonl",
                         admin_tokens=TOKENS, audit_log=None, config_poll_seconds=0,
-                        redis_url=None, banlist_seed=None, **case.get("settings", {}))
+                        redis_url=None, banlist_seed=None,
+                        **{"deadline_ms": DEADLINE_MS, **case.get("settings", {})})
     with TestClient(create_app(settings)) as client:
         for entry in case.get("banlist", []):
             added = client.post("/v1/banlist/entries", headers=AUTH, json=entry)
