@@ -2,7 +2,6 @@
 //! the stable sort after rerank, the fallback and the one relax rerun.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
 
 use crate::contract::AgeMode;
 use crate::doc::Doc;
@@ -559,7 +558,7 @@ impl Pipeline {
             return Ok(None);
         }
         let name = rule.name();
-        let started = Instant::now();
+        let started = quanta::Instant::now();
         if rule.optional() && ctx.deadline_passed() {
             t.skipped.push(Skip {
                 rule: name,
