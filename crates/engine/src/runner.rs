@@ -573,7 +573,10 @@ impl Pipeline {
         }
         let result = catch_unwind(AssertUnwindSafe(|| rule.apply(docs, ctx, phase)))
             .unwrap_or_else(|payload| Err(Failure::Failed(panic_message(payload.as_ref()))));
-        let seconds = started.elapsed().as_secs_f64();
+        // saturating: quanta says a later version may panic on a reading that went back
+        let seconds = quanta::Instant::now()
+            .saturating_duration_since(started)
+            .as_secs_f64();
         let out = match result {
             Ok(out) => out,
             Err(failure) => {
