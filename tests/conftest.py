@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
@@ -69,17 +70,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         pytest.exit(INSTALL, returncode=NO_REDIS)
 
 
+def service_settings(tmp: Path, config: Path = ROOT / "config" / "rules.yaml",
+                     **overrides: Any) -> Settings:
+    """Settings of an isolated service in `tmp`: its own copy of `config`, banlist log and
+    audit log; no review of high-impact bans (a test's few requests make every host
+    high-impact: tests/api/test_ban_review.py turns it on); the suite's deadline
+    (DEADLINE_MS); then `overrides`."""
+    copy = tmp / "rules.yaml"
+    copy.write_bytes(config.read_bytes())
+    return Settings(**{"config": copy, "banlist_path": tmp / "banlist.jsonl",
+                       "admin_tokens": TOKENS, "audit_log": str(tmp / "audit.jsonl"),
+                       "config_poll_seconds": 0, "redis_url": None, "banlist_seed": None,
+                       "ban_review_share": 1.0, "deadline_ms": DEADLINE_MS, **overrides})
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings of an isolated service: its own config copy, banlist log and audit log; no
-    review of high-impact bans (a test's few requests make every host high-impact:
-    tests/api/test_ban_review.py turns it on); the suite's deadline (DEADLINE_MS)."""
-    config = tmp_path / "rules.yaml"
-    config.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())
-    return Settings(config=config, banlist_path=tmp_path / "banlist.jsonl",
-                    admin_tokens=TOKENS, audit_log=str(tmp_path / "audit.jsonl"),
-                    config_poll_seconds=0, redis_url=None, banlist_seed=None,
-                    ban_review_share=1.0, deadline_ms=DEADLINE_MS)
+    """The settings of an isolated service (`service_settings`)."""
+    return service_settings(tmp_path)
 
 
 @pytest.fixture

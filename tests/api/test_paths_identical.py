@@ -27,16 +27,12 @@ pytestmark = pytest.mark.python_path("compares the two paths itself")
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     """(the app's client, a client of its listener, the app's services)."""
-    from app.config.settings import Settings
-    from tests.conftest import DEADLINE_MS, ROOT, TOKENS
+    from tests.conftest import service_settings
 
     tmp = tmp_path_factory.mktemp("paths")
-    config = tmp / "rules.yaml"
-    config.write_bytes((ROOT / "config" / "rules.yaml").read_bytes())
-    app = create_app(Settings(config=config, banlist_path=tmp / "banlist.jsonl",
-                              admin_tokens=TOKENS, audit_log=str(tmp / "audit.jsonl"),
-                              config_poll_seconds=0, redis_url=None, banlist_seed=None,
-                              deadline_ms=DEADLINE_MS))
+    settings = service_settings(tmp)
+    config = settings.config
+    app = create_app(settings)
     with TestClient(app) as client:
         listener = DataPlaneServer(app.state.services)
         port = listener.start("127.0.0.1", 0, 2)

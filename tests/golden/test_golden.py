@@ -22,8 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.app import create_app
-from app.config.settings import Settings
-from tests.conftest import AUTH, DEADLINE_MS, TOKENS
+from tests.conftest import AUTH, service_settings
 
 HERE = Path(__file__).parent
 CASES = sorted((HERE / "cases").glob("*.json"))
@@ -41,12 +40,8 @@ def masked(body: Any) -> Any:
 
 
 def exchange(case: dict[str, Any], tmp_path: Path) -> tuple[int, Any]:
-    config = tmp_path / "rules.yaml"
-    config.write_bytes((HERE / "rules.yaml").read_bytes())
-    settings = Settings(config=config, banlist_path=tmp_path / "banlist.jsonl",
-                        admin_tokens=TOKENS, audit_log=None, config_poll_seconds=0,
-                        redis_url=None, banlist_seed=None,
-                        **{"deadline_ms": DEADLINE_MS, **case.get("settings", {})})
+    settings = service_settings(tmp_path, HERE / "rules.yaml", audit_log=None,
+                                **case.get("settings", {}))
     with TestClient(create_app(settings)) as client:
         for entry in case.get("banlist", []):
             added = client.post("/v1/banlist/entries", headers=AUTH, json=entry)
