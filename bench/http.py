@@ -34,8 +34,9 @@ the fewest, beside the cores wrk took; RSS (VmRSS of every process of the server
 serving all rows) is printed per thread count. Needs `wrk` (Debian package).
 
 `--fixed-rate F`: after each row's rounds, every server once more at F times its best
-req/s with oha (`cargo install oha --locked`), latencies corrected for coordinated omission
-(`--latency-correction`: from when each request was due): its p50, p99 and p99/p50.
+req/s with bench/pace (built with cargo on first use), latencies corrected for coordinated
+omission (from when each request was due): its p50, p99 and p99/p50, and `late`, the
+generator's own p99 lateness (a run its host held up shows there).
 
 `--against REV` also serves Rearrange as of a git revision (checked out into a temporary
 worktree, run on this virtualenv, with its own copy of the banlist log) in the same
@@ -82,7 +83,7 @@ from app.banlist.bulk import read_file
 from app.banlist.embedded.store import EmbeddedStore
 from app.config.load import load_file
 from bench import cpuquota
-from bench.http_load import WRK_LUA, fixed_rate, oha, oha_path, wrk, wrk_threads
+from bench.http_load import WRK_LUA, build_pace, fixed_rate, pace, wrk, wrk_threads
 from bench.http_report import print_row, print_summary, scaling, summarize
 from bench.http_servers import (
     ROOT,
@@ -162,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", default="default,commercial",
                         help="profiles to serve the page through, each its own row")
     parser.add_argument("--fixed-rate", type=float, metavar="F",
-                        help="also run each server at F times its max req/s (oha), p50/p99")
+                        help="also run each server at F times its max req/s (bench/pace), "
+                             "p50/p99")
     parser.add_argument("--quota", type=float, metavar="CORES",
                         help="give each server CORES of CPU time per serving thread (a cgroup's "
                              "CFS quota; bench/cpuquota.py), wrk the rest: 2 threads against 1 "
@@ -185,9 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             fixed_rate(1.0, args.fixed_rate)
         except ValueError as e:
             parser.error(str(e))
-        if oha_path() is None:
-            print("--fixed-rate needs oha (cargo install oha --locked)", file=sys.stderr)
-            return 2
     if args.quota is not None:
         if not 0 < args.quota <= 1:
             parser.error("--quota: a fraction of one core, above 0 and at most 1")
@@ -223,6 +222,7 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None,
     `engine_tree`: the worktree holding --engine's build."""
     names = args.servers.split(",")
     echo = build_echo() if {"echo", "echo-serde"} & set(names) else None
+    pacer = build_pace() if args.fixed_rate is not None else None
     log, seeded = prepare_banlist(tmp, args.banlist)
     user = control_user()
     rows_asked = [(p, int(s)) for p in args.profiles.split(",") for s in args.sizes.split(",")]
@@ -266,7 +266,7 @@ def measure(args: argparse.Namespace, tmp: Path, against: Path | None,
                 rows.append({"threads": threads, "profile": profile, "documents": size,
                              "kib": body.stat().st_size / 1024, "wrk_threads": wrk_t,
                              "rounds": args.rounds, "servers": measure_row(
-                                 args, servers, groups, body, wrk_t, wrk_cores)})
+                                 args, servers, groups, body, wrk_t, wrk_cores, pacer)})
                 print_row(rows[-1], header=len(rows) == 1, fraction=args.fixed_rate)
             rss[threads] = {name: rss_kib(group_pids(pgid)) / 1024
                             for name, pgid in groups.items()}
@@ -322,9 +322,10 @@ def extra_servers(args: argparse.Namespace, tmp: Path, env: dict[str, str], log:
 
 
 def measure_row(args: argparse.Namespace, servers: list[Server], groups: dict[str, int],
-                body: Path, wrk_t: int, wrk_cores: set[int] | None) -> dict[str, dict]:
-    """One page through every server: the rounds of wrk, then (--fixed-rate) one oha run
-    each at that fraction of its best req/s."""
+                body: Path, wrk_t: int, wrk_cores: set[int] | None,
+                pacer: Path | None = None) -> dict[str, dict]:
+    """One page through every server: the rounds of wrk, then (--fixed-rate, `pacer` the
+    bench/pace binary) one fixed-rate run each at that fraction of its best req/s."""
     script = body.with_suffix(".lua")
     script.write_text(WRK_LUA.replace("{body}", str(body)))
     runs: dict[str, list[dict[str, float]]] = {s.name: [] for s in servers}
@@ -333,10 +334,10 @@ def measure_row(args: argparse.Namespace, servers: list[Server], groups: dict[st
             runs[s.name].append(wrk(s.port, s.path, script, args.seconds, args.connections,
                                     wrk_t, groups[s.name], wrk_cores))
     figures = summarize(runs, reference=servers[0].name)
-    if args.fixed_rate is not None:
+    if pacer is not None and args.fixed_rate is not None:
         for s in servers:
-            figures[s.name]["fixed"] = oha(
-                s.port, s.path, body, args.seconds, args.connections, wrk_t,
+            figures[s.name]["fixed"] = pace(
+                pacer, s.port, s.path, body, args.seconds, args.connections,
                 fixed_rate(figures[s.name]["rps"], args.fixed_rate), groups[s.name],
                 wrk_cores)
     return figures

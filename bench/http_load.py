@@ -1,22 +1,25 @@
-"""The load generators of bench/http.py: wrk at full speed, oha at a fixed rate, each run
-measured with the serving processes' CPU time per request and the generator's own CPU.
+"""The load generators of bench/http.py: wrk at full speed, bench/pace at a fixed rate,
+each run measured with the serving processes' CPU time per request and the generator's own
+CPU.
 
 wrk sends as fast as the server answers on `connections` keep-alive connections: its req/s
 is the maximum. Its latencies are those of a closed loop (a slow answer delays the next
 request rather than being measured against when that request was due), so the latency goal
-is read at a fixed rate instead: oha sends at `rate` requests a second and, with
-`--latency-correction`, measures each latency from the moment its request was due, so
-a stall counts for every request it held back (coordinated omission corrected).
+is read at a fixed rate instead: bench/pace sends request k at k / `rate` seconds and
+measures each latency from the moment it was due, so a stall counts for every request it
+held back (coordinated omission corrected). It keeps the schedule to the microsecond (a
+loop that polls, never a millisecond timer as oha's and wrk2's are) and reports how late it
+was itself, so a run the generator or its host held up shows as such.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
+from bench.http_servers import ROOT, cargo_build
 from bench.procstat import (
     children_cpu_seconds,
     cpu_seconds,
@@ -35,7 +38,7 @@ done = function(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), summary.duration))
 end
 """
-OHA_INSTALL = "cargo install oha --locked"
+PACE = ROOT / "bench" / "pace"
 
 
 def wrk_threads(workers: int, connections: int, cores: int | None = None) -> int:
@@ -98,39 +101,32 @@ def wrk(port: int, path: str, script: Path, seconds: int, connections: int, thre
             **_costs(requests, duration / 1e6, server_cpu, load_cpu, stolen)}
 
 
-def oha_path() -> str | None:
-    """The oha binary: on PATH, or where `cargo install` puts it."""
-    found = shutil.which("oha")
-    cargo_bin = Path.home() / ".cargo" / "bin" / "oha"
-    return found or (str(cargo_bin) if cargo_bin.exists() else None)
+def build_pace() -> Path:
+    """bench/pace built (release) if it is not already; the path of its binary."""
+    return cargo_build(PACE, "the fixed-rate load generator")
 
 
-def oha(port: int, path: str, body: Path, seconds: int, connections: int, threads: int,
-        rate: float, pgid: int, cores: set[int] | None = None) -> dict[str, float]:
-    """One oha run at `rate` requests a second, latencies corrected for coordinated omission
-    (each from when its request was due); requests in flight at the end are waited for."""
-    binary = oha_path()
-    if binary is None:
-        raise SystemExit(f"--fixed-rate needs oha ({OHA_INSTALL})")
+def pace(binary: Path, port: int, path: str, body: Path, seconds: int, connections: int,
+         rate: float, pgid: int, cores: set[int] | None = None) -> dict[str, float]:
+    """One bench/pace run at `rate` requests a second, latencies from when each request was
+    due; answers in flight at the end are waited for (2 s, then counted as failed)."""
     out, server_cpu, load_cpu, stolen = _measured(
-        [binary, "--no-tui", "--output-format", "json", "-z", f"{seconds}s", "-w",
-         "-c", str(connections), "--worker-threads", str(threads),
-         "-q", f"{rate:.1f}", "--latency-correction",
-         "-m", "POST", "-T", "application/json", "-D", str(body),
-         f"http://127.0.0.1:{port}{path}"], pgid, cores)
-    return oha_figures(json.loads(out), rate, server_cpu, load_cpu, stolen)
+        [str(binary), "--port", str(port), "--path", path, "--body", str(body),
+         "--rate", f"{rate:.1f}", "--seconds", str(seconds),
+         "--connections", str(connections)], pgid, cores)
+    return pace_figures(json.loads(out), server_cpu, load_cpu, stolen)
 
 
-def oha_figures(report: dict, rate: float, server_cpu: float, load_cpu: float,
-                stolen: float = 0.0) -> dict[str, float]:
-    """The figures of one oha JSON report: the rate asked and reached, p50 and p99 (ms) and
-    their ratio, the answers that were not 2xx or never came, and the CPU per request."""
-    summary, latency = report["summary"], report["metrics"]["latency_ms"]
-    codes = {int(code): n for code, n in report["statusCodeDistribution"].items()}
-    answered = sum(codes.values())
-    errors = sum(n for code, n in codes.items() if not 200 <= code < 300)
-    errors += sum(report["errorDistribution"].values())
-    return {"rate": rate, "rps": summary["requestsPerSec"], "requests": answered,
-            "errors": errors, "p50_ms": latency["p50"], "p99_ms": latency["p99"],
+def pace_figures(report: dict, server_cpu: float, load_cpu: float,
+                 stolen: float = 0.0) -> dict[str, float]:
+    """The figures of one bench/pace report: the rate asked and reached, p50 and p99 (ms) and
+    their ratio, the answers that were not 2xx or never came, the generator's own p99
+    lateness (ms: due to seen by its loop) and the CPU per request."""
+    latency, late = report["latency_us"], report["late_us"]
+    answered = report["answered"]
+    return {"rate": report["rate"], "rps": report["rps"], "requests": answered,
+            "errors": report["non_2xx"] + report["failed"],
+            "p50_ms": latency["p50"] / 1000, "p99_ms": latency["p99"] / 1000,
             "p99_over_p50": latency["p99"] / latency["p50"] if latency["p50"] else float("nan"),
-            **_costs(answered, summary["total"], server_cpu, load_cpu, stolen)}
+            "late_p99_ms": late["p99"] / 1000,
+            **_costs(answered, report["seconds"], server_cpu, load_cpu, stolen)}

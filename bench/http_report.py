@@ -78,7 +78,7 @@ def _fixed_cells(fixed: dict[str, float] | None) -> str:
         return ""
     return (f" | {fixed['rate']:>8.0f} {fixed['rps']:>8.0f} {fixed['p50_ms']:>6.2f} "
             f"{fixed['p99_ms']:>6.2f} {fixed['p99_over_p50']:>7.2f} {fixed['errors']:>4.0f} "
-            f"{fixed.get('steal', 0.0):>6.1%}")
+            f"{fixed['late_p99_ms']:>6.2f} {fixed.get('steal', 0.0):>6.1%}")
 
 
 def print_row(row: dict, header: bool, fraction: float | None) -> None:
@@ -88,7 +88,7 @@ def print_row(row: dict, header: bool, fraction: float | None) -> None:
               f"{'req/s':>7} {'p50':>6} {'p99':>6} {'err':>4} | {'CPU µs':>7} {'cores':>5} "
               f"{'wrk':>5} | {'req/s x':>7} {'p99 x':>6} {'CPU x':>6}"
               + (f" | {f'@{fraction:.0%} rate':>8} {'req/s':>8} {'p50':>6} {'p99':>6} "
-                 f"{'p99/p50':>7} {'err':>4} {'steal':>6}" if fraction else ""))
+                 f"{'p99/p50':>7} {'err':>4} {'late':>6} {'steal':>6}" if fraction else ""))
     keys = f"{row['threads']:>3} {row['profile']:>10} {row['documents']:>5} {row['kib']:>6.1f}"
     for name, f in row["servers"].items():
         print(f"{keys} | {name:<10} {f['rps']:>7.0f} {f['p50_ms']:>6.2f} {f['p99_ms']:>6.2f} "

@@ -142,13 +142,17 @@ def serving(servers: list[Server], cores: set[int] | None = None,
         yield procs
 
 
-def build_echo(rustflags: str | None = None, target_dir: Path | None = None) -> Path:
-    """bench/echo built (release) if it is not already; the path of its binary. With
-    `rustflags` (PGO's), built into `target_dir` so that the plain build stays as it is."""
+def cargo_build(crate: Path, what: str, rustflags: str | None = None,
+                target_dir: Path | None = None) -> Path:
+    """A bench crate (bench/echo, bench/pace) built (release) if it is not already; the path
+    of its binary. With `rustflags` (PGO's), built into `target_dir` so that the plain build
+    stays as it is. `what` names it in the messages."""
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    manifest = crate / "Cargo.toml"
     if not Path(cargo).exists():
-        raise SystemExit("the echo floor needs cargo (https://rustup.rs) to build bench/echo")
-    print("building the floor: cargo build --release --manifest-path bench/echo/Cargo.toml "
+        raise SystemExit(f"{what} needs cargo (https://rustup.rs) to build "
+                         f"{crate.relative_to(ROOT)}")
+    print(f"building {what}: cargo build --release --manifest-path {manifest.relative_to(ROOT)} "
           + (f"with RUSTFLAGS={rustflags} " if rustflags else "")
           + "(the first build takes a minute or two)", flush=True)
     env = dict(os.environ)
@@ -156,14 +160,19 @@ def build_echo(rustflags: str | None = None, target_dir: Path | None = None) -> 
         env["RUSTFLAGS"] = " ".join(filter(None, (env.get("RUSTFLAGS"), rustflags)))
     if target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(target_dir)
-    out = subprocess.run([cargo, "build", "--release", "--manifest-path",
-                          str(ECHO / "Cargo.toml"), "--message-format=json-render-diagnostics"],
+    out = subprocess.run([cargo, "build", "--release", "--manifest-path", str(manifest),
+                          "--message-format=json-render-diagnostics"],
                          stdout=subprocess.PIPE, text=True, check=True, env=env).stdout
     for line in out.splitlines():
         message = json.loads(line)
         if message.get("reason") == "compiler-artifact" and message.get("executable"):
             return Path(message["executable"])
-    raise SystemExit("cargo built bench/echo but named no executable")
+    raise SystemExit(f"cargo built {crate.relative_to(ROOT)} but named no executable")
+
+
+def build_echo(rustflags: str | None = None, target_dir: Path | None = None) -> Path:
+    """bench/echo, the floor, built as `cargo_build` says."""
+    return cargo_build(ECHO, "the floor", rustflags, target_dir)
 
 
 def build_echo_pgo(bodies: list[Path], train: Callable[[int, Path], None]) -> Path:

@@ -1,5 +1,5 @@
 """bench.procstat and bench.http_load's pure parts: CPU time and RSS from /proc (checked
-against the kernel's getrusage and a fake /proc), the fixed rate, oha's report read."""
+against the kernel's getrusage and a fake /proc), the fixed rate, bench/pace's report read."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.http_load import fixed_rate, oha_figures
+from bench.http_load import fixed_rate, pace_figures
 from bench.procstat import (
     children_cpu_seconds,
     cpu_seconds,
@@ -97,22 +97,27 @@ def test_the_fixed_rate_is_the_fraction_of_the_maximum():
             fixed_rate(1000, bad)
 
 
-def test_oha_report_read_for_its_latencies_errors_and_cpu():
-    # the parts of `oha --output-format json` read (oha 1.16)
-    report = {"summary": {"successRate": 1.0, "total": 4.0, "requestsPerSec": 699.5},
-              "metrics": {"success_rate": 1.0, "requests_per_sec": 699.5,
-                          "latency_ms": {"min": 0.4, "mean": 1.2, "p50": 1.0, "p95": 2.0,
-                                         "p99": 2.5, "max": 9.0}},
-              "statusCodeDistribution": {"200": 2790, "400": 8},
-              "errorDistribution": {"aborted due to deadline": 2}}
-    got = oha_figures(report, 700.0, server_cpu=0.28, load_cpu=0.14, stolen=0.4)
+def test_pace_report_read_for_its_latencies_errors_lateness_and_cpu():
+    # the report bench/pace prints (bench/pace/src/main.rs, `run`), latencies in µs
+    report = {"rate": 700.0, "seconds": 4.0, "connections": 32, "sent": 2800,
+              "answered": 2798, "rps": 699.5, "non_2xx": 8, "failed": 2,
+              "last_failure": "2 answers not in 2s after the last was due", "queued": 5,
+              "latency_us": {"p50": 1000, "p90": 1800, "p99": 2500, "p999": 4000,
+                             "max": 9000},
+              "send_lag_us": {"p50": 1, "p90": 2, "p99": 40, "p999": 300, "max": 900},
+              "late_us": {"p50": 1, "p90": 1, "p99": 30, "p999": 250, "max": 800}}
+    got = pace_figures(report, server_cpu=0.28, load_cpu=0.14, stolen=0.4)
     assert got["p99_over_p50"] == pytest.approx(2.5)
+    assert (got["p50_ms"], got["p99_ms"], got["late_p99_ms"]) == (1.0, 2.5, 0.03)
     assert (got["requests"], got["errors"], got["rps"], got["rate"]) == (2798, 10, 699.5, 700.0)
     assert got["cpu_us"] == pytest.approx(0.28 / 2798 * 1e6)
     assert (got["server_cores"], got["load_cores"]) == (pytest.approx(0.07),
                                                         pytest.approx(0.035))
     # 0.4 s stolen over a 4 s run: a tenth of one core, of however many this machine has
     assert got["steal"] == pytest.approx(0.1 / (os.cpu_count() or 1))
+    # a run that answered nothing has no ratio rather than a division by zero
+    silent = {**report, "answered": 0, "latency_us": {**report["latency_us"], "p50": 0}}
+    assert math.isnan(pace_figures(silent, 0.0, 0.0)["p99_over_p50"])
 
 
 def test_steal_is_read_from_the_cpu_line_of_proc_stat(tmp_path):
