@@ -75,11 +75,12 @@ need-redis:
 # the idle CPU instead of a turn of their own (`nice -n 19`: the suite's processes win the
 # CPU whenever they want it, so their timing is as without cargo). cargo's output follows
 # pytest's. Either failing fails the target: pytest exits 5 if it ran no test, and any
-# non-zero exit fails it. need-redis is first. PYTEST_WORKERS=2 for a smaller machine.
+# non-zero exit fails it. need-redis is first. PYTEST_WORKERS=2 for a smaller machine. The
+# 15 slowest tests are listed at the end: what to look at first when CI nears its budget.
 PYTEST_WORKERS ?= 4
 test: need-redis $(DEV) $(ENGINE)
 	@log=$$(mktemp); nice -n 19 cargo test --quiet > $$log 2>&1 & cargo=$$!; \
-	$(BIN)/pytest -n $(PYTEST_WORKERS); pytest=$$?; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15; pytest=$$?; \
 	wait $$cargo; rust=$$?; echo "--- cargo test (exit $$rust)"; cat $$log; rm -f $$log; \
 	[ $$pytest -eq 0 ] && [ $$rust -eq 0 ] || { echo "make test: pytest exited $$pytest, \
 	cargo test $$rust" >&2; exit 1; }
