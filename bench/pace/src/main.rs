@@ -220,12 +220,7 @@ fn run(o: &Options) -> Result<serde_json::Value, String> {
     .into_bytes();
     request.extend_from_slice(&o.body);
 
-    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
-    let mut conns = (0..o.connections)
-        .map(|i| Conn::open(&poll, addr, Token(i)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("connect to {addr}: {e}"))?;
-    let mut free: Vec<usize> = (0..conns.len()).rev().collect();
+    let mut pool = Pool::open(addr, o.connections)?;
     let mut waiting: VecDeque<Instant> = VecDeque::new();
     let mut events = Events::with_capacity(1024);
     let mut tally = Tally {
@@ -246,67 +241,49 @@ fn run(o: &Options) -> Result<serde_json::Value, String> {
     let due_at = |k: u64| start + Duration::from_nanos((k as f64 * ns_per_request) as u64);
     let last_due = due_at(total.saturating_sub(1));
     let mut scheduled = 0u64;
-    let mut in_flight = 0usize;
     loop {
         let now = Instant::now();
         while scheduled < total && due_at(scheduled) <= now {
             let due = due_at(scheduled);
             tally.late.saturating_record(micros(now - due));
-            if free.len() <= waiting.len() {
+            if pool.free.len() <= waiting.len() {
                 tally.queued += 1; // no connection free for it: it waits for one
             }
             waiting.push_back(due);
             scheduled += 1;
         }
         while !waiting.is_empty() {
-            let Some(i) = free.pop() else { break };
+            let Some(i) = pool.free.pop() else { break };
             let due = waiting.pop_front().expect("not empty");
-            let c = &mut conns[i];
+            let c = &mut pool.conns[i];
             c.due = Some(due);
             c.written = 0;
             tally.lag.saturating_record(micros(Instant::now() - due));
-            in_flight += 1;
+            pool.in_flight += 1;
             if !c.write(&request) {
-                fail(
-                    &mut tally,
-                    &mut conns,
-                    i,
-                    &poll,
-                    addr,
-                    "write failed".into(),
-                )?;
-                in_flight -= 1;
-                free.push(i);
+                pool.fail(&mut tally, i, "write failed".into())?;
             }
         }
-        if scheduled == total && waiting.is_empty() && in_flight == 0 {
+        if scheduled == total && waiting.is_empty() && pool.in_flight == 0 {
             break;
         }
         if now > last_due + DRAIN {
-            tally.failed += (in_flight + waiting.len()) as u64;
+            let missing = pool.in_flight + waiting.len();
+            tally.failed += missing as u64;
             tally.last_failure = Some(format!(
-                "{} answers not in {DRAIN:?} after the last was due",
-                in_flight + waiting.len()
+                "{missing} answers not in {DRAIN:?} after the last was due"
             ));
             break;
         }
-        poll.poll(&mut events, Some(Duration::ZERO))
+        pool.poll
+            .poll(&mut events, Some(Duration::ZERO))
             .map_err(|e| format!("epoll: {e}"))?;
         for event in events.iter() {
             let i = event.token().0;
-            let c = &mut conns[i];
+            let c = &mut pool.conns[i];
             let Some(due) = c.due else { continue };
             if event.is_writable() && !c.write(&request) {
-                fail(
-                    &mut tally,
-                    &mut conns,
-                    i,
-                    &poll,
-                    addr,
-                    "write failed".into(),
-                )?;
-                in_flight -= 1;
-                free.push(i);
+                pool.fail(&mut tally, i, "write failed".into())?;
                 continue;
             }
             if event.is_readable() || event.is_read_closed() {
@@ -320,15 +297,9 @@ fn run(o: &Options) -> Result<serde_json::Value, String> {
                         if !(200..300).contains(&status) {
                             tally.non_2xx += 1;
                         }
-                        c.due = None;
-                        in_flight -= 1;
-                        free.push(i);
+                        pool.done(i);
                     }
-                    Err(why) => {
-                        fail(&mut tally, &mut conns, i, &poll, addr, why)?;
-                        in_flight -= 1;
-                        free.push(i);
-                    }
+                    Err(why) => pool.fail(&mut tally, i, why)?,
                 }
             }
         }
@@ -364,20 +335,50 @@ fn run(o: &Options) -> Result<serde_json::Value, String> {
     }))
 }
 
-/// A connection that failed with a request on it: counted, and replaced by a new one.
-fn fail(
-    tally: &mut Tally,
-    conns: &mut [Conn],
-    i: usize,
-    poll: &Poll,
+/// The connections, which of them are free, and how many requests are in flight.
+struct Pool {
+    poll: Poll,
     addr: SocketAddr,
-    why: String,
-) -> Result<(), String> {
-    tally.failed += 1;
-    tally.last_failure = Some(why);
-    // The old stream's drop closes its socket, which takes it out of the epoll set.
-    conns[i] = Conn::open(poll, addr, Token(i)).map_err(|e| format!("reconnect to {addr}: {e}"))?;
-    Ok(())
+    conns: Vec<Conn>,
+    /// Connections with no request on them, the next to use last.
+    free: Vec<usize>,
+    in_flight: usize,
+}
+
+impl Pool {
+    fn open(addr: SocketAddr, connections: usize) -> Result<Pool, String> {
+        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+        let conns = (0..connections)
+            .map(|i| Conn::open(&poll, addr, Token(i)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        Ok(Pool {
+            poll,
+            addr,
+            conns,
+            free: (0..connections).rev().collect(),
+            in_flight: 0,
+        })
+    }
+
+    /// Connection `i`'s request is answered: it is free again.
+    fn done(&mut self, i: usize) {
+        self.conns[i].due = None;
+        self.in_flight -= 1;
+        self.free.push(i);
+    }
+
+    /// Connection `i` failed with a request on it: counted, and replaced by a new one.
+    fn fail(&mut self, tally: &mut Tally, i: usize, why: String) -> Result<(), String> {
+        tally.failed += 1;
+        tally.last_failure = Some(why);
+        // The old stream's drop closes its socket, which takes it out of the epoll set.
+        self.conns[i] = Conn::open(&self.poll, self.addr, Token(i))
+            .map_err(|e| format!("reconnect to {}: {e}", self.addr))?;
+        self.in_flight -= 1;
+        self.free.push(i);
+        Ok(())
+    }
 }
 
 fn main() {
