@@ -334,7 +334,7 @@ def measure_row(args: argparse.Namespace, servers: list[Server], groups: dict[st
             runs[s.name].append(wrk(s.port, s.path, script, args.seconds, args.connections,
                                     wrk_t, groups[s.name], wrk_cores))
     figures = summarize(runs, reference=servers[0].name)
-    if pacer is not None and args.fixed_rate is not None:
+    if pacer is not None:  # built only for --fixed-rate
         for s in servers:
             figures[s.name]["fixed"] = pace(
                 pacer, s.port, s.path, body, args.seconds, args.connections,
