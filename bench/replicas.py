@@ -54,11 +54,55 @@ def redis_server(directory: Path, *args: str) -> tuple[subprocess.Popen[bytes], 
     raise RuntimeError("redis-server did not answer PING")
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out by itself (outgoing connections, bind to 0)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+PORT_BLOCK = 500  # ports a process cycles through, so that a test suite's workers never meet
+WORKER_BLOCKS = 16  # blocks kept for pytest-xdist's workers
+_next_port: list[int] = []  # this process's next candidate, once chosen
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nobody listens on right now, and that nothing else is about to take.
+
+    A port the kernel picked (bind to port 0) is one of its ephemeral ports: between our
+    closing it and a server binding it, an outgoing connection of any process may be given
+    it (CI saw `Address already in use` that way). So the port comes from below the
+    ephemeral range instead, out of a block of PORT_BLOCK of this process's own: pytest-xdist
+    worker N takes block N (its PYTEST_XDIST_WORKER, `gwN`; the first WORKER_BLOCKS are
+    theirs), any other process one of the rest by its pid. Within the block the ports go
+    round in turn, each checked free by a bind.
+    """
+    low = _ephemeral_low()
+    blocks = (low - 10_000) // PORT_BLOCK  # from 10000 up: clear of the well-known services
+    if blocks <= 2 * WORKER_BLOCKS:  # an unusual ip_local_port_range: the kernel's pick
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    block = (int(worker[2:]) % WORKER_BLOCKS if worker[2:].isdigit()
+             else WORKER_BLOCKS + os.getpid() % (blocks - WORKER_BLOCKS))
+    start = 10_000 + block * PORT_BLOCK
+    if not _next_port:
+        _next_port.append(os.getpid() % PORT_BLOCK)
+    for _ in range(PORT_BLOCK):
+        port = start + _next_port[0]
+        _next_port[0] = (_next_port[0] + 1) % PORT_BLOCK
+        with socket.socket() as s:
+            # as a server binds (SO_REUSEADDR): a port whose last connections wait in
+            # TIME_WAIT is as free for it as for us
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {start}..{start + PORT_BLOCK - 1}")
 
 
 def _tree(pid: int) -> list[int]:

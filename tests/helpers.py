@@ -1,6 +1,7 @@
 """Plain-data builders shared by the tests."""
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -22,10 +23,11 @@ class Ticking:
         return now
 
 
-def answers(url: str, timeout: float) -> bool:
-    """Whether GET `url` answers 200 within `timeout` seconds (a server starting up)."""
+def answers(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+    """Whether GET `url` answers 200 within `timeout` seconds (a server starting up); no
+    as soon as `proc`, the server, has exited (a port taken, a bad config)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
         try:
             if httpx.get(url, timeout=1).status_code == 200:
                 return True

@@ -121,8 +121,8 @@ class ServeProcess:
                 cwd=root, env=full, stderr=err)
         # a loaded shared machine starts slowly
         # the control port first (a loaded machine starts slowly), then the data port
-        if answers(f"{self.base}/healthz", 60) and (
-                "serve" not in program or answers(f"{self.data_base}/healthz", 10)):
+        if answers(f"{self.base}/healthz", 60, self.proc) and (
+                "serve" not in program or answers(f"{self.data_base}/healthz", 10, self.proc)):
             if "serve" in program:  # tests/paths.py: the native path
                 LIVE[(host, self.port)] = (self.data_port, self.proc)
             return

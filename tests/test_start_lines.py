@@ -35,7 +35,7 @@ def test_uvicorn_app_main_app_starts_from_the_environment(tmp_path):
                                  str(port)], cwd=ROOT, env=env, stderr=err)
     try:
         base = f"http://127.0.0.1:{port}"
-        assert answers(f"{base}/healthz", 60), log.read_text()[-2000:]
+        assert answers(f"{base}/healthz", 60, proc), log.read_text()[-2000:]
         page = (ROOT / "config" / "request.sample.json").read_bytes()
         r = httpx.post(f"{base}/v1/rerank", content=page,
                        headers={"content-type": "application/json"})
@@ -56,8 +56,8 @@ def test_rearrange_serve_starts_both_ports_from_the_environment(tmp_path):
                                 cwd=ROOT, env=env, stderr=err)
     try:
         control, native = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{data}"
-        assert answers(f"{control}/healthz", 60), log.read_text()[-2000:]
-        assert answers(f"{native}/healthz", 10), log.read_text()[-2000:]
+        assert answers(f"{control}/healthz", 60, proc), log.read_text()[-2000:]
+        assert answers(f"{native}/healthz", 10, proc), log.read_text()[-2000:]
         assert httpx.get(f"{native}/healthz").json() == httpx.get(f"{control}/healthz").json()
         page = {**orjson.loads((ROOT / "config" / "request.sample.json").read_bytes()),
                 "request_id": "start-line"}

@@ -50,7 +50,8 @@ def start_server(tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, st
         proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
                                 cwd=ROOT, env=env, stderr=err)
     base = f"http://127.0.0.1:{port}"
-    if not answers(f"{base}/readyz", 20) or not answers(f"http://127.0.0.1:{data}/healthz", 10):
+    if not (answers(f"{base}/readyz", 20, proc)
+            and answers(f"http://127.0.0.1:{data}/healthz", 10, proc)):
         proc.kill()
         pytest.fail(f"server did not start: {log.read_text()[-2000:]}")
     LIVE[("127.0.0.1", port)] = (data, proc)  # tests/paths.py: the native path
@@ -240,8 +241,8 @@ def test_several_serving_threads_share_one_embedded_banlist(tmp_path):
     serve = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"]
     proc = subprocess.Popen(serve, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
-        assert answers(f"http://127.0.0.1:{port}/readyz", 30), "did not start"
-        assert answers(f"http://127.0.0.1:{data}/healthz", 30), "no data port"
+        assert answers(f"http://127.0.0.1:{port}/readyz", 30, proc), "did not start"
+        assert answers(f"http://127.0.0.1:{data}/healthz", 30, proc), "no data port"
         page = {"documents": [{"id": "a", "url": "https://a.example/", "score": 2.0},
                               {"id": "b", "url": "https://b.example/", "score": 1.0}]}
         before = httpx.post(f"http://127.0.0.1:{data}/v1/rerank", json=page).json()
