@@ -82,9 +82,17 @@ need-redis:
 # has none, and for the decode_loop example): two more minutes of CPU on a 2-core host,
 # which CI waited for after pytest. make lint's `clippy --all-targets` still compiles the
 # example and the benches.
+# UNIT_TESTS: at the release profile, so that every dependency is the one the extension's
+# build already compiled (the test profile compiled them all again: about 190 s of CPU,
+# taken from pytest on two cores, then waited for after it), with the engine crate alone
+# at opt-level 1, with debug assertions, overflow checks and line tables (a failing test's
+# backtrace names files and lines), as Cargo.toml's test profile has it.
 PYTEST_WORKERS ?= 4
+UNIT_TESTS := --release --lib $(foreach setting,opt-level=1 debug-assertions=true \
+	overflow-checks=true debug="line-tables-only",\
+	--config 'profile.release.package.rearrange-engine.$(setting)')
 test: need-redis $(DEV) $(ENGINE)
-	@log=$$(mktemp); nice -n 19 cargo test --lib --quiet > $$log 2>&1 & cargo=$$!; \
+	@log=$$(mktemp); nice -n 19 cargo test $(UNIT_TESTS) --quiet > $$log 2>&1 & cargo=$$!; \
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15; pytest=$$?; \
 	wait $$cargo; rust=$$?; echo "--- cargo test (exit $$rust)"; cat $$log; rm -f $$log; \
 	[ $$pytest -eq 0 ] && [ $$rust -eq 0 ] || { echo "make test: pytest exited $$pytest, \
