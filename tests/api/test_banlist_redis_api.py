@@ -71,3 +71,34 @@ def test_no_copy_at_all_is_not_ready(redis_server, settings):
         assert ready.status_code == 503 and ready.json()["banlist_loaded"] is False
         assert ready.json()["banlist_staleness_seconds"] is None
         assert "unreachable" in ready.json()["banlist_problem"]
+
+
+def every_change(client, **filters) -> dict[int, str]:
+    """seq → `at` of every change GET /v1/banlist/changes gives (with `filters`: from the
+    history stream; without: from the changelog), a page of 1000 at a time."""
+    found: dict[int, str] = {}
+    since = 0
+    while True:
+        r = client.get("/v1/banlist/changes", params={"since": since, "limit": 1000, **filters})
+        assert r.status_code == 200, r.text
+        found.update((c["seq"], c["at"]) for c in r.json()["changes"])
+        if not r.json()["more"]:
+            return found
+        since = r.json()["changes"][-1]["seq"]
+
+
+def test_a_change_has_one_time_in_the_changelog_and_in_the_history(redis_server, settings):
+    """An import of 3000 lines is one write script and a bulk removal of them a few, each
+    running for milliseconds: every change's two records (the changelog's, which GET
+    /changes reads, and the history's, which its filters read) say the same time."""
+    lines = "".join(f'{{"scope": "host", "value": "h{i}.example", "reason": "spam"}}\n'
+                    for i in range(3000))
+    with app_on(redis_server, settings, "a") as a:
+        r = a.post("/v1/banlist/import", headers=AUTH, content=lines.encode())
+        assert r.status_code == 200 and r.json()["imported"] == 3000, r.text
+        r = a.post("/v1/banlist/remove", headers=AUTH,
+                   json={"filter": {"reason_contains": "spam"}, "reason": "appeal"})
+        assert r.status_code == 200 and r.json()["removed"] == 3000, r.text
+        logged = every_change(a)
+        assert len(logged) == 6000
+        assert every_change(a, actor="tns") == logged

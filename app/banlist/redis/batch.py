@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 import redis
 
+from app.banlist.redis import lua
 from app.banlist.redis.client import TextRedis
 from app.banlist.redis.keys import Keys
 from app.errors import BanlistConflict, BanlistUnavailable
@@ -84,6 +85,7 @@ return {seq + 1, seq + count}
 # seq); the digest kept. The last chunk closes the batch. Returns {seq of the chunk's last
 # removal, items left}.
 STEP = r"""#!lua
+""" + lua.STAMP + r"""
 local held = redis.call('GET', KEYS[6])
 if not held then
   return redis.error_reply('REARRANGE_NOBATCH no bulk removal is under way')
@@ -106,6 +108,7 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[4])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[5])))
+local stamped = stamp(now_ms, {KEYS[3], KEYS[5]})
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 local words = false  -- the digest at the current seq, as four 32-bit words
 local digest = redis.call('GET', KEYS[4])
@@ -127,10 +130,10 @@ for k = 1, n do
   if old then  -- always, unless a writer that ignores batches removed it meanwhile
     redis.call('HDEL', KEYS[1], id)
     seq = seq + 1
-    redis.call('XADD', KEYS[3], '*', 'seq', seq, 'epoch', batch.epoch, 'op', 'remove',
+    redis.call('XADD', KEYS[3], stamped, 'seq', seq, 'epoch', batch.epoch, 'op', 'remove',
       'key', id, 'payload', old, 'actor', batch.actor, 'reason', batch.reason,
       'txn', batch.last)
-    local hid = redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', batch.epoch,
+    local hid = redis.call('XADD', KEYS[5], stamped, 'seq', seq, 'epoch', batch.epoch,
       'op', 'remove', 'key', id, 'payload', old, 'actor', batch.actor,
       'reason', batch.reason, 'txn', batch.last)
     if words then

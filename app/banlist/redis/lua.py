@@ -10,6 +10,29 @@ again from Redis's own content (Replicator._init_digest).
 """
 from __future__ import annotations
 
+# The id every record a script writes is stamped with: one millisecond for the changelog and
+# the history alike. `*` reads the clock at each XADD, so a script that crossed a millisecond
+# gave a change's two records two times, and its `at` differed between GET /changes and the
+# history's filters. `ms-*` numbers the records within the millisecond. Never before either
+# stream's last id (XADD refuses one: a Redis whose clock is behind the one that wrote them,
+# after a failover), as `*` would not be either.
+STAMP = r"""
+local function stamp(now_ms, streams)
+  local ms = now_ms
+  for _, key in ipairs(streams) do
+    local info = redis.pcall('XINFO', 'STREAM', key)
+    if type(info) == 'table' and not info.err then  -- an error: no such stream yet
+      for j = 1, #info - 1, 2 do
+        if info[j] == 'last-generated-id' then
+          ms = math.max(ms, tonumber(string.match(info[j + 1], '^(%d+)')))
+        end
+      end
+    end
+  end
+  return string.format('%.0f', ms) .. '-*'
+end
+"""
+
 # The digest's helpers, shared by the scripts: `toggle` XORs a SHA-1 (its first 128 bits, as
 # digest.py hashes) into the digest held in `digest`, a table {value = hex or false}.
 DIGEST = r"""
@@ -87,7 +110,7 @@ end
 # fences the write off for good by setting 'aborted:…' first (outcomes.settle, and
 # outcomes.state for GET /v1/banlist/writes/{id}): any fence refuses the script forever.
 WRITE = r"""#!lua
-""" + DIGEST + r"""
+""" + DIGEST + STAMP + r"""
 local done = redis.call('GET', KEYS[6])
 if done then
   if string.sub(done, 1, 8) == 'aborted:' then  -- fenced by its writer or by a status query
@@ -186,6 +209,7 @@ if not epoch then
 end
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[2])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[6])))
+local id = stamp(now_ms, {KEYS[5], KEYS[8]})
 local out = {epoch}
 local first, last, seqs = nil, 0, {}
 local ends = 0  -- remove and expire changes met so far: KEYS[11 + ends] is the next one's set
@@ -225,9 +249,9 @@ for i = 7, #ARGV, 6 do
   if seq ~= 0 then
     local also = {}
     if op == 'edit' then also = {'previous', ARGV[i + 5]} end
-    redis.call('XADD', KEYS[5], 'MINID', '~', minid, '*', 'seq', seq, 'epoch', epoch,
+    redis.call('XADD', KEYS[5], 'MINID', '~', minid, id, 'seq', seq, 'epoch', epoch,
       'op', op, 'key', key, 'payload', payload, 'actor', actor, 'reason', reason, unpack(also))
-    local hid = redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, '*', 'seq', seq,
+    local hid = redis.call('XADD', KEYS[8], 'MINID', '~', history_minid, id, 'seq', seq,
       'epoch', epoch, 'op', op, 'key', key, 'payload', payload, 'actor', actor,
       'reason', reason, unpack(also))
     if (op == 'remove' or op == 'expire') and KEYS[11 + ends] then
@@ -281,6 +305,7 @@ end
 # and naming its `base`: a replica whose last change is that one holds the copy already.
 RESEED = r"""
 if redis.replicate_commands then pcall(redis.replicate_commands) end
+""" + STAMP + r"""
 local cur_epoch = redis.call('GET', KEYS[4]) or ''
 local cur_seq = redis.call('GET', KEYS[3]) or '0'
 if cur_epoch ~= ARGV[3] or cur_seq ~= ARGV[4] then
@@ -296,9 +321,11 @@ seq = seq + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
 redis.call('SET', KEYS[8], seq .. ':' .. ARGV[8])
-redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed',
+local t = redis.call('TIME')
+local id = stamp(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), {KEYS[9]})
+redis.call('XADD', KEYS[5], id, 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed',
   'key', '', 'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
-redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
+redis.call('XADD', KEYS[9], id, 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
   'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 return seq
 """
@@ -309,6 +336,7 @@ return seq
 # seq count + 1, which every replica meets as a new epoch and answers with a full resync.
 # ARGV: count, actor, reason, the staged content's digest (KEYS[8]); KEYS[9]: the history.
 SEED = r"""#!lua
+""" + STAMP + r"""
 if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.error_reply('REARRANGE_NOTEMPTY Redis holds a banlist already: not seeded')
 end
@@ -330,9 +358,10 @@ local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)
 redis.call('SET', KEYS[8], seq .. ':' .. ARGV[4])
-redis.call('XADD', KEYS[5], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed',
+local id = stamp(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), {KEYS[9]})
+redis.call('XADD', KEYS[5], id, 'seq', seq, 'epoch', epoch, 'op', 'seed',
   'key', ARGV[1], 'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
-redis.call('XADD', KEYS[9], '*', 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
+redis.call('XADD', KEYS[9], id, 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],
   'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
 return {epoch, seq}
 """
