@@ -595,6 +595,17 @@ class Replicator(Follower, FollowedIndex):
         self.pending = lost
         return True
 
+    def _pending_missing(self) -> str | None:
+        """What /readyz says between taking Redis's copy and writing the lost changes back
+        (the next round): the copy lacks them, and this replica's own mark, written this
+        round, is not among the marks it read at the round's start."""
+        lost = self.pending
+        if lost is None:
+            return None
+        return (f"this replica took Redis's copy, which lacks the {lost.changes} change(s) "
+                f"Redis lost (seq {lost.first_seq} to {lost.last_seq}); it writes them back "
+                "on its next round")
+
     def _reapply(self) -> None:
         """Write the changes Redis lost again (the store's writes, each confirmed by a Redis
         replica); on failure they stay pending, and the mark with them, for the next round."""
@@ -619,6 +630,8 @@ class Replicator(Follower, FollowedIndex):
         """Drop this replica's loss mark (it holds nothing Redis lacks any more)."""
         if self._marked:
             self.client.hdel(self.keys.lost, self.me)
+            # the marks this round read still hold it: not missing from now on
+            self.marks = {name: doc for name, doc in self.marks.items() if name != self.me}
         self._marked = False
 
     def forget_loss(self, replica: str) -> dict[str, Any]:
@@ -782,7 +795,7 @@ class Replicator(Follower, FollowedIndex):
         # a copy that refuses Redis holds what Redis lost; any other lacks it while marked
         missing = (recovery.missing(self.marks, self.name, self.mark_watch.ages())
                    if self.diverged is None else None)
-        missing = missing or self.differs
+        missing = missing or self.differs or self._pending_missing()
         in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
