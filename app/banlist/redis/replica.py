@@ -792,10 +792,15 @@ class Replicator(Follower, FollowedIndex):
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         diverged = self.forked or self.diverged
-        # a copy that refuses Redis holds what Redis lost; any other lacks it while marked
-        missing = (recovery.missing(self.marks, self.name, self.mark_watch.ages())
-                   if self.diverged is None else None)
-        missing = missing or self.differs or self._pending_missing()
+        # a copy that refuses Redis holds what Redis lost; any other lacks it while marked,
+        # and one that took Redis's copy lacks what it has yet to write back (which its own
+        # mark, said of another replica's, would not tell)
+        pending = self._pending_missing()
+        marks = self.marks if pending is None else {
+            name: doc for name, doc in self.marks.items() if name != self.me}
+        held = (recovery.missing(marks, self.name, self.mark_watch.ages())
+                if self.diverged is None else None)
+        missing = "; ".join(part for part in (pending, held) if part) or self.differs
         in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,

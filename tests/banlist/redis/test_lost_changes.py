@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from app.banlist.redis import recovery
@@ -173,3 +174,39 @@ def test_a_mark_is_stale_when_unchanged_here_whatever_its_holders_clock_says():
     clock[0] += 61  # then it stops rewriting it
     watch.saw({"h/1/banlist/a": live["h/1/banlist/a"].replace("00.000Z", "01.000Z")})
     assert "not refreshed for 61 s" in recovery.missing(live, ages=watch.ages())
+
+
+def test_a_replica_is_not_ready_while_what_redis_lost_is_not_written_back(
+        redis_server, settings):
+    """Between taking Redis's copy and writing the lost changes back, the replica's own copy
+    lacks them: it says so and answers 503, though the marks it read do not hold its own.
+    Redis refuses scripts meanwhile (an ACL), so the write-back waits."""
+    admin = redis.Redis(port=redis_server.port, socket_timeout=5)  # bytes: DUMP's payloads
+    with app_on(redis_server, settings, "a") as a:
+        for host in HOSTS[:3]:
+            ban(a, host)
+        keys = admin.keys("*")
+        pipe = admin.pipeline(transaction=True)  # one cut of every key, as a backup takes it
+        for key in keys:
+            pipe.dump(key)
+        backup = dict(zip(keys, pipe.execute(), strict=True))
+        for host in HOSTS[3:]:
+            ban(a, host)
+        admin.execute_command("ACL", "SETUSER", "default", "-eval", "-evalsha", "-fcall")
+        try:
+            pipe = admin.pipeline(transaction=True)  # Redis put back to the backup, at once
+            pipe.flushdb()
+            for key, dumped in backup.items():
+                pipe.restore(key, 0, dumped)
+            pipe.execute()
+            until(lambda: "writes them back on its next round"
+                  in (a.get("/readyz").json()["banlist_missing"] or ""))
+            ready = a.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["ready"] is False
+            assert "lacks the 3 change(s) Redis lost (seq 4 to 6)" \
+                in ready.json()["banlist_missing"]
+        finally:
+            admin.execute_command("ACL", "SETUSER", "default", "+@all")
+        until(lambda: a.get("/readyz").status_code == 200)
+        assert a.get("/readyz").json()["banlist_missing"] is None
+        assert all(banned(a, host) for host in HOSTS)
