@@ -179,7 +179,7 @@ def test_a_mark_is_stale_when_unchanged_here_whatever_its_holders_clock_says():
 def test_a_replica_is_not_ready_while_what_redis_lost_is_not_written_back(
         redis_server, settings):
     """Between taking Redis's copy and writing the lost changes back, the replica's own copy
-    lacks them: it says so and answers 503, though the marks it read do not hold its own.
+    lacks them: it says so (not as if its own mark were another replica's) and answers 503.
     Redis refuses scripts meanwhile (an ACL), so the write-back waits."""
     admin = redis.Redis(port=redis_server.port, socket_timeout=5)  # bytes: DUMP's payloads
     with app_on(redis_server, settings, "a") as a:
