@@ -6,6 +6,8 @@ the reseed brings everything back."""
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,26 @@ def both_settled_past(before: str, *replicas: TestClient) -> bool:
     return all(settled(doc) for doc in ready) and len(positions) == 1 and before not in positions
 
 
+QUIET = 2.5  # seconds: over two replication rounds (a tailing read blocks up to 1 s)
+
+
+class Steadily:
+    """True once `cond` has held at every look for QUIET seconds: each replica has had a
+    round since, so one that had not yet seen Redis move (and would then mark a loss of
+    its own) has had its chance to."""
+
+    def __init__(self, cond: Callable[[], bool]) -> None:
+        self.cond, self.since = cond, None
+
+    def __call__(self) -> bool:
+        if not self.cond():
+            self.since = None
+            return False
+        now = time.monotonic()
+        self.since = self.since or now
+        return now - self.since >= QUIET
+
+
 def test_replicas_write_back_what_a_restored_redis_lost(aof_redis, settings, tmp_path):
     with app_on(aof_redis, settings, "a") as a, app_on(aof_redis, settings, "b") as b:
         for host in HOSTS[:3]:
@@ -88,10 +110,10 @@ def test_replicas_write_back_what_a_restored_redis_lost(aof_redis, settings, tmp
         before = a.get("/readyz").json()["banlist_stream_id"]
         backup.restore()
         # in sync and nothing missing on both, in the same look and at one stream position
-        # written after the restore: a replica that has not seen the restore yet still says
-        # it is in sync, and one that has written back may look settled before the other
-        # marks what it holds
-        until(lambda: both_settled_past(before, a, b))
+        # written after the restore, and staying so: a replica that has not seen the restore
+        # yet still says it is in sync, and one that has written back may look settled
+        # before the other marks what it holds
+        until(Steadily(lambda: both_settled_past(before, a, b)), 20)
         for ours in (a, b):
             assert not banned(ours, HOSTS[0])
             assert all(banned(ours, host) for host in HOSTS[1:])
