@@ -7,6 +7,8 @@ config file (and Redis, when REDIS_URL is set in the environment). RSS is read f
 """
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import signal
 import socket
@@ -64,7 +66,22 @@ def _ephemeral_low() -> int:
 
 PORT_BLOCK = 500  # ports a process cycles through, so that a test suite's workers never meet
 WORKER_BLOCKS = 16  # blocks kept for pytest-xdist's workers
-_next_port: list[int] = []  # this process's next candidate, once chosen
+
+
+@functools.cache
+def _block_start() -> int | None:
+    """The first port of this process's block (None: an unusual ip_local_port_range leaves
+    too few blocks below it, and the kernel picks)."""
+    blocks = (_ephemeral_low() - 10_000) // PORT_BLOCK  # from 10000: clear of well-known ones
+    if blocks <= 2 * WORKER_BLOCKS:
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    block = (int(worker[2:]) % WORKER_BLOCKS if worker[2:].isdigit()
+             else WORKER_BLOCKS + os.getpid() % (blocks - WORKER_BLOCKS))
+    return 10_000 + block * PORT_BLOCK
+
+
+_turns = itertools.count(os.getpid())  # this process's offsets into its block, in turn
 
 
 def free_port() -> int:
@@ -78,21 +95,13 @@ def free_port() -> int:
     theirs), any other process one of the rest by its pid. Within the block the ports go
     round in turn, each checked free by a bind.
     """
-    low = _ephemeral_low()
-    blocks = (low - 10_000) // PORT_BLOCK  # from 10000 up: clear of the well-known services
-    if blocks <= 2 * WORKER_BLOCKS:  # an unusual ip_local_port_range: the kernel's pick
+    start = _block_start()
+    if start is None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return int(s.getsockname()[1])
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    block = (int(worker[2:]) % WORKER_BLOCKS if worker[2:].isdigit()
-             else WORKER_BLOCKS + os.getpid() % (blocks - WORKER_BLOCKS))
-    start = 10_000 + block * PORT_BLOCK
-    if not _next_port:
-        _next_port.append(os.getpid() % PORT_BLOCK)
     for _ in range(PORT_BLOCK):
-        port = start + _next_port[0]
-        _next_port[0] = (_next_port[0] + 1) % PORT_BLOCK
+        port = start + next(_turns) % PORT_BLOCK
         with socket.socket() as s:
             # as a server binds (SO_REUSEADDR): a port whose last connections wait in
             # TIME_WAIT is as free for it as for us

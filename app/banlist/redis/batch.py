@@ -105,7 +105,7 @@ end
 local sets = {}  -- a set of ends' name -> its key
 for j = 9, #ARGV do sets[ARGV[j]] = KEYS[j + 1] end
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms = ms_of(t)
 local minid = tostring(math.max(0, now_ms - tonumber(ARGV[4])))
 local history_minid = tostring(math.max(0, now_ms - tonumber(ARGV[5])))
 local stamped = stamp(now_ms, {KEYS[3], KEYS[5]})

@@ -17,6 +17,9 @@ from __future__ import annotations
 # stream's last id (XADD refuses one: a Redis whose clock is behind the one that wrote them,
 # after a failover), as `*` would not be either.
 STAMP = r"""
+local function ms_of(t)  -- a TIME reply in milliseconds
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function stamp(now_ms, streams)
   local ms = now_ms
   for _, key in ipairs(streams) do
@@ -138,7 +141,7 @@ if expected == '!fresh' then  -- a seed: only into a Redis that holds no banlist
   expected = ''
 end
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms = ms_of(t)
 if not epoch then
   if expected ~= '' then
     return redis.error_reply('REARRANGE_EMPTY Redis holds no banlist but this replica ' ..
@@ -322,7 +325,7 @@ redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], ARGV[1])
 redis.call('SET', KEYS[8], seq .. ':' .. ARGV[8])
 local t = redis.call('TIME')
-local id = stamp(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), {KEYS[9]})
+local id = stamp(ms_of(t), {KEYS[9]})
 redis.call('XADD', KEYS[5], id, 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed',
   'key', '', 'payload', '', 'actor', ARGV[5], 'reason', ARGV[6], 'base', ARGV[7])
 redis.call('XADD', KEYS[9], id, 'seq', seq, 'epoch', ARGV[1], 'op', 'reseed', 'key', '',
@@ -358,7 +361,7 @@ local seq = staged + 1
 redis.call('SET', KEYS[3], seq)
 redis.call('SET', KEYS[4], epoch)
 redis.call('SET', KEYS[8], seq .. ':' .. ARGV[4])
-local id = stamp(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), {KEYS[9]})
+local id = stamp(ms_of(t), {KEYS[9]})
 redis.call('XADD', KEYS[5], id, 'seq', seq, 'epoch', epoch, 'op', 'seed',
   'key', ARGV[1], 'payload', '', 'actor', ARGV[2], 'reason', ARGV[3])
 redis.call('XADD', KEYS[9], id, 'seq', seq, 'epoch', epoch, 'op', 'seed', 'key', ARGV[1],

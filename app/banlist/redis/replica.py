@@ -597,8 +597,7 @@ class Replicator(Follower, FollowedIndex):
 
     def _pending_missing(self) -> str | None:
         """What /readyz says between taking Redis's copy and writing the lost changes back
-        (the next round): the copy lacks them, and this replica's own mark, written this
-        round, is not among the marks it read at the round's start."""
+        (the next round): the copy lacks them."""
         lost = self.pending
         if lost is None:
             return None
@@ -630,8 +629,6 @@ class Replicator(Follower, FollowedIndex):
         """Drop this replica's loss mark (it holds nothing Redis lacks any more)."""
         if self._marked:
             self.client.hdel(self.keys.lost, self.me)
-            # the marks this round read still hold it: not missing from now on
-            self.marks = {name: doc for name, doc in self.marks.items() if name != self.me}
         self._marked = False
 
     def forget_loss(self, replica: str) -> dict[str, Any]:
@@ -792,15 +789,14 @@ class Replicator(Follower, FollowedIndex):
     def state(self) -> SyncState:
         staleness = self.clock() - self.synced_at if self.loaded else float("inf")
         diverged = self.forked or self.diverged
-        # a copy that refuses Redis holds what Redis lost; any other lacks it while marked,
-        # and one that took Redis's copy lacks what it has yet to write back (which its own
-        # mark, said of another replica's, would not tell)
-        pending = self._pending_missing()
-        marks = self.marks if pending is None else {
-            name: doc for name, doc in self.marks.items() if name != self.me}
-        held = (recovery.missing(marks, self.name, self.mark_watch.ages())
+        # a copy that refuses Redis holds what Redis lost; any other lacks it while another
+        # replica's mark is there, and one that took Redis's copy lacks what it has yet to
+        # write back (its own mark, read or not this round, says nothing of itself)
+        others = {name: doc for name, doc in self.marks.items() if name != self.me}
+        held = (recovery.missing(others, self.name, self.mark_watch.ages())
                 if self.diverged is None else None)
-        missing = "; ".join(part for part in (pending, held) if part) or self.differs
+        missing = ("; ".join(part for part in (self._pending_missing(), held) if part)
+                   or self.differs)
         in_sync = (self.loaded and self.connected and diverged is None and missing is None
                    and self.problem is None and staleness <= 2 * self.block_ms / 1000 + 1)
         return SyncState("redis", in_sync, staleness, self.epoch, diverged, self.problem,
