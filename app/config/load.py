@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,10 +84,7 @@ def load_bytes(raw: bytes, source: str = "<config>",
         text = raw.decode("utf-8")  # shown and replicated as text: it must round-trip exactly
     except UnicodeDecodeError as exc:
         raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from exc
-    try:
-        doc = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, f"not valid YAML: {exc}") from exc
+    doc = _parse(raw, source)
     if not isinstance(doc, dict):
         raise ConfigError(source, "the top level must be a mapping with `profiles`")
     refuse_unknown_keys("", doc, {"plugins", "profiles", "routing", "experiments", "holdout"},
@@ -104,6 +101,59 @@ def load_bytes(raw: bytes, source: str = "<config>",
     version = hashlib.sha256(raw).hexdigest()[:16]
     return Engine(version, profiles, routing, experiments, source, holdout,
                   plugins=tuple(doc.get("plugins") or ()), text=text)
+
+
+def _parse(raw: bytes, source: str) -> Any:
+    """The YAML document, as `yaml.safe_load` reads it, with a key given twice in one mapping
+    refused: YAML requires unique keys, and PyYAML keeps the last one without a word (a
+    second `pre-filter:` would drop the first's rules from the profile)."""
+    loader = yaml.SafeLoader(raw)
+    try:
+        root = loader.get_single_node()
+        if root is not None:
+            _refuse_repeated_keys(loader, root, "", set())
+        return loader.construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, f"not valid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _refuse_repeated_keys(loader: yaml.SafeLoader, node: yaml.Node, path: str,
+                          seen: set[int]) -> None:
+    """Walk the composed document; ConfigError at the first key a mapping has twice.
+
+    Keys are compared as loaded (`1` and `0x1` are one key, `1` and `"1"` two). The keys a
+    merge (`<<: *base`) brings in are not compared with the mapping's own: YAML lets those
+    override them. An alias is walked once (`seen`: a document may refer to itself)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_repeated_keys(loader, item, f"{path}[{i}]", seen)
+        return
+    if not isinstance(node, yaml.MappingNode):
+        return
+    lines: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE:
+            _refuse_repeated_keys(loader, value_node, path, seen)
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        place = f"{path}.{key}" if path else str(key)
+        line = key_node.start_mark.line + 1
+        if isinstance(key, Hashable):  # a list as a key: the constructor refuses it itself
+            if key in lines:
+                where = (f"on line {line}" if lines[key] == line
+                         else f"on lines {lines[key]} and {line}")
+                raise ConfigError(place, f"given twice {where}: a YAML key is unique in its "
+                                  f"mapping; keep one")
+            lines[key] = line
+        _refuse_repeated_keys(loader, value_node, place, seen)
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,17 @@ def test_version_is_the_content_hash():
     (b"profiles: {default: {trim: [{depth: {k: 1}, ad_label: {}}]}}",
      "profiles.default.trim[0]", "one-key mapping"),
     (b"profiles: [", "<config>", "not valid YAML"),
+    # PyYAML would keep the second list alone: banlist and spam_ban gone without a word
+    (b"profiles:\n  default:\n    pre-filter: [banlist, spam_ban]\n    rerank: [spam_demotion]"
+     b"\n    pre-filter: [safe_search]\n", "profiles.default.pre-filter",
+     "given twice on lines 3 and 5"),
+    (b"profiles: {default: {trim: [{depth: {k: 3, k: 4}}]}}", "profiles.default.trim[0].depth.k",
+     "given twice on line 1"),
+    (b"profiles: {default: {}}\nprofiles: {default: {trim: [depth]}}", "profiles",
+     "given twice on lines 1 and 2"),
+    (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
+     b"variants: {a: 5, 'a': 6}, rules: [depth]}]", "experiments[0].variants.a", "given twice"),
+    (b"profiles: {default: {}, 1: {}, 0x1: {}}", "profiles.1", "given twice"),  # one int key
     (b"profilez: {}", "profilez", "unknown top-level key"),
     (b"profiles: {default: {}, c: {extends: [default]}}", "profiles.c.extends",
      "must be the name of one profile"),
@@ -96,6 +107,15 @@ def test_invalid_configs_name_the_place(yaml, place, problem):
     assert problem in info.value.problem
 
 
+def test_keys_a_merge_brings_in_may_be_overridden():
+    # YAML's merge: the mapping's own `trim` overrides the one `<<: *d` brings
+    engine = load_bytes(b"profiles:\n  default: &d\n    trim: [depth]\n    annotate: [ad_label]\n"
+                        b"  c:\n    <<: *d\n    trim: [{depth: {k: 3}}]\n")
+    c = [(p, s.rule.name, s.rule.params) for p, s in engine.profiles["c"].rules()]
+    assert [(p, name) for p, name, _ in c] == [(Phase.TRIM, "depth"), (Phase.ANNOTATE, "ad_label")]
+    assert c[0][2]["k"] == 3
+
+
 def test_holder_keeps_last_good_config(tmp_path):
     path = tmp_path / "rules.yaml"
     path.write_bytes(b"profiles: {default: {trim: [depth]}}")
@@ -108,6 +128,11 @@ def test_holder_keeps_last_good_config(tmp_path):
     assert holder.engine is good
     path.write_bytes(b"profiles: {default: {trim: [{depth: {k: 3}}]}}")
     assert holder.reload() == (True, holder.engine.version)
+    kept = holder.engine
+    path.write_bytes(b"profiles:\n  default:\n    trim: [depth]\n    trim: [{depth: {k: 9}}]\n")
+    with pytest.raises(ConfigError, match="given twice"):
+        holder.reload()
+    assert holder.engine is kept
     assert holder.engine is not good
 
 
