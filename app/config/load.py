@@ -107,16 +107,17 @@ def _parse(raw: bytes, source: str) -> Any:
     """The YAML document, as `yaml.safe_load` reads it, with a key given twice in one mapping
     refused: YAML requires unique keys, and PyYAML keeps the last one without a word (a
     second `pre-filter:` would drop the first's rules from the profile)."""
-    loader = yaml.SafeLoader(raw)
     try:
-        root = loader.get_single_node()
-        if root is not None:
-            _refuse_repeated_keys(loader, root, "", set())
-        return loader.construct_document(root) if root is not None else None
+        loader = yaml.SafeLoader(raw)  # its reader refuses a character YAML does not allow
+        try:
+            root = loader.get_single_node()
+            if root is not None:
+                _refuse_repeated_keys(loader, root, "", set())
+            return loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
-    finally:
-        loader.dispose()
 
 
 _MERGE = "tag:yaml.org,2002:merge"

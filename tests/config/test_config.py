@@ -82,6 +82,7 @@ def test_version_is_the_content_hash():
     (b"profiles: {default: {trim: [{depth: {k: 1}, ad_label: {}}]}}",
      "profiles.default.trim[0]", "one-key mapping"),
     (b"profiles: [", "<config>", "not valid YAML"),
+    ("profiles: {default: {}} # \u0091".encode(), "<config>", "not valid YAML"),  # reader's
     # PyYAML would keep the second list alone: banlist and spam_ban gone without a word
     (b"profiles:\n  default:\n    pre-filter: [banlist, spam_ban]\n    rerank: [spam_demotion]"
      b"\n    pre-filter: [safe_search]\n", "profiles.default.pre-filter",
