@@ -159,8 +159,10 @@ def _describe(route: Any, op: dict[str, Any], read_auth: bool, jwt: bool) -> Non
     responses = op.setdefault("responses", {})
     if op.get("parameters") or "requestBody" in op:
         shared.update(_INVALID)
-    else:  # FastAPI lists 422 for the hidden Authorization header, which cannot be invalid
-        responses.pop("422", None)
+    elif responses.get("422", {}).get("description") == "Validation Error":
+        # FastAPI's, for the hidden Authorization header, which cannot be invalid (a 422
+        # the route declares itself stays: a reload's invalid file)
+        responses.pop("422")
     for status, why in shared.items():
         own = responses.setdefault(str(status), {"description": why})
         if status == 403 and own["description"] != why:  # the token's, and the route's own
