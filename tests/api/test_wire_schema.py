@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from typing import Any
 
 import jsonschema
@@ -105,6 +106,15 @@ def decode(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 
 BODIES = values({"$ref": PREFIX + "RerankRequest"}).filter(unique_ids)
+
+
+def test_the_region_pattern_admits_the_assigned_codes_in_any_case_and_nothing_else():
+    from iso3166 import countries_by_alpha2
+    pattern = SCHEMAS["Query"]["properties"]["region"]["pattern"]
+    pairs = [a + b for a in string.ascii_letters for b in string.ascii_letters]
+    assert {p for p in pairs if re.fullmatch(pattern, p)} == {
+        p for p in pairs if p.upper() in countries_by_alpha2}
+    assert SCHEMAS["Document"]["properties"]["blocked_regions"]["items"]["pattern"] == pattern
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
+from iso3166 import countries_by_alpha2
 
 from app._engine import EngineMetrics
 from app.config.load import load_bytes
@@ -154,8 +155,10 @@ json_values = st.recursive(
     max_leaves=12)
 probability = st.floats(0.0, 1.0)
 score = st.floats(-1e15, 1e15)
-alpha_2 = st.text(st.characters(min_codepoint=ord("A"), max_codepoint=ord("z"),
-                                categories=["Lu", "Ll"]), min_size=2, max_size=2)
+# an assigned ISO 3166-1 code (the iso3166 package's, as the banlist's) in any case
+alpha_2 = st.tuples(st.sampled_from(sorted(countries_by_alpha2)),
+                    st.lists(st.booleans(), min_size=2, max_size=2)).map(
+    lambda t: "".join(c.lower() if low else c for c, low in zip(t[0], t[1], strict=True)))
 
 
 @st.composite
@@ -251,6 +254,8 @@ OUT_OF_RANGE = [
     (["documents", 0, "blocked_regions"], ["RU", "RUS"]), (["query", "region"], ""),
     (["query", "region"], " RU"), (["query", "region"], "RUS"), (["query", "region"], "ＲＵ"),
     (["query", "region"], "ru-RU"), (["query", "region"], "R"), (["query", "region"], "ß"),
+    (["query", "region"], "UK"), (["query", "region"], "xx"),
+    (["documents", 0, "blocked_regions"], ["RU", "EU"]),
     (["query", "text"], "é" * 4097), (["query", "classes"], ["c" * 65]),
     (["query", "age_mode"], "kids"), (["query", "age_mode"], "Strict'\n"),
     (["depth"], 0), (["depth"], 10_001), (["depth"], -10**30), (["depth"], 10**30),

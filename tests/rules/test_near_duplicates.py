@@ -194,8 +194,7 @@ def test_exact_sets_come_from_their_cache_on_the_next_page_with_the_same_results
 
 
 # --- the request's deadline -----------------------------------------------------------
-STOPPED = [{"rule": "near_duplicates", "phase": "diversify",
-            "reason": "deadline (stopped while running)"}]
+STOPPED = [{"rule": "near_duplicates", "phase": "diversify", "reason": "deadline"}]
 
 
 def test_signatures_made_before_the_deadline_stay_cached_for_the_next_page(side):

@@ -32,7 +32,7 @@ mod tests_fast;
 pub use few::Few;
 
 use crate::fmt::quoted;
-use crate::wire::REGION_CHARS;
+use crate::wire::{ASSIGNED_REGIONS, REGION_CHARS};
 
 use std::borrow::Cow;
 
@@ -286,17 +286,36 @@ pub fn check_page(
 /// letters. Anything else (` RU`, `RUS`, `ru-RU`, fullwidth `ＲＵ`) is refused, never
 /// served without the region's bans: no spelling of it is guessed at. A document's
 /// `blocked_regions` are held to the same (one spelled ` RU` would never match).
+///
+/// Two letters that name no country (`UK`, `EU`, `XX`) are refused as well: the United
+/// Kingdom's bans are under `GB`, and a page asked for `UK` would be served without them.
 fn check_region(region: &str, field: impl FnOnce() -> String) -> Result<(), FieldError> {
-    if region.len() == REGION_CHARS && region.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Ok(());
-    }
+    let problem = if region.len() == REGION_CHARS && region.bytes().all(|b| b.is_ascii_alphabetic())
+    {
+        let b = region.as_bytes();
+        let code = [b[0].to_ascii_uppercase(), b[1].to_ascii_uppercase()];
+        if ASSIGNED_REGIONS.binary_search(&code).is_ok() {
+            return Ok(());
+        }
+        let hint = if &code == b"UK" {
+            " (the United Kingdom is GB)"
+        } else {
+            ""
+        };
+        format!(
+            "{} is not an assigned ISO 3166-1 alpha-2 code{hint}",
+            quoted(&region.to_ascii_uppercase())
+        )
+    } else {
+        format!(
+            "{} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)",
+            quoted(region)
+        )
+    };
     Err(FieldError {
         status: 422,
         field: field(),
-        problem: format!(
-            "{} is not an ISO 3166-1 alpha-2 code (two letters, such as RU, in any case)",
-            quoted(region)
-        ),
+        problem,
     })
 }
 

@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use crate::effects::TOP;
 use crate::experiments::Exposure;
 use crate::record::Phase;
-use crate::runner::{Outcome, RuleError, Timing, STOPPED_LATE};
+use crate::runner::{Outcome, RuleError, Skip, Timing};
 use slab::{Slab, FAMILY_SEP};
 
 /// rearrange_request_duration_seconds.
@@ -87,13 +87,13 @@ fn family_of(name: &str) -> Option<usize> {
     FAMILIES.iter().position(|f| *f == name)
 }
 
-/// The `reason` label of rearrange_rule_skipped_total: a fixed identifier for each reason
-/// the response spells out.
-fn skip_label(reason: &str) -> &str {
-    if reason == STOPPED_LATE {
+/// The `reason` label of rearrange_rule_skipped_total: the response's reason, and
+/// `deadline_stopped` for a rule the deadline stopped while it ran.
+fn skip_label<'a>(skip: &Skip<'a>) -> &'a str {
+    if skip.stopped {
         "deadline_stopped"
     } else {
-        reason
+        skip.reason
     }
 }
 
@@ -390,11 +390,7 @@ impl EngineMetrics {
                 s.inc(FALLBACKS, &[f.rule, f.action], 1.0);
             }
             for k in &outcome.skipped {
-                s.inc(
-                    SKIPPED,
-                    &[k.rule, k.phase.as_str(), skip_label(k.reason)],
-                    1.0,
-                );
+                s.inc(SKIPPED, &[k.rule, k.phase.as_str(), skip_label(k)], 1.0);
             }
             for e in &outcome.errors {
                 s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);

@@ -19,7 +19,9 @@ pub const BACKFILL_RULE: &str = "backfill";
 pub const PIPELINE_RULE: &str = "pipeline";
 /// `skipped[].reason`: an optional rule not started because the deadline had passed.
 pub const SKIPPED_LATE: &str = "deadline";
-/// `skipped[].reason`: an optional rule given up when the deadline passed midway.
+/// Explain's `why` for an optional rule given up when the deadline passed midway; its
+/// `skipped[].reason` is the CONTRACT's `deadline`, as for one not started (`Skip::stopped`
+/// tells the two apart for the metrics).
 pub const STOPPED_LATE: &str = "deadline (stopped while running)";
 /// `skipped[].reason`: a rule that failed under `on_error: open` (or in shadow).
 pub const FAILED: &str = "error";
@@ -151,7 +153,10 @@ impl<'a> Timing<'a> {
 pub struct Skip<'a> {
     pub rule: &'a str,
     pub phase: Phase,
+    /// The CONTRACT's: `deadline` or `error`.
     pub reason: &'static str,
+    /// Stopped by the deadline while it ran (not: never started, or failed).
+    pub stopped: bool,
 }
 
 /// `fallback` of the response.
@@ -564,6 +569,7 @@ impl Pipeline {
                 rule: name,
                 phase,
                 reason: SKIPPED_LATE,
+                stopped: false,
             });
             if ctx.explain {
                 t.trace
@@ -585,7 +591,8 @@ impl Pipeline {
                         t.skipped.push(Skip {
                             rule: name,
                             phase,
-                            reason: STOPPED_LATE,
+                            reason: SKIPPED_LATE,
+                            stopped: true,
                         });
                         if ctx.explain {
                             let why = STOPPED_LATE.into();
@@ -631,6 +638,7 @@ impl Pipeline {
                     rule: name,
                     phase,
                     reason: FAILED,
+                    stopped: false,
                 });
                 if ctx.explain {
                     let why = format!("{FAILED}: {problem}");

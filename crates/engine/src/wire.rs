@@ -41,9 +41,50 @@ pub const MAX_MINHASH_VALUES: usize = 4096;
 pub const MAX_MINHASH_SHINGLES: u64 = 100_000_000;
 /// `minhash.width`: 1 to this.
 pub const MAX_MINHASH_WIDTH: u64 = 100;
-/// `query.region` and each of `blocked_regions`: an ISO 3166-1 alpha-2 code, two ASCII
-/// letters in any case (with a length of 2, so no trailing newline slips past a `$`).
-pub const REGION_PATTERN: &str = "^[A-Za-z]{2}$";
+/// `query.region` and each of `blocked_regions`: one of `ASSIGNED_REGIONS` in any case, as
+/// the schema says it: per first letter, a class of the second letters that follow it
+/// (`[Aa][DEFG…defg…]|…`); with a length of 2, so no trailing newline slips past a `$`.
+pub fn region_pattern() -> String {
+    let mut alternatives: Vec<String> = Vec::new();
+    for group in ASSIGNED_REGIONS.chunk_by(|a, b| a[0] == b[0]) {
+        let first = char::from(group[0][0]);
+        let seconds: String = group.iter().map(|c| char::from(c[1])).collect();
+        alternatives.push(format!(
+            "[{first}{}][{seconds}{}]",
+            first.to_ascii_lowercase(),
+            seconds.to_ascii_lowercase()
+        ));
+    }
+    format!("^(?:{})$", alternatives.join("|"))
+}
+
+/// The ISO 3166-1 alpha-2 codes in use, upper case and sorted, Kosovo's `XK` included: the
+/// list of the `iso3166` package, which the banlist API checks a ban's `regions` against
+/// (tests/api/test_rerank.py holds the two equal).
+pub const ASSIGNED_REGIONS: [[u8; 2]; 250] = [
+    *b"AD", *b"AE", *b"AF", *b"AG", *b"AI", *b"AL", *b"AM", *b"AO", *b"AQ", *b"AR", *b"AS", *b"AT",
+    *b"AU", *b"AW", *b"AX", *b"AZ", *b"BA", *b"BB", *b"BD", *b"BE", *b"BF", *b"BG", *b"BH", *b"BI",
+    *b"BJ", *b"BL", *b"BM", *b"BN", *b"BO", *b"BQ", *b"BR", *b"BS", *b"BT", *b"BV", *b"BW", *b"BY",
+    *b"BZ", *b"CA", *b"CC", *b"CD", *b"CF", *b"CG", *b"CH", *b"CI", *b"CK", *b"CL", *b"CM", *b"CN",
+    *b"CO", *b"CR", *b"CU", *b"CV", *b"CW", *b"CX", *b"CY", *b"CZ", *b"DE", *b"DJ", *b"DK", *b"DM",
+    *b"DO", *b"DZ", *b"EC", *b"EE", *b"EG", *b"EH", *b"ER", *b"ES", *b"ET", *b"FI", *b"FJ", *b"FK",
+    *b"FM", *b"FO", *b"FR", *b"GA", *b"GB", *b"GD", *b"GE", *b"GF", *b"GG", *b"GH", *b"GI", *b"GL",
+    *b"GM", *b"GN", *b"GP", *b"GQ", *b"GR", *b"GS", *b"GT", *b"GU", *b"GW", *b"GY", *b"HK", *b"HM",
+    *b"HN", *b"HR", *b"HT", *b"HU", *b"ID", *b"IE", *b"IL", *b"IM", *b"IN", *b"IO", *b"IQ", *b"IR",
+    *b"IS", *b"IT", *b"JE", *b"JM", *b"JO", *b"JP", *b"KE", *b"KG", *b"KH", *b"KI", *b"KM", *b"KN",
+    *b"KP", *b"KR", *b"KW", *b"KY", *b"KZ", *b"LA", *b"LB", *b"LC", *b"LI", *b"LK", *b"LR", *b"LS",
+    *b"LT", *b"LU", *b"LV", *b"LY", *b"MA", *b"MC", *b"MD", *b"ME", *b"MF", *b"MG", *b"MH", *b"MK",
+    *b"ML", *b"MM", *b"MN", *b"MO", *b"MP", *b"MQ", *b"MR", *b"MS", *b"MT", *b"MU", *b"MV", *b"MW",
+    *b"MX", *b"MY", *b"MZ", *b"NA", *b"NC", *b"NE", *b"NF", *b"NG", *b"NI", *b"NL", *b"NO", *b"NP",
+    *b"NR", *b"NU", *b"NZ", *b"OM", *b"PA", *b"PE", *b"PF", *b"PG", *b"PH", *b"PK", *b"PL", *b"PM",
+    *b"PN", *b"PR", *b"PS", *b"PT", *b"PW", *b"PY", *b"QA", *b"RE", *b"RO", *b"RS", *b"RU", *b"RW",
+    *b"SA", *b"SB", *b"SC", *b"SD", *b"SE", *b"SG", *b"SH", *b"SI", *b"SJ", *b"SK", *b"SL", *b"SM",
+    *b"SN", *b"SO", *b"SR", *b"SS", *b"ST", *b"SV", *b"SX", *b"SY", *b"SZ", *b"TC", *b"TD", *b"TF",
+    *b"TG", *b"TH", *b"TJ", *b"TK", *b"TL", *b"TM", *b"TN", *b"TO", *b"TR", *b"TT", *b"TV", *b"TW",
+    *b"TZ", *b"UA", *b"UG", *b"UM", *b"US", *b"UY", *b"UZ", *b"VA", *b"VC", *b"VE", *b"VG", *b"VI",
+    *b"VN", *b"VU", *b"WF", *b"WS", *b"XK", *b"YE", *b"YT", *b"ZA", *b"ZM", *b"ZW",
+];
+
 /// The length of a region code.
 pub const REGION_CHARS: usize = 2;
 
@@ -131,10 +172,10 @@ pub struct Query {
     #[serde(default)]
     #[schemars(inner(length(max = MAX_CLASS_CHARS)))]
     pub classes: Vec<String>,
-    /// An ISO 3166-1 alpha-2 code, two ASCII letters in any case (`RU`, `ru`); anything
-    /// else is a 422 naming `query.region`.
+    /// An assigned ISO 3166-1 alpha-2 code, two ASCII letters in any case (`RU`, `ru`);
+    /// anything else (`RUS`, `UK`) is a 422 naming `query.region`.
     #[serde(default)]
-    #[schemars(length(min = REGION_CHARS, max = REGION_CHARS), regex(pattern = REGION_PATTERN))]
+    #[schemars(length(min = REGION_CHARS, max = REGION_CHARS), regex(pattern = region_pattern()))]
     pub region: Option<String>,
     #[serde(default = "moderate")]
     #[schemars(with = "AgeMode")]
@@ -197,7 +238,7 @@ pub struct Document {
     pub topics: Vec<String>,
     /// ISO 3166-1 alpha-2 codes, as `query.region`.
     #[serde(default)]
-    #[schemars(inner(length(min = REGION_CHARS, max = REGION_CHARS), regex(pattern = REGION_PATTERN)))]
+    #[schemars(inner(length(min = REGION_CHARS, max = REGION_CHARS), regex(pattern = region_pattern())))]
     pub blocked_regions: Vec<String>,
     #[serde(default)]
     pub text: Option<String>,
@@ -525,7 +566,7 @@ mod tests {
         assert_eq!(doc["properties"]["id"]["maxLength"], MAX_ID_CHARS);
         assert_eq!(all["Score"]["maximum"], MAX_SCORE);
         let region = &all["Query"]["properties"]["region"];
-        assert_eq!(region["pattern"], REGION_PATTERN);
+        assert_eq!(region["pattern"], region_pattern());
         assert_eq!(region["maxLength"], REGION_CHARS);
     }
 

@@ -224,6 +224,7 @@ mod tests {
                 rule: "slow",
                 phase: Phase::Rerank,
                 reason: "deadline",
+                stopped: false,
             }],
             actions: vec![],
             errors: vec![],
