@@ -113,6 +113,24 @@ def test_a_url_a_browser_opens_after_three_slashes_is_kept_unless_its_host_is_ba
         ("d3", "URL cannot be opened: no host")]
 
 
+def test_a_url_of_any_length_is_served_or_removed_never_refused(client):
+    # An 8,227-character search URL, which every browser opens, was a 422 for the whole page
+    # (a cap of 8,192), and so was an empty one, which no browser opens: the banlist rule
+    # removes that with a record, as any other URL it cannot vouch for.
+    body = page(4)
+    urls = ["https://a.example/search?q=" + "x" * 8200, "",
+            "https://a.example/?q=" + "x" * (2 * 1024 * 1024), "https://b.example/" + "é" * 5000]
+    for d, url in zip(body["documents"], urls, strict=True):
+        d["url"] = url
+    r = client.post("/v1/rerank", json=body)
+    assert r.status_code == 200, r.text[:300]
+    out = r.json()
+    assert [d["url"] for d in out["documents"]] == [urls[0], urls[3]]
+    assert [(d["id"], d["reason"]) for d in out["removed"]] == [
+        ("d1", "URL cannot be opened: empty URL"),
+        ("d2", "URL cannot be opened: 2097173 bytes long, over the 2097152 a browser opens")]
+
+
 @pytest.mark.parametrize("region", ["RU", "ru", "rU"])
 def test_a_region_ban_holds_for_the_region_in_any_case(client, region):
     client.post("/v1/banlist/entries", headers=AUTH, json={

@@ -249,7 +249,7 @@ OUT_OF_RANGE = [
     (["documents", 0, "spam_score"], 1.5), (["documents", 0, "adult_score"], -0.1),
     (["documents", 0, "domain_age_days"], -1), (["documents", 0, "factors"], {"a": 1e300}),
     (["documents", 0, "id"], ""), (["documents", 0, "id"], "x" * 513),
-    (["documents", 0, "url"], ""), (["documents", 0, "blocked_regions"], ["x" * 17]),
+    (["documents", 0, "blocked_regions"], ["x" * 17]),
     (["documents", 0, "blocked_regions"], [""]), (["documents", 0, "blocked_regions"], [" RU"]),
     (["documents", 0, "blocked_regions"], ["RU", "RUS"]), (["query", "region"], ""),
     (["query", "region"], " RU"), (["query", "region"], "RUS"), (["query", "region"], "ＲＵ"),

@@ -52,7 +52,15 @@ pub enum UrlError {
     BracketOutsideIpv6,
     /// Text with an unpaired surrogate (only Python strings can carry one).
     Surrogate,
+    /// Over `MAX_OPENABLE_URL_BYTES`: its length in bytes.
+    TooLong(usize),
 }
+
+/// The longest URL a browser opens: Chromium's `url::kMaxURLChars`, 2 MiB (Firefox and
+/// Safari open longer ones). Chromium counts its canonical form; this counts the UTF-8
+/// bytes as sent, which for a result page's URLs is within a few bytes of it (percent
+/// escapes lengthen, dropped dot segments and default ports shorten).
+pub const MAX_OPENABLE_URL_BYTES: usize = 2 * 1024 * 1024;
 
 impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -66,6 +74,10 @@ impl fmt::Display for UrlError {
             UrlError::InvalidIpv6(host) => write!(f, "invalid IPv6 address '{host}'"),
             UrlError::BracketOutsideIpv6 => f.write_str("'[' outside an IPv6 address"),
             UrlError::Surrogate => f.write_str("URL contains an unpaired surrogate"),
+            UrlError::TooLong(bytes) => write!(
+                f,
+                "{bytes} bytes long, over the {MAX_OPENABLE_URL_BYTES} a browser opens"
+            ),
         }
     }
 }
@@ -108,6 +120,9 @@ pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
 
 /// `canonicalize_with_host` without copying a URL that is already canonical.
 pub fn canonical_parts(url: &str) -> Result<Canonical<'_>, UrlError> {
+    if url.len() > MAX_OPENABLE_URL_BYTES {
+        return Err(UrlError::TooLong(url.len()));
+    }
     if let Some(found) = already_canonical(url) {
         return Ok(found);
     }

@@ -27,8 +27,6 @@ pub const MAX_QUERY_TEXT_CHARS: usize = 4096;
 pub const MAX_CLASS_CHARS: usize = 64;
 /// A document's `id` (at least one character).
 pub const MAX_ID_CHARS: usize = 512;
-/// A document's `url` (at least one character).
-pub const MAX_URL_CHARS: usize = 8192;
 /// |score| and |factor|: bounded so no sum of rule deltas can overflow to infinity.
 pub const MAX_SCORE: f64 = 1e15;
 /// `spam_score` and `adult_score`: a probability, in `[lo, hi]`.
@@ -220,7 +218,9 @@ pub struct MinHash {
 pub struct Document {
     #[schemars(length(min = 1, max = MAX_ID_CHARS))]
     pub id: String,
-    #[schemars(length(min = 1, max = MAX_URL_CHARS))]
+    /// Any string: a URL a browser would open is never refused, however long or spelled,
+    /// and one no browser opens (empty, no host, over `url::MAX_OPENABLE_URL_BYTES`) is
+    /// removed by the banlist rule with a record naming the problem, the page served.
     pub url: String,
     pub score: Score,
     #[serde(default)]

@@ -129,7 +129,7 @@ impl<'a> Fields<'a> {
                 }
                 1 => {
                     let p = path.field("url");
-                    url = Some(self.string(&p, "a string", 1, wire::MAX_URL_CHARS)?)
+                    url = Some(self.string(&p, "a string", 0, usize::MAX)?)
                 }
                 2 => score = Some(self.score(&path.field("score"))?),
                 3 => {

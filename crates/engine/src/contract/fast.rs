@@ -282,7 +282,7 @@ impl<'a> Fields<'a> {
             prev = field;
             match field {
                 0 => d.id = at.plain_str(1, wire::MAX_ID_CHARS)?,
-                1 => d.url = at.plain_str(1, wire::MAX_URL_CHARS)?,
+                1 => d.url = at.plain_str(0, usize::MAX)?,
                 2 => d.score = at.number_in(-wire::MAX_SCORE, wire::MAX_SCORE)?,
                 3 => at.scores(&mut d.factors)?,
                 4 => d.spam_score = at.number_in(wire::PROBABILITY.0, wire::PROBABILITY.1)?,
