@@ -158,6 +158,22 @@ def assert_trickled_body_refused(port: int, method: str, path: str, framing: str
     assert "0.5 s" in answer["problem"]
 
 
+@pytest.mark.parametrize("size", [b"zz", b"f" * 18, b"-1"])
+def test_a_malformed_chunk_is_the_400_of_an_unreadable_request(port, size):
+    # The data port took a bad chunk size line for a client gone and sent 499, a status
+    # nginx logs and never sends; the control port answers 400 with the error body.
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + size + b"\r\n{}\r\n0\r\n\r\n")
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), reply[:300]
+    assert b"connection: close" in head.lower()
+    assert json.loads(body)["field"] == "request"
+
+
 def test_headers_that_never_complete_are_closed(port):
     with connect(port) as s:
         s.sendall(b"POST /v1/banlist/entries HTTP/1.1\r\nHost: t\r\n")

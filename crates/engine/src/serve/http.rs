@@ -267,7 +267,7 @@ pub(super) async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<
     let mut more = BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
-            if e.is_parse() {
+            if e.is_parse() || broken_framing(&e) {
                 Read::Malformed
             } else {
                 Read::Gone
@@ -290,6 +290,20 @@ pub(super) async fn read_capped(req: Request<Incoming>, limit: usize) -> Result<
         }
     }
     Ok(first.unwrap_or_else(|| more.freeze()))
+}
+
+/// A body error that is the client's framing, not its leaving: hyper's chunk decoder reports
+/// a bad chunk size line (`zz`, or one past u64) as an io error of kind InvalidInput or
+/// InvalidData, not as a parse error. Taken for a client gone, it was answered 499.
+fn broken_framing(e: &hyper::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+            )
+        })
 }
 
 /// What `check_qa` answers: (status, error body, headers, forced, forced_by, explain).
