@@ -79,14 +79,21 @@ def parse_experiments(raw: Any, registry: Mapping[str, Any] = RULES
 
 def _interleaving(place: str, item: Mapping[str, Any], name: str, unit: str,
                   built: list[Experiment]) -> Experiment:
-    """An interleaving experiment: two profiles, every bucket in (a layer's slots take a
-    share of the traffic). Its profiles are checked against the config's by
-    `check_interleaving` once the profiles are loaded."""
-    for key in ("variants", "rules"):
-        if key in item:
-            raise ConfigError(f"{place}.{key}", "an `interleave` experiment has no "
-                              f"{key}: it compares two profiles on every unit it takes "
-                              "(take a share of traffic with `layer` and `slots`)")
+    """An interleaving experiment: two profiles, on every bucket, or on the share of them
+    `variants: {interleaved: <percent>}` names (the CONTRACT's "no `variants` means every
+    bucket"; a layer's slots take a share too). Its profiles are checked against the
+    config's by `check_interleaving` once the profiles are loaded."""
+    if "rules" in item:
+        raise ConfigError(f"{place}.rules", "an `interleave` experiment has no rules: it "
+                          "compares two profiles on every unit it takes")
+    weights = {INTERLEAVED: 100.0}
+    if "variants" in item:
+        weights, _ = _variants(f"{place}.variants", item["variants"], [], RULES)
+        if set(weights) != {INTERLEAVED}:
+            raise ConfigError(f"{place}.variants", f"an `interleave` experiment's variants "
+                              f"are one share, {{{INTERLEAVED}: <percent>}}: every unit in "
+                              "it sees both profiles on one page (no `variants` means every "
+                              "bucket)")
     raw = item["interleave"]
     iplace = f"{place}.interleave"
     if not isinstance(raw, dict):
@@ -105,7 +112,7 @@ def _interleaving(place: str, item: Mapping[str, Any], name: str, unit: str,
                           "an interleaving compares two profiles")
     salt = _salt(f"{place}.salt", item.get("salt"))
     layer, slots = _layer(place, item, name, unit, built)
-    return Experiment.from_weights(name, unit, {INTERLEAVED: 100}, (), salt=salt, layer=layer,
+    return Experiment.from_weights(name, unit, weights, (), salt=salt, layer=layer,
                                    slots=slots, interleave=(arms[0], arms[1]))
 
 

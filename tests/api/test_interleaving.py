@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import mmh3
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -123,6 +124,26 @@ def test_a_named_profile_or_another_route_is_not_taken_over(app_client):
         assert answer["experiments"] == []
         assert all("team" not in d for d in answer["documents"])
     assert app_client.app.state.services.impressions.counts("spam_v8") is None
+
+
+def test_variants_take_a_share_of_the_units_into_the_interleaving(settings):
+    # CONTRACT.md: "bucketed as above; no `variants` means every bucket". With
+    # `{interleaved: 20}` the units of buckets 0 to 1999 (mmh3 of "spam_v8:<unit>") are
+    # interleaved and the rest are served the routed profile alone, in no experiment.
+    settings.config.write_text(CONFIG.split("experiments:")[0] + (
+        "experiments:\n  - {name: spam_v8, unit: user_id, variants: {interleaved: 20}, "
+        "interleave: {control: default, treatment: v8}}\n"))
+    seen = {True: 0, False: 0}
+    with TestClient(create_app(settings)) as client:
+        for i in range(60):
+            u = f"user-{i}"
+            inside = mmh3.hash(f"spam_v8:{u}", 1, signed=False) * 10_000 >> 32 < 2_000
+            answer = client.post("/v1/rerank", json=page(u, request_id=f"r-{i}")).json()
+            assert ("interleaving" in answer) == inside, (u, answer.get("experiments"))
+            assert [e["variant"] for e in answer["experiments"]] == (
+                ["interleaved"] if inside else [])
+            seen[inside] += 1
+    assert seen[True] and seen[False]
 
 
 def test_filters_of_either_arm_hold_on_the_merged_page(app_client):

@@ -39,6 +39,15 @@ def test_an_interleaving_loads_and_compiles():
     assert engine.designs()["spam_v8"] == {"interleaved": 10_000}
 
 
+def test_an_interleaving_may_take_a_share_of_the_buckets():
+    # CONTRACT.md: "bucketed as above; no `variants` means every bucket"
+    engine = load_bytes(_config(
+        "  - {name: spam_v8, unit: user_id, variants: {interleaved: 20}, "
+        "interleave: {control: default, treatment: v8}}"))
+    assert engine.experiments[0].variants == (("interleaved", 2_000),)
+    assert engine.designs()["spam_v8"] == {"interleaved": 2_000}
+
+
 @pytest.mark.parametrize(("experiments", "place", "problem"), [
     ("  - {name: e, unit: u, interleave: {control: default, treatment: nope}}",
      "experiments[0] e.interleave.treatment", "unknown profile 'nope'"),
@@ -48,7 +57,10 @@ def test_an_interleaving_loads_and_compiles():
      "experiments[0] e.interleave.treatment", "the same profile as control"),
     ("  - {name: e, unit: u, interleave: {control: default, treatment: v8}, "
      "variants: {control: 50, treatment: 50}}",
-     "experiments[0] e.variants", "an `interleave` experiment has no variants"),
+     "experiments[0] e.variants", "variants are one share, {interleaved: <percent>}"),
+    ("  - {name: e, unit: u, interleave: {control: default, treatment: v8}, "
+     "variants: {interleaved: 120}}",
+     "experiments[0] e.variants.interleaved", "weight must be a percentage from 0 to 100"),
     ("  - {name: e, unit: u, interleave: {control: default, treatment: v8}, "
      "rules: [spam_demotion]}",
      "experiments[0] e.rules", "an `interleave` experiment has no rules"),
