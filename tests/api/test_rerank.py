@@ -287,8 +287,15 @@ def test_bad_input_names_the_field(client, name, mutate, field, status):
 
 
 @pytest.mark.parametrize(("raw", "field"), [
-    (b'{"documents": [{"id": "a", "url": "http://a/", "score": NaN}]}', "body"),
-    (b'{"documents": [{"id": "a", "url": "http://a/", "score": Infinity}]}', "body"),
+    # what Python's json.dumps writes by default: not JSON (400), named by where it stands
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": NaN}]}', "documents[0].score"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": Infinity}]}',
+     "documents[0].score"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "factors": {"link": '
+     b'-Infinity}}]}', "documents[0].factors.link"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1, "attributes": {"x": '
+     b'[NaN]}}]}', "documents[0].attributes.x[0]"),
+    (b'{"documents": [{"id": "a", "url": "http://a/", "score": -NaN}]}', "body"),
     (b'{"documents": [{"id": "a", "url": "http://a/", "score": 1e999}]}', "documents[0].score"),
     # an out-of-range number in a map is named by its key
     (b'{"unit": {"user_id": "u", "team": 1e400}, "documents": []}', "unit.team"),
@@ -310,6 +317,9 @@ def test_bad_input_names_the_field(client, name, mutate, field, status):
 def test_non_json_numbers_and_malformed_bodies(client, raw, field):
     r = client.post("/v1/rerank", content=raw, headers={"content-type": "application/json"})
     assert 400 <= r.status_code < 500 and r.json()["field"] == field
+    if b"NaN" in raw or b"Infinity" in raw:
+        assert r.status_code == 400
+        assert r.json()["problem"].startswith("not valid JSON")
 
 
 def test_limits_on_documents_body_and_text(client):

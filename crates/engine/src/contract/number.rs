@@ -2,7 +2,7 @@
 //! allowed (a float elsewhere), a float; past f64's range refused, whatever the type, and a
 //! malformed one a 400 naming its byte.
 
-use super::path::{invalid, Path, R};
+use super::path::{invalid, not_json_at, Path, R};
 use super::scan::Scanner;
 
 /// An int of any size is kept where the type allows ints (`attributes`), up to this many
@@ -70,6 +70,18 @@ impl<'a> Scanner<'a> {
             }
             if p == int_start {
                 self.pos = p;
+                // What Python's json.dumps writes for a float that is not finite: not
+                // JSON, so a 400 as any broken body, but at a value, so named by it.
+                for word in [&b"NaN"[..], b"Infinity"] {
+                    if buf[p..].starts_with(word) && !(neg && word == b"NaN") {
+                        let sign = if neg { "-" } else { "" };
+                        let word = std::str::from_utf8(word).unwrap_or_default();
+                        return Err(not_json_at(
+                            path,
+                            format!("not valid JSON: {sign}{word} is no JSON number (a number is finite)"),
+                        ));
+                    }
+                }
                 return Err(self.malformed("invalid character"));
             }
         }

@@ -102,6 +102,15 @@ pub(crate) fn body_error(problem: String) -> Refusal {
     })
 }
 
+/// A 400 for bytes that are not JSON at a value the decoder can name (`NaN` as a score).
+pub(crate) fn not_json_at(path: &Path, problem: String) -> Refusal {
+    Box::new(FieldError {
+        status: 400,
+        field: path.render(),
+        problem,
+    })
+}
+
 pub(crate) fn truncated() -> Refusal {
     body_error("not valid JSON: the body ends in the middle of a value".into())
 }
