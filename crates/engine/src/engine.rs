@@ -406,9 +406,10 @@ impl Engine {
         };
         triggered(config, &outcome, &mut assigned.exposures, interleaved);
         let generated;
+        // CONTRACT.md: "echoed back; generated when absent": an empty one is present
         let request_id = match req.request_id.as_deref() {
-            Some(id) if !id.is_empty() => id,
-            _ => {
+            Some(id) => id,
+            None => {
                 generated = uuid::Uuid::new_v4().simple().to_string();
                 &generated
             }
