@@ -118,6 +118,9 @@ def _parse(raw: bytes, source: str) -> Any:
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(source, f"not valid YAML: {exc}") from exc
+    except RecursionError as exc:  # PyYAML's composer and constructor recurse per level
+        raise ConfigError(source, "not valid YAML here: nested deeper than the loader "
+                          "follows (a config is a few levels deep)") from exc
 
 
 _MERGE = "tag:yaml.org,2002:merge"
@@ -140,8 +143,14 @@ def _refuse_repeated_keys(loader: yaml.SafeLoader, node: yaml.Node, path: str,
     if not isinstance(node, yaml.MappingNode):
         return
     lines: dict[Any, int] = {}
+    merged = 0  # the line of a `<<` already given: a second one would replace its keys
     for key_node, value_node in node.value:
         if key_node.tag == _MERGE:
+            line = key_node.start_mark.line + 1
+            if merged:
+                raise ConfigError(f"{path}.<<" if path else "<<", f"given twice on lines "
+                                  f"{merged} and {line}: merge several with `<<: [*a, *b]`")
+            merged = line
             _refuse_repeated_keys(loader, value_node, path, seen)
             continue
         key = loader.construct_object(key_node, deep=True)

@@ -94,6 +94,12 @@ def test_version_is_the_content_hash():
     (b"profiles: {default: {}}\nexperiments: [{name: e, unit: user_id, "
      b"variants: {a: 5, 'a': 6}, rules: [depth]}]", "experiments[0].variants.a", "given twice"),
     (b"profiles: {default: {}, 1: {}, 0x1: {}}", "profiles.1", "given twice"),  # one int key
+    # two merges: PyYAML lets the second replace the first's keys (here its pre-filter)
+    (b"a: &a {pre-filter: [banlist, spam_ban]}\nb: &b {pre-filter: [topic_filter]}\nprofiles:"
+     b"\n  default:\n    <<: *a\n    <<: *b\n", "profiles.default.<<",
+     "given twice on lines 5 and 6"),
+    (b"profiles: {default: {}}\nx: " + b"[" * 3000 + b"]" * 3000, "<config>",
+     "nested deeper than the loader follows"),
     (b"profilez: {}", "profilez", "unknown top-level key"),
     (b"profiles: {default: {}, c: {extends: [default]}}", "profiles.c.extends",
      "must be the name of one profile"),
