@@ -52,14 +52,14 @@ pub enum UrlError {
     BracketOutsideIpv6,
     /// Text with an unpaired surrogate (only Python strings can carry one).
     Surrogate,
-    /// Over `MAX_OPENABLE_URL_BYTES`: its length in bytes.
+    /// Over `MAX_OPENABLE_URL_BYTES` once canonical: that length.
     TooLong(usize),
 }
 
-/// The longest URL a browser opens: Chromium's `url::kMaxURLChars`, 2 MiB (Firefox and
-/// Safari open longer ones). Chromium counts its canonical form; this counts the UTF-8
-/// bytes as sent, which for a result page's URLs is within a few bytes of it (percent
-/// escapes lengthen, dropped dot segments and default ports shorten).
+/// The longest URL a browser opens: Chromium's `url::kMaxURLChars`, 2 MiB of its canonical
+/// form (Firefox's `network.standard-url.max-length` is 1 MiB), counted on the canonical
+/// form made here, whose non-ASCII is percent-escaped as Chromium's is: a page of Cyrillic
+/// text is three times its UTF-8 length there.
 pub const MAX_OPENABLE_URL_BYTES: usize = 2 * 1024 * 1024;
 
 impl fmt::Display for UrlError {
@@ -76,7 +76,8 @@ impl fmt::Display for UrlError {
             UrlError::Surrogate => f.write_str("URL contains an unpaired surrogate"),
             UrlError::TooLong(bytes) => write!(
                 f,
-                "{bytes} bytes long, over the {MAX_OPENABLE_URL_BYTES} a browser opens"
+                "{bytes} characters long once escaped, over the {MAX_OPENABLE_URL_BYTES} a \
+                 browser opens"
             ),
         }
     }
@@ -120,9 +121,15 @@ pub fn canonicalize_with_host(url: &str) -> Result<(String, String), UrlError> {
 
 /// `canonicalize_with_host` without copying a URL that is already canonical.
 pub fn canonical_parts(url: &str) -> Result<Canonical<'_>, UrlError> {
-    if url.len() > MAX_OPENABLE_URL_BYTES {
-        return Err(UrlError::TooLong(url.len()));
+    let found = canonical_form(url)?;
+    if found.url.len() > MAX_OPENABLE_URL_BYTES {
+        return Err(UrlError::TooLong(found.url.len()));
     }
+    Ok(found)
+}
+
+/// `canonical_parts` of any length.
+fn canonical_form(url: &str) -> Result<Canonical<'_>, UrlError> {
     if let Some(found) = already_canonical(url) {
         return Ok(found);
     }

@@ -73,7 +73,12 @@ impl<'a> Scanner<'a> {
                 // What Python's json.dumps writes for a float that is not finite: not
                 // JSON, so a 400 as any broken body, but at a value, so named by it.
                 for word in [&b"NaN"[..], b"Infinity"] {
-                    if buf[p..].starts_with(word) && !(neg && word == b"NaN") {
+                    // the word whole (`NaNa` is just a broken body)
+                    let whole = buf[p..].starts_with(word)
+                        && !buf
+                            .get(p + word.len())
+                            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+                    if whole && !(neg && word == b"NaN") {
                         let sign = if neg { "-" } else { "" };
                         let word = std::str::from_utf8(word).unwrap_or_default();
                         return Err(not_json_at(
