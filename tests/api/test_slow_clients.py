@@ -174,6 +174,23 @@ def test_a_malformed_chunk_is_the_400_of_an_unreadable_request(port, size):
     assert json.loads(body)["field"] == "request"
 
 
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_a_client_that_stops_sending_mid_body_is_closed_without_an_answer(port, framing):
+    # Half-closed mid-body: the data port wrote `HTTP/1.1 499` to a client still reading,
+    # a status meant only to be counted; the control port closes without an answer.
+    length = b"Content-Length: 100\r\n" if framing == "content-length" else (
+        b"Transfer-Encoding: chunked\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  + length + b"\r\n" + (b"" if framing == "content-length" else b"64\r\n")
+                  + b'{"documents": [')
+        s.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    assert reply == b""
+
+
 def test_headers_that_never_complete_are_closed(port):
     with connect(port) as s:
         s.sendall(b"POST /v1/banlist/entries HTTP/1.1\r\nHost: t\r\n")

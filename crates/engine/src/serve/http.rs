@@ -3,7 +3,6 @@
 //! `POST /v1/feedback` (feedback.rs) and `GET /healthz`; every other request a 404 or 405
 //! in the API's error shape.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,7 +24,7 @@ use super::Shared;
 pub const RERANK: &str = "/v1/rerank";
 pub const HEALTHZ: &str = "/healthz";
 pub const FEEDBACK: &str = "/v1/feedback";
-/// nginx's code for a client that left before its answer: counted, never sent.
+/// nginx's code for a client that left before its answer: counted, never sent (`ClientGone`).
 pub(super) const GONE: u16 = 499;
 const EXPLAIN_HEADER: &str = "x-rearrange-explain";
 
@@ -44,13 +43,38 @@ pub(super) fn json(status: u16, body: impl Into<Bytes>, close: bool) -> Answer {
     response
 }
 
-pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, Infallible> {
+/// The service's error: the client left before its body was whole. The request is counted
+/// (`GONE`) and hyper drops the connection without writing an answer, as the control port
+/// does; a client that only half-closed would otherwise read a 499 it was never meant to.
+#[derive(Debug)]
+pub struct ClientGone;
+
+impl std::fmt::Display for ClientGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client left before its body was whole")
+    }
+}
+
+impl std::error::Error for ClientGone {}
+
+/// `GONE` answers become `ClientGone`: nothing is written.
+fn unless_gone(answer: Answer) -> Result<Answer, ClientGone> {
+    if answer.status().as_u16() == GONE {
+        Err(ClientGone)
+    } else {
+        Ok(answer)
+    }
+}
+
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, ClientGone> {
     let arrived = Instant::now();
     let path = req.uri().path();
     let (route, answer) = match (req.method(), path) {
         // counted by `rerank` itself, with what the request left to write
-        (&Method::POST, RERANK) => return Ok(rerank(&shared, req, arrived).await),
-        (&Method::POST, FEEDBACK) => return Ok(super::feedback::feedback(&shared, req).await),
+        (&Method::POST, RERANK) => return unless_gone(rerank(&shared, req, arrived).await),
+        (&Method::POST, FEEDBACK) => {
+            return unless_gone(super::feedback::feedback(&shared, req).await)
+        }
         (&Method::GET, HEALTHZ) => (HEALTHZ, json(200, shared.settings.healthz.clone(), false)),
         (_, RERANK | HEALTHZ | FEEDBACK) => {
             let (route, allow) = match path {
