@@ -293,9 +293,13 @@ pub fn merge<'a>(
             });
         }
     }
+    // one entry for a rule both arms skipped, as the response says it
     let mut skipped = control.skipped;
     for s in treatment.skipped {
-        if !skipped.contains(&s) {
+        let said = skipped.iter().any(|k| {
+            k.rule == s.rule && k.phase == s.phase && k.reason.as_str() == s.reason.as_str()
+        });
+        if !said {
             skipped.push(s);
         }
     }

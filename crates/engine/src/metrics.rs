@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use crate::effects::TOP;
 use crate::experiments::Exposure;
 use crate::record::Phase;
-use crate::runner::{Outcome, RuleError, Skip, Timing};
+use crate::runner::{Outcome, RuleError, Timing};
 use slab::{Slab, FAMILY_SEP};
 
 /// rearrange_request_duration_seconds.
@@ -85,16 +85,6 @@ fn bounds_of(family: usize) -> &'static [f64] {
 /// The index of the family named `name`.
 fn family_of(name: &str) -> Option<usize> {
     FAMILIES.iter().position(|f| *f == name)
-}
-
-/// The `reason` label of rearrange_rule_skipped_total: the response's reason, and
-/// `deadline_stopped` for a rule the deadline stopped while it ran.
-fn skip_label<'a>(skip: &Skip<'a>) -> &'a str {
-    if skip.stopped {
-        "deadline_stopped"
-    } else {
-        skip.reason
-    }
 }
 
 fn join(buf: &mut String, values: &[&str]) {
@@ -390,7 +380,7 @@ impl EngineMetrics {
                 s.inc(FALLBACKS, &[f.rule, f.action], 1.0);
             }
             for k in &outcome.skipped {
-                s.inc(SKIPPED, &[k.rule, k.phase.as_str(), skip_label(k)], 1.0);
+                s.inc(SKIPPED, &[k.rule, k.phase.as_str(), k.reason.label()], 1.0);
             }
             for e in &outcome.errors {
                 s.inc(ERRORS, &[e.rule, e.phase.as_str()], 1.0);

@@ -200,7 +200,7 @@ pub fn write_skipped<S: Sink + ?Sized>(out: &mut S, skipped: &[Skip]) {
         lit(out, b",\"phase\":");
         name(out, s.phase.as_str());
         lit(out, b",\"reason\":");
-        write_str(out, s.reason);
+        write_str(out, s.reason.as_str());
         out.push(b'}');
     });
 }

@@ -20,8 +20,8 @@ pub const PIPELINE_RULE: &str = "pipeline";
 /// `skipped[].reason`: an optional rule not started because the deadline had passed.
 pub const SKIPPED_LATE: &str = "deadline";
 /// Explain's `why` for an optional rule given up when the deadline passed midway; its
-/// `skipped[].reason` is the CONTRACT's `deadline`, as for one not started (`Skip::stopped`
-/// tells the two apart for the metrics).
+/// `skipped[].reason` is the CONTRACT's `deadline`, as for one not started
+/// (`SkipReason::Stopped`).
 pub const STOPPED_LATE: &str = "deadline (stopped while running)";
 /// `skipped[].reason`: a rule that failed under `on_error: open` (or in shadow).
 pub const FAILED: &str = "error";
@@ -153,10 +153,37 @@ impl<'a> Timing<'a> {
 pub struct Skip<'a> {
     pub rule: &'a str,
     pub phase: Phase,
-    /// The CONTRACT's: `deadline` or `error`.
-    pub reason: &'static str,
-    /// Stopped by the deadline while it ran (not: never started, or failed).
-    pub stopped: bool,
+    pub reason: SkipReason,
+}
+
+/// Why a rule did not run to completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Optional, and the deadline had passed before it started.
+    Late,
+    /// Optional, and the deadline passed while it ran: it gave up.
+    Stopped,
+    /// It failed under `on_error: open` (or in shadow).
+    Failed,
+}
+
+impl SkipReason {
+    /// `skipped[].reason`, the CONTRACT's: `deadline` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Late | SkipReason::Stopped => SKIPPED_LATE,
+            SkipReason::Failed => FAILED,
+        }
+    }
+
+    /// The `reason` label of rearrange_rule_skipped_total, which tells a rule stopped
+    /// midway (`deadline_stopped`) from one never started.
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipReason::Stopped => "deadline_stopped",
+            other => other.as_str(),
+        }
+    }
 }
 
 /// `fallback` of the response.
@@ -568,8 +595,7 @@ impl Pipeline {
             t.skipped.push(Skip {
                 rule: name,
                 phase,
-                reason: SKIPPED_LATE,
-                stopped: false,
+                reason: SkipReason::Late,
             });
             if ctx.explain {
                 t.trace
@@ -591,8 +617,7 @@ impl Pipeline {
                         t.skipped.push(Skip {
                             rule: name,
                             phase,
-                            reason: SKIPPED_LATE,
-                            stopped: true,
+                            reason: SkipReason::Stopped,
                         });
                         if ctx.explain {
                             let why = STOPPED_LATE.into();
@@ -637,8 +662,7 @@ impl Pipeline {
                 t.skipped.push(Skip {
                     rule: name,
                     phase,
-                    reason: FAILED,
-                    stopped: false,
+                    reason: SkipReason::Failed,
                 });
                 if ctx.explain {
                     let why = format!("{FAILED}: {problem}");

@@ -126,8 +126,7 @@ fn failures_open_closed_shadow_and_panics() {
             vec![Skip {
                 rule: "test_rule",
                 phase: Phase::Trim,
-                reason: FAILED,
-                stopped: false,
+                reason: SkipReason::Failed,
             }]
         );
         let errors: Vec<_> = out.errors.iter().map(|e| (e.rule, e.phase)).collect();
@@ -181,8 +180,8 @@ fn optional_rules_and_the_deadline() {
     clock.advance(Duration::from_nanos(1));
     let out = p.run(&docs, &c).unwrap();
     assert_eq!(out.docs.len(), 3);
-    assert_eq!(out.skipped[0].reason, SKIPPED_LATE);
-    assert!(!out.skipped[0].stopped);
+    assert_eq!(out.skipped[0].reason, SkipReason::Late);
+    assert_eq!(out.skipped[0].reason.as_str(), "deadline");
     assert!(out.timings.is_empty());
     // A deadline that passes while the rule runs (between the runner's reading and the
     // rule's): stopped, page unchanged, its time counted.
@@ -195,8 +194,8 @@ fn optional_rules_and_the_deadline() {
     let out = p.run(&docs, &late).unwrap();
     assert_eq!(out.docs.len(), 3);
     // the CONTRACT's reason either way (`deadline`); the metrics tell the two apart
-    assert_eq!(out.skipped[0].reason, "deadline");
-    assert!(out.skipped[0].stopped);
+    assert_eq!(out.skipped[0].reason, SkipReason::Stopped);
+    assert_eq!(out.skipped[0].reason.as_str(), "deadline");
     assert_eq!(out.timings.len(), 1);
 }
 

@@ -71,16 +71,19 @@ impl<'a> Scanner<'a> {
             if p == int_start {
                 self.pos = p;
                 // What Python's json.dumps writes for a float that is not finite: not
-                // JSON, so a 400 as any broken body, but at a value, so named by it.
-                for word in [&b"NaN"[..], b"Infinity"] {
-                    // the word whole (`NaNa` is just a broken body)
-                    let whole = buf[p..].starts_with(word)
-                        && !buf
-                            .get(p + word.len())
-                            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-                    if whole && !(neg && word == b"NaN") {
+                // JSON, so a 400 as any broken body, but at a value, so named by it. The
+                // word whole (`NaNa` is just a broken body); `-NaN` is no such word.
+                let words: &[&str] = if neg {
+                    &["Infinity"]
+                } else {
+                    &["NaN", "Infinity"]
+                };
+                for word in words {
+                    let after = buf.get(p + word.len());
+                    if buf[p..].starts_with(word.as_bytes())
+                        && !after.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                    {
                         let sign = if neg { "-" } else { "" };
-                        let word = std::str::from_utf8(word).unwrap_or_default();
                         return Err(not_json_at(
                             path,
                             format!("not valid JSON: {sign}{word} is no JSON number (a number is finite)"),

@@ -96,7 +96,7 @@ pub fn answer(head: &Head, page: &Page, outcome: &Outcome) -> wire::RerankRespon
     let skipped = outcome.skipped.iter().map(|s| wire::Skip {
         rule: s.rule.into(),
         phase: s.phase,
-        reason: s.reason.into(),
+        reason: s.reason.as_str().into(),
     });
     wire::RerankResponse {
         request_id: head.request_id.into(),
@@ -128,7 +128,7 @@ mod tests {
     use crate::interleave::Team;
     use crate::record::{Phase, Reason, Rec, Record};
     use crate::response::write_response;
-    use crate::runner::{Fallback, Skip};
+    use crate::runner::{Fallback, Skip, SkipReason};
 
     fn parsed(bytes: &[u8]) -> serde_json::Value {
         serde_json::from_slice(bytes).expect("valid JSON")
@@ -223,8 +223,7 @@ mod tests {
             skipped: vec![Skip {
                 rule: "slow",
                 phase: Phase::Rerank,
-                reason: "deadline",
-                stopped: false,
+                reason: SkipReason::Late,
             }],
             actions: vec![],
             errors: vec![],

@@ -15,14 +15,20 @@ use pyo3::types::PyBytes;
 
 use crate::engine::error_body;
 
-use super::http::{declared_over, json, read_capped, Answer, Read, FEEDBACK, GONE, UNREADABLE};
+use super::http::{
+    declared_over, json, read_capped, Answer, ClientGone, Read, FEEDBACK, GONE, UNREADABLE,
+};
 use super::Shared;
 
-/// The answer to one feedback, counted under its route.
-pub async fn feedback(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
+/// The answer to one feedback, counted under its route (a client gone as `GONE`, and
+/// answered nothing).
+pub async fn feedback(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Answer, ClientGone> {
     let (status, answer) = answered(shared, req).await;
     shared.events.push(FEEDBACK, status, None, Vec::new(), None);
-    answer
+    if status == GONE {
+        return Err(ClientGone);
+    }
+    Ok(answer)
 }
 
 async fn answered(shared: &Arc<Shared>, req: Request<Incoming>) -> (u16, Answer) {

@@ -57,24 +57,13 @@ impl std::fmt::Display for ClientGone {
 
 impl std::error::Error for ClientGone {}
 
-/// `GONE` answers become `ClientGone`: nothing is written.
-fn unless_gone(answer: Answer) -> Result<Answer, ClientGone> {
-    if answer.status().as_u16() == GONE {
-        Err(ClientGone)
-    } else {
-        Ok(answer)
-    }
-}
-
 pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, ClientGone> {
     let arrived = Instant::now();
     let path = req.uri().path();
     let (route, answer) = match (req.method(), path) {
         // counted by `rerank` itself, with what the request left to write
-        (&Method::POST, RERANK) => return unless_gone(rerank(&shared, req, arrived).await),
-        (&Method::POST, FEEDBACK) => {
-            return unless_gone(super::feedback::feedback(&shared, req).await)
-        }
+        (&Method::POST, RERANK) => return rerank(&shared, req, arrived).await,
+        (&Method::POST, FEEDBACK) => return super::feedback::feedback(&shared, req).await,
         (&Method::GET, HEALTHZ) => (HEALTHZ, json(200, shared.settings.healthz.clone(), false)),
         (_, RERANK | HEALTHZ | FEEDBACK) => {
             let (route, allow) = match path {
@@ -122,7 +111,12 @@ fn latin1(value: &HeaderValue) -> String {
     value.as_bytes().iter().map(|&b| b as char).collect()
 }
 
-async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) -> Answer {
+/// The body read (or refused), then `answer`.
+async fn rerank(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    arrived: Instant,
+) -> Result<Answer, ClientGone> {
     let settings = &shared.settings;
     let mut qa = Qa::default();
     let mut declared: Option<&HeaderValue> = None;
@@ -138,33 +132,38 @@ async fn rerank(shared: &Arc<Shared>, req: Request<Incoming>, arrived: Instant) 
     let limit = settings.max_body_bytes;
     // A declared length over the cap is refused unread, as observe.read_body does.
     if let Some(problem) = declared_over(declared, limit) {
-        return refuse_body(shared, 413, "invalid", &problem);
+        return Ok(refuse_body(shared, 413, "invalid", &problem));
     }
     let body = match tokio::time::timeout(settings.body_timeout, read_capped(req, limit)).await {
         Ok(Ok(body)) => body,
         Ok(Err(Read::TooLarge)) => {
-            return refuse_body(
-                shared,
-                413,
-                "invalid",
-                &format!("over the limit of {limit} bytes"),
-            )
+            let problem = format!("over the limit of {limit} bytes");
+            return Ok(refuse_body(shared, 413, "invalid", &problem));
         }
         Ok(Err(Read::Gone)) => {
             shared.events.push(RERANK, GONE, None, Vec::new(), None);
-            return json(GONE, Bytes::new(), true);
+            return Err(ClientGone);
         }
         Ok(Err(Read::Malformed)) => {
             // the control port's answer to bytes its HTTP parser refuses (app/api/serving.py)
             shared.metrics.get().request("", "invalid");
             shared.events.push(RERANK, 400, None, Vec::new(), None);
-            return json(400, error_body(400, Some("request"), UNREADABLE), true);
+            return Ok(json(
+                400,
+                error_body(400, Some("request"), UNREADABLE),
+                true,
+            ));
         }
         Err(_) => {
             let problem = format!("not received within {} s", settings.body_timeout_text);
-            return refuse_body(shared, 408, "timeout", &problem);
+            return Ok(refuse_body(shared, 408, "timeout", &problem));
         }
     };
+    Ok(answer(shared, body, qa, arrived).await)
+}
+
+/// The answer to a body read whole: the QA headers checked, then the engine's call.
+async fn answer(shared: &Arc<Shared>, body: Bytes, qa: Qa, arrived: Instant) -> Answer {
     let mut forced: Vec<(String, String)> = Vec::new();
     let mut forced_by = None;
     let mut explain = false;
