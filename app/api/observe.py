@@ -20,7 +20,11 @@ class ResponseCounter:
 
     The route label is the matched route's template (`/v1/banlist/entries/{entry_id}`),
     never the raw path, so request data cannot grow the label set; unmatched is `other`.
-    An exception escaping the app is counted as 5xx before it propagates.
+    A response is counted just before its last body message is handed to the server, so
+    a scrape made after a client has read its whole answer counts it (counted after the
+    app returned, a client could read the answer and scrape before the count). An
+    exception escaping the app is counted as 5xx before it propagates, unless the whole
+    answer had already gone.
     """
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
@@ -31,19 +35,27 @@ class ResponseCounter:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
+        status, counted = 500, False
+
+        def count() -> None:
+            nonlocal counted
+            counted = True
+            route = scope.get("route")
+            self.metrics.http_response(getattr(route, "path", "other"), status)
 
         async def send_counted(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                count()
             await send(message)
 
         try:
             await self.app(scope, receive, send_counted)
         finally:
-            route = scope.get("route")
-            self.metrics.http_response(getattr(route, "path", "other"), status)
+            if not counted:
+                count()
 
 
 class BodyLimit:

@@ -168,3 +168,48 @@ def test_every_refused_request_counts_as_invalid(client):
         assert _invalid(client) == n, (n, status)
     assert client.post("/v1/rerank", json=page(2)).status_code == 200
     assert _invalid(client) == len(refusals)
+
+
+@pytest.mark.parametrize("method,path,body,route,code", [
+    ("POST", "/v1/rerank", page(2), "/v1/rerank", "200"),
+    ("POST", "/v1/rerank", {"documents": 1}, "/v1/rerank", "422"),
+    ("GET", "/healthz", None, "/healthz", "200"),
+])
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_response_is_counted_before_its_last_byte_goes_out(client, fast, method, path,
+                                                             body, route, code):
+    """A client that has read its whole answer and then scrapes sees it counted: the
+    count is made before the last body message reaches the server, not after the app
+    returns (then two workers' scrapes after N answers could say N - 1)."""
+    import asyncio
+
+    app = client.app
+    app.fast_rerank = fast
+    registry = app.state.services.metrics.registry
+    labels = {"route": route, "code": code}
+
+    def counted() -> float:
+        return registry.get_sample_value("rearrange_http_responses_total", labels) or 0.0
+
+    before, seen = counted(), []
+    raw = json.dumps(body).encode() if body is not None else b""
+    messages = [{"type": "http.request", "body": raw, "more_body": False}]
+
+    async def receive():
+        return messages.pop() if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            seen.append(counted())
+
+    scope = {"type": "http", "method": method, "path": path, "root_path": "",
+             "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(raw)).encode())],
+             "query_string": b"", "http_version": "1.1", "scheme": "http",
+             "server": ("t", 80), "client": ("c", 1)}
+    try:
+        asyncio.run(app(scope, receive, send))
+    finally:
+        app.fast_rerank = True
+    assert seen == [before + 1]
+    assert counted() == before + 1
