@@ -63,8 +63,7 @@ async def readyz(services: Wired) -> JSONResponse:
         body["redis_maxmemory_policy"] = policy.policy
         body["redis_policy_problem"] = policy.problem or policy.unchecked
     body["draining"] = draining
-    # Stuck Python rules: the replica still serves (every replica would have them), but a
-    # restart is due once `at_cap` (docs/config.md#python-rules)
+    # The Python rule processes: up, busy, starting, and calls waiting for one
     body["python_rules"] = services.executor.state()
     return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
@@ -94,7 +93,7 @@ def gauges(services: Services) -> Callable[[Metrics], None]:
             m.redis_in_sync.labels(name).set(1 if state.in_sync else 0)
             m.redis_diverged.labels(name).set(1 if state.diverged else 0)
             m.redis_staleness.labels(name).set(state.staleness_seconds)
-        m.rule_threads(services.executor.state())
+        m.rule_processes(services.executor.state())
         audit = services.audit_log  # with one process, read at scrape time (set_function)
         if m.multiprocess_dir is not None and audit is not None:
             m.audit_failing.set(1 if audit.failing() else 0)

@@ -22,6 +22,7 @@ from app.banlist.redis.durable import Durability
 from app.banlist.redis.policy import EvictionPolicy
 from app.banlist.redis.store import RedisStore
 from app.banlist.review import Reviews
+from app.config.load import Engine
 from app.config.replica import ConfigReplica
 from app.config.settings import Settings
 from app.config.versions import ConfigHolder
@@ -126,9 +127,13 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                           lambda reason: metrics.capture_dropped.labels(reason).inc(),
                           metrics.capture_written.inc)
     executor = RuleExecutor(Limits(workers=settings.python_rule_workers,
-                                   timeout=settings.python_rule_timeout_ms / 1000,
-                                   grace=settings.python_rule_grace_ms / 1000,
-                                   abandoned_max=settings.python_rule_abandoned_max), metrics)
+                                   timeout=settings.python_rule_timeout_ms / 1000), metrics)
+
+    def rule_processes(engine: Engine) -> None:
+        """A config with plugins is served once its rule processes have imported them."""
+        executor.prepare(engine.plugins)
+
+    config.follow(rule_processes)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
     review = _reviews(settings, store, metrics, policy, durability)
     # interleaved pages served (both request paths hand them here), kept for their feedback

@@ -12,6 +12,7 @@ import datetime as dt
 import importlib
 import json
 import math
+import pickle
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -115,7 +116,35 @@ def build_python_rule(place: str, cls: type[Any], params: dict[str, Any], phase:
     except Exception as exc:  # the plugin's constructor refused its parameters
         raise ConfigError(place, f"building the rule failed: {type(exc).__name__}: "
                           f"{exc}") from exc
-    return PythonRule(cls.name, phase, instance, validated, profile)
+    try:
+        handle = RuleHandle(instance, *_address(place, cls), dict(params))
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ConfigError(place, f"parameters cannot be handed to a rule process: "
+                          f"{exc}") from exc
+    return PythonRule(cls.name, phase, handle, validated, profile)
+
+
+def find(module_name: str, qualname: str) -> Any:
+    """The class `qualname` of module `module_name`, imported."""
+    found: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _address(place: str, cls: type[Any]) -> tuple[str, str]:
+    """(module, qualname) by which a rule process imports `cls`, checked: it builds its own
+    copy of the rule (app/engine/rule_worker.py)."""
+    module, qualname = cls.__module__, cls.__qualname__
+    try:
+        found = find(module, qualname)
+    except (ImportError, AttributeError):
+        found = None
+    if found is not cls:
+        raise ConfigError(place, f"class {qualname} cannot be imported as "
+                          f"{module}.{qualname}: Python rules run in processes of their own, "
+                          "which import the class by that name")
+    return module, qualname
 
 
 def jsonable(place: str, value: Any) -> Any:
@@ -145,13 +174,33 @@ def jsonable(place: str, value: Any) -> Any:
 
 class PythonRule:
     """The rule of a step that names a Python rule: the plugin's instance, built at config
-    load, and the parameters it was built with. The engine calls the instance per request
+    load (in its handle, which a rule process builds its own copy from), and the parameters
+    it was built with. The engine calls the handle per request
     (crates/engine/src/rules/python.rs) and checks what it returns."""
 
-    def __init__(self, name: str, phase: Phase, instance: Any, params: Any,
+    def __init__(self, name: str, phase: Phase, handle: RuleHandle, params: Any,
                  profile: str) -> None:
         self.name = name
         self.phase = phase
-        self.instance = instance
+        self.handle = handle
         self.params = params  # the validated Params, or the plain dict
         self.profile = profile
+
+
+class RuleHandle:
+    """A Python rule as the engine holds it: callable here (the offline tools call it in
+    their own process), and named so that a rule process builds the same rule: the class
+    `qualname` of `module`, on the step's parameters as the config gave them."""
+
+    __slots__ = ("instance", "spec", "key")
+
+    def __init__(self, instance: Any, module: str, qualname: str,
+                 params: dict[str, Any]) -> None:
+        self.instance = instance
+        self.spec = (module, qualname, params)
+        # a rule process keeps the rules it built by this: the same rule and parameters in
+        # the next config (a reload) is the same rule, not built again
+        self.key = pickle.dumps(self.spec, pickle.HIGHEST_PROTOCOL)
+
+    def __call__(self, documents: Any, context: Any) -> Any:
+        return self.instance(documents, context)

@@ -86,14 +86,10 @@ class Settings(BaseSettings):
     # immunity that ends, so a cleared host that turns to spam again is scored again
     sanctions_appeal_pin_days: float = Field(default=90.0, gt=0, le=3650)
     deadline_ms: float = Field(default=100.0, ge=0)  # optional rules skipped past it; 0: never
-    # Python rules (docs/config.md#python-rules): threads running them at once; a call's time
-    # when neither the deadline nor its step's timeout_ms gives one; how long one may run
-    # past its time before it is interrupted, and past that before its thread is abandoned;
-    # how many abandoned (stuck) threads are replaced at most
+    # Python rules (docs/config.md#python-rules): processes running them (calls at once); a
+    # call's time when neither the deadline nor its step's timeout_ms gives one
     python_rule_workers: int = Field(default=4, ge=1, le=64)
     python_rule_timeout_ms: float = Field(default=1000.0, gt=0)
-    python_rule_grace_ms: float = Field(default=1000.0, gt=0)
-    python_rule_abandoned_max: int = Field(default=8, ge=0)
     body_timeout_seconds: float = Field(default=5.0, gt=0)  # a request body must arrive by then
     header_timeout_seconds: float = Field(default=5.0, gt=0)  # `serve`: headers, or closed
     drain_seconds: float = Field(default=5.0, ge=0)  # SIGTERM: /readyz 503 this long, then stop

@@ -79,7 +79,7 @@ def _step(place: str, phase: Phase, step: Step, instances: list[Any]) -> dict[st
 def _python(rule: Rule, instances: list[Any]) -> int | None:
     if not isinstance(rule, PythonRule):
         return None
-    instances.append(rule.instance)
+    instances.append(rule.handle)
     return len(instances) - 1
 
 

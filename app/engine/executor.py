@@ -1,45 +1,55 @@
-"""Where Python rules run: a few daemon threads of our own, so that no rule holds a request
-past its time, or the worker past its life.
+"""Where Python rules run: processes of the service's own, so that no rule holds a request
+past its time, slows the requests around it, or outlives the call that gave up on it.
 
 The engine (crates/engine/src/rules/python.rs) hands each Python rule call to
-`RuleExecutor.call` with the time the rule has, and waits; the wait releases the GIL, as
-any lock wait does. A call that has not returned by then raises `RuleTimeout` in the
-caller, which answers the request as the step's `on_error` says, and the call is left to
-the watchdog: still running `grace` seconds later, an exception (`RuleInterrupted`) is
-raised in its thread at its next bytecode, which stops a pure-Python loop; still running
-`grace` seconds after that (blocked in C: a sleep, a read), its thread is abandoned and
-another takes its place, up to `abandoned_max` abandoned threads. An abandoned thread that
-comes back ends. Daemon threads: a stuck one never holds up the process's exit (the pool of
-concurrent.futures joins its workers at exit). docs/config.md#python-rules has the model.
+`RuleExecutor.call` with the time the rule has, and waits; the wait releases the GIL. The
+call goes to an idle rule process (app/engine/rule_worker.py), which builds its own copy of
+the rule the first time it is asked for it. A call that has not returned in its time raises
+`RuleTimeout` in the caller, which answers the request as the step's `on_error` says, and
+its process is killed (SIGKILL: a sleep, a socket read, a loop in C or in Python, all end
+there) and replaced. A process that dies during a call (the rule called `os._exit`, the
+kernel's OOM killer took it) fails that call with `RuleProcessDied` and is replaced. A rule
+that spins never takes the GIL from the service: it runs in another interpreter.
 
-The call interface is plain Python (`call(rule, fn, args, timeout)`), so a request path
-that is not Python's own can use it too.
+The processes are forked by a zygote that imported the served config's plugins, so a
+replacement is ready in a millisecond or two. They start when a config with `plugins:` is
+served (`prepare`, which returns once they are up) and are kept at `Limits.workers` by a
+keeper thread; a config with a plugin new to them gets a new zygote and new processes.
+docs/config.md#python-rules has the model.
 """
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import logging
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app._engine import RuleTimeout
+from app.config.plugins import RuleHandle
+from app.engine.rule_worker import HEADER, SOCKET_ENV, write_frame
 
 log = logging.getLogger("rearrange.rules")
 
-# What rule_event reports: the caller gave up on a call (timeout), the watchdog raised
-# RuleInterrupted in its thread (interrupted), or gave its thread up (abandoned).
-EVENTS = ("timeout", "interrupted", "abandoned")
+# What rule_event reports: the caller gave up on a call (timeout), the call's process was
+# killed for it (killed), a process ended during a call (died), a process did not start
+# (start_failed: then its rule is "")
+EVENTS = ("timeout", "killed", "died", "start_failed")
+RETRY_SECONDS = (0.1, 0.5, 2.0, 5.0)  # waits before starting again after failed starts
+CLOSE_SECONDS = 5.0  # what close() waits, at most, for a zygote to end
 
 
-class RuleInterrupted(BaseException):
-    """Raised in the thread of a Python rule that ran past its time and its grace.
-
-    A BaseException, as KeyboardInterrupt is: a rule's `except Exception` does not catch it.
-    """
+class RuleProcessDied(Exception):
+    """The process running a Python rule call ended before it answered."""
 
 
 class RuleEvents(Protocol):
@@ -58,51 +68,167 @@ class NoRuleEvents:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The executor's limits, in seconds and threads (docs/config.md#python-rules)."""
+    """The executor's limits, in seconds and processes (docs/config.md#python-rules)."""
 
-    workers: int = 4  # threads running rules at once; more calls wait their turn
+    workers: int = 4  # rule processes: calls running at once; more wait their turn
     timeout: float = 1.0  # a call's time when its caller gives none
-    grace: float = 1.0  # past its time, then again past the interruption
-    abandoned_max: int = 8  # stuck threads given up and replaced, at most, at once
+    start_timeout: float = 60.0  # a new process must have imported the plugins by then
 
 
-class _Call:
-    """One rule call, from its submission to its result."""
+class _Process:
+    """A rule process (forked by the zygote), the service's ends of its two pipes, and the
+    plugin modules it has imported."""
 
-    __slots__ = ("rule", "fn", "args", "done", "value", "error", "worker", "given_up_at",
-                 "interrupted_at")
+    __slots__ = ("pid", "pidfd", "calls", "answers", "poll", "modules", "ended")
 
-    def __init__(self, rule: str, fn: Callable[..., Any], args: Sequence[Any]) -> None:
-        self.rule, self.fn, self.args = rule, fn, args
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.worker: _Worker | None = None  # set when a thread takes it
-        self.given_up_at: float | None = None  # the caller's timeout
-        self.interrupted_at: float | None = None
+    def __init__(self, pid: int, calls: int, answers: int, modules: tuple[str, ...]) -> None:
+        self.pid, self.calls, self.answers, self.modules = pid, calls, answers, modules
+        self.poll = _poll(answers)
+        self.pidfd: int | None = None
+        # a pidfd names this process and no other, even once its pid is reused: the kill
+        # below can never reach another process
+        with contextlib.suppress(AttributeError, OSError):
+            self.pidfd = os.pidfd_open(pid)
+        self.ended = False
+
+    def end(self) -> None:
+        """Kill it, at once, whatever it runs (the zygote reaps it), and close the pipes;
+        once."""
+        if self.ended:
+            return
+        self.ended = True
+        with contextlib.suppress(ProcessLookupError):
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        for fd in (self.calls, self.answers, self.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
-class _Worker:
-    """A thread of the executor and the call it runs."""
+class _Zygote:
+    """The process that imported the plugins and forks rule processes (rule_worker.py)."""
 
-    __slots__ = ("thread", "call", "abandoned")
+    def __init__(self, modules: tuple[str, ...]) -> None:
+        self.modules = modules
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ)
+        # the service's own module path, so the zygote imports what the service imported
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env[SOCKET_ENV] = str(theirs.fileno())
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "app.engine.rule_worker", *modules], env=env,
+                stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True)
+        finally:
+            theirs.close()
+        self.link = ours
 
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        self.call: _Call | None = None
-        self.abandoned = False
+    def ready(self, deadline: float, clock: Callable[[], float]) -> None:
+        """Wait for its `ready` (_Late past `deadline`, _Gone if it ended first)."""
+        said, poll = b"", _poll(self.link.fileno())
+        while len(said) < len(b"ready"):
+            _wait_readable(poll, deadline, clock)
+            chunk = self.link.recv(len(b"ready") - len(said))
+            if not chunk:
+                raise _Gone
+            said += chunk
+
+    def fork(self, deadline: float, clock: Callable[[], float]) -> _Process:
+        """A new rule process."""
+        self.link.sendall(b"f")
+        _wait_readable(_poll(self.link.fileno()), deadline, clock)
+        message, fds, _, _ = socket.recv_fds(self.link, 32, 2)
+        if not message or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            raise _Gone
+        return _Process(int(message), fds[0], fds[1], self.modules)
+
+    def close(self) -> None:
+        """Let it go: it ends once what it forked has ended (`ended` then says so)."""
+        self.link.close()
+
+    def ended(self, wait: float = 0.0) -> bool:
+        """Whether it has ended (and is reaped), waiting at most `wait` seconds."""
+        try:
+            self.popen.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
 
-def _raise_in(thread: threading.Thread, exc: type[BaseException] | None) -> None:
-    """Raise `exc` in `thread` at its next bytecode (None: cancel one not raised yet)."""
-    ident = thread.ident
-    if ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
-                                                   None if exc is None else ctypes.py_object(exc))
+class _Late(Exception):
+    """The call's time passed while its answer was awaited."""
+
+
+class _Gone(Exception):
+    """The process ended (its pipe closed) before the whole answer came."""
+
+
+_remote_types: dict[tuple[str, str], type[Exception]] = {}
+
+
+def _remote(kind: str, module: str, message: str, text: str) -> Exception:
+    """What a rule raised in its process, raised here as an exception of the same name (the
+    failure's problem says `raised <type>: <message>`), its traceback in a note."""
+    cls = _remote_types.get((module, kind))
+    if cls is None:
+        cls = type(kind.rpartition(".")[2], (Exception,), {"__module__": module,
+                                                             "__qualname__": kind})
+        _remote_types[(module, kind)] = cls
+    exc = cls(message)
+    exc.add_note(f"raised in the rule's process:\n{text.rstrip()}")
+    return exc
+
+
+def _status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _poll(fd: int) -> select.poll:
+    """A poll of `fd` for reading (not select(): a busy service has descriptors past 1023)."""
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return poll
+
+
+def _wait_readable(poll: select.poll, deadline: float, clock: Callable[[], float]) -> None:
+    """Return once `poll`'s descriptor has something to read (or its end), _Late past
+    `deadline`."""
+    while True:
+        left = deadline - clock()
+        if left <= 0:
+            raise _Late
+        if poll.poll(max(1, int(left * 1000 + 0.999))):
+            return
+
+
+def _read(process: _Process, deadline: float, clock: Callable[[], float]) -> bytes:
+    """One answer frame's payload from `process`, whole, by `deadline` (else _Late; _Gone
+    when its pipe closes first). A process writes one frame per call, so whatever the pipe
+    holds is this frame: it is read in as few reads as it arrived in (usually one)."""
+    data = b""
+    need = HEADER.size
+    while len(data) < need:
+        _wait_readable(process.poll, deadline, clock)
+        chunk = os.read(process.answers, max(need - len(data), 1 << 16))
+        if not chunk:
+            raise _Gone
+        data += chunk
+        if need == HEADER.size and len(data) >= need:
+            need += HEADER.unpack_from(data)[0]
+    return data[HEADER.size:]
 
 
 class RuleExecutor:
-    """Runs Python rule calls on its threads, each within its time (module docstring)."""
+    """Runs Python rule calls in its processes, each within its time (module docstring)."""
 
     def __init__(self, limits: Limits | None = None, events: RuleEvents | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -110,38 +236,63 @@ class RuleExecutor:
         self.events: RuleEvents = events or NoRuleEvents()
         self.clock = clock
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)  # a call queued, or closing
-        self._wake = threading.Condition(self._lock)  # the watchdog: a call given up
-        self._queue: deque[_Call] = deque()
-        self._workers: list[_Worker] = []
-        self._idle = 0
-        self._abandoned: list[_Worker] = []
-        self._overdue: list[_Call] = []  # given up while running
-        self._watchdog: threading.Thread | None = None
+        # a process idle, ended or started (or not), or closing
+        self._changed = threading.Condition(self._lock)
+        self._idle: list[_Process] = []
+        self._busy = 0
+        self._starting = 0
+        self._waiting = 0
+        self._ended: list[_Process] = []  # died, timed out or retired: the keeper kills them
+        self._processes: set[_Process] = set()  # every one up, idle or busy
+        self._modules: tuple[str, ...] = ()  # what a process imports before its first call
+        self._wanted = False  # processes are kept up once a config or a call asks for them
         self._closed = False
+        self._failed_starts = 0  # in a row; the keeper waits before trying again
+        self._retry_at = 0.0
+        self._keeper: threading.Thread | None = None
 
+    # ---- the engine's side -------------------------------------------------------------
     def call(self, rule: str, fn: Callable[..., Any], args: Sequence[Any],
              timeout: float | None) -> Any:
-        """`fn(*args)` on one of the executor's threads: what it returns, or what it
-        raises, raised here; RuleTimeout once `timeout` seconds have passed (None: the
-        limits' timeout) without an answer. `rule` names the call in the log and events."""
+        """`fn(*args)` in one of the executor's processes: what it returns, or what it raises
+        (an exception of the same name) raised here; RuleTimeout once `timeout` seconds
+        have passed (None: the limits' timeout) without an answer, RuleProcessDied when its
+        process ended first. `fn` is the rule's RuleHandle; `rule` names the call in the
+        log and events."""
+        if not isinstance(fn, RuleHandle):
+            raise TypeError(f"{rule}: a rule process builds a rule from its RuleHandle, "
+                            f"not from a {type(fn).__name__}")
         seconds = self.limits.timeout if timeout is None else max(0.0, timeout)
-        call = _Call(rule, fn, args)
-        with self._lock:
-            self._queue.append(call)
-            self._staff()
-            self._ready.notify()
-        if not call.done.wait(seconds):
-            with self._lock:
-                late = not call.done.is_set()
-                if late:
-                    self._give_up(call)
-            if late:
-                self.expired(rule)
-                raise RuleTimeout(f"{rule} did not return within {seconds * 1000:.0f} ms")
-        if call.error is not None:
-            raise call.error
-        return call.value
+        deadline = self.clock() + seconds
+        frame = pickle.dumps((fn.key, fn.spec, tuple(args)), pickle.HIGHEST_PROTOCOL)
+        process = self._take(deadline)
+        if process is None:
+            self.expired(rule)
+            raise RuleTimeout(f"{rule} did not start within {seconds * 1000:.0f} ms "
+                              "(every rule process busy or starting)")
+        try:
+            write_frame(process.calls, frame)
+            answer = _read(process, deadline, self.clock)
+        except _Late:
+            self._end(process)
+            self.expired(rule)
+            self.events.rule_event(rule, "killed")
+            raise RuleTimeout(f"{rule} did not return within {seconds * 1000:.0f} ms "
+                              "(its process was killed)") from None
+        except (_Gone, OSError):
+            self._end(process)
+            if self._closed:  # close() ended it: nothing died
+                raise RuleProcessDied("the rule processes were closed") from None
+            self.events.rule_event(rule, "died")
+            log.error("python rule %s: its process (pid %d) ended during the call; another "
+                      "takes its place", rule, process.pid)
+            raise RuleProcessDied(f"the rule's process (pid {process.pid}) ended during the "
+                                  "call") from None
+        self._give_back(process)
+        reply = pickle.loads(answer)
+        if reply[0] == "ok":
+            return reply[1]
+        raise _remote(*reply[1:])
 
     def expired(self, rule: str) -> None:
         """A call of `rule` past its time: given up by `call`, or not made at all because
@@ -149,145 +300,206 @@ class RuleExecutor:
         the request goes on without the rule, and this is the one place it is counted."""
         self.events.rule_event(rule, "timeout")
 
-    def state(self) -> dict[str, Any]:
-        """Threads running rules, busy ones, calls waiting, abandoned threads and their
-        cap; `at_cap` when no more stuck threads can be replaced (/readyz, the gauges)."""
+    def prepare(self, modules: Iterable[str]) -> bool:
+        """Have the processes up for a config whose `plugins:` are `modules`, each having
+        imported them, before this returns (at most `start_timeout`): a config is served
+        once its rules can run. A module new to the executor retires the processes that
+        have not imported it. No modules: nothing to do. False when they did not all come
+        up in time (the log says why; the keeper goes on trying)."""
+        modules = tuple(modules)
+        if not modules:
+            return True
         with self._lock:
-            abandoned = len(self._abandoned)
-            return {"threads": len(self._workers),
-                    "busy": sum(w.call is not None for w in self._workers),
-                    "queued": len(self._queue), "abandoned": abandoned,
-                    "abandoned_max": self.limits.abandoned_max,
-                    "at_cap": abandoned >= self.limits.abandoned_max}
+            new = tuple(m for m in dict.fromkeys(modules) if m not in self._modules)
+            self._modules += new
+            if new:
+                stale = [p for p in self._idle if not self._current(p)]
+                self._ended += stale
+                self._processes.difference_update(stale)
+                self._idle = [p for p in self._idle if self._current(p)]
+            self._want()
+            deadline = self.clock() + self.limits.start_timeout
+            failed = self._failed_starts
+            while not self._closed:
+                if (len(self._idle) + self._busy >= self.limits.workers
+                        and all(self._current(p) for p in self._idle)):
+                    return True
+                left = deadline - self.clock()
+                if left <= 0 or self._failed_starts > failed:
+                    return False
+                self._changed.wait(left)
+            return False
+
+    def state(self) -> dict[str, Any]:
+        """Rule processes up, busy ones, starting ones, calls waiting for one, and the
+        limit (/readyz, the gauges)."""
+        with self._lock:
+            return {"processes": len(self._idle) + self._busy, "busy": self._busy,
+                    "starting": self._starting, "queued": self._waiting,
+                    "limit": self.limits.workers}
 
     def close(self) -> None:
-        """Idle threads end; busy ones end after their call (none is waited for)."""
+        """End every process, busy ones too (their calls fail), and the zygote; return once
+        they have ended (a few seconds at most)."""
         with self._lock:
             self._closed = True
-            self._ready.notify_all()
-            self._wake.notify_all()
+            self._idle = []
+            processes, self._processes = self._processes, set()
+            keeper = self._keeper
+            self._changed.notify_all()
+        for process in processes:
+            process.end()
+        if keeper is not None:
+            keeper.join(timeout=CLOSE_SECONDS)
 
-    # ---- under the lock ----------------------------------------------------------------
-    def _staff(self) -> None:
-        """Start a thread when the queue outnumbers the idle ones and the limit allows."""
-        if len(self._queue) > self._idle and len(self._workers) < self.limits.workers:
-            worker = _Worker()
-            worker.thread = threading.Thread(target=self._work, args=(worker,), daemon=True,
-                                             name="rearrange-rule")
-            self._workers.append(worker)
-            worker.thread.start()
+    # ---- the pool (under the lock) -----------------------------------------------------
+    def _current(self, process: _Process) -> bool:
+        return set(self._modules) <= set(process.modules)
 
-    def _give_up(self, call: _Call) -> None:
-        call.given_up_at = self.clock()
-        if call.worker is None:  # still queued: it will never run
-            self._queue.remove(call)
-            return
-        self._overdue.append(call)
-        if self._watchdog is None:
-            self._watchdog = threading.Thread(target=self._watch, daemon=True,
-                                              name="rearrange-rule-watchdog")
-            self._watchdog.start()
-        self._wake.notify()
+    def _want(self) -> None:
+        """Keep processes up from now on: start the keeper."""
+        self._wanted = True
+        if self._keeper is None and not self._closed:
+            self._keeper = threading.Thread(target=self._keep, daemon=True,
+                                            name="rearrange-rule-processes")
+            self._keeper.start()
+        self._changed.notify_all()
 
-    # ---- a worker thread ---------------------------------------------------------------
-    def _work(self, worker: _Worker) -> None:
-        while True:
-            call = self._take(worker)
-            if call is None:
-                return
+    def _missing(self) -> int:
+        """Processes to start now: short of the limit, wanted, not waiting to retry."""
+        if not self._wanted or self._closed or self.clock() < self._retry_at:
+            return 0
+        return max(0, self.limits.workers - len(self._idle) - self._busy - self._starting)
+
+    # ---- a call's process --------------------------------------------------------------
+    def _take(self, deadline: float) -> _Process | None:
+        """An idle process, waited for until `deadline`; None if none came."""
+        with self._lock:
+            if not self._wanted:
+                self._want()
+            self._waiting += 1
             try:
-                value, error = call.fn(*call.args), None
-            except BaseException as exc:  # the rule's, RuleInterrupted included: its caller's
-                value, error = None, exc
-            while True:  # an interruption arriving now is the call's, not ours
-                try:
-                    if self._finish(worker, call, value, error):
-                        return
-                    break
-                except RuleInterrupted:
-                    continue
+                while not self._idle:
+                    left = deadline - self.clock()
+                    if left <= 0 or self._closed:
+                        return None
+                    self._changed.wait(left)
+                self._busy += 1
+                return self._idle.pop()
+            finally:
+                self._waiting -= 1
 
-    def _take(self, worker: _Worker) -> _Call | None:
+    def _give_back(self, process: _Process) -> None:
         with self._lock:
-            while not self._queue:
-                if self._closed:
-                    self._workers.remove(worker)
-                    return None
-                self._idle += 1
-                try:
-                    self._ready.wait()
-                finally:
-                    self._idle -= 1
-            call = self._queue.popleft()
-            call.worker, worker.call = worker, call
-            return call
+            self._busy -= 1
+            closed = self._closed
+            if closed:
+                pass
+            elif self._current(process):
+                self._idle.append(process)
+            else:  # retired by a config with new plugins: the keeper starts its successor
+                self._processes.discard(process)
+                self._ended.append(process)
+            self._changed.notify_all()
+        if closed:
+            process.end()
 
-    def _finish(self, worker: _Worker, call: _Call, value: Any,
-                error: BaseException | None) -> bool:
-        """Hand the result over; True when this thread was abandoned (it ends now)."""
+    def _end(self, process: _Process) -> None:
+        """Kill a busy process (its call gave up, or it died): the keeper replaces it."""
+        process.end()
         with self._lock:
-            worker.call = None
-            if call.interrupted_at is not None and worker.thread is not None:
-                _raise_in(worker.thread, None)  # one not raised yet must not hit the next call
-            call.value, call.error = value, error
-            call.done.set()
-            if call in self._overdue:
-                self._overdue.remove(call)
-            if worker.abandoned:
-                self._abandoned.remove(worker)
-                return True
-            return False
+            self._busy -= 1
+            self._processes.discard(process)
+            self._changed.notify_all()
 
-    # ---- the watchdog ------------------------------------------------------------------
-    def _watch(self) -> None:
-        grace = self.limits.grace
-        while True:
-            acts: list[tuple[str, _Call]] = []
-            with self._lock:
-                if self._closed and not self._overdue:
-                    return
-                now, wait = self.clock(), None
-                for call in list(self._overdue):
-                    since = call.interrupted_at or call.given_up_at or now
-                    due = since + grace
-                    if now < due:
-                        wait = due - now if wait is None else min(wait, due - now)
-                    elif call.interrupted_at is None:
-                        self._interrupt(call, now)
-                        acts.append(("interrupted", call))
-                        wait = grace if wait is None else min(wait, grace)
-                    elif self._abandon(call):
-                        acts.append(("abandoned", call))
-                    else:  # at the cap: try again when a grace has passed
-                        wait = grace if wait is None else min(wait, grace)
-                if not acts:
-                    self._wake.wait(wait)
-            for event, call in acts:
-                self.events.rule_event(call.rule, event)
-                if event == "interrupted":
-                    log.warning("python rule %s still ran %.0f ms after its timeout: "
-                                "interrupted (RuleInterrupted raised in its thread)",
-                                call.rule, grace * 1000)
-                else:
-                    log.error("python rule %s still ran %.0f ms after it was interrupted "
-                              "(blocked outside Python): its thread is abandoned and "
-                              "replaced (%d abandoned of at most %d)", call.rule,
-                              grace * 1000, len(self._abandoned), self.limits.abandoned_max)
+    # ---- the keeper: starts processes, ends the ones let go ------------------------------
+    def _keep(self) -> None:
+        zygote: _Zygote | None = None
+        retired: list[_Zygote] = []  # the zygotes of older plugins, until they end
+        try:
+            while True:
+                with self._lock:
+                    while not self._ended and not self._missing():
+                        if self._closed:
+                            return
+                        retry = self._retry_at - self.clock()
+                        self._changed.wait(retry if self._wanted and retry > 0 else None)
+                    ended, self._ended = self._ended, []
+                    missing = self._missing()
+                    self._starting += missing
+                    modules = self._modules
+                for process in ended:
+                    process.end()
+                retired = [z for z in retired if not z.ended()]
+                if zygote is not None and (zygote.modules != modules or zygote.ended()):
+                    zygote.close()  # its forks still serving end as they are let go
+                    retired.append(zygote)
+                    zygote = None
+                if missing:
+                    zygote = self._start(zygote, missing, modules)
+        finally:
+            for z in [*retired, *([zygote] if zygote is not None else [])]:
+                z.close()
+                if not z.ended(CLOSE_SECONDS):
+                    z.popen.kill()
+                    z.ended(CLOSE_SECONDS)
 
-    def _interrupt(self, call: _Call, now: float) -> None:
-        call.interrupted_at = now
-        worker = call.worker
-        if worker is not None and worker.call is call and worker.thread is not None:
-            _raise_in(worker.thread, RuleInterrupted)
+    def _start(self, zygote: _Zygote | None, count: int,
+               modules: tuple[str, ...]) -> _Zygote | None:
+        """Fork `count` processes from a zygote that imported `modules` (a new one when
+        there is none, it ended, or it imported fewer) and add them to the idle ones; after
+        a failure, wait before trying again (RETRY_SECONDS). The zygote to keep."""
+        deadline = self.clock() + self.limits.start_timeout
+        forked, problem = 0, ""
+        try:
+            if zygote is None:
+                zygote = _Zygote(modules)
+                zygote.ready(deadline, self.clock)
+            while forked < count:
+                self._add(zygote.fork(deadline, self.clock))
+                forked += 1
+        except _Late:
+            problem = f"not ready within {self.limits.start_timeout:g} s"
+        except (_Gone, OSError) as exc:
+            ended = None
+            if zygote is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    ended = zygote.popen.wait(timeout=1.0)
+            problem = (f"it ended ({_status(ended)}) while importing the plugins, its error "
+                       "logged above" if ended is not None else f"{type(exc).__name__}: {exc}")
+        if problem and zygote is not None:
+            zygote.close()
+            if not zygote.ended(CLOSE_SECONDS):
+                zygote.popen.kill()
+                zygote.ended(CLOSE_SECONDS)
+            zygote = None
+        with self._lock:
+            self._starting -= count - forked
+            if problem:
+                self._failed_starts += 1
+                wait = RETRY_SECONDS[min(self._failed_starts, len(RETRY_SECONDS)) - 1]
+                self._retry_at = self.clock() + wait
+                # said before prepare() learns of it
+                self.events.rule_event("", "start_failed")
+                if self._failed_starts == 1:
+                    log.error("python rules: rule processes did not start (%s); trying "
+                              "again, every %g s at most, until they do", problem,
+                              RETRY_SECONDS[-1])
+            else:
+                self._failed_starts = 0
+            self._changed.notify_all()
+        return zygote
 
-    def _abandon(self, call: _Call) -> bool:
-        """Give up the thread of `call` and let another take its place; False at the cap."""
-        worker = call.worker
-        if worker is None or len(self._abandoned) >= self.limits.abandoned_max:
-            return False
-        worker.abandoned = True
-        self._workers.remove(worker)
-        self._abandoned.append(worker)
-        self._overdue.remove(call)
-        self._staff()
-        return True
+    def _add(self, process: _Process) -> None:
+        """A process that said it is ready: idle, or ended if the executor closed meanwhile
+        or a config with new plugins came while it started."""
+        with self._lock:
+            self._starting -= 1
+            if self._closed:
+                process.end()
+            elif self._current(process):
+                self._processes.add(process)
+                self._idle.append(process)
+            else:
+                self._ended.append(process)
+            self._changed.notify_all()

@@ -344,20 +344,14 @@ class Metrics:
                                     ["state"], registry=r, multiprocess_mode="livemostrecent")
         self.python_rule_events = Counter(
             "rearrange_python_rule_events_total",
-            "Python rule calls past their time, by rule and event: timeout (the request went "
-            "on without it), interrupted (still running past the grace: RuleInterrupted "
-            "raised in its thread), abandoned (still running past another grace: its thread "
-            "given up and replaced)", ["rule", "event"], registry=r)
-        self.python_rule_threads = Gauge(
-            "rearrange_python_rule_threads",
-            "Threads of the Python rule executor by state: idle, busy, abandoned (stuck in a "
-            "rule and replaced; at python_rule_abandoned_max none more is replaced)",
+            "Python rule calls that did not answer, by rule and event: timeout (past its "
+            "time: the request went on without it), killed (its process killed for it), died "
+            "(its process ended during the call); start_failed (rule \"\"): a rule process "
+            "did not start", ["rule", "event"], registry=r)
+        self.python_rule_processes = Gauge(
+            "rearrange_python_rule_processes",
+            "Processes running Python rules by state: idle, busy, starting",
             ["state"], registry=r, multiprocess_mode="livesum")
-        self.python_rule_threads_at_cap = Gauge(
-            "rearrange_python_rule_threads_at_cap",
-            "1 while the abandoned Python rule threads are at their cap "
-            "(REARRANGE_PYTHON_RULE_ABANDONED_MAX): a stuck one is no longer replaced (alert)",
-            registry=r, multiprocess_mode="livemax")
         self._caches: dict[str, CacheCollector] = {}
         self._cache_files: dict[str, CacheFiles] = {}
         self._http: dict[tuple[str, int], Any] = {}
@@ -534,13 +528,12 @@ class Metrics:
     def rule_event(self, rule: str, event: str) -> None:
         self.python_rule_events.labels(rule, event).inc()
 
-    def rule_threads(self, state: Mapping[str, Any]) -> None:
+    def rule_processes(self, state: Mapping[str, Any]) -> None:
         """Set the executor's gauges from its `state()`."""
-        busy, abandoned = state["busy"], state["abandoned"]
-        for name, n in (("idle", state["threads"] - busy), ("busy", busy),
-                        ("abandoned", abandoned)):
-            self.python_rule_threads.labels(name).set(n)
-        self.python_rule_threads_at_cap.set(1 if state["at_cap"] else 0)
+        busy = state["busy"]
+        for name, n in (("idle", state["processes"] - busy), ("busy", busy),
+                        ("starting", state["starting"])):
+            self.python_rule_processes.labels(name).set(n)
 
     # ---- the config's events (app/config/events.py: ConfigEvents), as series --------------
     def config_loaded(self, result: str) -> None:

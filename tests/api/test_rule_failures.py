@@ -2,6 +2,7 @@
 fails", "Python rules"): plugin modules from tests/plugins, a real banlist store."""
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -101,7 +102,8 @@ def test_a_refused_output_is_a_failure_of_that_rule(tmp_path, rule, problem):
 
 
 def test_a_well_behaved_python_rule_changes_the_page_with_its_records(tmp_path):
-    yaml = profile("{pre-filter: [{drop_topic: {topic: casino}}], "
+    seen_path = tmp_path / "seen.jsonl"
+    yaml = profile(f"{{pre-filter: [{{drop_topic: {{topic: casino, seen_path: '{seen_path}'}}}}], "
                    "rerank: [{demote_host: {host: h0.example, by: 2.5}}], "
                    "diversify: [reverse], trim: [{depth: {k: 2}}]}")
     with serve(tmp_path, yaml) as client:
@@ -124,9 +126,7 @@ def test_a_well_behaved_python_rule_changes_the_page_with_its_records(tmp_path):
         assert audit[("reverse", "d1", "move")]["mode"] == "applied"
         assert ("reverse", "d0", "move") not in audit and "skipped" not in out
         # what the rule was given: the request's documents and query as dicts
-        engine = client.app.state.services.config.engine
-        drop = engine.profiles["default"].rules()[0][1].rule.instance
-        seen = drop.seen[-1]
+        seen = json.loads(seen_path.read_text().splitlines()[-1])
         assert seen["context"] == {"query": {"text": "q", "classes": ["shopping"],
                                              "region": "RU", "age_mode": "moderate"},
                                    "profile": "default", "variants": {}, "phase": "pre-filter"}

@@ -34,13 +34,13 @@ profiles:
     assert (p1, drop.rule.name, p2, demote.rule.name) == \
         (Phase.PRE_FILTER, "drop_topic", Phase.RERANK, "demote_host")
     # no Params: a plain dict, the reserved keys taken out; with Params: the model
-    assert drop.rule.params == {"topic": "poker"} and drop.rule.instance.topic == "poker"
+    assert drop.rule.params == {"topic": "poker"} and drop.rule.handle.instance.topic == "poker"
     assert drop.policy.on_error == "open"
-    assert demote.rule.instance.params.host == "b.example" and demote.rule.params.by == 2.0
+    assert demote.rule.handle.instance.params.host == "b.example" and demote.rule.params.by == 2.0
     assert demote.policy.on_error == "open"  # rerank's default
     # each profile's steps are their own instances, built at load, never per request
     shop_demote = steps(engine, "shop")[1][1]
-    assert shop_demote.rule.instance is not demote.rule.instance
+    assert shop_demote.rule.handle.instance is not demote.rule.handle.instance
     assert engine.plugins == ("rr_business",)
 
 
@@ -58,7 +58,7 @@ experiments:
     assert step.experiment == "demote_v1"
     harder = step.variants["harder"]
     assert harder.params.by == 4 and harder.params.host == "b.example"
-    assert harder.instance is not step.rule.instance and step.rule.params.by == 1.0
+    assert harder.handle.instance is not step.rule.handle.instance and step.rule.params.by == 1.0
 
 
 def place_of(yaml: bytes) -> tuple[str, str]:
@@ -152,3 +152,31 @@ def test_check_config_runs_the_same_code(tmp_path, capsys):
     assert main(["check-config", str(bad)]) == 1
     assert "profiles.default.annotate[0] demote_host: cannot run in annotate" in \
         capsys.readouterr().err
+
+
+def test_a_rule_class_a_process_cannot_import_by_its_name_is_refused(monkeypatch):
+    """Rules run in processes that import their class as `module.qualname`: a class made
+    in a function (or renamed after) cannot be found so, and is refused at load."""
+    module = importlib.import_module("rr_bad_classes")
+
+    def made_here():
+        class Local:
+            name = "local"
+            phases = {"rerank"}
+
+            def __init__(self, params):
+                pass
+
+            def __call__(self, documents, context):
+                return documents, []
+
+        return Local
+
+    monkeypatch.setattr(module, "RULES", [made_here()])
+    assert place_of(b"plugins: [rr_bad_classes]\nprofiles: {default: {rerank: [local]}}") == (
+        "profiles.default.rerank[0] local",
+        "class test_a_rule_class_a_process_cannot_import_by_its_name_is_refused.<locals>."
+        "made_here.<locals>.Local cannot be imported as tests.config.test_plugins.test_a_rule_"
+        "class_a_process_cannot_import_by_its_name_is_refused.<locals>.made_here.<locals>."
+        "Local: Python rules run in processes of their own, which import the class by that "
+        "name")

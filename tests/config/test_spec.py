@@ -146,10 +146,10 @@ experiments:
     assert by_rule(default)[("pre-filter", "banlist")]["python"] is None
     # every index names the instance that step was built with
     steps = {s.rule.name: s for _, s in engine.profiles["default"].rules()}
-    assert instances[demote["python"]] is steps["demote_host"].rule.instance
+    assert instances[demote["python"]] is steps["demote_host"].rule.handle
     assert instances[demote["variant_python"]["harder"]] is \
-        steps["demote_host"].variants["harder"].instance
-    assert instances[drop["python"]] is steps["drop_topic"].rule.instance
+        steps["demote_host"].variants["harder"].handle
+    assert instances[drop["python"]] is steps["drop_topic"].rule.handle
 
 
 def test_a_window_is_handed_to_the_engine_as_explain_says_it():

@@ -1,6 +1,7 @@
 """Well-behaved Python rules: what a search team would write."""
 from __future__ import annotations
 
+import json
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,10 +42,14 @@ class DropTopic:
 
     def __init__(self, params: dict) -> None:
         self.topic = params.get("topic", "casino")
-        self.seen: list[dict] = []  # what the rule was called with, for the tests
+        # where it writes what it was called with, a JSON line a call, for the tests (it
+        # runs in a rule process of the service's: nothing it keeps in memory is theirs)
+        self.seen_path = params.get("seen_path")
 
     def __call__(self, documents, context):
-        self.seen.append({"documents": documents, "context": context})
+        if self.seen_path:
+            with open(self.seen_path, "a") as f:
+                f.write(json.dumps({"documents": documents, "context": context}) + "\n")
         kept = [d for d in documents if self.topic not in d.get("topics", [])]
         records = [{"doc_id": d["id"], "action": "remove", "reason": f"topic {self.topic}",
                     "delta": None} for d in documents if d not in kept]

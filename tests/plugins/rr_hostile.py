@@ -1,9 +1,12 @@
-"""Python rules that never answer in time, one way each (CONTRACT "Python rules", "Time:"):
-the executor must answer their request by its deadline whatever they do."""
+"""Python rules that never answer in time, or answer in ways a process boundary must
+survive, one way each (CONTRACT "Python rules", "Time:"): the executor must answer their
+request by its deadline whatever they do."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
 import time
 
 ALL = {"pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"}
@@ -60,4 +63,44 @@ class Forger(_Rule):
         raise ValueError("bad\nINFO:     rearrange: forged line\x1b[2J")
 
 
-RULES = [Sleeper, Spinner, SocketReader, Forger]
+class Exiter(_Rule):
+    """Ends its own process (`os._exit`), as a crash or the kernel's OOM killer would."""
+
+    name = "exiter"
+
+    def __call__(self, documents, context):
+        os._exit(3)
+
+
+class Talker(_Rule):
+    """Prints to standard output, reads standard input, then keeps the page and says how
+    many calls its instance has had and how many instances of it this process built."""
+
+    name = "talker"
+    built = 0
+
+    def __init__(self, params: dict) -> None:
+        super().__init__(params)
+        Talker.built += 1
+        self.calls = 0
+
+    def __call__(self, documents, context):
+        print("talker: a line on standard output")
+        read = sys.stdin.read()
+        self.calls += 1
+        return documents, [{"doc_id": documents[0]["id"], "action": "rescore", "delta": 0.0,
+                            "reason": f"calls={self.calls} built={Talker.built} "
+                                      f"read={read!r} pid={os.getpid()}"}]
+
+
+class Unsendable(_Rule):
+    """Returns something pickle cannot carry back (a lambda in a record)."""
+
+    name = "unsendable"
+
+    def __call__(self, documents, context):
+        return documents, [{"doc_id": documents[0]["id"], "action": "rescore",
+                            "delta": lambda: 0, "reason": "x"}]
+
+
+RULES = [Sleeper, Spinner, SocketReader, Forger, Exiter, Talker, Unsendable]

@@ -209,7 +209,8 @@ pub struct Call<'a> {
     pub audit_line: bool,
     /// QA, the caller having checked the token: add the response's `explain`.
     pub explain: bool,
-    /// app.engine.executor.RuleExecutor, which runs the Python rules (None: on this thread).
+    /// app.engine.executor.RuleExecutor, which runs the Python rules in its processes (None:
+    /// on this thread).
     pub executor: Option<&'a Py<PyAny>>,
     /// Answer `Served::Deferred` instead of running a profile with a Python rule.
     pub defer_python: bool,

@@ -4,12 +4,12 @@
 //! failure of the rule. Problems are worded as the Python runner (the reference model,
 //! tests/reference/plugins.py) words them.
 //!
-//! With an executor (the service's `app.engine.executor.RuleExecutor`) the call runs on
-//! one of its threads and this one waits for it at most until the request's deadline or
-//! the step's `timeout_ms`, whichever comes first (the wait releases the GIL, as any lock
-//! wait in Python does): a rule that has not returned by then is a failure, `timeout`,
-//! whatever it is doing, and the executor deals with the thread it left behind. Without
-//! one (the offline tools, the engine's own tests) the rule is called here, as it is.
+//! With an executor (the service's `app.engine.executor.RuleExecutor`) the call runs in
+//! one of its rule processes and this thread waits for the answer at most until the
+//! request's deadline or the step's `timeout_ms`, whichever comes first (the wait releases
+//! the GIL): a rule that has not returned by then is a failure, `timeout`, whatever it is
+//! doing, and the executor kills the process it ran in. Without one (the offline tools,
+//! the engine's own tests) the rule is called here, as it is.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +92,7 @@ fn raised(py: Python<'_>, err: PyErr) -> Failure {
 }
 
 impl PyRule {
-    /// Call the rule on `docs` (on the executor's thread when the request has one) and
+    /// Call the rule on `docs` (in the executor's process when the request has one) and
     /// check what it returns.
     pub fn apply<'a>(&self, docs: &[Doc], ctx: &Ctx<'a>, phase: Phase) -> RuleResult<'a> {
         Python::attach(|py| {
