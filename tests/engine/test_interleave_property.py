@@ -75,5 +75,43 @@ def test_the_merged_page_is_the_team_draft_of_the_arms(yaml_text, body):
     folded = [c["id"] for d in served["documents"] for c in d["collapsed"]]
     removed = [r["id"] for r in served["removed"]]
     assert len(set(shown)) == len(shown) and not set(shown) & set(folded)
+    assert not set(folded) & gone  # what a filter removed is not shown, folded or not
+    assert set(folded) <= {r["doc_id"] for r in served["audit"]
+                           if r["action"] == "collapse" and r["mode"] == "applied"}
     assert set(shown) | set(folded) | set(removed) == {d["id"] for d in body["documents"]}
     assert not set(shown) & set(removed)
+
+
+def test_a_document_either_arm_filtered_is_never_folded_and_every_fold_has_its_record():
+    """The treatment folds (host_crowding) a document under one it serves; the control's
+    banlist removed that document. On the merged page the banned one must not be shown
+    folded, and a fold that is shown has the collapse record that explains it."""
+    from app.banlist.base import EntrySpec, prepare
+    from app.banlist.index import BanIndex
+
+    yaml_text = """profiles:
+  default: {pre-filter: [banlist]}
+  commercial: {diversify: [{host_crowding: {max_per_host: 1, key: domain}}]}
+experiments:
+- {name: mix, unit: user_id, interleave: {control: default, treatment: commercial}}
+"""
+    core = with_core(load_bytes(yaml_text.encode()), EngineMetrics()).core
+    ban = prepare(EntrySpec("host", "bad.shop.example", "spam", ()), NOW, {})
+    banlist = BanIndex([ban.entry("1", "tns", NOW - 100)], version=1)
+    docs = [{"id": "a", "url": "https://www.shop.example/1", "score": 3.0},
+            {"id": "b", "url": "https://bad.shop.example/2", "score": 2.0},
+            {"id": "c", "url": "https://www.shop.example/3", "score": 1.0},
+            {"id": "d", "url": "https://other.example/4", "score": 0.5}]
+    teams = set()
+    for n in range(40):
+        body = {"unit": {"user_id": f"u-{n}"}, "query": {"text": "q"}, "documents": docs}
+        status, raw, _, _, _ = core.rerank(orjson.dumps(body), banlist=banlist, now=NOW)
+        out = orjson.loads(raw)
+        assert status == 200 and out["interleaving"] == {"experiment": "mix"}
+        folds = {c["id"]: d["id"] for d in out["documents"] for c in d["collapsed"]}
+        assert "b" not in folds, out["documents"]
+        collapsed = {r["doc_id"] for r in out["audit"]
+                     if r["action"] == "collapse" and r["mode"] == "applied"}
+        assert set(folds) <= collapsed, (folds, out["audit"])
+        teams |= {d["team"] for d in out["documents"] if d["id"] == "a"}
+    assert teams == {"control", "treatment"}  # both ways of serving `a` were seen

@@ -234,8 +234,11 @@ pub fn merge<'a>(
             .cloned()
             .expect("picked from this arm's page")
     };
-    // A document is shown once: not in a fold when it is served itself, nor in two folds.
+    // A document is shown once: not in a fold when it is served itself, nor in two folds;
+    // and one either arm's filters removed is not shown folded either (its URL is on the
+    // page all the same). `fold_team`: the team whose document a kept fold is shown under.
     let mut folded = vec![false; inputs];
+    let mut fold_team: Vec<Option<Team>> = vec![None; inputs];
     let mut docs = Vec::with_capacity(picked.len());
     let mut teams = Vec::with_capacity(picked.len());
     for (team, at) in &picked {
@@ -244,8 +247,12 @@ pub fn merge<'a>(
             Team::Treatment => doc_of(&treatment, *at),
         };
         doc.collapsed.retain(|f| {
-            let keep = served[f.at as usize].is_none() && !folded[f.at as usize];
-            folded[f.at as usize] = true;
+            let at = f.at as usize;
+            let keep = served[at].is_none() && !folded[at] && !filtered[at];
+            folded[at] = true;
+            if keep {
+                fold_team[at] = Some(*team);
+            }
             keep
         });
         docs.push(doc);
@@ -262,6 +269,8 @@ pub fn merge<'a>(
             let at = at as usize;
             served[at] == Some(Team::Treatment)
                 || (served[at].is_none() && !control_removed[at] && filters(r))
+                // a fold shown under a treatment document: the collapse that put it there
+                || (fold_team[at] == Some(Team::Treatment) && r.rec.action == Action::Collapse)
         })
     }));
     // Every document sent is on the page, folded under one of it, or in `removed`: one
