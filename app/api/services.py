@@ -25,6 +25,7 @@ from app.banlist.review import Reviews
 from app.config.load import Engine
 from app.config.replica import ConfigReplica
 from app.config.settings import Settings
+from app.config.spec import python_rules
 from app.config.versions import ConfigHolder
 from app.engine.executor import Limits, RuleExecutor
 from app.engine.service import Rearranger
@@ -130,10 +131,12 @@ def build_services(settings: Settings, metrics: Metrics | None = None,
                                    timeout=settings.python_rule_timeout_ms / 1000), metrics)
 
     def rule_processes(engine: Engine) -> None:
-        """A config with plugins is served once its rule processes have imported them."""
-        executor.prepare(engine.plugins)
+        """Before a config with plugins is served, its rule processes import them and build
+        its rules (a failure is logged and counted by the executor, which goes on trying;
+        the config is served, its Python rules failing by their on_error meanwhile)."""
+        executor.prepare(engine.plugins, python_rules(engine))
 
-    config.follow(rule_processes)
+    config.prepare_with(rule_processes)
     quarantine, sanctions = _sanctions(settings, store, metrics, policy, durability)
     review = _reviews(settings, store, metrics, policy, durability)
     # interleaved pages served (both request paths hand them here), kept for their feedback

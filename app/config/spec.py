@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from app import _engine
 from app.config.load import Engine
 from app.config.pipeline import Rule, Step
-from app.config.plugins import PythonRule, jsonable
+from app.config.plugins import PythonRule, RuleHandle, jsonable
 from app.config.step_keys import default_on_error
 from app.errors import ConfigError
 from app.experiments.bucketing import Experiment
@@ -74,6 +74,18 @@ def _step(place: str, phase: Phase, step: Step, instances: list[Any]) -> dict[st
                            if (i := _python(r, instances)) is not None},
         "timeout_ms": policy.timeout_ms,
     }
+
+
+def python_rules(engine: Engine) -> list[RuleHandle]:
+    """The handles of every Python rule the config's steps and variants name."""
+    handles: list[RuleHandle] = []
+    for pipeline in engine.profiles.values():
+        for _, phase_steps in pipeline.phases:
+            for step in phase_steps:
+                for rule in (step.rule, *step.variants.values()):
+                    if isinstance(rule, PythonRule):
+                        handles.append(rule.handle)
+    return handles
 
 
 def _python(rule: Rule, instances: list[Any]) -> int | None:

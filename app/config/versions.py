@@ -84,6 +84,7 @@ class ConfigHolder:
     """
 
     _followers: tuple[Callable[[Engine], None], ...] = ()
+    _preparers: tuple[Callable[[Engine], None], ...] = ()
 
     def __init__(self, path: Path, events: ConfigEvents | None = None,
                  engine_metrics: Any = None, clock: Callable[[], float] = time.time) -> None:
@@ -219,7 +220,16 @@ class ConfigHolder:
             self._followers = (*self._followers, served)
             served(self.engine)
 
+    def prepare_with(self, prepare: Callable[[Engine], None]) -> None:
+        """Call `prepare` with the Engine in use now, and with each new one before it is
+        served (its Python rules' processes started, say)."""
+        with self.lock:
+            self._preparers = (*self._preparers, prepare)
+            prepare(self.engine)
+
     def _swap(self, engine: Engine, record: Version) -> None:
+        for prepare in self._preparers:
+            prepare(engine)
         self.engine = engine  # one reference: a request sees the old config or the new one
         for served in self._followers:
             served(engine)

@@ -3,23 +3,27 @@ past its time, slows the requests around it, or outlives the call that gave up o
 
 The engine (crates/engine/src/rules/python.rs) hands each Python rule call to
 `RuleExecutor.call` with the time the rule has, and waits; the wait releases the GIL. The
-call goes to an idle rule process (app/engine/rule_worker.py), which builds its own copy of
-the rule the first time it is asked for it. A call that has not returned in its time raises
-`RuleTimeout` in the caller, which answers the request as the step's `on_error` says, and
-its process is killed (SIGKILL: a sleep, a socket read, a loop in C or in Python, all end
-there) and replaced. A process that dies during a call (the rule called `os._exit`, the
-kernel's OOM killer took it) fails that call with `RuleProcessDied` and is replaced. A rule
-that spins never takes the GIL from the service: it runs in another interpreter.
+call goes to an idle rule process (app/engine/rule_worker.py), written and answered within
+that time. A call that has not returned by then raises `RuleTimeout` in the caller, which
+answers the request as the step's `on_error` says, and its process is killed with its
+process group (SIGKILL: a sleep, a socket read, a loop in C or in Python, what the rule
+started, all end there) and replaced. A process that dies during a call (the rule called
+`os._exit`, the kernel's OOM killer took it) fails that call with `RuleProcessDied`; one
+that ended or wrote between calls (a thread a rule left) is replaced before it takes one.
+The answer is read back by an unpickler that knows no class or function
+(`RuleAnswerRefused` otherwise), so it runs no code here. A rule that spins never takes
+the GIL from the service: it runs in another interpreter.
 
-The processes are forked by a zygote that imported the served config's plugins, so a
-replacement is ready in a millisecond or two. They start when a config with `plugins:` is
-served (`prepare`, which returns once they are up) and are kept at `Limits.workers` by a
-keeper thread; a config with a plugin new to them gets a new zygote and new processes.
-docs/config.md#python-rules has the model.
+The processes are forked by a zygote that imported the served config's plugins and built
+its rules, so a replacement is ready in a millisecond or two, rules built. They start when
+a config with `plugins:` is about to be served (`prepare`, which returns once they are up)
+and are kept at `Limits.workers` by a keeper thread; a config with a plugin or rule new to
+them gets a new zygote and new processes. docs/config.md#python-rules has the model.
 """
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import pickle
@@ -32,11 +36,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from app._engine import RuleTimeout
 from app.config.plugins import RuleHandle
-from app.engine.rule_worker import HEADER, SOCKET_ENV, write_frame
+from app.engine.rule_worker import HEADER, PARENT_ENV, SOCKET_ENV
 
 log = logging.getLogger("rearrange.rules")
 
@@ -46,10 +50,17 @@ log = logging.getLogger("rearrange.rules")
 EVENTS = ("timeout", "killed", "died", "start_failed")
 RETRY_SECONDS = (0.1, 0.5, 2.0, 5.0)  # waits before starting again after failed starts
 CLOSE_SECONDS = 5.0  # what close() waits, at most, for a zygote to end
+FORK_SECONDS = 2.0  # a zygote that has not forked a process by then is killed and replaced
+LEAST_SECONDS = 0.001  # a call with less time left is not made: it would only kill a process
+MAX_ANSWER_BYTES = 256 << 20  # an answer frame longer than this is refused unread
 
 
 class RuleProcessDied(Exception):
     """The process running a Python rule call ended before it answered."""
+
+
+class RuleAnswerRefused(Exception):
+    """A Python rule's answer is more than plain data, or too long to read."""
 
 
 class RuleEvents(Protocol):
@@ -72,65 +83,43 @@ class Limits:
 
     workers: int = 4  # rule processes: calls running at once; more wait their turn
     timeout: float = 1.0  # a call's time when its caller gives none
-    start_timeout: float = 60.0  # a new process must have imported the plugins by then
-
-
-class _Process:
-    """A rule process (forked by the zygote), the service's ends of its two pipes, and the
-    plugin modules it has imported."""
-
-    __slots__ = ("pid", "pidfd", "calls", "answers", "poll", "modules", "ended")
-
-    def __init__(self, pid: int, calls: int, answers: int, modules: tuple[str, ...]) -> None:
-        self.pid, self.calls, self.answers, self.modules = pid, calls, answers, modules
-        self.poll = _poll(answers)
-        self.pidfd: int | None = None
-        # a pidfd names this process and no other, even once its pid is reused: the kill
-        # below can never reach another process
-        with contextlib.suppress(AttributeError, OSError):
-            self.pidfd = os.pidfd_open(pid)
-        self.ended = False
-
-    def end(self) -> None:
-        """Kill it, at once, whatever it runs (the zygote reaps it), and close the pipes;
-        once."""
-        if self.ended:
-            return
-        self.ended = True
-        with contextlib.suppress(ProcessLookupError):
-            if self.pidfd is not None:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
-        for fd in (self.calls, self.answers, self.pidfd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+    start_timeout: float = 60.0  # a new zygote must have imported and built by then
 
 
 class _Zygote:
-    """The process that imported the plugins and forks rule processes (rule_worker.py)."""
+    """The process that imported the plugins, built the rules and forks rule processes
+    (rule_worker.py)."""
 
-    def __init__(self, modules: tuple[str, ...]) -> None:
-        self.modules = modules
+    def __init__(self, modules: tuple[str, ...], rules: dict[bytes, Any],
+                 start_timeout: float) -> None:
+        self.modules, self.keys = modules, frozenset(rules)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         # the service's own module path, so the zygote imports what the service imported
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         env[SOCKET_ENV] = str(theirs.fileno())
+        env[PARENT_ENV] = str(os.getpid())
         try:
+            # a session of its own: a signal to the service's group does not reach it
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "app.engine.rule_worker", *modules], env=env,
-                stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True)
+                stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
+                start_new_session=True)
         finally:
             theirs.close()
         self.link = ours
+        specs = pickle.dumps(list(rules.items()), pickle.HIGHEST_PROTOCOL)
+        ours.settimeout(start_timeout)  # it reads them once it has imported the plugins
+        # if it ended or hangs, `ready` finds it so, and the keeper logs and counts it
+        with contextlib.suppress(OSError):
+            ours.sendall(HEADER.pack(len(specs)) + specs)
+        ours.settimeout(None)
 
     def ready(self, deadline: float, clock: Callable[[], float]) -> None:
         """Wait for its `ready` (_Late past `deadline`, _Gone if it ended first)."""
         said, poll = b"", _poll(self.link.fileno())
         while len(said) < len(b"ready"):
-            _wait_readable(poll, deadline, clock)
+            _wait(poll, deadline, clock)
             chunk = self.link.recv(len(b"ready") - len(said))
             if not chunk:
                 raise _Gone
@@ -139,17 +128,26 @@ class _Zygote:
     def fork(self, deadline: float, clock: Callable[[], float]) -> _Process:
         """A new rule process."""
         self.link.sendall(b"f")
-        _wait_readable(_poll(self.link.fileno()), deadline, clock)
+        _wait(_poll(self.link.fileno()), deadline, clock)
         message, fds, _, _ = socket.recv_fds(self.link, 32, 2)
-        if not message or len(fds) != 2:
+        try:
+            pid = int(message)
+        except ValueError:
+            pid = 0
+        if not pid or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             raise _Gone
-        return _Process(int(message), fds[0], fds[1], self.modules)
+        return _Process(pid, fds[0], fds[1], self)
 
     def close(self) -> None:
-        """Let it go: it ends once what it forked has ended (`ended` then says so)."""
+        """Let it go: it ends, and its rule processes with it (`ended` then says so)."""
         self.link.close()
+
+    def kill(self) -> None:
+        self.link.close()
+        self.popen.kill()
+        self.ended(CLOSE_SECONDS)
 
     def ended(self, wait: float = 0.0) -> bool:
         """Whether it has ended (and is reaped), waiting at most `wait` seconds."""
@@ -160,12 +158,71 @@ class _Zygote:
         return True
 
 
+class _Process:
+    """A rule process (forked by `zygote`) and the service's ends of its two pipes."""
+
+    __slots__ = ("pid", "pidfd", "calls", "answers", "poll", "zygote", "ended")
+
+    def __init__(self, pid: int, calls: int, answers: int, zygote: _Zygote) -> None:
+        self.pid, self.calls, self.answers, self.zygote = pid, calls, answers, zygote
+        os.set_blocking(calls, False)  # a call is written within its time, or not at all
+        self.poll = _poll(answers)
+        self.pidfd: int | None = None
+        # a pidfd names this process and no other, even once its pid is reused
+        with contextlib.suppress(AttributeError, OSError):
+            self.pidfd = os.pidfd_open(pid)
+        self.ended = False
+
+    def spoiled(self) -> bool:
+        """Something came between calls: it ended, or wrote (a thread a rule left behind):
+        its next answer could not be trusted."""
+        return bool(self.poll.poll(0))
+
+    def kill(self) -> None:
+        """SIGKILL it and its process group (what its rules started), whatever it runs."""
+        alive = True
+        if self.pidfd is not None:  # readable: it has ended (and its pid may be reused)
+            alive = not _poll(self.pidfd).poll(0)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if alive:
+                os.killpg(self.pid, signal.SIGKILL)
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def end(self) -> None:
+        """Kill it and close the service's ends of its pipes; once (by the one thread that
+        holds it)."""
+        if self.ended:
+            return
+        self.ended = True
+        self.kill()
+        for fd in (self.calls, self.answers, self.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
 class _Late(Exception):
-    """The call's time passed while its answer was awaited."""
+    """The call's time passed while it was written or its answer awaited."""
 
 
 class _Gone(Exception):
     """The process ended (its pipe closed) before the whole answer came."""
+
+
+class _Plain(pickle.Unpickler):
+    """Unpickles plain data only: dicts, lists, tuples, sets, strings, bytes, numbers,
+    booleans, None. Anything that needs a class or a function (an object, a `__reduce__`
+    that would run code here) is refused: a rule's answer runs no code in the service."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise RuleAnswerRefused(f"the rule's answer holds a {module}.{name}: only plain "
+                                "data (dicts, lists, strings, numbers) comes back from its "
+                                "process")
+
+
+def _plain(data: bytes) -> Any:
+    return _Plain(io.BytesIO(data)).load()
 
 
 _remote_types: dict[tuple[str, str], type[Exception]] = {}
@@ -192,16 +249,15 @@ def _status(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _poll(fd: int) -> select.poll:
-    """A poll of `fd` for reading (not select(): a busy service has descriptors past 1023)."""
+def _poll(fd: int, events: int = select.POLLIN) -> select.poll:
+    """A poll of `fd` (not select(): a busy service has descriptors past 1023)."""
     poll = select.poll()
-    poll.register(fd, select.POLLIN)
+    poll.register(fd, events)
     return poll
 
 
-def _wait_readable(poll: select.poll, deadline: float, clock: Callable[[], float]) -> None:
-    """Return once `poll`'s descriptor has something to read (or its end), _Late past
-    `deadline`."""
+def _wait(poll: select.poll, deadline: float, clock: Callable[[], float]) -> None:
+    """Return once `poll` says its descriptor is ready (or ended), _Late past `deadline`."""
     while True:
         left = deadline - clock()
         if left <= 0:
@@ -210,21 +266,37 @@ def _wait_readable(poll: select.poll, deadline: float, clock: Callable[[], float
             return
 
 
+def _write(process: _Process, frame: bytes, deadline: float,
+           clock: Callable[[], float]) -> None:
+    """`frame` into the process's call pipe, whole, by `deadline` (else _Late)."""
+    view, poll = memoryview(HEADER.pack(len(frame)) + frame), None
+    while view:
+        try:
+            view = view[os.write(process.calls, view):]
+        except BlockingIOError:  # the pipe is full: it reads slowly, or not at all
+            poll = poll or _poll(process.calls, select.POLLOUT)
+            _wait(poll, deadline, clock)
+
+
 def _read(process: _Process, deadline: float, clock: Callable[[], float]) -> bytes:
     """One answer frame's payload from `process`, whole, by `deadline` (else _Late; _Gone
-    when its pipe closes first). A process writes one frame per call, so whatever the pipe
-    holds is this frame: it is read in as few reads as it arrived in (usually one)."""
-    data = b""
-    need = HEADER.size
+    when its pipe closes first; RuleAnswerRefused past MAX_ANSWER_BYTES). A process writes
+    one frame per call, so whatever the pipe holds is this frame: it is read in as few
+    reads as it arrived in (usually one)."""
+    data, need = bytearray(), HEADER.size
     while len(data) < need:
-        _wait_readable(process.poll, deadline, clock)
-        chunk = os.read(process.answers, max(need - len(data), 1 << 16))
+        _wait(process.poll, deadline, clock)
+        chunk = os.read(process.answers, min(max(need - len(data), 1 << 16), 1 << 24))
         if not chunk:
             raise _Gone
         data += chunk
         if need == HEADER.size and len(data) >= need:
-            need += HEADER.unpack_from(data)[0]
-    return data[HEADER.size:]
+            size = HEADER.unpack_from(data)[0]
+            if size > MAX_ANSWER_BYTES:
+                raise RuleAnswerRefused(f"the rule's answer is {size} bytes long, over "
+                                        f"the {MAX_ANSWER_BYTES} bytes read")
+            need += size
+    return bytes(data[HEADER.size:])
 
 
 class RuleExecutor:
@@ -239,12 +311,14 @@ class RuleExecutor:
         # a process idle, ended or started (or not), or closing
         self._changed = threading.Condition(self._lock)
         self._idle: list[_Process] = []
-        self._busy = 0
+        self._busy: set[_Process] = set()
         self._starting = 0
         self._waiting = 0
-        self._ended: list[_Process] = []  # died, timed out or retired: the keeper kills them
-        self._processes: set[_Process] = set()  # every one up, idle or busy
-        self._modules: tuple[str, ...] = ()  # what a process imports before its first call
+        self._ended: list[_Process] = []  # let go idle (retired): the keeper ends them
+        # what the processes must have imported and built: the served config's plugins and
+        # rules (handle key → spec)
+        self._modules: tuple[str, ...] = ()
+        self._rules: dict[bytes, Any] = {}
         self._wanted = False  # processes are kept up once a config or a call asks for them
         self._closed = False
         self._failed_starts = 0  # in a row; the keeper waits before trying again
@@ -257,28 +331,41 @@ class RuleExecutor:
         """`fn(*args)` in one of the executor's processes: what it returns, or what it raises
         (an exception of the same name) raised here; RuleTimeout once `timeout` seconds
         have passed (None: the limits' timeout) without an answer, RuleProcessDied when its
-        process ended first. `fn` is the rule's RuleHandle; `rule` names the call in the
-        log and events."""
+        process ended first, RuleAnswerRefused for an answer that is not plain data. `fn`
+        is the rule's RuleHandle; `rule` names the call in the log and events."""
         if not isinstance(fn, RuleHandle):
             raise TypeError(f"{rule}: a rule process builds a rule from its RuleHandle, "
                             f"not from a {type(fn).__name__}")
         seconds = self.limits.timeout if timeout is None else max(0.0, timeout)
+        if seconds < LEAST_SECONDS:
+            self.expired(rule)
+            raise RuleTimeout(f"{rule} had {seconds * 1000:.2f} ms left: not called")
         deadline = self.clock() + seconds
         frame = pickle.dumps((fn.key, fn.spec, tuple(args)), pickle.HIGHEST_PROTOCOL)
-        process = self._take(deadline)
-        if process is None:
-            self.expired(rule)
-            raise RuleTimeout(f"{rule} did not start within {seconds * 1000:.0f} ms "
-                              "(every rule process busy or starting)")
+        while True:
+            process = self._take(deadline)
+            if process is None:
+                self.expired(rule)
+                raise RuleTimeout(f"{rule} did not start within {seconds * 1000:.0f} ms "
+                                  "(every rule process busy or starting)")
+            if process.spoiled():  # it ended or wrote since its last call: not this one's
+                self._end(process)
+                continue
+            try:
+                _write(process, frame, deadline, self.clock)
+            except BrokenPipeError:  # it ended before it took the call: another will
+                self._end(process)
+                continue
+            except _Late:
+                self._late(rule, process, seconds)
+            except BaseException:
+                self._end(process)
+                raise
+            break
         try:
-            write_frame(process.calls, frame)
             answer = _read(process, deadline, self.clock)
         except _Late:
-            self._end(process)
-            self.expired(rule)
-            self.events.rule_event(rule, "killed")
-            raise RuleTimeout(f"{rule} did not return within {seconds * 1000:.0f} ms "
-                              "(its process was killed)") from None
+            self._late(rule, process, seconds)
         except (_Gone, OSError):
             self._end(process)
             if self._closed:  # close() ended it: nothing died
@@ -288,8 +375,11 @@ class RuleExecutor:
                       "takes its place", rule, process.pid)
             raise RuleProcessDied(f"the rule's process (pid {process.pid}) ended during the "
                                   "call") from None
+        except BaseException:  # an answer too long to read, or worse: the process goes
+            self._end(process)
+            raise
         self._give_back(process)
-        reply = pickle.loads(answer)
+        reply = _plain(answer)
         if reply[0] == "ok":
             return reply[1]
         raise _remote(*reply[1:])
@@ -300,29 +390,28 @@ class RuleExecutor:
         the request goes on without the rule, and this is the one place it is counted."""
         self.events.rule_event(rule, "timeout")
 
-    def prepare(self, modules: Iterable[str]) -> bool:
-        """Have the processes up for a config whose `plugins:` are `modules`, each having
-        imported them, before this returns (at most `start_timeout`): a config is served
-        once its rules can run. A module new to the executor retires the processes that
-        have not imported it. No modules: nothing to do. False when they did not all come
-        up in time (the log says why; the keeper goes on trying)."""
-        modules = tuple(modules)
+    def prepare(self, modules: Iterable[str], rules: Iterable[RuleHandle] = ()) -> bool:
+        """Have the processes up for a config whose `plugins:` are `modules` and whose
+        Python rules are `rules`, each having imported and built them, before this returns
+        (at most `start_timeout`). Processes that lack a module or a rule are retired and
+        replaced. No modules: nothing to do. False when they did not all come up in time
+        (the log says why; the keeper goes on trying)."""
+        modules = tuple(dict.fromkeys(modules))
         if not modules:
             return True
+        wanted = {handle.key: handle.spec for handle in rules}
         with self._lock:
-            new = tuple(m for m in dict.fromkeys(modules) if m not in self._modules)
-            self._modules += new
-            if new:
-                stale = [p for p in self._idle if not self._current(p)]
-                self._ended += stale
-                self._processes.difference_update(stale)
-                self._idle = [p for p in self._idle if self._current(p)]
+            self._modules = modules
+            self._rules = wanted
+            stale = [p for p in self._idle if not self._current(p)]
+            self._idle = [p for p in self._idle if self._current(p)]
+            self._ended += stale
             self._want()
             deadline = self.clock() + self.limits.start_timeout
             failed = self._failed_starts
             while not self._closed:
-                if (len(self._idle) + self._busy >= self.limits.workers
-                        and all(self._current(p) for p in self._idle)):
+                if (len(self._idle) + len(self._busy) >= self.limits.workers
+                        and all(self._current(p) for p in (*self._idle, *self._busy))):
                     return True
                 left = deadline - self.clock()
                 if left <= 0 or self._failed_starts > failed:
@@ -334,27 +423,31 @@ class RuleExecutor:
         """Rule processes up, busy ones, starting ones, calls waiting for one, and the
         limit (/readyz, the gauges)."""
         with self._lock:
-            return {"processes": len(self._idle) + self._busy, "busy": self._busy,
+            return {"processes": len(self._idle) + len(self._busy), "busy": len(self._busy),
                     "starting": self._starting, "queued": self._waiting,
                     "limit": self.limits.workers}
 
     def close(self) -> None:
-        """End every process, busy ones too (their calls fail), and the zygote; return once
+        """End every process, busy ones too (their calls fail), and the zygotes; return once
         they have ended (a few seconds at most)."""
         with self._lock:
             self._closed = True
-            self._idle = []
-            processes, self._processes = self._processes, set()
+            idle, self._idle = self._idle, []
+            busy = list(self._busy)
             keeper = self._keeper
             self._changed.notify_all()
-        for process in processes:
+        for process in idle:
             process.end()
+        for process in busy:  # its call's thread closes its pipes
+            process.kill()
         if keeper is not None:
             keeper.join(timeout=CLOSE_SECONDS)
 
     # ---- the pool (under the lock) -----------------------------------------------------
     def _current(self, process: _Process) -> bool:
-        return set(self._modules) <= set(process.modules)
+        """It imported the served config's plugins and built its rules."""
+        zygote = process.zygote
+        return set(self._modules) <= set(zygote.modules) and self._rules.keys() <= zygote.keys
 
     def _want(self) -> None:
         """Keep processes up from now on: start the keeper."""
@@ -369,7 +462,8 @@ class RuleExecutor:
         """Processes to start now: short of the limit, wanted, not waiting to retry."""
         if not self._wanted or self._closed or self.clock() < self._retry_at:
             return 0
-        return max(0, self.limits.workers - len(self._idle) - self._busy - self._starting)
+        return max(0, self.limits.workers - len(self._idle) - len(self._busy)
+                   - self._starting)
 
     # ---- a call's process --------------------------------------------------------------
     def _take(self, deadline: float) -> _Process | None:
@@ -384,94 +478,105 @@ class RuleExecutor:
                     if left <= 0 or self._closed:
                         return None
                     self._changed.wait(left)
-                self._busy += 1
-                return self._idle.pop()
+                process = self._idle.pop()
+                self._busy.add(process)
+                return process
             finally:
                 self._waiting -= 1
 
     def _give_back(self, process: _Process) -> None:
         with self._lock:
-            self._busy -= 1
-            closed = self._closed
-            if closed:
-                pass
-            elif self._current(process):
+            self._busy.discard(process)
+            keep = not self._closed and self._current(process)
+            if keep:
                 self._idle.append(process)
-            else:  # retired by a config with new plugins: the keeper starts its successor
-                self._processes.discard(process)
-                self._ended.append(process)
             self._changed.notify_all()
-        if closed:
+        if not keep:  # closing, or retired by a config with new plugins or rules
             process.end()
 
     def _end(self, process: _Process) -> None:
         """Kill a busy process (its call gave up, or it died): the keeper replaces it."""
         process.end()
         with self._lock:
-            self._busy -= 1
-            self._processes.discard(process)
+            self._busy.discard(process)
             self._changed.notify_all()
 
-    # ---- the keeper: starts processes, ends the ones let go ------------------------------
+    def _late(self, rule: str, process: _Process, seconds: float) -> NoReturn:
+        self._end(process)
+        self.expired(rule)
+        self.events.rule_event(rule, "killed")
+        raise RuleTimeout(f"{rule} did not return within {seconds * 1000:.0f} ms (its "
+                          "process was killed)") from None
+
+    # ---- the keeper: starts processes, ends the ones let go -----------------------------
     def _keep(self) -> None:
         zygote: _Zygote | None = None
-        retired: list[_Zygote] = []  # the zygotes of older plugins, until they end
+        retired: list[_Zygote] = []  # older zygotes: closed once none of theirs is up
         try:
             while True:
                 with self._lock:
-                    while not self._ended and not self._missing():
+                    while not self._ended and not self._missing() and not retired:
                         if self._closed:
                             return
                         retry = self._retry_at - self.clock()
                         self._changed.wait(retry if self._wanted and retry > 0 else None)
+                    if self._closed and not self._ended:
+                        return
                     ended, self._ended = self._ended, []
                     missing = self._missing()
                     self._starting += missing
-                    modules = self._modules
+                    modules, rules = self._modules, dict(self._rules)
+                    serving = {p.zygote for p in (*self._idle, *self._busy)}
                 for process in ended:
                     process.end()
-                retired = [z for z in retired if not z.ended()]
-                if zygote is not None and (zygote.modules != modules or zygote.ended()):
-                    zygote.close()  # its forks still serving end as they are let go
+                for old in [z for z in retired if z not in serving]:
+                    old.close()
+                    if old.ended(CLOSE_SECONDS):
+                        retired.remove(old)
+                current = (zygote is not None and set(modules) <= set(zygote.modules)
+                           and rules.keys() <= zygote.keys and not zygote.ended())
+                if zygote is not None and not current:
                     retired.append(zygote)
                     zygote = None
                 if missing:
-                    zygote = self._start(zygote, missing, modules)
+                    zygote = self._start(zygote, missing, modules, rules)
+                elif retired:
+                    with self._lock:  # woken when a retired zygote's last process goes
+                        self._changed.wait(RETRY_SECONDS[1])
+        except Exception:  # a bug of ours: logged with its cause; the keeper is gone
+            log.exception("python rules: the rule processes' keeper failed; no process is "
+                          "started from now on")
+            self.events.rule_event("", "start_failed")
         finally:
             for z in [*retired, *([zygote] if zygote is not None else [])]:
                 z.close()
                 if not z.ended(CLOSE_SECONDS):
-                    z.popen.kill()
-                    z.ended(CLOSE_SECONDS)
+                    z.kill()
 
-    def _start(self, zygote: _Zygote | None, count: int,
-               modules: tuple[str, ...]) -> _Zygote | None:
-        """Fork `count` processes from a zygote that imported `modules` (a new one when
-        there is none, it ended, or it imported fewer) and add them to the idle ones; after
-        a failure, wait before trying again (RETRY_SECONDS). The zygote to keep."""
-        deadline = self.clock() + self.limits.start_timeout
+    def _start(self, zygote: _Zygote | None, count: int, modules: tuple[str, ...],
+               rules: dict[bytes, Any]) -> _Zygote | None:
+        """Fork `count` processes from the zygote (a new one when there is none) and add
+        them to the idle ones; after a failure, wait before trying again (RETRY_SECONDS).
+        The zygote to keep."""
         forked, problem = 0, ""
         try:
             if zygote is None:
-                zygote = _Zygote(modules)
-                zygote.ready(deadline, self.clock)
+                zygote = _Zygote(modules, rules, self.limits.start_timeout)
+                zygote.ready(self.clock() + self.limits.start_timeout, self.clock)
             while forked < count:
-                self._add(zygote.fork(deadline, self.clock))
+                self._add(zygote.fork(self.clock() + FORK_SECONDS, self.clock))
                 forked += 1
         except _Late:
-            problem = f"not ready within {self.limits.start_timeout:g} s"
+            problem = "its zygote did not answer in time"
         except (_Gone, OSError) as exc:
             ended = None
             if zygote is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     ended = zygote.popen.wait(timeout=1.0)
-            problem = (f"it ended ({_status(ended)}) while importing the plugins, its error "
-                       "logged above" if ended is not None else f"{type(exc).__name__}: {exc}")
+            problem = (f"its zygote ended ({_status(ended)}), its error logged above"
+                       if ended is not None else f"{type(exc).__name__}: {exc}")
         if problem and zygote is not None:
-            zygote.close()
-            if not zygote.ended(CLOSE_SECONDS):
-                zygote.popen.kill()
-                zygote.ended(CLOSE_SECONDS)
+            zygote.kill()
             zygote = None
         with self._lock:
             self._starting -= count - forked
@@ -491,15 +596,13 @@ class RuleExecutor:
         return zygote
 
     def _add(self, process: _Process) -> None:
-        """A process that said it is ready: idle, or ended if the executor closed meanwhile
-        or a config with new plugins came while it started."""
+        """A process just forked: idle, or ended if the executor closed meanwhile or a
+        config with new plugins or rules came while it started."""
         with self._lock:
             self._starting -= 1
-            if self._closed:
-                process.end()
-            elif self._current(process):
-                self._processes.add(process)
+            keep = not self._closed and self._current(process)
+            if keep:
                 self._idle.append(process)
-            else:
-                self._ended.append(process)
             self._changed.notify_all()
+        if not keep:
+            process.end()

@@ -1,42 +1,50 @@
 """The processes that run Python rules for the service (`python -m app.engine.rule_worker`).
 
 The service's RuleExecutor (app/engine/executor.py) starts one of these as a **zygote**: it
-imports the served config's plugin modules (`argv[1:]`), says `ready`, and then forks a rule
-process each time the service asks, so that a rule process killed for running past its time
-is replaced in a millisecond or two, not in the time an interpreter takes to start and
-import the plugins. The zygote and the service talk over a Unix socket (its descriptor in
-REARRANGE_RULE_SOCKET): the service writes `f`, the zygote answers with the new process's
-pid and the service's ends of its two pipes (SCM_RIGHTS). The zygote ignores SIGCHLD, so
-the kernel reaps what it forked; when the service closes the socket it waits for its
-processes to end, then ends.
+imports the served config's plugin modules (`argv[1:]`), builds the config's rules from the
+specs the service sends it, says `ready`, and then forks a rule process each time the
+service asks. A rule process killed for running past its time is so replaced in a
+millisecond or two, with the rules already built, not in the time an interpreter takes to
+start, import the plugins and run the rules' constructors.
+
+The zygote and the service talk over a Unix socket (its descriptor in REARRANGE_RULE_SOCKET):
+the service sends one frame, the `(key, (module, qualname, params))` of every rule to build,
+and reads `ready`; then it writes `f` for each fork, and the zygote answers with the new
+process's pid and the service's ends of its two pipes (SCM_RIGHTS). The zygote is a child
+subreaper that ignores SIGCHLD: the kernel reaps what it forked, and what a rule forked
+and left. When the service closes the socket the zygote ends, and its rule processes with
+it.
+
+Nothing outlives the service, even a rule process spinning in C with the GIL held: the
+zygote and each rule process ask the kernel to kill them when their parent ends
+(PR_SET_PDEATHSIG; the zygote's parent is the service's keeper thread). Each rule process
+is the leader of a process group of its own, so the service kills it with everything it
+started, and a signal sent to the service's group (a terminal's Ctrl-C, a supervisor's
+SIGTERM) does not reach it.
 
 A rule process reads calls from one pipe and writes answers to the other, each a frame: 8
 bytes of little-endian length, then a pickle.
 
 - A call is `(key, (module, qualname, params), args)`: the rule class `qualname` of
   `module`, built as the config load built it (`cls(Params.model_validate(params))`, or
-  `cls(params)` without `Params`) the first time `key` is seen and kept for the next calls
-  (the last `KEPT` rules). Its answer is `("ok", value)` or `("raised", type name, type
-  module, message, traceback)`: what the rule returned, or what it (or building it, or
-  pickling its answer) raised.
+  `cls(params)` without `Params`), by the zygote for the served config's rules, else the
+  first time `key` is seen (a candidate config's); the last `KEPT` rules are kept. Its answer
+  is `("ok", value)` or `("raised", type name, type module, message, traceback)`: what the
+  rule returned, or what it (or building it, or pickling its answer) raised.
 - Standard output goes to stderr (the service's log) and standard input is empty, so a rule
   that prints or reads cannot touch a frame.
-- It ends when its call pipe closes, when the service kills it, and within a moment of the
-  service's end even while a rule spins (a thread waits on a pidfd of the service).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
 import sys
-import threading
-import time
 import traceback
 from collections import OrderedDict
 from typing import Any
@@ -46,13 +54,30 @@ from app.config.plugins import find
 HEADER = struct.Struct("<Q")
 KEPT = 256  # rules built and kept, the least recently called dropped first
 SOCKET_ENV = "REARRANGE_RULE_SOCKET"
+PARENT_ENV = "REARRANGE_RULE_PARENT"  # the service's pid: the zygote checks it is its parent
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
 def write_frame(fd: int, payload: bytes) -> None:
-    """`payload` as one frame on `fd`, whole."""
+    """`payload` as one frame on `fd` (a blocking one), whole."""
     view = memoryview(HEADER.pack(len(payload)) + payload)
     while view:
         view = view[os.write(fd, view):]
+
+
+def read_frame(fd: int) -> bytes | None:
+    """One frame's payload from `fd`, None at the end of the stream. The other side writes
+    one frame and waits for the answer, so whatever `fd` holds is one frame: it is read in as
+    few reads as it arrived in (usually one)."""
+    data, need = bytearray(), HEADER.size
+    while len(data) < need:
+        chunk = os.read(fd, max(need - len(data), 1 << 16))
+        if not chunk:
+            return None
+        data += chunk
+        if need == HEADER.size and len(data) >= need:
+            need += HEADER.unpack_from(data)[0]
+    return bytes(data[HEADER.size:])
 
 
 def build(module_name: str, qualname: str, params: Any) -> Any:
@@ -93,54 +118,40 @@ def answer(rules: OrderedDict[bytes, Any], frame: bytes) -> bytes:
         return pickle.dumps(raised(exc), pickle.HIGHEST_PROTOCOL)
 
 
-def watch(service: int | None, pid: int) -> None:
-    """End this process once the service (`pid`, `service` a pidfd of it) has ended."""
-    if service is not None:
-        poll = select.poll()
-        poll.register(service, select.POLLIN)
-        while not poll.poll():
-            pass
-    else:  # no pidfd (a kernel before 5.3): look every second
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(1.0)
-    os._exit(0)
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
 
 
-def serve(calls: int, answers: int) -> None:
-    """A rule process: answer calls until the call pipe closes. The service writes one call
-    and waits for its answer, so whatever the pipe holds is one call: it is read in as few
-    reads as it arrived in (usually one)."""
-    rules: OrderedDict[bytes, Any] = OrderedDict()
-    while True:
-        data, need = b"", HEADER.size
-        while len(data) < need:
-            chunk = os.read(calls, max(need - len(data), 1 << 16))
-            if not chunk:
-                return
-            data += chunk
-            if need == HEADER.size and len(data) >= need:
-                need += HEADER.unpack_from(data)[0]
-        write_frame(answers, answer(rules, data[HEADER.size:]))
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent ends; end now if it has already."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
-def fork(link: socket.socket, service: int | None, service_pid: int) -> None:
+def serve(calls: int, answers: int, rules: OrderedDict[bytes, Any]) -> None:
+    """A rule process: answer calls until the call pipe closes."""
+    while (frame := read_frame(calls)) is not None:
+        write_frame(answers, answer(rules, frame))
+
+
+def fork(link: socket.socket, rules: OrderedDict[bytes, Any]) -> None:
     """Fork a rule process and hand the service its pid and its ends of the pipes."""
     calls_in, calls_out = os.pipe()
     answers_in, answers_out = os.pipe()
+    zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
             link.close()
             os.close(calls_out)
             os.close(answers_in)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            threading.Thread(target=watch, args=(service, service_pid), daemon=True,
-                             name="rearrange-rule-watch").start()
-            serve(calls_in, answers_out)
+            os.setpgid(0, 0)  # a group of its own: killed with what it starts
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a rule may wait for its own
+            die_with_parent(zygote)
+            serve(calls_in, answers_out, rules)
         finally:
             os._exit(0)
     os.close(calls_in)
@@ -153,27 +164,32 @@ def fork(link: socket.socket, service: int | None, service_pid: int) -> None:
 
 
 def main() -> None:
-    """The zygote: import the plugins, say ready, fork on each request; at the service's
-    end, wait for what it forked."""
+    """The zygote: import the plugins, build the rules, say ready, fork on each request;
+    end when the service closes the socket (its rule processes end with it)."""
     link = socket.socket(fileno=int(os.environ.pop(SOCKET_ENV)))
+    die_with_parent(int(os.environ.pop(PARENT_ENV)))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # what a rule forks and leaves is ours to reap
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # ... which the kernel then does
     os.dup2(2, 1)  # a rule's print goes to the log, never into a frame
     sys.stdout = sys.stderr
     nothing = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nothing, 0)  # nor does a rule that reads stdin read anything
     os.close(nothing)
-    service_pid = os.getppid()
-    service: int | None = None
-    with contextlib.suppress(AttributeError, OSError):  # no pidfd: the forks poll
-        service = os.pidfd_open(service_pid)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forks
     for module_name in sys.argv[1:]:
         importlib.import_module(module_name)
+    specs = read_frame(link.fileno())
+    rules: OrderedDict[bytes, Any] = OrderedDict()
+    for key, (module_name, qualname, params) in pickle.loads(specs or pickle.dumps([])):
+        try:
+            rules[key] = build(module_name, qualname, params)
+        except Exception:  # built in the service, refused here: it fails at its calls
+            print(f"rearrange rule processes: building {module_name}.{qualname} failed; "
+                  "its calls build it again and fail as it does:", file=sys.stderr)
+            traceback.print_exc()
     link.sendall(b"ready")
-    while link.recv(1) == b"f":
-        fork(link, service, service_pid)
-    link.close()
-    with contextlib.suppress(ChildProcessError):  # every fork gone: SIG_IGN makes wait
-        os.wait()                                   # return then, with ECHILD
+    with contextlib.suppress(ConnectionError):
+        while link.recv(1) == b"f":
+            fork(link, rules)
 
 
 if __name__ == "__main__":

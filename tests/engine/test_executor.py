@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from app._engine import RuleTimeout
 from app.config.plugins import RuleHandle
-from app.engine.executor import Limits, RuleExecutor, RuleProcessDied
+from app.engine.executor import Limits, RuleAnswerRefused, RuleExecutor, RuleProcessDied
 
 PAGE = [{"id": "a", "url": "https://a.example/", "score": 1.0}]
 CONTEXT = {"query": {}, "profile": "default", "variants": {}, "phase": "rerank"}
@@ -134,13 +135,104 @@ def test_a_process_that_dies_fails_its_call_and_is_replaced(hostile):
 def test_a_call_that_waits_past_its_time_for_a_process_never_runs(hostile, tmp_path):
     ex, events = executor(workers=1)
     sleeper = handle(hostile, hostile.Sleeper, seconds=60)
+    started = []
+    with ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(lambda: started.append(1) or ex.call("sleeper", sleeper,
+                                                                (PAGE, CONTEXT), 2.0))
+        wait_for(lambda: ex.state()["busy"] == 1)
+        # the one process is busy: a call waits its turn within its time, in vain
+        with pytest.raises(RuleTimeout, match="talker did not start within 50 ms"):
+            ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 0.05)
+        with pytest.raises(RuleTimeout):
+            busy.result()
+    assert events.seen == [("talker", "timeout"), ("sleeper", "timeout"), ("sleeper", "killed")]
+    ex.close()
+
+
+def test_a_call_with_next_to_no_time_left_is_not_made(hostile):
+    ex, events = executor(workers=1)
+    before = pid_of(ex, hostile, handle(hostile, hostile.Talker))
+    with pytest.raises(RuleTimeout, match="talker had 0.50 ms left: not called"):
+        ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 0.0005)
+    assert events.seen == [("talker", "timeout")]  # and no process killed for it
+    assert pid_of(ex, hostile, handle(hostile, hostile.Talker)) == before
+    ex.close()
+
+
+def test_an_answer_that_is_more_than_plain_data_runs_nothing_here(hostile):
+    """A rule's answer is unpickled in the service: one that needs a class or a function
+    (here a `__reduce__` that would sleep 2 s) is refused, at once."""
+    ex, events = executor(workers=1)
+    started = time.monotonic()
+    with pytest.raises(RuleAnswerRefused, match="holds a time.sleep: only plain data"):
+        ex.call("smuggler", handle(hostile, hostile.Smuggler), (PAGE, CONTEXT), 0.5)
+    assert time.monotonic() - started < 1.0 and events.seen == []
+    assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
+    ex.close()
+
+
+def test_an_answer_too_long_to_read_ends_its_process(hostile):
+    ex, _ = executor(workers=1)
+    scribbler = handle(hostile, hostile.Scribbler, mode="header")
+    before = pid_of(ex, hostile, handle(hostile, hostile.Talker))
+    with pytest.raises(RuleAnswerRefused, match="18446744073709551615 bytes long"):
+        ex.call("scribbler", scribbler, (PAGE, CONTEXT), 5.0)
+    wait_for(lambda: not alive(before), 5.0)
+    assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
+    assert ex.state()["busy"] == 0
+    ex.close()
+
+
+@pytest.mark.parametrize("rule,params", [("Leaver", {}), ("Scribbler", {"mode": "later"})])
+def test_what_a_call_leaves_behind_never_answers_the_next_one(hostile, rule, params):
+    """A thread a rule left ends its process, or writes into its answer pipe, after the
+    call: the next call, of another rule, runs on a sound process and gets its own answer."""
+    ex, events = executor(workers=1)
+    left = pid_of(ex, hostile, handle(hostile, hostile.Talker))
+    ex.call(rule, handle(hostile, getattr(hostile, rule), **params), (PAGE, CONTEXT), 5.0)
+    time.sleep(0.2)  # the leftover thread has acted
+    docs, records = ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)
+    assert docs == PAGE and f"pid={left}" not in records[0]["reason"]
+    assert events.seen == []
+    ex.close()
+
+
+def test_a_process_that_stopped_reading_cannot_hold_a_call_past_its_time(hostile):
+    """A call is written within its time too: a process stopped (SIGSTOP, by a thread its
+    last rule left) does not read a page bigger than the pipe holds."""
+    ex, events = executor(workers=1)
+    ex.call("stopper", handle(hostile, hostile.Stopper), (PAGE, CONTEXT), 5.0)
+    time.sleep(0.2)
+    big = [{"id": f"d{i}", "url": f"https://h{i}.example/" + "p" * 100, "score": 1.0}
+           for i in range(2000)]
+    started = time.monotonic()
+    with pytest.raises(RuleTimeout, match="within 100 ms"):
+        ex.call("talker", handle(hostile, hostile.Talker), (big, CONTEXT), 0.1)
+    assert time.monotonic() - started < 1.0
+    assert events.seen == [("talker", "timeout"), ("talker", "killed")]
+    assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
+    ex.close()
+
+
+def test_the_served_rules_are_built_before_their_first_call(hostile):
+    """A rule slower to build than its time answers from its first call: the zygote built
+    it once, before it forked the processes."""
+    slow = handle(hostile, hostile.SlowStart, seconds=0.3)
+    ex = RuleExecutor(Limits(workers=2))
+    assert ex.prepare(["rr_hostile"], [slow])
+    for _ in range(4):
+        assert ex.call("slow_start", slow, (PAGE, CONTEXT), 0.1)[0] == PAGE
+    ex.close()
+
+
+def test_what_a_rule_starts_is_killed_with_its_process(hostile, tmp_path):
+    ex, _ = executor(workers=1)
+    path = tmp_path / "child.pid"
     with pytest.raises(RuleTimeout):
-        ex.call("sleeper", sleeper, (PAGE, CONTEXT), 0.05)
-    # its successor is starting: a call with less time than that waits in vain, unrun
-    assert ex.state()["processes"] == 0
-    with pytest.raises(RuleTimeout, match="talker did not start within 0 ms"):
-        ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 0.0)
-    assert events.seen[-1] == ("talker", "timeout")
+        ex.call("forker", handle(hostile, hostile.Forker, path=str(path)), (PAGE, CONTEXT),
+                0.5)
+    child = int(path.read_text())
+    wait_for(lambda: not alive(child), 5.0)
     ex.close()
 
 
@@ -178,7 +270,7 @@ def test_a_process_that_cannot_start_is_counted_and_tried_again(hostile, plugin_
     assert not ex.prepare(["rr_vanishing"])
     assert ("", "start_failed") in events.seen and ex.state()["processes"] == 0
     assert "rule processes did not start" in caplog.text
-    assert "while importing the plugins" in caplog.text
+    assert "its zygote ended (exit code 1), its error logged above" in caplog.text
     module.write_text("RULES = []\n")  # back: the keeper's next try starts one
     wait_for(lambda: ex.state()["processes"] == 1)
     ex.close()

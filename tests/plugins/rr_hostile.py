@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import stat
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 ALL = {"pre-filter", "rerank", "diversify", "trim", "annotate", "post-filter"}
 
@@ -103,4 +108,111 @@ class Unsendable(_Rule):
                             "delta": lambda: 0, "reason": "x"}]
 
 
-RULES = [Sleeper, Spinner, SocketReader, Forger, Exiter, Talker, Unsendable]
+class Smuggler(_Rule):
+    """Answers with an object whose unpickling would sleep in the service (`__reduce__`)."""
+
+    name = "smuggler"
+
+    def __call__(self, documents, context):
+        return documents, [{"doc_id": documents[0]["id"], "action": "rescore", "delta": 0.0,
+                            "reason": _Sleepy()}]
+
+
+class _Sleepy:
+    def __reduce__(self):
+        return (time.sleep, (2.0,))
+
+
+def _answer_pipe() -> int:
+    """The descriptor a rule process writes its answers to: its one pipe open for writing."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        with contextlib.suppress(OSError):
+            info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+            flags = int(info.split("flags:")[1].split()[0], 8)
+            if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode) and flags & os.O_WRONLY:
+                return fd
+    raise RuntimeError("no answer pipe")
+
+
+class Scribbler(_Rule):
+    """Writes into its own answer pipe: a length of 2**64 - 1 bytes (`mode: header`), or,
+    50 ms after it has answered, from a thread left behind (`mode: later`)."""
+
+    name = "scribbler"
+
+    def __init__(self, params: dict) -> None:
+        super().__init__(params)
+        self.mode = params.get("mode", "header")
+
+    def __call__(self, documents, context):
+        fd = _answer_pipe()
+        if self.mode == "header":
+            os.write(fd, b"\xff" * 8)
+        else:
+            threading.Thread(target=lambda: (time.sleep(0.05), os.write(fd, b"junk"))).start()
+        return documents, []
+
+
+class Leaver(_Rule):
+    """Answers, and 50 ms later a thread it left behind ends its process."""
+
+    name = "leaver"
+
+    def __call__(self, documents, context):
+        threading.Thread(target=lambda: (time.sleep(0.05), os._exit(1))).start()
+        return documents, []
+
+
+class Stopper(_Rule):
+    """Answers, and 50 ms later a thread it left behind stops its process (SIGSTOP): the
+    process then reads no call."""
+
+    name = "stopper"
+
+    def __call__(self, documents, context):
+        threading.Thread(target=lambda: (time.sleep(0.05),
+                                         os.kill(os.getpid(), signal.SIGSTOP))).start()
+        return documents, []
+
+
+class SlowStart(_Rule):
+    """Takes `seconds` to build; answers at once."""
+
+    name = "slow_start"
+
+    def __init__(self, params: dict) -> None:
+        super().__init__(params)
+        time.sleep(self.seconds)
+
+    def __call__(self, documents, context):
+        return documents, []
+
+
+class Forker(_Rule):
+    """Starts `sleep 600` (its pid written to `path`), then sleeps itself."""
+
+    name = "forker"
+
+    def __init__(self, params: dict) -> None:
+        super().__init__(params)
+        self.path = params["path"]
+
+    def __call__(self, documents, context):
+        child = subprocess.Popen(["sleep", "600"])
+        with open(self.path, "w") as f:
+            f.write(str(child.pid))
+        time.sleep(600)
+
+
+class Hog(_Rule):
+    """Holds the GIL in C for good (a sum over a range too long to finish)."""
+
+    name = "hog"
+
+    def __call__(self, documents, context):
+        return sum(range(10**15))
+
+
+RULES = [Sleeper, Spinner, SocketReader, Forger, Exiter, Talker, Unsendable, Smuggler,
+         Scribbler, Leaver, Stopper, SlowStart, Forker, Hog]
