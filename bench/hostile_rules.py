@@ -114,13 +114,13 @@ def cpu_seconds(pid: int) -> float:
     total, ticks = 0.0, os.sysconf("SC_CLK_TCK")
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return 0.0
     total += (int(fields[11]) + int(fields[12])) / ticks
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             kids = (task / "children").read_text().split()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         total += sum(cpu_seconds(int(kid)) for kid in kids)
     return total

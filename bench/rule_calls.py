@@ -39,12 +39,12 @@ def tree_cpu(pid: int) -> float:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             kids = [int(k) for k in (task / "children").read_text().split()]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         for kid in kids:
             try:
                 fields = Path(f"/proc/{kid}/stat").read_text().rpartition(")")[2].split()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             total += tree_cpu(kid)

@@ -52,7 +52,11 @@ RETRY_SECONDS = (0.1, 0.5, 2.0, 5.0)  # waits before starting again after failed
 CLOSE_SECONDS = 5.0  # what close() waits, at most, for a zygote to end
 FORK_SECONDS = 2.0  # a zygote that has not forked a process by then is killed and replaced
 LEAST_SECONDS = 0.001  # a call with less time left is not made: it would only kill a process
-MAX_ANSWER_BYTES = 256 << 20  # an answer frame longer than this is refused unread
+# An answer longer than this many bytes, plus ANSWER_PER_CALL_BYTE for each byte of its call,
+# is refused unread: a page and its records come back about as long as the page went, and
+# decoding plain data costs time (the GIL held) and memory in proportion to its length
+ANSWER_BYTES = 64 << 10
+ANSWER_PER_CALL_BYTE = 8
 
 
 class RuleProcessDied(Exception):
@@ -161,7 +165,7 @@ class _Zygote:
 class _Process:
     """A rule process (forked by `zygote`) and the service's ends of its two pipes."""
 
-    __slots__ = ("pid", "pidfd", "calls", "answers", "poll", "zygote", "ended")
+    __slots__ = ("pid", "pidfd", "calls", "answers", "poll", "zygote", "ended", "lock")
 
     def __init__(self, pid: int, calls: int, answers: int, zygote: _Zygote) -> None:
         self.pid, self.calls, self.answers, self.zygote = pid, calls, answers, zygote
@@ -172,6 +176,7 @@ class _Process:
         with contextlib.suppress(AttributeError, OSError):
             self.pidfd = os.pidfd_open(pid)
         self.ended = False
+        self.lock = threading.Lock()  # close() kills what a call's thread may be ending
 
     def spoiled(self) -> bool:
         """Something came between calls: it ended, or wrote (a thread a rule left behind):
@@ -179,27 +184,34 @@ class _Process:
         return bool(self.poll.poll(0))
 
     def kill(self) -> None:
-        """SIGKILL it and its process group (what its rules started), whatever it runs."""
-        alive = True
-        if self.pidfd is not None:  # readable: it has ended (and its pid may be reused)
-            alive = not _poll(self.pidfd).poll(0)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if alive:
+        """SIGKILL it and its process group (what its rules started), whatever it runs;
+        nothing once it has been ended."""
+        with self.lock:
+            if not self.ended:
+                self._kill()
+
+    def _kill(self) -> None:
+        # Its group only while it lives (a pidfd says so): ended, it may have been reaped and
+        # its number given to another; the zygote kills an ended one's group before it reaps.
+        alive = self.pidfd is None or not _poll(self.pidfd).poll(0)
+        if alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
-            if self.pidfd is not None:
+        if self.pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def end(self) -> None:
-        """Kill it and close the service's ends of its pipes; once (by the one thread that
-        holds it)."""
-        if self.ended:
-            return
-        self.ended = True
-        self.kill()
-        for fd in (self.calls, self.answers, self.pidfd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        """Kill it and close the service's ends of its pipes; once."""
+        with self.lock:
+            if self.ended:
+                return
+            self._kill()
+            self.ended = True
+            for fd in (self.calls, self.answers, self.pidfd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
 
 class _Late(Exception):
@@ -233,12 +245,21 @@ def _remote(kind: str, module: str, message: str, text: str) -> Exception:
     failure's problem says `raised <type>: <message>`), its traceback in a note."""
     cls = _remote_types.get((module, kind))
     if cls is None:
+        if len(_remote_types) >= 1024:  # names a rule chose: never more than this many
+            _remote_types.clear()
         cls = type(kind.rpartition(".")[2], (Exception,), {"__module__": module,
                                                              "__qualname__": kind})
         _remote_types[(module, kind)] = cls
     exc = cls(message)
     exc.add_note(f"raised in the rule's process:\n{text.rstrip()}")
     return exc
+
+
+def _has(process: _Process, target: tuple[tuple[str, ...], dict[bytes, Any]]) -> bool:
+    """`process` has imported the modules and built the rules of `target`."""
+    modules, rules = target
+    zygote = process.zygote
+    return set(modules) <= set(zygote.modules) and rules.keys() <= zygote.keys
 
 
 def _status(code: int | None) -> str:
@@ -278,11 +299,12 @@ def _write(process: _Process, frame: bytes, deadline: float,
             _wait(poll, deadline, clock)
 
 
-def _read(process: _Process, deadline: float, clock: Callable[[], float]) -> bytes:
+def _read(process: _Process, deadline: float, clock: Callable[[], float],
+          most: int) -> bytes:
     """One answer frame's payload from `process`, whole, by `deadline` (else _Late; _Gone
-    when its pipe closes first; RuleAnswerRefused past MAX_ANSWER_BYTES). A process writes
-    one frame per call, so whatever the pipe holds is this frame: it is read in as few
-    reads as it arrived in (usually one)."""
+    when its pipe closes first; RuleAnswerRefused past `most` bytes). A process writes one
+    frame per call, so whatever the pipe holds is this frame: it is read in as few reads as
+    it arrived in (usually one)."""
     data, need = bytearray(), HEADER.size
     while len(data) < need:
         _wait(process.poll, deadline, clock)
@@ -292,9 +314,9 @@ def _read(process: _Process, deadline: float, clock: Callable[[], float]) -> byt
         data += chunk
         if need == HEADER.size and len(data) >= need:
             size = HEADER.unpack_from(data)[0]
-            if size > MAX_ANSWER_BYTES:
-                raise RuleAnswerRefused(f"the rule's answer is {size} bytes long, over "
-                                        f"the {MAX_ANSWER_BYTES} bytes read")
+            if size > most:
+                raise RuleAnswerRefused(f"the rule's answer is {size} bytes long, over the "
+                                        f"{most} bytes read for a call of its length")
             need += size
     return bytes(data[HEADER.size:])
 
@@ -319,6 +341,10 @@ class RuleExecutor:
         # rules (handle key → spec)
         self._modules: tuple[str, ...] = ()
         self._rules: dict[bytes, Any] = {}
+        # what new processes are forked for: the config being prepared, or the one served;
+        # `_fresh` holds those forked for a config being prepared, until it is served
+        self._target: tuple[tuple[str, ...], dict[bytes, Any]] = ((), {})
+        self._fresh: list[_Process] = []
         self._wanted = False  # processes are kept up once a config or a call asks for them
         self._closed = False
         self._failed_starts = 0  # in a row; the keeper waits before trying again
@@ -363,7 +389,8 @@ class RuleExecutor:
                 raise
             break
         try:
-            answer = _read(process, deadline, self.clock)
+            answer = _read(process, deadline, self.clock,
+                           ANSWER_BYTES + ANSWER_PER_CALL_BYTE * len(frame))
         except _Late:
             self._late(rule, process, seconds)
         except (_Gone, OSError):
@@ -393,37 +420,46 @@ class RuleExecutor:
     def prepare(self, modules: Iterable[str], rules: Iterable[RuleHandle] = ()) -> bool:
         """Have the processes up for a config whose `plugins:` are `modules` and whose
         Python rules are `rules`, each having imported and built them, before this returns
-        (at most `start_timeout`). Processes that lack a module or a rule are retired and
-        replaced. No modules: nothing to do. False when they did not all come up in time
-        (the log says why; the keeper goes on trying)."""
+        (at most `start_timeout`). When the processes up lack a module or a rule, a new set
+        is forked beside them (from a new zygote) while they go on serving the config in
+        use, and they are retired once it is up: calls are never left without a process.
+        No modules: nothing to do. False when the new set did not all come up in time (the
+        log says why; the keeper goes on trying, and what is up serves meanwhile)."""
         modules = tuple(dict.fromkeys(modules))
         if not modules:
             return True
-        wanted = {handle.key: handle.spec for handle in rules}
+        target = (modules, {handle.key: handle.spec for handle in rules})
         with self._lock:
-            self._modules = modules
-            self._rules = wanted
-            stale = [p for p in self._idle if not self._current(p)]
-            self._idle = [p for p in self._idle if self._current(p)]
-            self._ended += stale
+            self._target = target
+            self._fresh = []
             self._want()
             deadline = self.clock() + self.limits.start_timeout
-            failed = self._failed_starts
+            failed, done = self._failed_starts, False
             while not self._closed:
-                if (len(self._idle) + len(self._busy) >= self.limits.workers
-                        and all(self._current(p) for p in (*self._idle, *self._busy))):
-                    return True
+                up = [p for p in (*self._idle, *self._busy, *self._fresh)
+                      if _has(p, target)]
+                if len(up) >= self.limits.workers:
+                    done = True
+                    break
                 left = deadline - self.clock()
                 if left <= 0 or self._failed_starts > failed:
-                    return False
+                    break
                 self._changed.wait(left)
-            return False
+            # the switch: the new set serves from now on, the old one ends as it comes free
+            self._modules, self._rules = target
+            stale = [p for p in self._idle if not self._current(p)]
+            self._idle = [p for p in self._idle if self._current(p)] + self._fresh
+            self._fresh = []
+            self._ended += stale
+            self._changed.notify_all()
+            return done
 
     def state(self) -> dict[str, Any]:
         """Rule processes up, busy ones, starting ones, calls waiting for one, and the
         limit (/readyz, the gauges)."""
         with self._lock:
-            return {"processes": len(self._idle) + len(self._busy), "busy": len(self._busy),
+            return {"processes": len(self._idle) + len(self._busy) + len(self._fresh),
+                    "busy": len(self._busy),
                     "starting": self._starting, "queued": self._waiting,
                     "limit": self.limits.workers}
 
@@ -446,30 +482,30 @@ class RuleExecutor:
     # ---- the pool (under the lock) -----------------------------------------------------
     def _current(self, process: _Process) -> bool:
         """It imported the served config's plugins and built its rules."""
-        zygote = process.zygote
-        return set(self._modules) <= set(zygote.modules) and self._rules.keys() <= zygote.keys
+        return _has(process, (self._modules, self._rules))
 
     def _want(self) -> None:
-        """Keep processes up from now on: start the keeper."""
+        """Keep processes up from now on: start the keeper (again, should it have failed)."""
         self._wanted = True
-        if self._keeper is None and not self._closed:
+        if (self._keeper is None or not self._keeper.is_alive()) and not self._closed:
             self._keeper = threading.Thread(target=self._keep, daemon=True,
                                             name="rearrange-rule-processes")
             self._keeper.start()
         self._changed.notify_all()
 
     def _missing(self) -> int:
-        """Processes to start now: short of the limit, wanted, not waiting to retry."""
+        """Processes to start now for the target: short of the limit, wanted, not waiting to
+        retry (the ones of an older config, still serving, do not count)."""
         if not self._wanted or self._closed or self.clock() < self._retry_at:
             return 0
-        return max(0, self.limits.workers - len(self._idle) - len(self._busy)
-                   - self._starting)
+        up = sum(_has(p, self._target) for p in (*self._idle, *self._busy, *self._fresh))
+        return max(0, self.limits.workers - up - self._starting)
 
     # ---- a call's process --------------------------------------------------------------
     def _take(self, deadline: float) -> _Process | None:
         """An idle process, waited for until `deadline`; None if none came."""
         with self._lock:
-            if not self._wanted:
+            if not self._wanted or (self._keeper is not None and not self._keeper.is_alive()):
                 self._want()
             self._waiting += 1
             try:
@@ -511,7 +547,7 @@ class RuleExecutor:
     # ---- the keeper: starts processes, ends the ones let go -----------------------------
     def _keep(self) -> None:
         zygote: _Zygote | None = None
-        retired: list[_Zygote] = []  # older zygotes: closed once none of theirs is up
+        retired: list[_Zygote] = []  # older zygotes: killed once none of theirs is up
         try:
             while True:
                 with self._lock:
@@ -525,14 +561,13 @@ class RuleExecutor:
                     ended, self._ended = self._ended, []
                     missing = self._missing()
                     self._starting += missing
-                    modules, rules = self._modules, dict(self._rules)
-                    serving = {p.zygote for p in (*self._idle, *self._busy)}
+                    modules, rules = self._target[0], dict(self._target[1])
+                    serving = {p.zygote for p in (*self._idle, *self._busy, *self._fresh)}
                 for process in ended:
                     process.end()
                 for old in [z for z in retired if z not in serving]:
-                    old.close()
-                    if old.ended(CLOSE_SECONDS):
-                        retired.remove(old)
+                    old.kill()  # none of its processes is left: it has nothing to do
+                    retired.remove(old)
                 current = (zygote is not None and set(modules) <= set(zygote.modules)
                            and rules.keys() <= zygote.keys and not zygote.ended())
                 if zygote is not None and not current:
@@ -543,9 +578,8 @@ class RuleExecutor:
                 elif retired:
                     with self._lock:  # woken when a retired zygote's last process goes
                         self._changed.wait(RETRY_SECONDS[1])
-        except Exception:  # a bug of ours: logged with its cause; the keeper is gone
-            log.exception("python rules: the rule processes' keeper failed; no process is "
-                          "started from now on")
+        except Exception:  # a bug of ours: logged with its cause; the next call starts another
+            log.exception("python rules: the rule processes' keeper failed")
             self.events.rule_event("", "start_failed")
         finally:
             for z in [*retired, *([zygote] if zygote is not None else [])]:
@@ -596,13 +630,16 @@ class RuleExecutor:
         return zygote
 
     def _add(self, process: _Process) -> None:
-        """A process just forked: idle, or ended if the executor closed meanwhile or a
-        config with new plugins or rules came while it started."""
+        """A process just forked: idle; or fresh, while a config that needs it waits in
+        `prepare` for its set; or ended if the executor closed meanwhile or another config
+        came while it started."""
         with self._lock:
             self._starting -= 1
-            keep = not self._closed and self._current(process)
-            if keep:
+            keep = not self._closed and _has(process, self._target)
+            if keep and self._current(process) and not self._fresh:
                 self._idle.append(process)
+            elif keep:
+                self._fresh.append(process)
             self._changed.notify_all()
         if not keep:
             process.end()

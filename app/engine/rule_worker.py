@@ -11,9 +11,9 @@ The zygote and the service talk over a Unix socket (its descriptor in REARRANGE_
 the service sends one frame, the `(key, (module, qualname, params))` of every rule to build,
 and reads `ready`; then it writes `f` for each fork, and the zygote answers with the new
 process's pid and the service's ends of its two pipes (SCM_RIGHTS). The zygote is a child
-subreaper that ignores SIGCHLD: the kernel reaps what it forked, and what a rule forked
-and left. When the service closes the socket the zygote ends, and its rule processes with
-it.
+subreaper: it reaps what it forked, and what a rule forked and left, and when a rule
+process ends (killed, or by itself) it kills that process's group first. When the service
+closes the socket the zygote ends, and its rule processes with it.
 
 Nothing outlives the service, even a rule process spinning in C with the GIL held: the
 zygote and each rule process ask the kernel to kill them when their parent ends
@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import numbers
 import os
 import pickle
 import signal
@@ -109,7 +110,7 @@ def answer(rules: OrderedDict[bytes, Any], frame: bytes) -> bytes:
                 rules.popitem(last=False)
         else:
             rules.move_to_end(key)
-        reply: tuple[Any, ...] = ("ok", rule(*args))
+        reply: tuple[Any, ...] = ("ok", plain(rule(*args)))
     except BaseException as exc:  # the rule's own, handed back: its caller decides
         reply = raised(exc)
     try:
@@ -129,6 +130,48 @@ def die_with_parent(parent: int) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(0)
+
+
+def reap(signum: int = 0, frame: Any = None) -> None:
+    """SIGCHLD: for each child that ended, kill its process group (what its rules started),
+    then reap it. The ended child is waited for with WNOWAIT first: until it is reaped its
+    pid, and so its group's number, cannot be given to another process."""
+    while True:
+        try:
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if ended is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(ended.si_pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(ended.si_pid, 0)
+
+
+def plain(value: Any) -> Any:
+    """`value` in Python's own types, as the engine reads them: a numpy number or an
+    IntEnum as int or float, a str, dict or list subclass as str, dict or list. What is
+    none of these stays as it is (the service refuses it, naming its class)."""
+    kind = type(value)
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [plain(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, set | frozenset):
+        return {plain(v) for v in value}
+    return value
 
 
 def serve(calls: int, answers: int, rules: OrderedDict[bytes, Any]) -> None:
@@ -154,6 +197,8 @@ def fork(link: socket.socket, rules: OrderedDict[bytes, Any]) -> None:
             serve(calls_in, answers_out, rules)
         finally:
             os._exit(0)
+    with contextlib.suppress(OSError):  # the child does it too: whichever runs first
+        os.setpgid(pid, pid)
     os.close(calls_in)
     os.close(answers_out)
     try:
@@ -169,7 +214,7 @@ def main() -> None:
     link = socket.socket(fileno=int(os.environ.pop(SOCKET_ENV)))
     die_with_parent(int(os.environ.pop(PARENT_ENV)))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # what a rule forks and leaves is ours to reap
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # ... which the kernel then does
+    signal.signal(signal.SIGCHLD, reap)
     os.dup2(2, 1)  # a rule's print goes to the log, never into a frame
     sys.stdout = sys.stderr
     nothing = os.open(os.devnull, os.O_RDONLY)
@@ -190,6 +235,7 @@ def main() -> None:
     with contextlib.suppress(ConnectionError):
         while link.recv(1) == b"f":
             fork(link, rules)
+    os._exit(0)  # not waiting for a thread a plugin started: its rule processes die with it
 
 
 if __name__ == "__main__":

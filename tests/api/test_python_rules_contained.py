@@ -53,11 +53,16 @@ def serve(tmp_path: Path, **env: str) -> ServeProcess:
 
 
 def children(pid: int) -> list[int]:
+    """The children of `pid` (none once it has ended)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    for task in tasks:
         try:
             out += [int(child) for child in (task / "children").read_text().split()]
-        except FileNotFoundError:  # the thread ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
             continue
     return out
 
@@ -66,7 +71,7 @@ def stat(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command; None once it has ended."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     return None if fields[0] == "Z" else fields
 
@@ -79,7 +84,7 @@ def rule_processes(pid: int) -> dict[int, float]:
         try:
             if b"app.engine.rule_worker" not in Path(f"/proc/{zygote}/cmdline").read_bytes():
                 continue
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         for child in children(zygote):
             if (fields := stat(child)) is not None:

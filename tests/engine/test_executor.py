@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,7 +53,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
         return False
 
 
@@ -175,7 +177,8 @@ def test_an_answer_too_long_to_read_ends_its_process(hostile):
     ex, _ = executor(workers=1)
     scribbler = handle(hostile, hostile.Scribbler, mode="header")
     before = pid_of(ex, hostile, handle(hostile, hostile.Talker))
-    with pytest.raises(RuleAnswerRefused, match="18446744073709551615 bytes long"):
+    with pytest.raises(RuleAnswerRefused, match="18446744073709551615 bytes long, over the "
+                       r"\d+ bytes read for a call of its length"):
         ex.call("scribbler", scribbler, (PAGE, CONTEXT), 5.0)
     wait_for(lambda: not alive(before), 5.0)
     assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
@@ -183,26 +186,33 @@ def test_an_answer_too_long_to_read_ends_its_process(hostile):
     ex.close()
 
 
-@pytest.mark.parametrize("rule,params", [("Leaver", {}), ("Scribbler", {"mode": "later"})])
-def test_what_a_call_leaves_behind_never_answers_the_next_one(hostile, rule, params):
-    """A thread a rule left ends its process, or writes into its answer pipe, after the
-    call: the next call, of another rule, runs on a sound process and gets its own answer."""
+def test_what_a_call_leaves_behind_never_answers_the_next_one(hostile, tmp_path):
+    """A thread a rule left writes into its answer pipe after the call, or ends its
+    process: the next call, of another rule, runs on a sound process and gets its own
+    answer; what the ended one started ends with it."""
     ex, events = executor(workers=1)
-    left = pid_of(ex, hostile, handle(hostile, hostile.Talker))
-    ex.call(rule, handle(hostile, getattr(hostile, rule), **params), (PAGE, CONTEXT), 5.0)
-    time.sleep(0.2)  # the leftover thread has acted
+    written = tmp_path / "written"
+    scribbler = handle(hostile, hostile.Scribbler, mode="later", path=str(written))
+    first = pid_of(ex, hostile, handle(hostile, hostile.Talker))
+    ex.call("scribbler", scribbler, (PAGE, CONTEXT), 5.0)
+    wait_for(written.exists)  # its junk is in the pipe
     docs, records = ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)
-    assert docs == PAGE and f"pid={left}" not in records[0]["reason"]
+    second = int(re.search(r"pid=(\d+)", records[0]["reason"])[1])
+    assert docs == PAGE and second != first
+    child = tmp_path / "child.pid"
+    ex.call("leaver", handle(hostile, hostile.Leaver, path=str(child)), (PAGE, CONTEXT), 5.0)
+    wait_for(lambda: not alive(second))  # its leftover thread ended it
+    assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
+    wait_for(lambda: not alive(int(child.read_text())), 5.0)  # and what it started
     assert events.seen == []
     ex.close()
 
 
 def test_a_process_that_stopped_reading_cannot_hold_a_call_past_its_time(hostile):
-    """A call is written within its time too: a process stopped (SIGSTOP, by a thread its
-    last rule left) does not read a page bigger than the pipe holds."""
+    """A call is written within its time too: a process that stopped (SIGSTOP) does not
+    read a page bigger than the pipe holds."""
     ex, events = executor(workers=1)
-    ex.call("stopper", handle(hostile, hostile.Stopper), (PAGE, CONTEXT), 5.0)
-    time.sleep(0.2)
+    os.kill(pid_of(ex, hostile, handle(hostile, hostile.Talker)), signal.SIGSTOP)
     big = [{"id": f"d{i}", "url": f"https://h{i}.example/" + "p" * 100, "score": 1.0}
            for i in range(2000)]
     started = time.monotonic()
@@ -211,6 +221,50 @@ def test_a_process_that_stopped_reading_cannot_hold_a_call_past_its_time(hostile
     assert time.monotonic() - started < 1.0
     assert events.seen == [("talker", "timeout"), ("talker", "killed")]
     assert ex.call("talker", handle(hostile, hostile.Talker), (PAGE, CONTEXT), 5.0)[0] == PAGE
+    ex.close()
+
+
+def test_an_answer_in_subclasses_of_plain_types_comes_back_plain(hostile):
+    """The engine reads a dict subclass, an IntEnum, a str subclass as what they extend:
+    the rule process hands them back as such (the service unpickles no class)."""
+    ex, _ = executor(workers=1)
+    docs, records = ex.call("subclassed", handle(hostile, hostile.Subclassed),
+                            (PAGE, CONTEXT), 5.0)
+    assert docs == [{**PAGE[0], "score": 1}] and type(docs[0]) is dict
+    assert type(docs[0]["score"]) is int and type(records[0]["doc_id"]) is str
+    ex.close()
+
+
+def test_a_new_config_is_prepared_while_the_old_one_goes_on_being_served(hostile):
+    """A reload whose rules the processes lack forks a new set (its slow constructor run
+    once, in the new zygote) beside the old one, which serves every call meanwhile."""
+    ex, events = executor(workers=2)
+    talker = handle(hostile, hostile.Talker)
+    stop, failures, answered = threading.Event(), [], []
+
+    def calls() -> None:
+        while not stop.is_set():
+            try:
+                answered.append(ex.call("talker", talker, (PAGE, CONTEXT), 0.5))
+            except Exception as exc:  # what the test counts
+                failures.append(exc)
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(calls)
+        wait_for(lambda: len(answered) > 3)
+        old = {pid_of(ex, hostile, talker) for _ in range(4)}
+        slow = handle(hostile, hostile.SlowStart, seconds=1.0)
+        started = time.monotonic()
+        assert ex.prepare(["rr_hostile"], [talker, slow])
+        assert time.monotonic() - started >= 1.0  # it waited for the new set
+        served_during = len(answered)
+        wait_for(lambda: len(answered) > served_during + 3)
+        stop.set()
+        running.result()
+    assert failures == [] and events.seen == []
+    assert not old & {pid_of(ex, hostile, talker) for _ in range(4)}
+    assert ex.call("slow_start", slow, (PAGE, CONTEXT), 0.1)[0] == PAGE
+    wait_for(lambda: not any(alive(p) for p in old))
     ex.close()
 
 

@@ -4,8 +4,8 @@ request by its deadline whatever they do."""
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
-import signal
 import socket
 import stat
 import subprocess
@@ -137,42 +137,67 @@ def _answer_pipe() -> int:
 
 class Scribbler(_Rule):
     """Writes into its own answer pipe: a length of 2**64 - 1 bytes (`mode: header`), or,
-    50 ms after it has answered, from a thread left behind (`mode: later`)."""
+    50 ms after it has answered, from a thread left behind (`mode: later`), which then
+    writes `path`."""
 
     name = "scribbler"
 
     def __init__(self, params: dict) -> None:
         super().__init__(params)
         self.mode = params.get("mode", "header")
+        self.path = params.get("path")
 
     def __call__(self, documents, context):
         fd = _answer_pipe()
         if self.mode == "header":
             os.write(fd, b"\xff" * 8)
         else:
-            threading.Thread(target=lambda: (time.sleep(0.05), os.write(fd, b"junk"))).start()
+            def later():
+                time.sleep(0.05)
+                os.write(fd, b"junk")
+                Path(self.path).write_text("written")
+            threading.Thread(target=later).start()
         return documents, []
+
+
+class Subclassed(_Rule):
+    """Answers with what the engine reads but Python's own types do not hold: a dict
+    subclass, an IntEnum score, a str subclass."""
+
+    name = "subclassed"
+
+    def __call__(self, documents, context):
+        docs = [_Doc({**d, "score": _Score.ONE}) for d in documents]
+        return docs, [{"doc_id": _Id(documents[0]["id"]), "action": "rescore",
+                       "delta": None, "reason": _Id("to one")}]
+
+
+class _Doc(dict):
+    pass
+
+
+class _Score(enum.IntEnum):
+    ONE = 1
+
+
+class _Id(str):
+    pass
 
 
 class Leaver(_Rule):
-    """Answers, and 50 ms later a thread it left behind ends its process."""
+    """Starts `sleep 600` (its pid written to `path`) and answers; 50 ms later a thread it
+    left behind ends its process."""
 
     name = "leaver"
 
+    def __init__(self, params: dict) -> None:
+        super().__init__(params)
+        self.path = params["path"]
+
     def __call__(self, documents, context):
+        child = subprocess.Popen(["sleep", "600"])
+        Path(self.path).write_text(str(child.pid))
         threading.Thread(target=lambda: (time.sleep(0.05), os._exit(1))).start()
-        return documents, []
-
-
-class Stopper(_Rule):
-    """Answers, and 50 ms later a thread it left behind stops its process (SIGSTOP): the
-    process then reads no call."""
-
-    name = "stopper"
-
-    def __call__(self, documents, context):
-        threading.Thread(target=lambda: (time.sleep(0.05),
-                                         os.kill(os.getpid(), signal.SIGSTOP))).start()
         return documents, []
 
 
@@ -215,4 +240,4 @@ class Hog(_Rule):
 
 
 RULES = [Sleeper, Spinner, SocketReader, Forger, Exiter, Talker, Unsendable, Smuggler,
-         Scribbler, Leaver, Stopper, SlowStart, Forker, Hog]
+         Scribbler, Leaver, SlowStart, Forker, Hog, Subclassed]
