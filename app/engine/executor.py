@@ -23,7 +23,6 @@ them gets a new zygote and new processes. docs/config.md#python-rules has the mo
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import pickle
@@ -40,7 +39,7 @@ from typing import Any, NoReturn, Protocol
 
 from app._engine import RuleTimeout
 from app.config.plugins import RuleHandle
-from app.engine.rule_worker import HEADER, PARENT_ENV, SOCKET_ENV
+from app.engine.rule_worker import HEADER, PARENT_ENV, SOCKET_ENV, NotPlain, load_plain
 
 log = logging.getLogger("rearrange.rules")
 
@@ -222,19 +221,14 @@ class _Gone(Exception):
     """The process ended (its pipe closed) before the whole answer came."""
 
 
-class _Plain(pickle.Unpickler):
-    """Unpickles plain data only: dicts, lists, tuples, sets, strings, bytes, numbers,
-    booleans, None. Anything that needs a class or a function (an object, a `__reduce__`
-    that would run code here) is refused: a rule's answer runs no code in the service."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise RuleAnswerRefused(f"the rule's answer holds a {module}.{name}: only plain "
-                                "data (dicts, lists, strings, numbers) comes back from its "
-                                "process")
-
-
 def _plain(data: bytes) -> Any:
-    return _Plain(io.BytesIO(data)).load()
+    """The answer, unpickled as plain data only (rule_worker.load_plain): a rule's answer
+    runs no code in the service."""
+    try:
+        return load_plain(data)
+    except NotPlain as exc:
+        raise RuleAnswerRefused(f"the rule's answer holds a {exc}: only plain data (dicts, "
+                                "lists, strings, numbers) comes back from its process") from None
 
 
 _remote_types: dict[tuple[str, str], type[Exception]] = {}

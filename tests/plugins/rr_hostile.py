@@ -184,19 +184,25 @@ class _Id(str):
     pass
 
 
-class Leaver(_Rule):
-    """Starts `sleep 600` (its pid written to `path`) and answers; 50 ms later a thread it
-    left behind ends its process."""
-
-    name = "leaver"
+class _Starter(_Rule):
+    """Starts `sleep 600` at each call, its pid written to `path`."""
 
     def __init__(self, params: dict) -> None:
         super().__init__(params)
         self.path = params["path"]
 
+    def start(self) -> None:
+        Path(self.path).write_text(str(subprocess.Popen(["sleep", "600"]).pid))
+
+
+class Leaver(_Starter):
+    """Starts `sleep 600` and answers; 50 ms later a thread it left behind ends its
+    process."""
+
+    name = "leaver"
+
     def __call__(self, documents, context):
-        child = subprocess.Popen(["sleep", "600"])
-        Path(self.path).write_text(str(child.pid))
+        self.start()
         threading.Thread(target=lambda: (time.sleep(0.05), os._exit(1))).start()
         return documents, []
 
@@ -214,19 +220,13 @@ class SlowStart(_Rule):
         return documents, []
 
 
-class Forker(_Rule):
-    """Starts `sleep 600` (its pid written to `path`), then sleeps itself."""
+class Forker(_Starter):
+    """Starts `sleep 600`, then sleeps itself."""
 
     name = "forker"
 
-    def __init__(self, params: dict) -> None:
-        super().__init__(params)
-        self.path = params["path"]
-
     def __call__(self, documents, context):
-        child = subprocess.Popen(["sleep", "600"])
-        with open(self.path, "w") as f:
-            f.write(str(child.pid))
+        self.start()
         time.sleep(600)
 
 
