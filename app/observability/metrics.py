@@ -348,6 +348,7 @@ class Metrics:
             "time: the request went on without it), killed (its process killed for it), died "
             "(its process ended during the call); start_failed (rule \"\"): a rule process "
             "did not start", ["rule", "event"], registry=r)
+        self.python_rule_events.labels("", "start_failed")  # at 0 from the start, for the alert
         self.python_rule_processes = Gauge(
             "rearrange_python_rule_processes",
             "Processes running Python rules by state: idle, busy, starting",

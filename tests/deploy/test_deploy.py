@@ -50,7 +50,7 @@ def test_promtool_runs_the_alert_unit_tests():
     assert {"RearrangeHousekeepingErrors", "RearrangeAuditLogDropping", "RearrangeRedisErrors",
             "RearrangeRuleErrors", "RearrangeRulesSkipped", "RearrangeMemoryNearLimit",
             "RearrangeConfigReloadRefused", "RearrangeReplicaServesNoReranks",
-            "RearrangePinnedHostScoresHigh"} <= tested
+            "RearrangePinnedHostScoresHigh", "RearrangePythonRulesNotStarting"} <= tested
 
 
 def test_dashboard_matches_its_json_schema_and_panels_fit_the_grid():
