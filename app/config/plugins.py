@@ -192,15 +192,14 @@ class RuleHandle:
     their own process), and named so that a rule process builds the same rule: the class
     `qualname` of `module`, on the step's parameters as the config gave them."""
 
-    __slots__ = ("instance", "spec", "key")
+    __slots__ = ("instance", "key")
 
     def __init__(self, instance: Any, module: str, qualname: str,
                  params: dict[str, Any]) -> None:
         self.instance = instance
-        self.spec = (module, qualname, params)
-        # a rule process keeps the rules it built by this: the same rule and parameters in
-        # the next config (a reload) is the same rule, not built again
-        self.key = pickle.dumps(self.spec, pickle.HIGHEST_PROTOCOL)
+        # what a rule process builds the rule from, and keeps it by: the same rule and
+        # parameters in the next config (a reload) is the same rule, not built again
+        self.key = pickle.dumps((module, qualname, params), pickle.HIGHEST_PROTOCOL)
 
     def __call__(self, documents: Any, context: Any) -> Any:
         return self.instance(documents, context)

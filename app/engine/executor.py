@@ -34,12 +34,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from app._engine import RuleTimeout
 from app.config.plugins import RuleHandle
-from app.engine.rule_worker import HEADER, PARENT_ENV, SOCKET_ENV, NotPlain, load_plain
+from app.engine.rule_worker import (
+    PARENT_ENV,
+    SOCKET_ENV,
+    FrameTooLong,
+    NotPlain,
+    frame,
+    load_plain,
+    read_frame,
+)
 
 log = logging.getLogger("rearrange.rules")
 
@@ -89,13 +97,29 @@ class Limits:
     start_timeout: float = 60.0  # a new zygote must have imported and built by then
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What rule processes must have imported and built: a config's plugin modules (in its
+    order: the zygote imports them so) and its Python rules' RuleHandle keys."""
+
+    modules: tuple[str, ...] = ()
+    keys: frozenset[bytes] = frozenset()
+    module_set: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "module_set", frozenset(self.modules))
+
+    def within(self, zygote: _Zygote) -> bool:
+        """`zygote` (and so each process it forked) imported and built all of it."""
+        return self.module_set <= zygote.target.module_set and self.keys <= zygote.target.keys
+
+
 class _Zygote:
     """The process that imported the plugins, built the rules and forks rule processes
     (rule_worker.py)."""
 
-    def __init__(self, modules: tuple[str, ...], rules: dict[bytes, Any],
-                 start_timeout: float) -> None:
-        self.modules, self.keys = modules, frozenset(rules)
+    def __init__(self, target: _Target, start_timeout: float) -> None:
+        self.target = target
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         # the service's own module path, so the zygote imports what the service imported
@@ -105,17 +129,17 @@ class _Zygote:
         try:
             # a session of its own: a signal to the service's group does not reach it
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "app.engine.rule_worker", *modules], env=env,
+                [sys.executable, "-m", "app.engine.rule_worker", *target.modules], env=env,
                 stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
                 start_new_session=True)
         finally:
             theirs.close()
         self.link = ours
-        specs = pickle.dumps(list(rules.items()), pickle.HIGHEST_PROTOCOL)
+        keys = pickle.dumps(list(target.keys), pickle.HIGHEST_PROTOCOL)
         ours.settimeout(start_timeout)  # it reads them once it has imported the plugins
         # if it ended or hangs, `ready` finds it so, and the keeper logs and counts it
         with contextlib.suppress(OSError):
-            ours.sendall(HEADER.pack(len(specs)) + specs)
+            ours.sendall(frame(keys))
         ours.settimeout(None)
 
     def ready(self, deadline: float, clock: Callable[[], float]) -> None:
@@ -249,13 +273,6 @@ def _remote(kind: str, module: str, message: str, text: str) -> Exception:
     return exc
 
 
-def _has(process: _Process, target: tuple[tuple[str, ...], dict[bytes, Any]]) -> bool:
-    """`process` has imported the modules and built the rules of `target`."""
-    modules, rules = target
-    zygote = process.zygote
-    return set(modules) <= set(zygote.modules) and rules.keys() <= zygote.keys
-
-
 def _status(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -281,10 +298,10 @@ def _wait(poll: select.poll, deadline: float, clock: Callable[[], float]) -> Non
             return
 
 
-def _write(process: _Process, frame: bytes, deadline: float,
+def _write(process: _Process, call: bytes, deadline: float,
            clock: Callable[[], float]) -> None:
-    """`frame` into the process's call pipe, whole, by `deadline` (else _Late)."""
-    view, poll = memoryview(HEADER.pack(len(frame)) + frame), None
+    """`call` as a frame into the process's call pipe, whole, by `deadline` (else _Late)."""
+    view, poll = memoryview(frame(call)), None
     while view:
         try:
             view = view[os.write(process.calls, view):]
@@ -296,23 +313,16 @@ def _write(process: _Process, frame: bytes, deadline: float,
 def _read(process: _Process, deadline: float, clock: Callable[[], float],
           most: int) -> bytes:
     """One answer frame's payload from `process`, whole, by `deadline` (else _Late; _Gone
-    when its pipe closes first; RuleAnswerRefused past `most` bytes). A process writes one
-    frame per call, so whatever the pipe holds is this frame: it is read in as few reads as
-    it arrived in (usually one)."""
-    data, need = bytearray(), HEADER.size
-    while len(data) < need:
-        _wait(process.poll, deadline, clock)
-        chunk = os.read(process.answers, min(max(need - len(data), 1 << 16), 1 << 24))
-        if not chunk:
-            raise _Gone
-        data += chunk
-        if need == HEADER.size and len(data) >= need:
-            size = HEADER.unpack_from(data)[0]
-            if size > most:
-                raise RuleAnswerRefused(f"the rule's answer is {size} bytes long, over the "
-                                        f"{most} bytes read for a call of its length")
-            need += size
-    return bytes(data[HEADER.size:])
+    when its pipe closes first; RuleAnswerRefused past `most` bytes)."""
+    try:
+        answer = read_frame(process.answers, lambda: _wait(process.poll, deadline, clock),
+                            most)
+    except FrameTooLong as exc:
+        raise RuleAnswerRefused(f"the rule's answer is {exc.args[0]} bytes long, over the "
+                                f"{most} bytes read for a call of its length") from None
+    if answer is None:
+        raise _Gone
+    return answer
 
 
 class RuleExecutor:
@@ -333,11 +343,10 @@ class RuleExecutor:
         self._ended: list[_Process] = []  # let go idle (retired): the keeper ends them
         # what the processes must have imported and built: the served config's plugins and
         # rules (handle key → spec)
-        self._modules: tuple[str, ...] = ()
-        self._rules: dict[bytes, Any] = {}
+        self._serving = _Target()
         # what new processes are forked for: the config being prepared, or the one served;
         # `_fresh` holds those forked for a config being prepared, until it is served
-        self._target: tuple[tuple[str, ...], dict[bytes, Any]] = ((), {})
+        self._target = _Target()
         self._fresh: list[_Process] = []
         self._wanted = False  # processes are kept up once a config or a call asks for them
         self._closed = False
@@ -361,7 +370,7 @@ class RuleExecutor:
             self.expired(rule)
             raise RuleTimeout(f"{rule} had {seconds * 1000:.2f} ms left: not called")
         deadline = self.clock() + seconds
-        frame = pickle.dumps((fn.key, fn.spec, tuple(args)), pickle.HIGHEST_PROTOCOL)
+        call = pickle.dumps((fn.key, tuple(args)), pickle.HIGHEST_PROTOCOL)
         while True:
             process = self._take(deadline)
             if process is None:
@@ -372,7 +381,7 @@ class RuleExecutor:
                 self._end(process)
                 continue
             try:
-                _write(process, frame, deadline, self.clock)
+                _write(process, call, deadline, self.clock)
             except BrokenPipeError:  # it ended before it took the call: another will
                 self._end(process)
                 continue
@@ -384,7 +393,7 @@ class RuleExecutor:
             break
         try:
             answer = _read(process, deadline, self.clock,
-                           ANSWER_BYTES + ANSWER_PER_CALL_BYTE * len(frame))
+                           ANSWER_BYTES + ANSWER_PER_CALL_BYTE * len(call))
         except _Late:
             self._late(rule, process, seconds)
         except (_Gone, OSError):
@@ -422,7 +431,7 @@ class RuleExecutor:
         modules = tuple(dict.fromkeys(modules))
         if not modules:
             return True
-        target = (modules, {handle.key: handle.spec for handle in rules})
+        target = _Target(modules, frozenset(handle.key for handle in rules))
         with self._lock:
             self._target = target
             self._fresh = []
@@ -431,7 +440,7 @@ class RuleExecutor:
             failed, done = self._failed_starts, False
             while not self._closed:
                 up = [p for p in (*self._idle, *self._busy, *self._fresh)
-                      if _has(p, target)]
+                      if target.within(p.zygote)]
                 if len(up) >= self.limits.workers:
                     done = True
                     break
@@ -440,7 +449,7 @@ class RuleExecutor:
                     break
                 self._changed.wait(left)
             # the switch: the new set serves from now on, the old one ends as it comes free
-            self._modules, self._rules = target
+            self._serving = target
             stale = [p for p in self._idle if not self._current(p)]
             self._idle = [p for p in self._idle if self._current(p)] + self._fresh
             self._fresh = []
@@ -476,7 +485,7 @@ class RuleExecutor:
     # ---- the pool (under the lock) -----------------------------------------------------
     def _current(self, process: _Process) -> bool:
         """It imported the served config's plugins and built its rules."""
-        return _has(process, (self._modules, self._rules))
+        return self._serving.within(process.zygote)
 
     def _want(self) -> None:
         """Keep processes up from now on: start the keeper (again, should it have failed)."""
@@ -492,7 +501,7 @@ class RuleExecutor:
         retry (the ones of an older config, still serving, do not count)."""
         if not self._wanted or self._closed or self.clock() < self._retry_at:
             return 0
-        up = sum(_has(p, self._target) for p in (*self._idle, *self._busy, *self._fresh))
+        up = sum(self._target.within(p.zygote) for p in (*self._idle, *self._busy, *self._fresh))
         return max(0, self.limits.workers - up - self._starting)
 
     # ---- a call's process --------------------------------------------------------------
@@ -555,20 +564,18 @@ class RuleExecutor:
                     ended, self._ended = self._ended, []
                     missing = self._missing()
                     self._starting += missing
-                    modules, rules = self._target[0], dict(self._target[1])
+                    target = self._target
                     serving = {p.zygote for p in (*self._idle, *self._busy, *self._fresh)}
                 for process in ended:
                     process.end()
                 for old in [z for z in retired if z not in serving]:
                     old.kill()  # none of its processes is left: it has nothing to do
                     retired.remove(old)
-                current = (zygote is not None and set(modules) <= set(zygote.modules)
-                           and rules.keys() <= zygote.keys and not zygote.ended())
-                if zygote is not None and not current:
+                if zygote is not None and not (target.within(zygote) and not zygote.ended()):
                     retired.append(zygote)
                     zygote = None
                 if missing:
-                    zygote = self._start(zygote, missing, modules, rules)
+                    zygote = self._start(zygote, missing, target)
                 elif retired:
                     with self._lock:  # woken when a retired zygote's last process goes
                         self._changed.wait(RETRY_SECONDS[1])
@@ -581,15 +588,14 @@ class RuleExecutor:
                 if not z.ended(CLOSE_SECONDS):
                     z.kill()
 
-    def _start(self, zygote: _Zygote | None, count: int, modules: tuple[str, ...],
-               rules: dict[bytes, Any]) -> _Zygote | None:
+    def _start(self, zygote: _Zygote | None, count: int, target: _Target) -> _Zygote | None:
         """Fork `count` processes from the zygote (a new one when there is none) and add
         them to the idle ones; after a failure, wait before trying again (RETRY_SECONDS).
         The zygote to keep."""
         forked, problem = 0, ""
         try:
             if zygote is None:
-                zygote = _Zygote(modules, rules, self.limits.start_timeout)
+                zygote = _Zygote(target, self.limits.start_timeout)
                 zygote.ready(self.clock() + self.limits.start_timeout, self.clock)
             while forked < count:
                 self._add(zygote.fork(self.clock() + FORK_SECONDS, self.clock))
@@ -629,7 +635,7 @@ class RuleExecutor:
         came while it started."""
         with self._lock:
             self._starting -= 1
-            keep = not self._closed and _has(process, self._target)
+            keep = not self._closed and self._target.within(process.zygote)
             if keep and self._current(process) and not self._fresh:
                 self._idle.append(process)
             elif keep:

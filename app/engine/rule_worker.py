@@ -8,7 +8,7 @@ millisecond or two, with the rules already built, not in the time an interpreter
 start, import the plugins and run the rules' constructors.
 
 The zygote and the service talk over a Unix socket (its descriptor in REARRANGE_RULE_SOCKET):
-the service sends one frame, the `(key, (module, qualname, params))` of every rule to build,
+the service sends one frame, the RuleHandle keys of every rule to build,
 and reads `ready`; then it writes `f` for each fork, and the zygote answers with the new
 process's pid and the service's ends of its two pipes (SCM_RIGHTS). The zygote is a child
 subreaper: it reaps what it forked, and what a rule forked and left, and when a rule
@@ -25,8 +25,9 @@ SIGTERM) does not reach it.
 A rule process reads calls from one pipe and writes answers to the other, each a frame: 8
 bytes of little-endian length, then a pickle.
 
-- A call is `(key, (module, qualname, params), args)`: the rule class `qualname` of
-  `module`, built as the config load built it (`cls(Params.model_validate(params))`, or
+- A call is `(key, args)`, `key` being a RuleHandle's, the pickled
+  `(module, qualname, params)`: the rule class `qualname` of `module`, built as the config
+  load built it (`cls(Params.model_validate(params))`, or
   `cls(params)` without `Params`), by the zygote for the served config's rules, else the
   first time `key` is seen (a candidate config's); the last `KEPT` rules are kept. Its answer
   is `("ok", value)` or `("raised", type name, type module, message, traceback)`: what the
@@ -49,6 +50,7 @@ import struct
 import sys
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from app.config.plugins import find
@@ -60,31 +62,48 @@ PARENT_ENV = "REARRANGE_RULE_PARENT"  # the service's pid: the zygote checks it 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
+class FrameTooLong(Exception):
+    """A frame's header says more bytes than its reader takes (`args[0]`: how many)."""
+
+
+def frame(payload: bytes) -> bytes:
+    """`payload` as a frame: its length, then itself."""
+    return HEADER.pack(len(payload)) + payload
+
+
 def write_frame(fd: int, payload: bytes) -> None:
     """`payload` as one frame on `fd` (a blocking one), whole."""
-    view = memoryview(HEADER.pack(len(payload)) + payload)
+    view = memoryview(frame(payload))
     while view:
         view = view[os.write(fd, view):]
 
 
-def read_frame(fd: int) -> bytes | None:
-    """One frame's payload from `fd`, None at the end of the stream. The other side writes
-    one frame and waits for the answer, so whatever `fd` holds is one frame: it is read in as
-    few reads as it arrived in (usually one)."""
+def read_frame(fd: int, wait: Callable[[], None] | None = None,
+               most: int | None = None) -> bytes | None:
+    """One frame's payload from `fd`, None at the end of the stream; `wait()` before each
+    read (the service's: a poll under the call's deadline), FrameTooLong past `most` bytes.
+    The other side writes one frame and waits for the answer, so whatever `fd` holds is one
+    frame: it is read in as few reads as it arrived in (usually one)."""
     data, need = bytearray(), HEADER.size
     while len(data) < need:
-        chunk = os.read(fd, max(need - len(data), 1 << 16))
+        if wait is not None:
+            wait()
+        chunk = os.read(fd, min(max(need - len(data), 1 << 16), 1 << 24))
         if not chunk:
             return None
         data += chunk
         if need == HEADER.size and len(data) >= need:
-            need += HEADER.unpack_from(data)[0]
+            size = HEADER.unpack_from(data)[0]
+            if most is not None and size > most:
+                raise FrameTooLong(size)
+            need += size
     return bytes(data[HEADER.size:])
 
 
-def build(module_name: str, qualname: str, params: Any) -> Any:
-    """The rule class `qualname` of `module_name` built on `params` as the config load
-    builds it (app/config/plugins.py build_python_rule)."""
+def build(key: bytes) -> Any:
+    """The rule a RuleHandle's `key` names (the pickled `(module, qualname, params)`), built
+    as the config load builds it (app/config/plugins.py build_python_rule)."""
+    module_name, qualname, params = pickle.loads(key)
     cls = find(module_name, qualname)
     model = getattr(cls, "Params", None)
     return cls(dict(params) if model is None else model.model_validate(params))
@@ -100,13 +119,13 @@ def raised(exc: BaseException) -> tuple[str, str, str, str, str]:
     return ("raised", kind.__qualname__, kind.__module__, message, text)
 
 
-def answer(rules: OrderedDict[bytes, Any], frame: bytes) -> bytes:
-    """The answer frame to one call frame."""
+def answer(rules: OrderedDict[bytes, Any], call: bytes) -> bytes:
+    """The answer frame's payload to one call frame's."""
     try:
-        key, (module_name, name, params), args = pickle.loads(frame)
+        key, args = pickle.loads(call)
         rule = rules.get(key)
         if rule is None:
-            rule = rules[key] = build(module_name, name, params)
+            rule = rules[key] = build(key)
             while len(rules) > KEPT:
                 rules.popitem(last=False)
         else:
@@ -189,8 +208,6 @@ def plain(value: Any) -> Any:
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, str):
         return str(value)
-    if isinstance(value, bool):
-        return bool(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
@@ -202,8 +219,8 @@ def plain(value: Any) -> Any:
 
 def serve(calls: int, answers: int, rules: OrderedDict[bytes, Any]) -> None:
     """A rule process: answer calls until the call pipe closes."""
-    while (frame := read_frame(calls)) is not None:
-        write_frame(answers, answer(rules, frame))
+    while (call := read_frame(calls)) is not None:
+        write_frame(answers, answer(rules, call))
 
 
 def fork(link: socket.socket, rules: OrderedDict[bytes, Any]) -> None:
@@ -248,12 +265,13 @@ def main() -> None:
     os.close(nothing)
     for module_name in sys.argv[1:]:
         importlib.import_module(module_name)
-    specs = read_frame(link.fileno())
+    keys = read_frame(link.fileno())
     rules: OrderedDict[bytes, Any] = OrderedDict()
-    for key, (module_name, qualname, params) in pickle.loads(specs or pickle.dumps([])):
+    for key in pickle.loads(keys or pickle.dumps([])):
         try:
-            rules[key] = build(module_name, qualname, params)
+            rules[key] = build(key)
         except Exception:  # built in the service, refused here: it fails at its calls
+            module_name, qualname, _ = pickle.loads(key)
             print(f"rearrange rule processes: building {module_name}.{qualname} failed; "
                   "its calls build it again and fail as it does:", file=sys.stderr)
             traceback.print_exc()
